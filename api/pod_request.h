@@ -1,0 +1,25 @@
+// Decodes what a pod asks of gpupack from a core/v1 Pod object (as kube-scheduler sends it in
+// ExtenderArgs.Pod, as the webhook sees it in an AdmissionReview, as the informer lists it).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "common/status.h"
+#include "scheduler/core/model.h"
+
+namespace gpupack::api {
+
+// True when any container (app or init) names gpupack.io/gpu-memory or gpupack.io/gpu in its
+// resources.limits or resources.requests. Never fails: a malformed pod simply does not ask.
+bool PodAsksForGpupack(const nlohmann::json& pod);
+
+// Parses the pod's gpupack request (DESIGN.md §3.1) and its effective CPU / host-memory
+// requests (Kubernetes rule: max(largest init container, sum of app containers) + overhead).
+// Returns InvalidArgument with a message naming the container and field for: unparseable or
+// non-positive quantities, gpupack.io/gpu of 0 or above `max_devices_per_container`, a limit and a
+// request that disagree, gpupack.io/gpu-memory beside nvidia.com/gpu, and conflicting or unknown
+// annotation values (e.g. mig-profile with device-kind gpu). A pod with no gpupack request yields a
+// PodRequest whose containers is empty. Wrong JSON types anywhere are errors, not crashes.
+StatusOr<core::PodRequest> ParsePodRequest(const nlohmann::json& pod, int max_devices_per_container = 16);
+
+}  // namespace gpupack::api

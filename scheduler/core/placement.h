@@ -1,0 +1,93 @@
+// The placement core: does a pod fit on a node, how good is the node, and which devices does
+// the pod get. Pure: values in, values out.
+//
+// Usage: build a Policy once per (policy, typical workload); for each node keep a NodeSummary
+// (Summarize) next to the node and recompute it whenever the node's devices or shares change or
+// the policy is replaced; call Evaluate per (node, pod). Evaluate's placement is exactly the
+// device choice that produced its cost, so the bind agrees with the score.
+//
+// Thread safety: Policy is immutable after construction; Evaluate/Summarize are const and may
+// run concurrently.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+#include "scheduler/core/model.h"
+#include "scheduler/core/verdict.h"
+#include "scheduler/core/workload.h"
+
+namespace gpupack::core {
+
+// Nodes may carry at most this many devices (GPUs + MIG instances); more is refused at load.
+inline constexpr int kMaxDevicesPerNode = 64;
+
+struct PlacementOptions {
+  MiB reserve_mib_per_device = 0;  // kept free on every device (driver / context overhead)
+  bool count_foreign_usage = true; // live usage beyond the caps reduces free memory
+};
+
+// Free memory of a device: capacity − Σ caps − reserve − max(0, live usage − Σ caps), floored at
+// 0; a device held exclusively or unhealthy has none.
+MiB DeviceFreeMiB(const Device& device, const PlacementOptions& options);
+
+// Per-node precomputation against a policy's typical workload (FGD's F_n(M) ingredients).
+struct NodeSummary {
+  int device_count = 0;
+  std::array<MiB, kMaxDevicesPerNode> free{};      // per device slot
+  std::array<uint64_t, kMaxDevicesPerNode> spec_match{};  // bit m: device can serve spec m at all
+  std::array<int16_t, kMaxTypicalSpecs> usable{};  // q_n(m): devices with room for spec m
+  std::array<MiB, kMaxTypicalSpecs> unusable_free{};// Σ free of devices that cannot hold spec m
+  MiB total_free = 0;                              // R_n
+  int64_t free_cpu_milli = -1;                     // -1 = unlimited
+  int64_t free_memory_bytes = -1;
+  double fragmentation = 0;                        // F_n(M) in MiB
+};
+
+struct NodeEvaluation {
+  Verdict verdict;
+  // Lower is better; compare only between nodes evaluated by the same Policy for the same pod.
+  // FGD: the increase of expected fragmentation ΔF in MiB; binpack: free MiB left on the touched
+  // devices; spread: the negative of it.
+  double cost = 0;
+  Placement placement;  // empty unless verdict.fits()
+};
+
+enum class PolicyKind { kFgd, kBinpack, kSpread };
+StatusOr<PolicyKind> ParsePolicyKind(std::string_view name);  // "fgd" | "binpack" | "spread"
+std::string_view PolicyKindName(PolicyKind kind);
+
+class Policy {
+ public:
+  Policy(PolicyKind kind, TypicalWorkload workload, PlacementOptions options);
+
+  PolicyKind kind() const { return kind_; }
+  const TypicalWorkload& workload() const { return workload_; }
+  const PlacementOptions& options() const { return options_; }
+
+  NodeSummary Summarize(const Node& node) const;
+  // REQUIRES: summary == Summarize(node) for the node's current state.
+  NodeEvaluation Evaluate(const Node& node, const NodeSummary& summary, const PodRequest& pod) const;
+  // Convenience for callers without a cached summary.
+  NodeEvaluation Evaluate(const Node& node, const PodRequest& pod) const { return Evaluate(node, Summarize(node), pod); }
+
+ private:
+  PolicyKind kind_;
+  TypicalWorkload workload_;
+  PlacementOptions options_;
+};
+
+// Applies a placement to a node (adds the shares). Returns FailedPrecondition, leaving the node
+// unchanged, if it no longer fits (a concurrent change): the ledger invariant Σ caps ≤ capacity
+// is never broken.
+Status ApplyPlacement(Node& node, const PodRequest& pod, const Placement& placement, const PlacementOptions& options);
+// Removes every share of `pod_uid` from the node; returns how many were removed.
+int RemovePod(Node& node, std::string_view pod_uid);
+// Σ caps ≤ capacity on every device, and no device both exclusive and shared.
+Status CheckLedgerInvariant(const Node& node);
+
+}  // namespace gpupack::core

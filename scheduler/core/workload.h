@@ -1,0 +1,77 @@
+// The "typical pod" distribution that the fragmentation-aware score measures against
+// (FGD's target workload M), and a learner that estimates it from observed requests.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "scheduler/core/model.h"
+
+namespace gpupack::core {
+
+// One pod shape of the target workload. Shapes with no devices are CPU-only pods: they are
+// part of M, as in FGD, and make every idle device count as a fragment for them.
+struct TypicalSpec {
+  int64_t cpu_milli = 0;
+  int device_count = 0;      // 0 = CPU-only
+  MiB mem_per_device_mib = 0;// 0 with device_count > 0 = whole devices
+  DeviceKindPreference device_kind = DeviceKindPreference::kAny;
+  std::string mig_profile;
+  std::vector<std::string> gpu_models;  // empty = any model
+  double weight = 0;         // popularity p_m; a workload's weights sum to 1
+
+  bool operator==(const TypicalSpec&) const = default;
+};
+
+// At most kMaxTypicalSpecs shapes, so per-device match sets fit a 64-bit mask in the hot loop.
+inline constexpr int kMaxTypicalSpecs = 64;
+
+struct TypicalWorkload {
+  std::vector<TypicalSpec> specs;
+  // Renormalises weights to sum 1, drops zero-weight specs, keeps the heaviest kMaxTypicalSpecs.
+  void Normalize();
+};
+
+// The shape a pod contributes to the distribution. Multi-container pods use their largest
+// container's shape; memory is rounded up to `granularity_mib` so near-identical requests share
+// a bucket.
+TypicalSpec SpecOfPod(const PodRequest& pod, MiB granularity_mib);
+
+// FGD's GetTypicalPods over a fixed list: count pods per spec; sort by count descending (ties:
+// larger spec first by cpu, memory, devices); keep specs until `coverage` (0.95) of pods is
+// reached; renormalise.
+TypicalWorkload TypicalWorkloadFromPods(const std::vector<TypicalSpec>& pod_specs, double coverage);
+
+// A cold-start prior expressed relative to the cluster's most common device capacity
+// `device_mib`: 30% whole devices, 20% halves, 15% quarters, 10% eighths, 10% 2× whole,
+// 15% CPU-only (cpu 4 cores each). Documented in docs/placement.md.
+TypicalWorkload DefaultPriorWorkload(MiB device_mib);
+
+// Exponentially decayed histogram of observed pod shapes. Each observation multiplies earlier
+// weights by 2^(-1/half_life_pods). The snapshot blends the prior with weight
+// prior_pods / (prior_pods + observed mass), so the prior fades as evidence accumulates.
+// Not thread-safe: the owner serialises calls.
+class WorkloadLearner {
+ public:
+  WorkloadLearner(TypicalWorkload prior, double half_life_pods, double prior_pods, MiB granularity_mib);
+  void Observe(const PodRequest& pod);
+  // The current estimate: blended, normalised, top kMaxTypicalSpecs by weight.
+  TypicalWorkload Snapshot() const;
+  double observed_mass() const { return mass_; }
+
+ private:
+  struct Bucket {
+    TypicalSpec spec;
+    double weight;  // stored scaled by scale_ to avoid touching every bucket per observation
+  };
+  TypicalWorkload prior_;
+  double decay_;
+  double prior_pods_;
+  MiB granularity_mib_;
+  double scale_ = 1.0;  // current weight of an observation made now, relative to storage units
+  double mass_ = 0;     // decayed count of observations
+  std::vector<Bucket> buckets_;
+};
+
+}  // namespace gpupack::core
