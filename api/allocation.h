@@ -1,0 +1,79 @@
+// The gpupack.io/allocation annotation (DESIGN.md §3.2): the extender's decision, written on the
+// Binding so it lands on the pod atomically with spec.nodeName. It is the source of truth from
+// which an extender rebuilds its whole ledger after a restart.
+//
+//   {"v":1,"node":"n1","containers":[{"name":"main","index":0,"devices":
+//     [{"uuid":"GPU-…","index":0,"memMiB":8192}]}]}
+//
+// Container fields: "name", "index" (position in spec.containers, or spec.initContainers when
+// "init":true), "exclusive":true for whole-device requests. Device fields: "uuid", "index" (device
+// index on the node), "memMiB" (the cap), and for MIG instances "parent" and "profile".
+// Optional fields are omitted when they hold their default. Decoding accepts any key order,
+// ignores unknown keys (forward compatibility within v1) and refuses other versions.
+//
+// Thread safety: plain values and pure functions.
+#pragma once
+
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "scheduler/core/model.h"
+
+namespace gpupack::api {
+
+inline constexpr int kAllocationVersion = 1;
+
+struct AllocatedDevice {
+  std::string uuid;
+  int index = 0;
+  core::MiB mem_mib = 0;
+  std::string parent_uuid;  // MIG only
+  std::string profile;      // MIG only
+
+  bool operator==(const AllocatedDevice&) const = default;
+};
+
+struct ContainerAllocation {
+  std::string name;
+  int index = 0;
+  bool init = false;
+  bool exclusive = false;
+  std::vector<AllocatedDevice> devices;
+
+  bool operator==(const ContainerAllocation&) const = default;
+};
+
+struct Allocation {
+  std::string node;
+  std::vector<ContainerAllocation> containers;
+
+  bool operator==(const Allocation&) const = default;
+};
+
+// Compact JSON, fixed key order, so equal allocations encode to equal strings.
+std::string EncodeAllocation(const Allocation& allocation);
+// InvalidArgument naming the offending field for malformed JSON, wrong types, a missing or
+// unsupported "v", empty uuids, negative memory or indexes.
+StatusOr<Allocation> DecodeAllocation(std::string_view text);
+
+// The allocation a core placement describes on `node` (slots resolved to UUIDs).
+// REQUIRES: every slot in `placement` indexes node.devices.
+Allocation AllocationFromPlacement(const core::Node& node, const core::Placement& placement);
+
+// Every annotation the extender writes on the Binding: gpupack.io/allocation plus, per
+// container, the api::ContainerAnnotationKey entries: visible devices ("GPU-a,GPU-b"), the cap
+// in MiB, the request in MiB (= cap × request_ratio, rounded down, at least 1) and the legacy
+// MPS string ("0=8192M,1=8192M", ordinals within the visible set).
+std::map<std::string, std::string> AllocationAnnotations(const Allocation& allocation,
+                                                         double request_ratio = 1.0);
+
+// The ledger entries an allocation puts on the node's devices: for each device UUID, the shares.
+// Used to rebuild the ledger from pods listed from the API server.
+std::vector<std::pair<std::string, core::DeviceShare>> AllocationShares(const Allocation& allocation,
+                                                                       std::string_view pod_uid,
+                                                                       std::string_view pod_key);
+
+}  // namespace gpupack::api

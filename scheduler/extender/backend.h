@@ -1,0 +1,83 @@
+// How a cluster backend plugs into the extender: it feeds the ClusterState (inventory and the
+// allocations of existing pods), tells the extender when that view is complete, answers "what does
+// this pod ask for" at bind time, and persists binds.
+//
+// Two implementations: StandaloneBackend (below: inventory from a cluster file, binds recorded in
+// memory) and the Kubernetes backend in scheduler/cluster/ (informers on Pods and GPUNodes, the
+// Binding API).
+//
+// Call order: Start once, then any number of LookupPod/Bind from any thread, then Stop once.
+// Thread safety: LookupPod, Bind and Synced may be called concurrently.
+#pragma once
+
+#include <map>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "scheduler/core/model.h"
+#include "scheduler/extender/cluster_state.h"
+
+namespace gpupack::extender {
+
+// The pod a bind names (ExtenderBindingArgs).
+struct BindTarget {
+  std::string ns;
+  std::string name;
+  std::string uid;
+};
+
+class ClusterBackend {
+ public:
+  virtual ~ClusterBackend() = default;
+
+  // Begins feeding `state` (which must outlive the backend); may return before the initial
+  // listing is complete. Returns an error if the backend cannot start at all (bad kubeconfig,
+  // unreadable cluster file): the extender then exits.
+  virtual Status Start(ClusterState& state) = 0;
+  // True once the initial inventory and every existing allocation are in the state. Until then
+  // /readyz fails and the verbs answer with an error (DESIGN.md §5).
+  virtual bool Synced() const = 0;
+  // The request of a pod about to be bound, when the extender did not see it in a recent filter
+  // or prioritize call. NotFound when the backend does not know the pod; InvalidArgument when its
+  // request does not parse.
+  virtual StatusOr<core::PodRequest> LookupPod(const BindTarget& pod) = 0;
+  // Persists "pod runs on node" together with `annotations` (one atomic write on Kubernetes: the
+  // Binding's metadata.annotations). Must be idempotent: OK when the pod is already bound to
+  // `node`. An error means the pod is not bound; the extender then releases the reservation.
+  virtual Status Bind(const BindTarget& pod, const std::string& node,
+                      const std::map<std::string, std::string>& annotations) = 0;
+  // Stops background work; no calls into the state after it returns.
+  virtual void Stop() = 0;
+};
+
+// Standalone mode (DESIGN.md §3.5): the inventory is a fixed list of nodes (from the cluster
+// file), synced at once; binds are recorded in memory; LookupPod knows nothing (the extender
+// remembers requests from filter/prioritize).
+class StandaloneBackend final : public ClusterBackend {
+ public:
+  explicit StandaloneBackend(std::vector<core::Node> nodes);
+
+  Status Start(ClusterState& state) override;
+  bool Synced() const override { return true; }
+  StatusOr<core::PodRequest> LookupPod(const BindTarget& pod) override;
+  Status Bind(const BindTarget& pod, const std::string& node,
+              const std::map<std::string, std::string>& annotations) override;
+  void Stop() override {}
+
+  struct BindRecord {
+    std::string node;
+    std::map<std::string, std::string> annotations;
+  };
+  // Binds recorded so far, by pod UID.
+  std::map<std::string, BindRecord> binds() const;
+
+ private:
+  std::vector<core::Node> nodes_;
+  mutable std::mutex mu_;
+  std::map<std::string, BindRecord> binds_;
+};
+
+}  // namespace gpupack::extender

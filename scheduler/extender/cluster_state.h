@@ -1,0 +1,142 @@
+// The extender's view of the cluster: GPU inventory per node plus the allocation ledger (which
+// pod holds which share of which device), shared by every verb.
+//
+// Who writes what:
+//   - a ClusterBackend (backend.h) feeds inventory (UpsertNode/RemoveNode) and the allocations of
+//     pods that already exist (UpsertPodAllocation/RemovePod);
+//   - the bind verb reserves devices (Reserve), then Confirms or Releases the reservation.
+// Reservations are visible to Evaluate the moment Reserve returns, so a filter that runs while a
+// bind is in flight never offers the same memory twice.
+//
+// Ledger invariant: Σ caps ≤ capacity on every device, for everything the extender itself
+// reserves. Allocations reported by the API server are recorded as they are (they are the truth),
+// with a warning if they overbook.
+//
+// Thread safety: every method may be called concurrently. Lock order: node table → one node →
+// ledger. Evaluate takes only a shared lock on one node.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <shared_mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "api/allocation.h"
+#include "common/clock.h"
+#include "common/status.h"
+#include "scheduler/core/model.h"
+#include "scheduler/core/placement.h"
+
+namespace gpupack::extender {
+
+class ClusterState {
+ public:
+  // `heartbeat_ttl` zero: nodes never go stale. `clock` must outlive the state.
+  ClusterState(std::shared_ptr<const core::Policy> policy, const Clock& clock,
+               std::chrono::nanoseconds heartbeat_ttl);
+  ClusterState(const ClusterState&) = delete;
+  ClusterState& operator=(const ClusterState&) = delete;
+
+  // ---- Fed by the backend ----
+
+  // Adds or replaces a node's inventory (devices, live usage, labels, CPU/memory). Shares in
+  // `inventory.devices[].shares` are ignored: the ledger's shares for pods on this node are
+  // re-attached by device UUID (a share whose device is gone is kept in the ledger and comes back
+  // with the device). `heartbeat`: when the node's agent last reported; nullopt = never stale.
+  void UpsertNode(core::Node inventory, std::optional<Clock::TimePoint> heartbeat = std::nullopt);
+  // Forgets the node's inventory; its pods stay in the ledger until RemovePod.
+  void RemoveNode(std::string_view name);
+  // Records an existing pod's allocation as bound (the pod carries gpupack.io/allocation).
+  // Replaces any earlier record or reservation of the same UID.
+  void UpsertPodAllocation(std::string_view pod_uid, std::string_view pod_key, const api::Allocation& allocation);
+  // Removes the pod's shares (pod deleted, Succeeded or Failed). Unknown UIDs are ignored.
+  void RemovePod(std::string_view pod_uid);
+
+  // ---- Used by the verbs ----
+
+  // Evaluates `pod` on `node` under the node's shared lock, reservations included. A node whose
+  // heartbeat is older than the TTL gets a kNodeStale verdict. nullopt for an unknown node.
+  std::optional<core::NodeEvaluation> Evaluate(std::string_view node, const core::PodRequest& pod) const;
+  // Evaluates `pod` on `node` as if the pods `victim_uids` were gone (preemption dry run).
+  // nullopt for an unknown node.
+  std::optional<core::NodeEvaluation> EvaluateWithout(std::string_view node, const core::PodRequest& pod,
+                                                      const std::set<std::string>& victim_uids) const;
+
+  struct Reservation {
+    api::Allocation allocation;
+    bool repeated = false;  // the UID already held this node: a repeated bind, nothing new reserved
+  };
+  // Under the node's exclusive lock: evaluates `pod` on `node` and, if it fits, adds its shares
+  // as a reservation. Returns NotFound for an unknown node, FailedPrecondition with the verdict's
+  // message when the pod does not fit (any more), FailedPrecondition when the UID is already
+  // reserved or bound on another node. The ledger is unchanged on every error.
+  StatusOr<Reservation> Reserve(const core::PodRequest& pod, std::string_view node);
+  // The reservation's binding was persisted: it becomes a bound allocation.
+  void Confirm(std::string_view pod_uid);
+  // The binding failed: the reservation's shares are removed. Bound pods are not touched.
+  void Release(std::string_view pod_uid);
+  // Releases reservations older than `ttl` (a bind that never finished); returns how many.
+  int ExpireReservations(std::chrono::nanoseconds ttl);
+
+  // Calls `fn` for every node under its shared lock (metrics, dumps). `fn` must not call back
+  // into the state.
+  void ForEachNode(const std::function<void(const core::Node&, const core::NodeSummary&)>& fn) const;
+  std::vector<std::string> NodeNames() const;
+  size_t NodeCount() const;
+  size_t ReservationCount() const;
+  size_t PodCount() const;  // reserved + bound
+  // The node a pod is reserved or bound on, if any.
+  std::optional<std::string> NodeOfPod(std::string_view pod_uid) const;
+
+  std::shared_ptr<const core::Policy> policy() const;
+  // Replaces the policy (e.g. a new typical workload) and re-summarises every node.
+  void SetPolicy(std::shared_ptr<const core::Policy> policy);
+
+ private:
+  struct NodeEntry {
+    mutable std::shared_mutex mu;
+    core::Node node;
+    core::NodeSummary summary;
+    const core::Policy* summary_policy = nullptr;  // the policy `summary` was computed with
+    std::optional<Clock::TimePoint> heartbeat;
+  };
+  enum class PodState { kReserved, kBound };
+  struct PodRecord {
+    std::string node;
+    std::string pod_key;
+    api::Allocation allocation;
+    PodState state = PodState::kReserved;
+    Clock::TimePoint since;
+  };
+
+  std::shared_ptr<NodeEntry> FindNode(std::string_view name) const;
+  // REQUIRES: entry.mu held exclusively and ledger_mu_ held.
+  void ReattachShares(NodeEntry& entry);
+  void Resummarize(NodeEntry& entry) const;
+  std::optional<core::Verdict> StaleVerdict(const NodeEntry& entry) const;
+  void RemovePodLocked(NodeEntry* entry, const std::string& uid);
+
+  const Clock& clock_;
+  const std::chrono::nanoseconds heartbeat_ttl_;
+
+  mutable std::mutex policy_mu_;
+  std::shared_ptr<const core::Policy> policy_;
+
+  mutable std::shared_mutex nodes_mu_;  // guards the table, not the entries
+  std::unordered_map<std::string, std::shared_ptr<NodeEntry>> nodes_;
+
+  mutable std::mutex ledger_mu_;
+  std::unordered_map<std::string, PodRecord> pods_;             // by UID
+  std::unordered_map<std::string, std::set<std::string>> pods_by_node_;
+  size_t reservations_ = 0;
+};
+
+}  // namespace gpupack::extender
