@@ -1,0 +1,156 @@
+#include "kube/config.h"
+
+#include <openssl/evp.h>
+#include <yaml-cpp/yaml.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace gpupack::kube {
+namespace {
+
+StatusOr<std::string> ReadFile(const std::string& path, std::string_view what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::NotFound(std::string(what) + " file " + path + " cannot be read");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+StatusOr<std::string> Base64Decode(const std::string& in, std::string_view what) {
+  std::string clean;
+  for (char c : in) {
+    if (c != '\n' && c != '\r' && c != ' ') clean.push_back(c);
+  }
+  if (clean.size() % 4 != 0) return Status::InvalidArgument(std::string(what) + " is not valid base64");
+  std::string out(clean.size() / 4 * 3, '\0');
+  int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                          reinterpret_cast<const unsigned char*>(clean.data()), static_cast<int>(clean.size()));
+  if (n < 0) return Status::InvalidArgument(std::string(what) + " is not valid base64");
+  size_t pad = 0;
+  if (!clean.empty() && clean.back() == '=') ++pad;
+  if (clean.size() > 1 && clean[clean.size() - 2] == '=') ++pad;
+  out.resize(static_cast<size_t>(n) - pad);
+  return out;
+}
+
+std::string Resolve(const std::filesystem::path& base_dir, const std::string& p) {
+  std::filesystem::path path(p);
+  if (path.is_relative()) path = base_dir / path;
+  return path.string();
+}
+
+// Reads `<key>-data` (base64) or `<key>` (a file path) from `node`; empty when neither is set.
+StatusOr<std::string> DataOrFile(const YAML::Node& node, const std::string& key,
+                                 const std::filesystem::path& base_dir, const std::string& where) {
+  if (const YAML::Node data = node[key + "-data"]; data && data.IsScalar()) {
+    return Base64Decode(data.as<std::string>(), where + "." + key + "-data");
+  }
+  if (const YAML::Node file = node[key]; file && file.IsScalar()) {
+    return ReadFile(Resolve(base_dir, file.as<std::string>()), where + "." + key);
+  }
+  return std::string();
+}
+
+YAML::Node FindNamed(const YAML::Node& list, const std::string& name, const std::string& field) {
+  if (!list || !list.IsSequence()) return YAML::Node();
+  for (const YAML::Node& entry : list) {
+    if (entry["name"] && entry["name"].as<std::string>() == name) return entry[field];
+  }
+  return YAML::Node();
+}
+
+}  // namespace
+
+StatusOr<Config> InClusterConfig(std::string_view sa_dir) {
+  const char* host = std::getenv("KUBERNETES_SERVICE_HOST");
+  const char* port = std::getenv("KUBERNETES_SERVICE_PORT");
+  if (host == nullptr || port == nullptr || *host == '\0' || *port == '\0') {
+    return Status::FailedPrecondition(
+        "not running in a cluster: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must be set "
+        "(or pass --kubeconfig)");
+  }
+  Config config;
+  std::string h(host);
+  if (h.find(':') != std::string::npos) h = "[" + h + "]";  // IPv6, like net.JoinHostPort
+  config.server = "https://" + h + ":" + port;
+  const std::string dir(sa_dir);
+  config.token_file = dir + "/token";
+  GPUPACK_ASSIGN_OR_RETURN(std::string token, ReadFile(config.token_file, "service-account token"));
+  (void)token;  // the Client reads it (and re-reads it as it rotates)
+  GPUPACK_ASSIGN_OR_RETURN(config.ca_pem, ReadFile(dir + "/ca.crt", "service-account CA"));
+  if (auto ns = ReadFile(dir + "/namespace", "namespace"); ns.ok() && !ns->empty()) {
+    config.default_namespace = *ns;
+    while (!config.default_namespace.empty() && std::isspace(static_cast<unsigned char>(config.default_namespace.back()))) {
+      config.default_namespace.pop_back();
+    }
+  }
+  return config;
+}
+
+StatusOr<Config> LoadKubeconfig(const std::string& path, std::string_view context_name) {
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::BadFile&) {
+    return Status::NotFound("kubeconfig " + path + " cannot be read");
+  } catch (const YAML::Exception& e) {
+    return Status::InvalidArgument("kubeconfig " + path + " is not valid YAML: " + e.what());
+  }
+  try {
+    const std::filesystem::path base_dir = std::filesystem::path(path).parent_path();
+    std::string ctx_name(context_name);
+    if (ctx_name.empty()) {
+      if (!root["current-context"] || root["current-context"].as<std::string>().empty()) {
+        return Status::InvalidArgument("kubeconfig " + path + " has no current-context");
+      }
+      ctx_name = root["current-context"].as<std::string>();
+    }
+    const YAML::Node ctx = FindNamed(root["contexts"], ctx_name, "context");
+    if (!ctx) return Status::InvalidArgument("kubeconfig " + path + ": context \"" + ctx_name + "\" not found");
+    const std::string cluster_name = ctx["cluster"] ? ctx["cluster"].as<std::string>() : "";
+    const std::string user_name = ctx["user"] ? ctx["user"].as<std::string>() : "";
+    const YAML::Node cluster = FindNamed(root["clusters"], cluster_name, "cluster");
+    if (!cluster) {
+      return Status::InvalidArgument("kubeconfig " + path + ": cluster \"" + cluster_name + "\" not found");
+    }
+    Config config;
+    if (!cluster["server"] || cluster["server"].as<std::string>().empty()) {
+      return Status::InvalidArgument("kubeconfig " + path + ": cluster \"" + cluster_name + "\" has no server");
+    }
+    config.server = cluster["server"].as<std::string>();
+    const std::string where = "kubeconfig " + path + ": cluster \"" + cluster_name + "\"";
+    GPUPACK_ASSIGN_OR_RETURN(config.ca_pem, DataOrFile(cluster, "certificate-authority", base_dir, where));
+    if (cluster["insecure-skip-tls-verify"]) {
+      config.insecure_skip_tls_verify = cluster["insecure-skip-tls-verify"].as<bool>();
+    }
+    if (ctx["namespace"]) config.default_namespace = ctx["namespace"].as<std::string>();
+
+    const YAML::Node user = FindNamed(root["users"], user_name, "user");
+    if (user_name.empty() || !user) return config;  // anonymous
+    const std::string uwhere = "kubeconfig " + path + ": user \"" + user_name + "\"";
+    if (user["exec"] || user["auth-provider"]) {
+      return Status::InvalidArgument(uwhere + " uses an exec or auth-provider plugin, which gpupack does "
+                                     "not support; use a token, tokenFile or client certificate");
+    }
+    GPUPACK_ASSIGN_OR_RETURN(config.client_cert_pem, DataOrFile(user, "client-certificate", base_dir, uwhere));
+    GPUPACK_ASSIGN_OR_RETURN(config.client_key_pem, DataOrFile(user, "client-key", base_dir, uwhere));
+    if (config.client_cert_pem.empty() != config.client_key_pem.empty()) {
+      return Status::InvalidArgument(uwhere + " has a client certificate without a key, or a key without a certificate");
+    }
+    if (user["token"]) config.token = user["token"].as<std::string>();
+    if (user["tokenFile"]) config.token_file = Resolve(base_dir, user["tokenFile"].as<std::string>());
+    return config;
+  } catch (const YAML::Exception& e) {
+    return Status::InvalidArgument("kubeconfig " + path + " has an entry of the wrong type: " + e.what());
+  }
+}
+
+StatusOr<Config> ConfigFromFlagOrCluster(const std::string& kubeconfig_path) {
+  if (!kubeconfig_path.empty()) return LoadKubeconfig(kubeconfig_path);
+  return InClusterConfig();
+}
+
+}  // namespace gpupack::kube
