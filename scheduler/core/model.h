@@ -102,6 +102,9 @@ struct ContainerPlacement {
   std::vector<int> device_slots;
   MiB mem_per_device_mib = 0;  // the cap written on each device (for whole devices: its capacity)
   bool exclusive = false;
+  // Init containers run before the app containers, so one that fits inside devices the pod
+  // already holds reuses them and adds no memory to the ledger (Kubernetes' max(init, sum(app))).
+  bool within_pod_devices = false;
 };
 
 struct Placement {

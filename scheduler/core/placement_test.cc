@@ -1,0 +1,285 @@
+#include "scheduler/core/placement.h"
+
+#include <gtest/gtest.h>
+
+namespace gpupack::core {
+namespace {
+
+// ---- builders: each case reads as data ----
+Device Gpu(MiB capacity, MiB allocated = 0, std::string model = "NVIDIA A100-SXM4-80GB") {
+  Device d;
+  d.uuid = "GPU-" + std::to_string(capacity) + "-" + std::to_string(allocated);
+  d.model = std::move(model);
+  d.capacity_mib = capacity;
+  if (allocated > 0) d.shares.push_back(DeviceShare{"other", "ns/other", "main", allocated, false});
+  return d;
+}
+Device Mig(std::string profile, MiB capacity) {
+  Device d = Gpu(capacity);
+  d.kind = DeviceKind::kMig;
+  d.mig_profile = std::move(profile);
+  d.uuid = "MIG-" + d.mig_profile;
+  return d;
+}
+Node MakeNode(std::vector<Device> devices, int64_t cpu_milli = -1) {
+  Node n;
+  n.name = "n1";
+  n.cpu_milli = cpu_milli;
+  for (size_t i = 0; i < devices.size(); ++i) {
+    devices[i].index = static_cast<int>(i);
+    devices[i].uuid += "-" + std::to_string(i);
+  }
+  n.devices = std::move(devices);
+  return n;
+}
+PodRequest Pod(int k, MiB mem, int64_t cpu_milli = 0) {
+  PodRequest p;
+  p.ns = "default";
+  p.name = "p";
+  p.uid = "uid-p";
+  p.cpu_milli = cpu_milli;
+  if (k > 0) p.containers.push_back(ContainerRequest{"main", 0, false, k, mem});
+  return p;
+}
+TypicalSpec Spec(int64_t cpu, int k, MiB mem, double w) {
+  TypicalSpec s;
+  s.cpu_milli = cpu;
+  s.device_count = k;
+  s.mem_per_device_mib = mem;
+  s.weight = w;
+  return s;
+}
+Policy Fgd(std::vector<TypicalSpec> specs) { return Policy(PolicyKind::kFgd, TypicalWorkload{std::move(specs)}, {}); }
+Policy Simple(PolicyKind kind) { return Policy(kind, TypicalWorkload{{Spec(0, 1, 0, 1)}}, {}); }
+
+// reference/fragmentation.md §2.5, in MiB with 1000-MiB GPUs (1 milli-GPU = 1 MiB).
+// Node free GPUs [1000, 1000, 500, 200], 16 free CPUs.
+// M = {a: (4 CPU, 1×500) p=.5; b: (8 CPU, 1 whole) p=.3; c: CPU-only 32 CPU p=.2}.
+TEST(FgdScore, WorkedExampleFromThePaperArtifact) {
+  Node node = MakeNode({Gpu(1000), Gpu(1000), Gpu(1000, 500), Gpu(1000, 800)}, 16000);
+  Policy fgd = Fgd({Spec(4000, 1, 500, .5), Spec(8000, 1, 0, .3), Spec(32000, 0, 0, .2)});
+  NodeSummary sum = fgd.Summarize(node);
+  // F(a) = 200 (GPU#3 < 500); F(b) = 500 + 200 = 700 (not empty); F(c) = 2700 (CPU-only: all idle).
+  // F(M) = .5·200 + .3·700 + .2·2700 = 100 + 210 + 540 = 850.
+  EXPECT_DOUBLE_EQ(sum.fragmentation, 850);
+  EXPECT_EQ(sum.total_free, 2700);
+
+  // Pod (4 CPU, 500 MiB) on GPU#2 (500 → 0): F = .5·200 + .3·200 + .2·2200 = 600, Δ = −250.
+  // On GPU#0 (1000 → 500) it would be .5·200 + .3·1200 + .2·2200 = 900, Δ = +50.
+  NodeEvaluation e = fgd.Evaluate(node, sum, Pod(1, 500, 4000));
+  ASSERT_TRUE(e.verdict.fits()) << e.verdict.Message();
+  EXPECT_DOUBLE_EQ(e.cost, -250);
+  ASSERT_EQ(e.placement.containers.size(), 1u);
+  EXPECT_EQ(e.placement.containers[0].device_slots, std::vector<int>{2});
+
+  // Without GPU#2 (now held by someone else) the best is an empty GPU: Δ = +50 as computed above
+  // (GPU#3 cannot hold 500, and both empty GPUs are equivalent; the first index wins).
+  Node without2 = MakeNode({Gpu(1000), Gpu(1000), Gpu(1000, 1000), Gpu(1000, 800)}, 16000);
+  NodeSummary sum2 = fgd.Summarize(without2);
+  // F(M) = .5·200 + .3·200 + .2·2200 = 600 before; after GPU#0 → 500: .5·200 + .3·700 + .2·1700 = 650.
+  EXPECT_DOUBLE_EQ(sum2.fragmentation, 600);
+  NodeEvaluation e2 = fgd.Evaluate(without2, sum2, Pod(1, 500, 4000));
+  ASSERT_TRUE(e2.verdict.fits());
+  EXPECT_DOUBLE_EQ(e2.cost, 50);
+  EXPECT_EQ(e2.placement.containers[0].device_slots, std::vector<int>{0});
+}
+
+TEST(FgdScore, CpuShortageMakesEveryIdleDeviceAFragment) {
+  // 8 CPUs free; spec b needs 8 CPUs and a whole GPU. A CPU-only pod taking 4 CPUs turns b from
+  // satisfied (F(b) = 0: both GPUs empty) into lacking CPU (F(b) = R = 2000): Δ = .5 · 2000 = 1000.
+  Node node = MakeNode({Gpu(1000), Gpu(1000)}, 8000);
+  Policy fgd = Fgd({Spec(8000, 1, 0, .5), Spec(1000, 1, 0, .5)});
+  NodeEvaluation e = fgd.Evaluate(node, Pod(0, 0, 4000));
+  ASSERT_TRUE(e.verdict.fits());
+  EXPECT_DOUBLE_EQ(e.cost, 1000);
+}
+
+struct RejectCase {
+  const char* name;
+  Node node;
+  PodRequest pod;
+  RejectReason reason;
+  bool unresolvable;
+  const char* message;
+};
+
+TEST(Fit, PreciseReasons) {
+  PodRequest mig_pod = Pod(1, 5000);
+  mig_pod.mig_profile = "1g.10gb";
+  PodRequest h100 = Pod(1, 1000);
+  h100.gpu_models = {"H100"};
+  PodRequest hard = Pod(1, 1000);
+  hard.hard_isolation = true;
+  Node stale = MakeNode({Gpu(81920)});
+  stale.stale_reason = "GPUNode heartbeat 312s old > TTL 120s";
+  Node cpu_node = MakeNode({Gpu(81920)}, 2000);
+  const RejectCase cases[] = {
+      {"largest free slice too small", MakeNode({Gpu(16384, 10240), Gpu(16384, 12288)}), Pod(1, 8192),
+       RejectReason::kInsufficientDeviceMemory, false, "largest free device has 6144 MiB, pod needs 8192 MiB per device"},
+      {"whole devices", MakeNode({Gpu(16384), Gpu(16384, 1)}), Pod(2, 0), RejectReason::kInsufficientEmptyDevices,
+       false, "needs 2 empty devices, node has 1"},
+      {"no MIG of that profile", MakeNode({Mig("3g.40gb", 40960)}), mig_pod, RejectReason::kNoMatchingDevice, true,
+       "no device matches MIG profile 1g.10gb"},
+      {"wrong model", MakeNode({Gpu(81920)}), h100, RejectReason::kNoMatchingDevice, true,
+       "no device matches any device, model H100"},
+      {"device too small", MakeNode({Gpu(16384)}), Pod(1, 20480), RejectReason::kDeviceTooSmall, true,
+       "largest matching device has 16384 MiB in total, pod needs 20480 MiB per device"},
+      {"too few devices", MakeNode({Gpu(16384)}), Pod(2, 1024), RejectReason::kTooFewMatchingDevices, true,
+       "needs 2 distinct devices, node has 1 matching any device"},
+      {"two devices with room", MakeNode({Gpu(16384), Gpu(16384, 16000), Gpu(16384, 16000)}), Pod(2, 1024),
+       RejectReason::kInsufficientDevices, false, "needs 2 devices with 1024 MiB free, node has 1"},
+      {"no devices", MakeNode({}), Pod(1, 1024), RejectReason::kNoDevices, true, "node has no GPU devices"},
+      {"stale", stale, Pod(1, 1024), RejectReason::kNodeStale, true,
+       "node inventory is stale: GPUNode heartbeat 312s old > TTL 120s"},
+      {"cpu", cpu_node, Pod(1, 1024, 4000), RejectReason::kInsufficientCpu, false,
+       "insufficient cpu: pod needs 4000m, node has 2000m free"},
+      {"hard isolation needs an enforcing node", MakeNode({Gpu(81920)}), hard, RejectReason::kNoMatchingDevice, true,
+       "no device matches any device, hard isolation"},
+  };
+  for (const auto& c : cases) {
+    for (PolicyKind kind : {PolicyKind::kFgd, PolicyKind::kBinpack, PolicyKind::kSpread}) {
+      NodeEvaluation e = Simple(kind).Evaluate(c.node, c.pod);
+      EXPECT_EQ(e.verdict.reason, c.reason) << c.name;
+      EXPECT_EQ(e.verdict.unresolvable, c.unresolvable) << c.name;
+      EXPECT_EQ(e.verdict.Message(), c.message) << c.name;
+      EXPECT_TRUE(e.placement.containers.empty()) << c.name;
+    }
+  }
+}
+
+TEST(Fit, DeviceChoiceByPolicy) {
+  // Free: 16384, 4096, 10240. A 4096 MiB pod: binpack takes the exact fit (slot 1), spread the
+  // emptiest (slot 0).
+  Node node = MakeNode({Gpu(16384), Gpu(16384, 12288), Gpu(16384, 6144)});
+  EXPECT_EQ(Simple(PolicyKind::kBinpack).Evaluate(node, Pod(1, 4096)).placement.containers[0].device_slots,
+            std::vector<int>{1});
+  EXPECT_EQ(Simple(PolicyKind::kSpread).Evaluate(node, Pod(1, 4096)).placement.containers[0].device_slots,
+            std::vector<int>{0});
+  // Binpack cost = free MiB left on the node: 16384 + 0 + 10240 = 26624.
+  EXPECT_DOUBLE_EQ(Simple(PolicyKind::kBinpack).Evaluate(node, Pod(1, 4096)).cost, 26624);
+}
+
+TEST(Fit, MultiDeviceContainersGetDistinctDevices) {
+  Node node = MakeNode({Gpu(16384), Gpu(16384), Gpu(16384)});
+  NodeEvaluation e = Simple(PolicyKind::kBinpack).Evaluate(node, Pod(2, 8192));
+  ASSERT_TRUE(e.verdict.fits());
+  auto slots = e.placement.containers[0].device_slots;
+  ASSERT_EQ(slots.size(), 2u);
+  EXPECT_NE(slots[0], slots[1]);
+}
+
+TEST(Fit, MultiContainerPodsFitJointly) {
+  // Two containers of 10 GiB each on one 16 GiB GPU and one 12 GiB-free GPU: each alone fits
+  // anywhere, together they need both devices.
+  Node node = MakeNode({Gpu(16384), Gpu(16384, 4096)});
+  PodRequest pod = Pod(1, 10240);
+  pod.containers.push_back(ContainerRequest{"sidecar", 1, false, 1, 10240});
+  NodeEvaluation e = Simple(PolicyKind::kBinpack).Evaluate(node, pod);
+  ASSERT_TRUE(e.verdict.fits());
+  ASSERT_EQ(e.placement.containers.size(), 2u);
+  EXPECT_NE(e.placement.containers[0].device_slots[0], e.placement.containers[1].device_slots[0]);
+  // A third 10 GiB container cannot fit.
+  pod.containers.push_back(ContainerRequest{"third", 2, false, 1, 10240});
+  NodeEvaluation e3 = Simple(PolicyKind::kBinpack).Evaluate(node, pod);
+  EXPECT_EQ(e3.verdict.reason, RejectReason::kInsufficientDeviceMemory);
+  EXPECT_EQ(e3.verdict.Message(), "largest free device has 6144 MiB, pod needs 10240 MiB per device");
+}
+
+TEST(Fit, InitContainerReusesThePodsDevices) {
+  Node node = MakeNode({Gpu(16384)});
+  PodRequest pod = Pod(1, 8192);
+  pod.containers.push_back(ContainerRequest{"warmup", 0, true, 1, 4096});
+  NodeEvaluation e = Simple(PolicyKind::kBinpack).Evaluate(node, pod);
+  ASSERT_TRUE(e.verdict.fits());
+  ASSERT_EQ(e.placement.containers.size(), 2u);
+  EXPECT_TRUE(e.placement.containers[1].init);
+  EXPECT_TRUE(e.placement.containers[1].within_pod_devices);
+  ASSERT_TRUE(ApplyPlacement(node, pod, e.placement, {}).ok());
+  // Only the app container's 8192 MiB is booked.
+  EXPECT_EQ(DeviceFreeMiB(node.devices[0], {}), 8192);
+}
+
+TEST(Fit, InitContainerLargerThanTheAppGetsItsOwnDevice) {
+  Node node = MakeNode({Gpu(16384), Gpu(16384)});
+  PodRequest pod = Pod(1, 2048);
+  pod.containers.push_back(ContainerRequest{"big-init", 0, true, 1, 12288});
+  NodeEvaluation e = Simple(PolicyKind::kBinpack).Evaluate(node, pod);
+  ASSERT_TRUE(e.verdict.fits());
+  EXPECT_FALSE(e.placement.containers[1].within_pod_devices);
+}
+
+TEST(Fit, MigAndKindPreferences) {
+  Node node = MakeNode({Gpu(81920), Mig("1g.10gb", 9728), Mig("3g.40gb", 40192)});
+  PodRequest pod = Pod(1, 5000);
+  pod.mig_profile = "1g.10gb";
+  NodeEvaluation e = Simple(PolicyKind::kBinpack).Evaluate(node, pod);
+  ASSERT_TRUE(e.verdict.fits());
+  EXPECT_EQ(e.placement.containers[0].device_slots, std::vector<int>{1});
+  PodRequest gpu_only = Pod(1, 5000);
+  gpu_only.device_kind = DeviceKindPreference::kGpu;
+  EXPECT_EQ(Simple(PolicyKind::kBinpack).Evaluate(node, gpu_only).placement.containers[0].device_slots,
+            std::vector<int>{0});
+  // Hard isolation on MIG takes the instance exclusively.
+  PodRequest hard = Pod(1, 5000);
+  hard.hard_isolation = true;
+  hard.device_kind = DeviceKindPreference::kMig;
+  NodeEvaluation h = Simple(PolicyKind::kBinpack).Evaluate(node, hard);
+  ASSERT_TRUE(h.verdict.fits());
+  EXPECT_TRUE(h.placement.containers[0].exclusive);
+  ASSERT_TRUE(ApplyPlacement(node, hard, h.placement, {}).ok());
+  EXPECT_EQ(DeviceFreeMiB(node.devices[h.placement.containers[0].device_slots[0]], {}), 0);
+}
+
+TEST(Accounting, FreeMemoryCountsCapsReserveAndForeignUse) {
+  Device d = Gpu(16384, 4096);
+  PlacementOptions o;
+  o.reserve_mib_per_device = 512;
+  // 16384 − 512 reserve − 4096 caps = 11776.
+  EXPECT_EQ(DeviceFreeMiB(d, o), 11776);
+  // Live use 6000 MiB: 6000 − 4096 caps − 512 reserve = 1392 MiB foreign → 10384 free.
+  d.used_mib = 6000;
+  EXPECT_EQ(DeviceFreeMiB(d, o), 10384);
+  o.count_foreign_usage = false;
+  EXPECT_EQ(DeviceFreeMiB(d, o), 11776);
+  d.healthy = false;
+  EXPECT_EQ(DeviceFreeMiB(d, o), 0);
+}
+
+TEST(Accounting, ApplyRefusesToOverbookAndLeavesTheNodeUnchanged) {
+  Node node = MakeNode({Gpu(16384)});
+  Policy p = Simple(PolicyKind::kBinpack);
+  PodRequest a = Pod(1, 12288);
+  NodeEvaluation e = p.Evaluate(node, a);
+  ASSERT_TRUE(e.verdict.fits());
+  // Someone else took 8 GiB meanwhile: the stale placement must be refused.
+  node.devices[0].shares.push_back(DeviceShare{"x", "ns/x", "c", 8192, false});
+  Status s = ApplyPlacement(node, a, e.placement, {});
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(node.devices[0].shares.size(), 1u);
+  EXPECT_TRUE(CheckLedgerInvariant(node).ok());
+  EXPECT_EQ(RemovePod(node, "x"), 1);
+  ASSERT_TRUE(ApplyPlacement(node, a, e.placement, {}).ok());
+  EXPECT_TRUE(CheckLedgerInvariant(node).ok());
+  node.devices[0].shares.push_back(DeviceShare{"y", "ns/y", "c", 8192, false});
+  EXPECT_EQ(CheckLedgerInvariant(node).code(), StatusCode::kInternal);
+}
+
+TEST(Accounting, WholeDeviceIsExclusive) {
+  Node node = MakeNode({Gpu(16384)});
+  PodRequest whole = Pod(1, 0);
+  NodeEvaluation e = Simple(PolicyKind::kFgd).Evaluate(node, whole);
+  ASSERT_TRUE(e.verdict.fits());
+  EXPECT_EQ(e.placement.containers[0].mem_per_device_mib, 16384);
+  ASSERT_TRUE(ApplyPlacement(node, whole, e.placement, {}).ok());
+  EXPECT_EQ(Simple(PolicyKind::kFgd).Evaluate(node, Pod(1, 1)).verdict.reason,
+            RejectReason::kInsufficientDeviceMemory);
+}
+
+TEST(Policy, ParseNames) {
+  EXPECT_EQ(*ParsePolicyKind("fgd"), PolicyKind::kFgd);
+  EXPECT_EQ(*ParsePolicyKind("spread"), PolicyKind::kSpread);
+  EXPECT_EQ(ParsePolicyKind("tetris").status().message(), "unknown policy \"tetris\" (want fgd, binpack or spread)");
+}
+
+}  // namespace
+}  // namespace gpupack::core

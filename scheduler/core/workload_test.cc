@@ -1,0 +1,83 @@
+#include "scheduler/core/workload.h"
+
+#include <gtest/gtest.h>
+
+namespace gpupack::core {
+namespace {
+
+TypicalSpec S(int64_t cpu, int k, MiB mem) {
+  TypicalSpec s;
+  s.cpu_milli = cpu;
+  s.device_count = k;
+  s.mem_per_device_mib = mem;
+  return s;
+}
+
+TEST(TypicalWorkload, KeepsThePopularSpecsUpToCoverage) {
+  // 10 pods: A×5, B×3, C×1, D×1. With 80% coverage: A (50%), B (80%) → stop. Weights 5/8, 3/8.
+  std::vector<TypicalSpec> pods;
+  for (int i = 0; i < 5; ++i) pods.push_back(S(1000, 1, 500));
+  for (int i = 0; i < 3; ++i) pods.push_back(S(2000, 1, 0));
+  pods.push_back(S(3000, 0, 0));
+  pods.push_back(S(4000, 2, 0));
+  TypicalWorkload w = TypicalWorkloadFromPods(pods, 0.8);
+  ASSERT_EQ(w.specs.size(), 2u);
+  EXPECT_EQ(w.specs[0].mem_per_device_mib, 500);
+  EXPECT_DOUBLE_EQ(w.specs[0].weight, 5.0 / 8);
+  EXPECT_DOUBLE_EQ(w.specs[1].weight, 3.0 / 8);
+}
+
+TEST(TypicalWorkload, EqualCountsPutTheLargerSpecFirst) {
+  // C and D both 1 pod: D (4000 CPU) sorts before C (3000 CPU); 95% of 2 pods needs both.
+  TypicalWorkload w = TypicalWorkloadFromPods({S(3000, 0, 0), S(4000, 2, 0)}, 0.95);
+  ASSERT_EQ(w.specs.size(), 2u);
+  EXPECT_EQ(w.specs[0].cpu_milli, 4000);
+}
+
+TEST(TypicalWorkload, PriorIsRelativeToTheDevice) {
+  TypicalWorkload w = DefaultPriorWorkload(81920);
+  double sum = 0;
+  bool has_half = false, has_cpu_only = false;
+  for (const auto& s : w.specs) {
+    sum += s.weight;
+    has_half |= s.mem_per_device_mib == 40960;
+    has_cpu_only |= s.device_count == 0;
+  }
+  EXPECT_NEAR(sum, 1.0, 1e-12);
+  EXPECT_TRUE(has_half);
+  EXPECT_TRUE(has_cpu_only);
+}
+
+PodRequest PodOf(MiB mem) {
+  PodRequest p;
+  p.containers.push_back(ContainerRequest{"main", 0, false, 1, mem});
+  return p;
+}
+
+TEST(WorkloadLearner, PriorFadesAndOldObservationsDecay) {
+  TypicalWorkload prior{{S(0, 1, 0)}};
+  prior.specs[0].weight = 1;
+  // Half-life 10 pods, prior worth 10 pods, 1 GiB granularity.
+  WorkloadLearner learner(prior, 10, 10, 1024);
+  TypicalWorkload cold = learner.Snapshot();
+  ASSERT_EQ(cold.specs.size(), 1u);
+  EXPECT_EQ(cold.specs[0].mem_per_device_mib, 0);
+
+  for (int i = 0; i < 100; ++i) learner.Observe(PodOf(3000));  // rounds up to 3072
+  for (int i = 0; i < 10; ++i) learner.Observe(PodOf(8192));
+  TypicalWorkload w = learner.Snapshot();
+  // Mass ≈ Σ 2^(-i/10) over 110 pods ≈ 14.9, so the prior keeps 10/(10+14.9) ≈ 40%. The last 10
+  // pods (8 GiB) weigh (1 − 2^-1) = 50% of the observed mass, the 100 older ones the rest.
+  double w8 = 0, w3 = 0, wp = 0;
+  for (const auto& s : w.specs) {
+    if (s.mem_per_device_mib == 8192) w8 = s.weight;
+    if (s.mem_per_device_mib == 3072) w3 = s.weight;
+    if (s.mem_per_device_mib == 0) wp = s.weight;
+  }
+  EXPECT_NEAR(wp, 0.40, 0.01);
+  EXPECT_NEAR(w8, 0.30, 0.01);
+  EXPECT_NEAR(w3, 0.30, 0.01);
+}
+
+}  // namespace
+}  // namespace gpupack::core
