@@ -1,0 +1,363 @@
+#include "api/gpunode.h"
+
+#include <cstdio>
+#include <ctime>
+
+namespace gpupack::api {
+namespace {
+
+using Json = nlohmann::json;
+
+// Field readers: absent keys keep the default; present keys must have the right type.
+Status ReadString(const Json& obj, const char* key, const std::string& where, std::string* out) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return Status::Ok();
+  if (!it->is_string()) return Status::InvalidArgument(where + "." + key + ": expected a string");
+  *out = it->get<std::string>();
+  return Status::Ok();
+}
+
+Status ReadInt(const Json& obj, const char* key, const std::string& where, int64_t* out) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return Status::Ok();
+  if (!it->is_number_integer()) return Status::InvalidArgument(where + "." + key + ": expected an integer");
+  *out = it->get<int64_t>();
+  return Status::Ok();
+}
+
+Status ReadInt32(const Json& obj, const char* key, const std::string& where, int* out) {
+  int64_t v = *out;
+  GPUPACK_RETURN_IF_ERROR(ReadInt(obj, key, where, &v));
+  if (v < -1 || v > 1'000'000'000) return Status::InvalidArgument(where + "." + key + ": out of range");
+  *out = static_cast<int>(v);
+  return Status::Ok();
+}
+
+Status ReadMiB(const Json& obj, const char* key, const std::string& where, core::MiB* out) {
+  GPUPACK_RETURN_IF_ERROR(ReadInt(obj, key, where, out));
+  if (*out < 0) return Status::InvalidArgument(where + "." + key + ": negative memory");
+  return Status::Ok();
+}
+
+Status ReadBool(const Json& obj, const char* key, const std::string& where, bool* out) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return Status::Ok();
+  if (!it->is_boolean()) return Status::InvalidArgument(where + "." + key + ": expected true or false");
+  *out = it->get<bool>();
+  return Status::Ok();
+}
+
+// Calls `each(element, "where.key[i]")` for every element of an optional array.
+template <typename F>
+Status ForEach(const Json& obj, const char* key, const std::string& where, F each) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return Status::Ok();
+  if (!it->is_array()) return Status::InvalidArgument(where + "." + key + ": expected a list");
+  for (size_t i = 0; i < it->size(); ++i) {
+    std::string at = where + "." + key + "[" + std::to_string(i) + "]";
+    if (!(*it)[i].is_object()) return Status::InvalidArgument(at + ": expected an object");
+    GPUPACK_RETURN_IF_ERROR(each((*it)[i], at));
+  }
+  return Status::Ok();
+}
+
+Status RequireUuid(const std::string& uuid, const std::string& where) {
+  if (uuid.empty()) return Status::InvalidArgument(where + ".uuid: missing");
+  return Status::Ok();
+}
+
+Json MigToJson(const GpuNodeMigInstance& m) {
+  Json j = {{"uuid", m.uuid}, {"profile", m.profile}, {"memoryMiB", m.memory_mib},
+            {"usedMiB", m.used_mib}, {"gpuInstanceId", m.gpu_instance_id}};
+  if (m.placement_start >= 0) j["placement"] = {{"start", m.placement_start}, {"size", m.placement_size}};
+  return j;
+}
+
+Status MigFromJson(const Json& j, const std::string& where, GpuNodeMigInstance* m) {
+  GPUPACK_RETURN_IF_ERROR(ReadString(j, "uuid", where, &m->uuid));
+  GPUPACK_RETURN_IF_ERROR(RequireUuid(m->uuid, where));
+  GPUPACK_RETURN_IF_ERROR(ReadString(j, "profile", where, &m->profile));
+  GPUPACK_RETURN_IF_ERROR(ReadMiB(j, "memoryMiB", where, &m->memory_mib));
+  GPUPACK_RETURN_IF_ERROR(ReadMiB(j, "usedMiB", where, &m->used_mib));
+  GPUPACK_RETURN_IF_ERROR(ReadInt32(j, "gpuInstanceId", where, &m->gpu_instance_id));
+  auto p = j.find("placement");
+  if (p != j.end() && !p->is_null()) {
+    if (!p->is_object()) return Status::InvalidArgument(where + ".placement: expected an object");
+    GPUPACK_RETURN_IF_ERROR(ReadInt32(*p, "start", where + ".placement", &m->placement_start));
+    GPUPACK_RETURN_IF_ERROR(ReadInt32(*p, "size", where + ".placement", &m->placement_size));
+  }
+  return Status::Ok();
+}
+
+Status DeviceFromJson(const Json& j, const std::string& where, GpuNodeDevice* d) {
+  GPUPACK_RETURN_IF_ERROR(ReadString(j, "uuid", where, &d->uuid));
+  GPUPACK_RETURN_IF_ERROR(RequireUuid(d->uuid, where));
+  GPUPACK_RETURN_IF_ERROR(ReadInt32(j, "index", where, &d->index));
+  GPUPACK_RETURN_IF_ERROR(ReadString(j, "model", where, &d->model));
+  GPUPACK_RETURN_IF_ERROR(ReadMiB(j, "memoryMiB", where, &d->memory_mib));
+  GPUPACK_RETURN_IF_ERROR(ReadMiB(j, "usedMiB", where, &d->used_mib));
+  GPUPACK_RETURN_IF_ERROR(ReadMiB(j, "allocatedMiB", where, &d->allocated_mib));
+  GPUPACK_RETURN_IF_ERROR(ReadBool(j, "healthy", where, &d->healthy));
+  GPUPACK_RETURN_IF_ERROR(ReadBool(j, "migEnabled", where, &d->mig_enabled));
+  return ForEach(j, "migInstances", where, [&](const Json& m, const std::string& at) {
+    GpuNodeMigInstance mig;
+    GPUPACK_RETURN_IF_ERROR(MigFromJson(m, at, &mig));
+    d->mig_instances.push_back(std::move(mig));
+    return Status::Ok();
+  });
+}
+
+bool IsDigits(std::string_view s) {
+  if (s.empty()) return false;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+  }
+  return true;
+}
+
+int ToInt(std::string_view s) {
+  int v = 0;
+  for (char c : s) v = v * 10 + (c - '0');
+  return v;
+}
+
+}  // namespace
+
+std::string FormatRfc3339(Clock::TimePoint t) {
+  const std::time_t secs = std::chrono::duration_cast<std::chrono::seconds>(t.time_since_epoch()).count();
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+StatusOr<Clock::TimePoint> ParseRfc3339(std::string_view text) {
+  auto bad = [&](const char* why) {
+    return Status::InvalidArgument("invalid RFC 3339 time \"" + std::string(text) + "\": " + why);
+  };
+  // 2026-11-29T10:18:41 is 19 characters; then an optional fraction and a zone.
+  if (text.size() < 20) return bad("too short");
+  if (text[4] != '-' || text[7] != '-' || (text[10] != 'T' && text[10] != 't') || text[13] != ':' ||
+      text[16] != ':') {
+    return bad("expected YYYY-MM-DDTHH:MM:SS");
+  }
+  const std::string_view fields[] = {text.substr(0, 4), text.substr(5, 2), text.substr(8, 2),
+                                     text.substr(11, 2), text.substr(14, 2), text.substr(17, 2)};
+  for (auto f : fields) {
+    if (!IsDigits(f)) return bad("expected digits");
+  }
+  std::tm tm{};
+  tm.tm_year = ToInt(fields[0]) - 1900;
+  tm.tm_mon = ToInt(fields[1]) - 1;
+  tm.tm_mday = ToInt(fields[2]);
+  tm.tm_hour = ToInt(fields[3]);
+  tm.tm_min = ToInt(fields[4]);
+  tm.tm_sec = ToInt(fields[5]);
+  if (tm.tm_mon < 0 || tm.tm_mon > 11 || tm.tm_mday < 1 || tm.tm_mday > 31 || tm.tm_hour > 23 ||
+      tm.tm_min > 59 || tm.tm_sec > 60) {
+    return bad("field out of range");
+  }
+  std::string_view rest = text.substr(19);
+  int64_t nanos = 0;
+  if (!rest.empty() && rest[0] == '.') {
+    size_t n = 1;
+    int64_t scale = 100'000'000;
+    while (n < rest.size() && rest[n] >= '0' && rest[n] <= '9') {
+      nanos += (rest[n] - '0') * scale;
+      scale /= 10;
+      ++n;
+    }
+    if (n == 1) return bad("empty fraction");
+    rest = rest.substr(n);
+  }
+  int64_t offset_s = 0;
+  if (rest == "Z" || rest == "z") {
+  } else if (rest.size() == 6 && (rest[0] == '+' || rest[0] == '-') && rest[3] == ':' &&
+             IsDigits(rest.substr(1, 2)) && IsDigits(rest.substr(4, 2))) {
+    offset_s = (ToInt(rest.substr(1, 2)) * 3600 + ToInt(rest.substr(4, 2)) * 60) * (rest[0] == '-' ? -1 : 1);
+  } else {
+    return bad("expected a zone (Z or ±HH:MM)");
+  }
+  const int64_t secs = static_cast<int64_t>(timegm(&tm)) - offset_s;
+  return Clock::TimePoint(std::chrono::seconds(secs) + std::chrono::nanoseconds(nanos));
+}
+
+nlohmann::json GpuNodeStatusToJson(const GpuNodeStatus& status) {
+  Json devices = Json::array();
+  core::MiB total = 0, allocated = 0, used = 0;
+  for (const GpuNodeDevice& d : status.devices) {
+    Json migs = Json::array();
+    for (const GpuNodeMigInstance& m : d.mig_instances) migs.push_back(MigToJson(m));
+    devices.push_back({{"uuid", d.uuid}, {"index", d.index}, {"model", d.model}, {"memoryMiB", d.memory_mib},
+                       {"usedMiB", d.used_mib}, {"allocatedMiB", d.allocated_mib}, {"healthy", d.healthy},
+                       {"migEnabled", d.mig_enabled}, {"migInstances", std::move(migs)}});
+    total += d.memory_mib;
+    allocated += d.allocated_mib;
+    used += d.used_mib;
+  }
+  Json processes = Json::array();
+  for (const GpuNodeProcess& p : status.processes) {
+    processes.push_back({{"pid", p.pid}, {"device", p.device}, {"usedMiB", p.used_mib}, {"podUID", p.pod_uid},
+                         {"pod", p.pod}, {"container", p.container}, {"containerID", p.container_id}});
+  }
+  Json audit = Json::array();
+  for (const GpuNodeAuditFinding& a : status.audit) {
+    audit.push_back({{"kind", a.kind}, {"device", a.device}, {"podUID", a.pod_uid}, {"pod", a.pod},
+                     {"container", a.container}, {"pid", a.pid}, {"usedMiB", a.used_mib},
+                     {"capMiB", a.cap_mib}, {"message", a.message}});
+  }
+  return Json{{"devices", std::move(devices)},
+              {"processes", std::move(processes)},
+              {"enforcement",
+               {{"mode", status.enforcement.mode},
+                {"driverVersion", status.enforcement.driver_version},
+                {"cudaVersion", status.enforcement.cuda_version},
+                {"reason", status.enforcement.reason}}},
+              {"audit", std::move(audit)},
+              {"gpus", status.devices.size()},
+              {"memoryMiB", total},
+              {"allocatedMiB", allocated},
+              {"usedMiB", used},
+              {"maxPodsPerDevice", status.max_pods_per_device},
+              {"heartbeatTime", FormatRfc3339(status.heartbeat_time)}};
+}
+
+StatusOr<GpuNodeStatus> GpuNodeStatusFromJson(const nlohmann::json& j) {
+  const std::string where = "status";
+  if (!j.is_object()) return Status::InvalidArgument("status: expected an object");
+  GpuNodeStatus s;
+  GPUPACK_RETURN_IF_ERROR(ForEach(j, "devices", where, [&](const Json& d, const std::string& at) {
+    GpuNodeDevice device;
+    GPUPACK_RETURN_IF_ERROR(DeviceFromJson(d, at, &device));
+    s.devices.push_back(std::move(device));
+    return Status::Ok();
+  }));
+  GPUPACK_RETURN_IF_ERROR(ForEach(j, "processes", where, [&](const Json& p, const std::string& at) {
+    GpuNodeProcess proc;
+    GPUPACK_RETURN_IF_ERROR(ReadInt(p, "pid", at, &proc.pid));
+    GPUPACK_RETURN_IF_ERROR(ReadString(p, "device", at, &proc.device));
+    GPUPACK_RETURN_IF_ERROR(ReadMiB(p, "usedMiB", at, &proc.used_mib));
+    GPUPACK_RETURN_IF_ERROR(ReadString(p, "podUID", at, &proc.pod_uid));
+    GPUPACK_RETURN_IF_ERROR(ReadString(p, "pod", at, &proc.pod));
+    GPUPACK_RETURN_IF_ERROR(ReadString(p, "container", at, &proc.container));
+    GPUPACK_RETURN_IF_ERROR(ReadString(p, "containerID", at, &proc.container_id));
+    s.processes.push_back(std::move(proc));
+    return Status::Ok();
+  }));
+  auto e = j.find("enforcement");
+  if (e != j.end() && !e->is_null()) {
+    if (!e->is_object()) return Status::InvalidArgument("status.enforcement: expected an object");
+    const std::string at = "status.enforcement";
+    GPUPACK_RETURN_IF_ERROR(ReadString(*e, "mode", at, &s.enforcement.mode));
+    GPUPACK_RETURN_IF_ERROR(ReadString(*e, "driverVersion", at, &s.enforcement.driver_version));
+    GPUPACK_RETURN_IF_ERROR(ReadString(*e, "cudaVersion", at, &s.enforcement.cuda_version));
+    GPUPACK_RETURN_IF_ERROR(ReadString(*e, "reason", at, &s.enforcement.reason));
+    const std::string& m = s.enforcement.mode;
+    if (m != kEnforcementCgroupDmem && m != kEnforcementCgroupMisc && m != kEnforcementMps && m != kEnforcementNone) {
+      return Status::InvalidArgument("status.enforcement.mode: unknown mode \"" + m +
+                                     "\" (want cgroup-dmem, cgroup-misc, mps or none)");
+    }
+  }
+  GPUPACK_RETURN_IF_ERROR(ForEach(j, "audit", where, [&](const Json& a, const std::string& at) {
+    GpuNodeAuditFinding f;
+    GPUPACK_RETURN_IF_ERROR(ReadString(a, "kind", at, &f.kind));
+    GPUPACK_RETURN_IF_ERROR(ReadString(a, "device", at, &f.device));
+    GPUPACK_RETURN_IF_ERROR(ReadString(a, "podUID", at, &f.pod_uid));
+    GPUPACK_RETURN_IF_ERROR(ReadString(a, "pod", at, &f.pod));
+    GPUPACK_RETURN_IF_ERROR(ReadString(a, "container", at, &f.container));
+    GPUPACK_RETURN_IF_ERROR(ReadInt(a, "pid", at, &f.pid));
+    GPUPACK_RETURN_IF_ERROR(ReadMiB(a, "usedMiB", at, &f.used_mib));
+    GPUPACK_RETURN_IF_ERROR(ReadMiB(a, "capMiB", at, &f.cap_mib));
+    GPUPACK_RETURN_IF_ERROR(ReadString(a, "message", at, &f.message));
+    s.audit.push_back(std::move(f));
+    return Status::Ok();
+  }));
+  int64_t max_pods = 0;
+  GPUPACK_RETURN_IF_ERROR(ReadInt(j, "maxPodsPerDevice", where, &max_pods));
+  if (max_pods < 0 || max_pods > 1'000'000) return Status::InvalidArgument("status.maxPodsPerDevice: out of range");
+  s.max_pods_per_device = static_cast<int>(max_pods);
+  std::string heartbeat;
+  GPUPACK_RETURN_IF_ERROR(ReadString(j, "heartbeatTime", where, &heartbeat));
+  if (!heartbeat.empty()) {
+    auto t = ParseRfc3339(heartbeat);
+    if (!t.ok()) return t.status().WithContext("status.heartbeatTime");
+    s.heartbeat_time = *t;
+  }
+  return s;
+}
+
+nlohmann::json GpuNodeObject(std::string_view node_name, const GpuNodeStatus& status) {
+  return Json{{"apiVersion", std::string(kGpuNodeGroup) + "/" + std::string(kGpuNodeVersion)},
+              {"kind", kGpuNodeKind},
+              {"metadata", {{"name", node_name}}},
+              {"status", GpuNodeStatusToJson(status)}};
+}
+
+StatusOr<core::Node> NodeFromGpuNode(const nlohmann::json& gpunode, std::chrono::seconds heartbeat_ttl,
+                                     const Clock& clock) {
+  if (!gpunode.is_object()) return Status::InvalidArgument("GPUNode: expected an object");
+  const Json* name = nullptr;
+  if (auto m = gpunode.find("metadata"); m != gpunode.end() && m->is_object()) {
+    if (auto n = m->find("name"); n != m->end() && n->is_string()) name = &*n;
+  }
+  if (name == nullptr || name->get<std::string>().empty()) {
+    return Status::InvalidArgument("GPUNode: metadata.name missing");
+  }
+  core::Node node;
+  node.name = name->get<std::string>();
+  GpuNodeStatus status;
+  bool has_heartbeat = false;
+  if (auto s = gpunode.find("status"); s != gpunode.end() && !s->is_null()) {
+    auto parsed = GpuNodeStatusFromJson(*s);
+    if (!parsed.ok()) return parsed.status().WithContext("GPUNode " + node.name);
+    status = std::move(parsed).value();
+    has_heartbeat = s->is_object() && s->contains("heartbeatTime") && (*s)["heartbeatTime"].is_string();
+  }
+  const bool driver_caps = status.enforcement.mode == kEnforcementCgroupDmem ||
+                           status.enforcement.mode == kEnforcementCgroupMisc;
+  for (const GpuNodeDevice& d : status.devices) {
+    if (!d.mig_enabled) {
+      core::Device dev;
+      dev.uuid = d.uuid;
+      dev.index = d.index;
+      dev.model = d.model;
+      dev.kind = core::DeviceKind::kGpu;
+      dev.capacity_mib = d.memory_mib;
+      dev.used_mib = d.used_mib;
+      dev.healthy = d.healthy;
+      dev.hard_isolation = driver_caps;
+      node.devices.push_back(std::move(dev));
+      continue;
+    }
+    for (const GpuNodeMigInstance& m : d.mig_instances) {
+      core::Device dev;
+      dev.uuid = m.uuid;
+      dev.index = d.index;
+      dev.model = d.model;
+      dev.kind = core::DeviceKind::kMig;
+      dev.parent_uuid = d.uuid;
+      dev.mig_profile = m.profile;
+      dev.gpu_instance_id = m.gpu_instance_id;
+      dev.placement_start = m.placement_start;
+      dev.placement_size = m.placement_size;
+      dev.capacity_mib = m.memory_mib;
+      dev.used_mib = m.used_mib;
+      dev.healthy = d.healthy;
+      dev.hard_isolation = true;
+      node.devices.push_back(std::move(dev));
+    }
+  }
+  if (!has_heartbeat) {
+    node.stale_reason = "GPUNode has no heartbeat";
+  } else {
+    const auto age = std::chrono::duration_cast<std::chrono::seconds>(clock.Now() - status.heartbeat_time);
+    if (age > heartbeat_ttl) {
+      node.stale_reason = "GPUNode heartbeat " + std::to_string(age.count()) + "s old > TTL " +
+                          std::to_string(heartbeat_ttl.count()) + "s";
+    }
+  }
+  return node;
+}
+
+}  // namespace gpupack::api
