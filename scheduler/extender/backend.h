@@ -11,6 +11,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -52,6 +53,14 @@ class ClusterBackend {
   // Stops background work; no calls into the state after it returns.
   virtual void Stop() = 0;
 };
+
+// The Kubernetes backend's factory. Declared here so the extender's main can wire it; defined by
+// scheduler/cluster (library gpupack_cluster), which cmd/extender links when that target exists.
+struct KubeBackendOptions {
+  std::string kubeconfig;              // empty: in-cluster service account
+  int max_devices_per_container = 16;  // passed to api::ParsePodRequest in LookupPod
+};
+StatusOr<std::unique_ptr<ClusterBackend>> MakeKubeBackend(const KubeBackendOptions& options);
 
 // Standalone mode (DESIGN.md §3.5): the inventory is a fixed list of nodes (from the cluster
 // file), synced at once; binds are recorded in memory; LookupPod knows nothing (the extender

@@ -105,7 +105,7 @@ class ClusterState {
     mutable std::shared_mutex mu;
     core::Node node;
     core::NodeSummary summary;
-    const core::Policy* summary_policy = nullptr;  // the policy `summary` was computed with
+    uint64_t summary_generation = 0;  // the policy generation `summary` was computed with
     std::optional<Clock::TimePoint> heartbeat;
   };
   enum class PodState { kReserved, kBound };
@@ -120,15 +120,17 @@ class ClusterState {
   std::shared_ptr<NodeEntry> FindNode(std::string_view name) const;
   // REQUIRES: entry.mu held exclusively and ledger_mu_ held.
   void ReattachShares(NodeEntry& entry);
+  // REQUIRES: entry.mu held exclusively.
   void Resummarize(NodeEntry& entry) const;
+  std::pair<std::shared_ptr<const core::Policy>, uint64_t> PolicyAndGeneration() const;
   std::optional<core::Verdict> StaleVerdict(const NodeEntry& entry) const;
-  void RemovePodLocked(NodeEntry* entry, const std::string& uid);
 
   const Clock& clock_;
   const std::chrono::nanoseconds heartbeat_ttl_;
 
   mutable std::mutex policy_mu_;
   std::shared_ptr<const core::Policy> policy_;
+  uint64_t policy_generation_ = 1;
 
   mutable std::shared_mutex nodes_mu_;  // guards the table, not the entries
   std::unordered_map<std::string, std::shared_ptr<NodeEntry>> nodes_;
