@@ -6,7 +6,8 @@
 //     [{"uuid":"GPU-…","index":0,"memMiB":8192}]}]}
 //
 // Container fields: "name", "index" (position in spec.containers, or spec.initContainers when
-// "init":true), "exclusive":true for whole-device requests. Device fields: "uuid", "index" (device
+// "init":true), "exclusive":true for whole-device requests, "withinPod":true for an init container
+// that reuses devices the pod's app containers hold (it adds nothing to the ledger). Device fields: "uuid", "index" (device
 // index on the node), "memMiB" (the cap), and for MIG instances "parent" and "profile".
 // Optional fields are omitted when they hold their default. Decoding accepts any key order,
 // ignores unknown keys (forward compatibility within v1) and refuses other versions.
@@ -41,6 +42,7 @@ struct ContainerAllocation {
   int index = 0;
   bool init = false;
   bool exclusive = false;
+  bool within_pod = false;
   std::vector<AllocatedDevice> devices;
 
   bool operator==(const ContainerAllocation&) const = default;
@@ -71,7 +73,7 @@ std::map<std::string, std::string> AllocationAnnotations(const Allocation& alloc
                                                          double request_ratio = 1.0);
 
 // The ledger entries an allocation puts on the node's devices: for each device UUID, the shares.
-// Used to rebuild the ledger from pods listed from the API server.
+// Used to rebuild the ledger from pods listed from the API server. Containers within_pod add none.
 std::vector<std::pair<std::string, core::DeviceShare>> AllocationShares(const Allocation& allocation,
                                                                        std::string_view pod_uid,
                                                                        std::string_view pod_key);

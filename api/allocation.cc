@@ -1,0 +1,184 @@
+#include "api/allocation.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+
+#include "api/annotations.h"
+
+namespace gpupack::api {
+
+namespace {
+
+using nlohmann::json;
+
+Status Bad(const std::string& where, const std::string& what) {
+  return Status::InvalidArgument("gpupack.io/allocation: " + where + ": " + what);
+}
+
+// Reads an optional field of the given JSON type; absent or null leaves `out` unchanged.
+template <typename T>
+Status ReadField(const json& obj, const char* key, const std::string& where, T& out) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return Status::Ok();
+  if constexpr (std::is_same_v<T, std::string>) {
+    if (!it->is_string()) return Bad(where + "." + key, "must be a string");
+    out = it->template get<std::string>();
+  } else if constexpr (std::is_same_v<T, bool>) {
+    if (!it->is_boolean()) return Bad(where + "." + key, "must be a boolean");
+    out = it->template get<bool>();
+  } else {
+    if (!it->is_number_integer()) return Bad(where + "." + key, "must be an integer");
+    out = it->template get<T>();
+    if (out < 0) return Bad(where + "." + key, "must not be negative");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string EncodeAllocation(const Allocation& allocation) {
+  // ordered_json keeps the documented key order, so equal allocations encode to equal strings
+  // that read like DESIGN.md's example.
+  using ojson = nlohmann::ordered_json;
+  ojson containers = ojson::array();
+  for (const ContainerAllocation& c : allocation.containers) {
+    ojson devices = ojson::array();
+    for (const AllocatedDevice& d : c.devices) {
+      ojson dj = {{"uuid", d.uuid}, {"index", d.index}, {"memMiB", d.mem_mib}};
+      if (!d.parent_uuid.empty()) dj["parent"] = d.parent_uuid;
+      if (!d.profile.empty()) dj["profile"] = d.profile;
+      devices.push_back(std::move(dj));
+    }
+    ojson cj = {{"name", c.name}, {"index", c.index}};
+    if (c.init) cj["init"] = true;
+    if (c.exclusive) cj["exclusive"] = true;
+    if (c.within_pod) cj["withinPod"] = true;
+    cj["devices"] = std::move(devices);
+    containers.push_back(std::move(cj));
+  }
+  ojson doc = {{"v", kAllocationVersion}, {"node", allocation.node}, {"containers", std::move(containers)}};
+  return doc.dump();
+}
+
+StatusOr<Allocation> DecodeAllocation(std::string_view text) {
+  json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return Bad("document", "not valid JSON");
+  if (!doc.is_object()) return Bad("document", "must be a JSON object");
+  auto v = doc.find("v");
+  if (v == doc.end() || !v->is_number_integer()) return Bad("v", "missing or not an integer");
+  if (v->get<int64_t>() != kAllocationVersion) {
+    return Bad("v", "unsupported version " + v->dump() + " (this build reads 1)");
+  }
+  Allocation out;
+  GPUPACK_RETURN_IF_ERROR(ReadField(doc, "node", "document", out.node));
+  if (out.node.empty()) return Bad("node", "missing or empty");
+  auto cs = doc.find("containers");
+  if (cs == doc.end() || !cs->is_array()) return Bad("containers", "missing or not an array");
+  for (size_t i = 0; i < cs->size(); ++i) {
+    const json& cj = (*cs)[i];
+    const std::string where = "containers[" + std::to_string(i) + "]";
+    if (!cj.is_object()) return Bad(where, "must be an object");
+    ContainerAllocation c;
+    GPUPACK_RETURN_IF_ERROR(ReadField(cj, "name", where, c.name));
+    GPUPACK_RETURN_IF_ERROR(ReadField(cj, "index", where, c.index));
+    GPUPACK_RETURN_IF_ERROR(ReadField(cj, "init", where, c.init));
+    GPUPACK_RETURN_IF_ERROR(ReadField(cj, "exclusive", where, c.exclusive));
+    GPUPACK_RETURN_IF_ERROR(ReadField(cj, "withinPod", where, c.within_pod));
+    auto ds = cj.find("devices");
+    if (ds == cj.end() || !ds->is_array()) return Bad(where + ".devices", "missing or not an array");
+    for (size_t j = 0; j < ds->size(); ++j) {
+      const json& dj = (*ds)[j];
+      const std::string dwhere = where + ".devices[" + std::to_string(j) + "]";
+      if (!dj.is_object()) return Bad(dwhere, "must be an object");
+      AllocatedDevice d;
+      GPUPACK_RETURN_IF_ERROR(ReadField(dj, "uuid", dwhere, d.uuid));
+      if (d.uuid.empty()) return Bad(dwhere + ".uuid", "missing or empty");
+      GPUPACK_RETURN_IF_ERROR(ReadField(dj, "index", dwhere, d.index));
+      GPUPACK_RETURN_IF_ERROR(ReadField(dj, "memMiB", dwhere, d.mem_mib));
+      GPUPACK_RETURN_IF_ERROR(ReadField(dj, "parent", dwhere, d.parent_uuid));
+      GPUPACK_RETURN_IF_ERROR(ReadField(dj, "profile", dwhere, d.profile));
+      c.devices.push_back(std::move(d));
+    }
+    out.containers.push_back(std::move(c));
+  }
+  return out;
+}
+
+Allocation AllocationFromPlacement(const core::Node& node, const core::Placement& placement) {
+  Allocation out;
+  out.node = node.name;
+  for (const core::ContainerPlacement& cp : placement.containers) {
+    ContainerAllocation c;
+    c.name = cp.container;
+    c.index = cp.container_index;
+    c.init = cp.init;
+    c.exclusive = cp.exclusive;
+    c.within_pod = cp.within_pod_devices;
+    for (int slot : cp.device_slots) {
+      GPUPACK_CHECK(slot >= 0 && static_cast<size_t>(slot) < node.devices.size());
+      const core::Device& dev = node.devices[slot];
+      AllocatedDevice d;
+      d.uuid = dev.uuid;
+      d.index = dev.index;
+      d.mem_mib = cp.mem_per_device_mib;
+      if (dev.kind == core::DeviceKind::kMig) {
+        d.parent_uuid = dev.parent_uuid;
+        d.profile = dev.mig_profile;
+      }
+      c.devices.push_back(std::move(d));
+    }
+    out.containers.push_back(std::move(c));
+  }
+  return out;
+}
+
+std::map<std::string, std::string> AllocationAnnotations(const Allocation& allocation, double request_ratio) {
+  std::map<std::string, std::string> out;
+  out[std::string(kAnnotationAllocation)] = EncodeAllocation(allocation);
+  for (const ContainerAllocation& c : allocation.containers) {
+    if (c.devices.empty()) continue;
+    std::string visible;
+    std::string mps;
+    for (size_t i = 0; i < c.devices.size(); ++i) {
+      if (i > 0) {
+        visible += ',';
+        mps += ',';
+      }
+      visible += c.devices[i].uuid;
+      mps += std::to_string(i) + "=" + std::to_string(c.devices[i].mem_mib) + "M";
+    }
+    // Every device of a container carries the same cap (memory is split evenly, DESIGN §3.1).
+    const core::MiB limit = c.devices.front().mem_mib;
+    const core::MiB request =
+        std::max<core::MiB>(1, static_cast<core::MiB>(std::floor(static_cast<double>(limit) * request_ratio)));
+    out[ContainerAnnotationKey(c.init, c.index, ContainerEnvKey::kVisibleDevices)] = visible;
+    out[ContainerAnnotationKey(c.init, c.index, ContainerEnvKey::kMemoryLimitMiB)] = std::to_string(limit);
+    out[ContainerAnnotationKey(c.init, c.index, ContainerEnvKey::kMemoryRequestMiB)] =
+        std::to_string(std::min(request, limit));
+    out[ContainerAnnotationKey(c.init, c.index, ContainerEnvKey::kMpsMemoryLimit)] = mps;
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, core::DeviceShare>> AllocationShares(const Allocation& allocation,
+                                                                       std::string_view pod_uid,
+                                                                       std::string_view pod_key) {
+  std::vector<std::pair<std::string, core::DeviceShare>> out;
+  for (const ContainerAllocation& c : allocation.containers) {
+    if (c.within_pod) continue;
+    for (const AllocatedDevice& d : c.devices) {
+      core::DeviceShare share;
+      share.pod_uid = std::string(pod_uid);
+      share.pod_key = std::string(pod_key);
+      share.container = c.name;
+      share.mem_mib = d.mem_mib;
+      share.exclusive = c.exclusive;
+      out.emplace_back(d.uuid, std::move(share));
+    }
+  }
+  return out;
+}
+
+}  // namespace gpupack::api

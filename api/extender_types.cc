@@ -1,0 +1,345 @@
+#include "api/extender_types.h"
+
+#include <set>
+#include <strings.h>
+
+namespace gpupack::api {
+
+namespace {
+
+using nlohmann::json;
+
+Status Bad(const std::string& where, const std::string& what) {
+  return Status::InvalidArgument(where + ": " + what);
+}
+
+// Go's encoding/json matches field names case-insensitively; an exact match is tried first.
+// Null counts as absent. J is json or const json.
+template <typename J>
+J* Field(J& obj, std::string_view name) {
+  auto it = obj.find(name);
+  if (it != obj.end()) return it->is_null() ? nullptr : &*it;
+  for (auto i = obj.begin(); i != obj.end(); ++i) {
+    const std::string& key = i.key();
+    if (key.size() == name.size() && strncasecmp(key.data(), name.data(), name.size()) == 0) {
+      return i->is_null() ? nullptr : &*i;
+    }
+  }
+  return nullptr;
+}
+
+StatusOr<json> ParseObject(std::string_view body, const char* type) {
+  json doc = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return Bad(type, "body is not valid JSON");
+  if (!doc.is_object()) return Bad(type, "body must be a JSON object");
+  return doc;
+}
+
+Status ReadString(const json& obj, std::string_view name, const std::string& where, std::string& out) {
+  const json* v = Field(obj, name);
+  if (v == nullptr) return Status::Ok();
+  if (!v->is_string()) return Bad(where + "." + std::string(name), "must be a string");
+  out = v->get<std::string>();
+  return Status::Ok();
+}
+
+// Go refuses 5.0 for an int64; so do we.
+Status ReadInt(const json& obj, std::string_view name, const std::string& where, int64_t& out) {
+  const json* v = Field(obj, name);
+  if (v == nullptr) return Status::Ok();
+  if (!v->is_number_integer()) return Bad(where + "." + std::string(name), "must be an integer");
+  if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
+    return Bad(where + "." + std::string(name), "out of int64 range");
+  }
+  out = v->get<int64_t>();
+  return Status::Ok();
+}
+
+StatusOr<std::vector<std::string>> ReadNames(const json& arr, const std::string& where) {
+  if (!arr.is_array()) return Bad(where, "must be an array of strings");
+  std::vector<std::string> out;
+  out.reserve(arr.size());
+  std::set<std::string_view> seen;
+  for (size_t i = 0; i < arr.size(); ++i) {
+    if (!arr[i].is_string()) return Bad(where + "[" + std::to_string(i) + "]", "must be a string");
+    out.push_back(arr[i].get<std::string>());
+  }
+  for (const std::string& name : out) {
+    if (name.empty()) return Bad(where, "contains an empty node name");
+    if (!seen.insert(name).second) return Bad(where, "node \"" + name + "\" appears twice");
+  }
+  return out;
+}
+
+std::string PodUid(const json& pod) {
+  if (!pod.is_object()) return {};
+  const json* meta = Field(pod, "metadata");
+  if (meta == nullptr || !meta->is_object()) return {};
+  const json* uid = Field(*meta, "uid");
+  return uid != nullptr && uid->is_string() ? uid->get<std::string>() : std::string();
+}
+
+StatusOr<WireNode> ReadWireNode(const json& item, const std::string& where) {
+  if (!item.is_object()) return Bad(where, "must be a Node object");
+  const json* meta = Field(item, "metadata");
+  if (meta == nullptr || !meta->is_object()) return Bad(where + ".metadata", "missing or not an object");
+  const json* name = Field(*meta, "name");
+  if (name == nullptr || !name->is_string() || name->get_ref<const std::string&>().empty()) {
+    return Bad(where + ".metadata.name", "missing, empty or not a string");
+  }
+  return WireNode{name->get<std::string>(), item.dump()};
+}
+
+StatusOr<std::vector<WireNode>> ReadNodeList(const json& list, const std::string& where) {
+  if (!list.is_object()) return Bad(where, "must be a NodeList object");
+  std::vector<WireNode> out;
+  const json* items = Field(list, "items");
+  if (items == nullptr) return out;
+  if (!items->is_array()) return Bad(where + ".items", "must be an array");
+  out.reserve(items->size());
+  std::set<std::string> seen;
+  for (size_t i = 0; i < items->size(); ++i) {
+    GPUPACK_ASSIGN_OR_RETURN(WireNode node, ReadWireNode((*items)[i], where + ".items[" + std::to_string(i) + "]"));
+    if (!seen.insert(node.name).second) return Bad(where + ".items", "node \"" + node.name + "\" appears twice");
+    out.push_back(std::move(node));
+  }
+  return out;
+}
+
+StatusOr<std::map<std::string, MetaVictims>> ReadVictims(const json& map, const std::string& where, bool meta) {
+  if (!map.is_object()) return Bad(where, "must be an object keyed by node name");
+  std::map<std::string, MetaVictims> out;
+  for (auto it = map.begin(); it != map.end(); ++it) {
+    const std::string vwhere = where + "[\"" + it.key() + "\"]";
+    MetaVictims victims;
+    if (!it->is_null()) {
+      if (!it->is_object()) return Bad(vwhere, "must be an object");
+      GPUPACK_RETURN_IF_ERROR(ReadInt(*it, "NumPDBViolations", vwhere, victims.num_pdb_violations));
+      if (const json* pods = Field(*it, "Pods")) {
+        if (!pods->is_array()) return Bad(vwhere + ".Pods", "must be an array");
+        for (size_t i = 0; i < pods->size(); ++i) {
+          const json& p = (*pods)[i];
+          const std::string pwhere = vwhere + ".Pods[" + std::to_string(i) + "]";
+          if (p.is_null()) continue;
+          if (!p.is_object()) return Bad(pwhere, "must be an object");
+          std::string uid;
+          if (meta) {
+            GPUPACK_RETURN_IF_ERROR(ReadString(p, "UID", pwhere, uid));
+          } else {
+            uid = PodUid(p);
+          }
+          if (uid.empty()) return Bad(pwhere, meta ? "UID missing or empty" : "metadata.uid missing or empty");
+          victims.pod_uids.push_back(std::move(uid));
+        }
+      }
+    }
+    out.emplace(it.key(), std::move(victims));
+  }
+  return out;
+}
+
+json MetaVictimsJson(const std::map<std::string, MetaVictims>& victims) {
+  json out = json::object();
+  for (const auto& [node, v] : victims) {
+    json pods = json::array();
+    for (const std::string& uid : v.pod_uids) pods.push_back(json{{"UID", uid}});
+    out[node] = json{{"Pods", std::move(pods)}, {"NumPDBViolations", v.num_pdb_violations}};
+  }
+  return out;
+}
+
+// Appends `"Key":` then the value; the encoders build their documents by hand so the field
+// order matches Go's (struct order) and large echoed Nodes are not re-parsed.
+void Key(std::string& out, std::string_view key) {
+  out += '"';
+  out += key;
+  out += "\":";
+}
+
+void AppendNodeList(std::string& out, const std::optional<std::vector<WireNode>>& nodes) {
+  if (!nodes) {
+    out += "null";
+    return;
+  }
+  out += "{\"metadata\":{},\"items\":[";
+  for (size_t i = 0; i < nodes->size(); ++i) {
+    if (i > 0) out += ',';
+    out += (*nodes)[i].raw;
+  }
+  out += "]}";
+}
+
+void AppendNames(std::string& out, const std::optional<std::vector<std::string>>& names) {
+  if (!names) {
+    out += "null";
+    return;
+  }
+  out += json(*names).dump();
+}
+
+}  // namespace
+
+StatusOr<ExtenderArgs> DecodeExtenderArgs(std::string_view body) {
+  GPUPACK_ASSIGN_OR_RETURN(json doc, ParseObject(body, "ExtenderArgs"));
+  ExtenderArgs args;
+  if (json* pod = Field(doc, "Pod")) {
+    if (!pod->is_object()) return Bad("ExtenderArgs.Pod", "must be an object");
+    args.pod = std::move(*pod);
+  }
+  if (const json* nodes = Field(doc, "Nodes")) {
+    GPUPACK_ASSIGN_OR_RETURN(args.nodes, ReadNodeList(*nodes, "ExtenderArgs.Nodes"));
+  }
+  if (const json* names = Field(doc, "NodeNames")) {
+    GPUPACK_ASSIGN_OR_RETURN(args.node_names, ReadNames(*names, "ExtenderArgs.NodeNames"));
+  }
+  return args;
+}
+
+StatusOr<ExtenderBindingArgs> DecodeBindingArgs(std::string_view body) {
+  GPUPACK_ASSIGN_OR_RETURN(json doc, ParseObject(body, "ExtenderBindingArgs"));
+  ExtenderBindingArgs args;
+  const std::string where = "ExtenderBindingArgs";
+  GPUPACK_RETURN_IF_ERROR(ReadString(doc, "PodName", where, args.pod_name));
+  GPUPACK_RETURN_IF_ERROR(ReadString(doc, "PodNamespace", where, args.pod_namespace));
+  GPUPACK_RETURN_IF_ERROR(ReadString(doc, "PodUID", where, args.pod_uid));
+  GPUPACK_RETURN_IF_ERROR(ReadString(doc, "Node", where, args.node));
+  return args;
+}
+
+StatusOr<ExtenderPreemptionArgs> DecodePreemptionArgs(std::string_view body) {
+  GPUPACK_ASSIGN_OR_RETURN(json doc, ParseObject(body, "ExtenderPreemptionArgs"));
+  ExtenderPreemptionArgs args;
+  if (json* pod = Field(doc, "Pod")) {
+    if (!pod->is_object()) return Bad("ExtenderPreemptionArgs.Pod", "must be an object");
+    args.pod = std::move(*pod);
+  }
+  if (const json* meta = Field(doc, "NodeNameToMetaVictims")) {
+    GPUPACK_ASSIGN_OR_RETURN(args.victims,
+                             ReadVictims(*meta, "ExtenderPreemptionArgs.NodeNameToMetaVictims", true));
+  } else if (const json* full = Field(doc, "NodeNameToVictims")) {
+    GPUPACK_ASSIGN_OR_RETURN(args.victims, ReadVictims(*full, "ExtenderPreemptionArgs.NodeNameToVictims", false));
+  }
+  return args;
+}
+
+std::string EncodeFilterResult(const ExtenderFilterResult& result) {
+  std::string out = "{";
+  Key(out, "Nodes");
+  AppendNodeList(out, result.nodes);
+  out += ',';
+  Key(out, "NodeNames");
+  AppendNames(out, result.node_names);
+  out += ',';
+  Key(out, "FailedNodes");
+  out += json(result.failed_nodes).dump();
+  out += ',';
+  Key(out, "FailedAndUnresolvableNodes");
+  out += json(result.failed_and_unresolvable_nodes).dump();
+  out += ',';
+  Key(out, "Error");
+  out += json(result.error).dump();
+  out += '}';
+  return out;
+}
+
+std::string EncodeHostPriorityList(const HostPriorityList& list) {
+  std::string out = "[";
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (i > 0) out += ',';
+    out += "{\"Host\":" + json(list[i].host).dump() + ",\"Score\":" + std::to_string(list[i].score) + "}";
+  }
+  out += ']';
+  return out;
+}
+
+std::string EncodeBindingResult(const ExtenderBindingResult& result) {
+  return "{\"Error\":" + json(result.error).dump() + "}";
+}
+
+std::string EncodePreemptionResult(const ExtenderPreemptionResult& result) {
+  return "{\"NodeNameToMetaVictims\":" + MetaVictimsJson(result.node_name_to_meta_victims).dump() + "}";
+}
+
+std::string EncodeExtenderArgs(const ExtenderArgs& args) {
+  std::string out = "{";
+  Key(out, "Pod");
+  out += args.pod.dump();
+  out += ',';
+  Key(out, "Nodes");
+  AppendNodeList(out, args.nodes);
+  out += ',';
+  Key(out, "NodeNames");
+  AppendNames(out, args.node_names);
+  out += '}';
+  return out;
+}
+
+std::string EncodeBindingArgs(const ExtenderBindingArgs& args) {
+  return "{\"PodName\":" + json(args.pod_name).dump() + ",\"PodNamespace\":" + json(args.pod_namespace).dump() +
+         ",\"PodUID\":" + json(args.pod_uid).dump() + ",\"Node\":" + json(args.node).dump() + "}";
+}
+
+std::string EncodePreemptionArgs(const ExtenderPreemptionArgs& args) {
+  return "{\"Pod\":" + args.pod.dump() + ",\"NodeNameToVictims\":null,\"NodeNameToMetaVictims\":" +
+         MetaVictimsJson(args.victims).dump() + "}";
+}
+
+StatusOr<ExtenderFilterResult> DecodeFilterResult(std::string_view body) {
+  GPUPACK_ASSIGN_OR_RETURN(json doc, ParseObject(body, "ExtenderFilterResult"));
+  ExtenderFilterResult result;
+  const std::string where = "ExtenderFilterResult";
+  if (const json* nodes = Field(doc, "Nodes")) {
+    GPUPACK_ASSIGN_OR_RETURN(result.nodes, ReadNodeList(*nodes, where + ".Nodes"));
+  }
+  if (const json* names = Field(doc, "NodeNames")) {
+    GPUPACK_ASSIGN_OR_RETURN(result.node_names, ReadNames(*names, where + ".NodeNames"));
+  }
+  for (auto [name, out] : {std::pair{"FailedNodes", &result.failed_nodes},
+                           std::pair{"FailedAndUnresolvableNodes", &result.failed_and_unresolvable_nodes}}) {
+    const json* map = Field(doc, name);
+    if (map == nullptr) continue;
+    if (!map->is_object()) return Bad(where + "." + name, "must be an object");
+    for (auto it = map->begin(); it != map->end(); ++it) {
+      if (!it->is_string()) return Bad(where + "." + name + "[\"" + it.key() + "\"]", "must be a string");
+      (*out)[it.key()] = it->get<std::string>();
+    }
+  }
+  GPUPACK_RETURN_IF_ERROR(ReadString(doc, "Error", where, result.error));
+  return result;
+}
+
+StatusOr<HostPriorityList> DecodeHostPriorityList(std::string_view body) {
+  json doc = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return Bad("HostPriorityList", "body is not valid JSON");
+  HostPriorityList list;
+  if (doc.is_null()) return list;
+  if (!doc.is_array()) return Bad("HostPriorityList", "body must be a JSON array");
+  for (size_t i = 0; i < doc.size(); ++i) {
+    const std::string where = "HostPriorityList[" + std::to_string(i) + "]";
+    if (!doc[i].is_object()) return Bad(where, "must be an object");
+    HostPriority hp;
+    GPUPACK_RETURN_IF_ERROR(ReadString(doc[i], "Host", where, hp.host));
+    GPUPACK_RETURN_IF_ERROR(ReadInt(doc[i], "Score", where, hp.score));
+    list.push_back(std::move(hp));
+  }
+  return list;
+}
+
+StatusOr<ExtenderBindingResult> DecodeBindingResult(std::string_view body) {
+  GPUPACK_ASSIGN_OR_RETURN(json doc, ParseObject(body, "ExtenderBindingResult"));
+  ExtenderBindingResult result;
+  GPUPACK_RETURN_IF_ERROR(ReadString(doc, "Error", "ExtenderBindingResult", result.error));
+  return result;
+}
+
+StatusOr<ExtenderPreemptionResult> DecodePreemptionResult(std::string_view body) {
+  GPUPACK_ASSIGN_OR_RETURN(json doc, ParseObject(body, "ExtenderPreemptionResult"));
+  ExtenderPreemptionResult result;
+  if (const json* meta = Field(doc, "NodeNameToMetaVictims")) {
+    GPUPACK_ASSIGN_OR_RETURN(result.node_name_to_meta_victims,
+                             ReadVictims(*meta, "ExtenderPreemptionResult.NodeNameToMetaVictims", true));
+  }
+  return result;
+}
+
+}  // namespace gpupack::api

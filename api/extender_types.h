@@ -1,0 +1,114 @@
+// Wire types of the kube-scheduler HTTP extender protocol (k8s.io/kube-scheduler/extender/v1) and
+// their JSON codecs. See shared reference/extender-protocol.md §1.
+//
+// Decoding is tolerant the way Go's encoding/json is: field names match case-insensitively,
+// `null` is accepted for every field, unknown fields are ignored. Wrong types are refused with an
+// InvalidArgument that names the field ("ExtenderArgs.NodeNames[2]: must be a string").
+// Encoding is exact: PascalCase names, every field present (null where Go would send nil),
+// integer literals only.
+//
+// Thread safety: plain values and pure functions.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/status.h"
+
+namespace gpupack::api {
+
+inline constexpr int64_t kMinExtenderPriority = 0;
+inline constexpr int64_t kMaxExtenderPriority = 10;
+
+// One v1.Node of ExtenderArgs.Nodes.items: its name plus its JSON text, echoed back unchanged in
+// the filter result when nodeCacheCapable is false.
+struct WireNode {
+  std::string name;
+  std::string raw;  // compact JSON of the whole object
+};
+
+// The filter and prioritize request.
+struct ExtenderArgs {
+  nlohmann::json pod;  // the v1.Pod; null when absent
+  std::optional<std::vector<WireNode>> nodes;           // nodeCacheCapable: false
+  std::optional<std::vector<std::string>> node_names;  // nodeCacheCapable: true
+};
+
+using FailedNodesMap = std::map<std::string, std::string>;
+
+struct ExtenderFilterResult {
+  std::optional<std::vector<WireNode>> nodes;
+  std::optional<std::vector<std::string>> node_names;
+  FailedNodesMap failed_nodes;
+  FailedNodesMap failed_and_unresolvable_nodes;
+  std::string error;
+};
+
+struct HostPriority {
+  std::string host;
+  int64_t score = 0;
+  bool operator==(const HostPriority&) const = default;
+};
+using HostPriorityList = std::vector<HostPriority>;
+
+struct ExtenderBindingArgs {
+  std::string pod_name;
+  std::string pod_namespace;
+  std::string pod_uid;
+  std::string node;
+  bool operator==(const ExtenderBindingArgs&) const = default;
+};
+
+struct ExtenderBindingResult {
+  std::string error;
+};
+
+// Victims on one node, by UID (MetaVictims). Full-pod Victims decode into the same shape: only
+// their metadata.uid matters to the extender.
+struct MetaVictims {
+  std::vector<std::string> pod_uids;
+  int64_t num_pdb_violations = 0;
+  bool operator==(const MetaVictims&) const = default;
+};
+
+struct ExtenderPreemptionArgs {
+  nlohmann::json pod;
+  // NodeNameToMetaVictims, or NodeNameToVictims reduced to UIDs; whichever was non-null (Meta wins
+  // when both are).
+  std::map<std::string, MetaVictims> victims;
+};
+
+struct ExtenderPreemptionResult {
+  std::map<std::string, MetaVictims> node_name_to_meta_victims;
+};
+
+// Decoders for what kube-scheduler sends. Duplicate node names in a request are refused (a
+// well-formed scheduler never sends them; accepting them would double-count a node).
+StatusOr<ExtenderArgs> DecodeExtenderArgs(std::string_view body);
+StatusOr<ExtenderBindingArgs> DecodeBindingArgs(std::string_view body);
+StatusOr<ExtenderPreemptionArgs> DecodePreemptionArgs(std::string_view body);
+
+// Encoders for what the extender replies.
+std::string EncodeFilterResult(const ExtenderFilterResult& result);
+std::string EncodeHostPriorityList(const HostPriorityList& list);
+std::string EncodeBindingResult(const ExtenderBindingResult& result);
+std::string EncodePreemptionResult(const ExtenderPreemptionResult& result);
+
+// The other direction, for clients that play kube-scheduler (the simulator's HTTP mode, tests).
+// `pod` is encoded verbatim; exactly one of `node_names` / `nodes` should be set.
+std::string EncodeExtenderArgs(const ExtenderArgs& args);
+std::string EncodeBindingArgs(const ExtenderBindingArgs& args);
+std::string EncodePreemptionArgs(const ExtenderPreemptionArgs& args);  // Meta form
+StatusOr<ExtenderFilterResult> DecodeFilterResult(std::string_view body);
+// Refuses non-integer scores, as Go's decoder does.
+StatusOr<HostPriorityList> DecodeHostPriorityList(std::string_view body);
+StatusOr<ExtenderBindingResult> DecodeBindingResult(std::string_view body);
+StatusOr<ExtenderPreemptionResult> DecodePreemptionResult(std::string_view body);
+
+}  // namespace gpupack::api

@@ -1,0 +1,161 @@
+#include "api/extender_types.h"
+
+#include <random>
+
+#include <gtest/gtest.h>
+
+namespace gpupack::api {
+namespace {
+
+TEST(ExtenderTypes, DecodesFilterArgsWithNodeNames) {
+  StatusOr<ExtenderArgs> args = DecodeExtenderArgs(
+      R"({"Pod":{"metadata":{"name":"p","uid":"u1"}},"Nodes":null,"NodeNames":["a","b"]})");
+  ASSERT_TRUE(args.ok()) << args.status();
+  EXPECT_EQ(args->pod["metadata"]["name"], "p");
+  EXPECT_FALSE(args->nodes.has_value());
+  ASSERT_TRUE(args->node_names.has_value());
+  EXPECT_EQ(*args->node_names, (std::vector<std::string>{"a", "b"}));
+}
+
+TEST(ExtenderTypes, FieldNamesMatchCaseInsensitivelyAsGoDoes) {
+  StatusOr<ExtenderArgs> args = DecodeExtenderArgs(R"({"pod":{},"nodenames":["a"]})");
+  ASSERT_TRUE(args.ok()) << args.status();
+  EXPECT_EQ(*args->node_names, std::vector<std::string>{"a"});
+  StatusOr<ExtenderBindingArgs> bind = DecodeBindingArgs(R"({"podname":"p","PODNAMESPACE":"ns","poduid":"u","node":"n"})");
+  ASSERT_TRUE(bind.ok()) << bind.status();
+  EXPECT_EQ(*bind, (ExtenderBindingArgs{"p", "ns", "u", "n"}));
+}
+
+TEST(ExtenderTypes, NullIsAcceptedEverywhere) {
+  StatusOr<ExtenderArgs> args = DecodeExtenderArgs(R"({"Pod":null,"Nodes":null,"NodeNames":null})");
+  ASSERT_TRUE(args.ok()) << args.status();
+  EXPECT_TRUE(args->pod.is_null());
+  EXPECT_FALSE(args->node_names.has_value());
+  EXPECT_TRUE(DecodeBindingArgs(R"({"PodName":null,"PodNamespace":null,"PodUID":null,"Node":null})").ok());
+  StatusOr<ExtenderPreemptionArgs> pre =
+      DecodePreemptionArgs(R"({"Pod":null,"NodeNameToVictims":null,"NodeNameToMetaVictims":{"n":null}})");
+  ASSERT_TRUE(pre.ok()) << pre.status();
+  EXPECT_TRUE(pre->victims.at("n").pod_uids.empty());
+}
+
+TEST(ExtenderTypes, FullNodesKeepTheirNamesAndEchoVerbatim) {
+  const std::string body =
+      R"({"Pod":{},"Nodes":{"metadata":{},"items":[{"metadata":{"name":"a","labels":{"x":"y"}},"status":{}},)"
+      R"({"metadata":{"name":"b"}}]},"NodeNames":null})";
+  StatusOr<ExtenderArgs> args = DecodeExtenderArgs(body);
+  ASSERT_TRUE(args.ok()) << args.status();
+  ASSERT_EQ(args->nodes->size(), 2u);
+  EXPECT_EQ((*args->nodes)[0].name, "a");
+  ExtenderFilterResult result;
+  result.nodes = std::vector<WireNode>{(*args->nodes)[0]};
+  const std::string encoded = EncodeFilterResult(result);
+  EXPECT_EQ(encoded,
+            R"({"Nodes":{"metadata":{},"items":[{"metadata":{"labels":{"x":"y"},"name":"a"},"status":{}}]},)"
+            R"("NodeNames":null,"FailedNodes":{},"FailedAndUnresolvableNodes":{},"Error":""})");
+}
+
+TEST(ExtenderTypes, EncodesExactlyWhatGoExpects) {
+  // Strings from kube-scheduler's extender/v1 types_test.go TestCompatibility.
+  EXPECT_EQ(EncodeBindingArgs({"mypodname", "mypodnamespace", "mypoduid", "mynode"}),
+            R"({"PodName":"mypodname","PodNamespace":"mypodnamespace","PodUID":"mypoduid","Node":"mynode"})");
+  EXPECT_EQ(EncodeBindingResult({"myerror"}), R"({"Error":"myerror"})");
+  EXPECT_EQ(EncodeHostPriorityList({{"myhost", 1}}), R"([{"Host":"myhost","Score":1}])");
+  ExtenderPreemptionResult pre;
+  pre.node_name_to_meta_victims["foo"] = MetaVictims{{"myuid"}, 1};
+  EXPECT_EQ(EncodePreemptionResult(pre), R"({"NodeNameToMetaVictims":{"foo":{"NumPDBViolations":1,"Pods":[{"UID":"myuid"}]}}})");
+  ExtenderFilterResult filter;
+  filter.node_names = std::vector<std::string>{"node1"};
+  filter.failed_nodes["foo"] = "bar";
+  filter.error = "myerror";
+  EXPECT_EQ(EncodeFilterResult(filter),
+            R"({"Nodes":null,"NodeNames":["node1"],"FailedNodes":{"foo":"bar"},"FailedAndUnresolvableNodes":{},"Error":"myerror"})");
+}
+
+TEST(ExtenderTypes, ResultsRoundTripThroughTheClientDecoders) {
+  ExtenderFilterResult filter;
+  filter.node_names = std::vector<std::string>{"a"};
+  filter.failed_and_unresolvable_nodes["b"] = "no GPU";
+  StatusOr<ExtenderFilterResult> back = DecodeFilterResult(EncodeFilterResult(filter));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back->node_names, *filter.node_names);
+  EXPECT_EQ(back->failed_and_unresolvable_nodes, filter.failed_and_unresolvable_nodes);
+  StatusOr<HostPriorityList> list = DecodeHostPriorityList(EncodeHostPriorityList({{"a", 10}, {"b", 0}}));
+  ASSERT_TRUE(list.ok());
+  EXPECT_EQ(*list, (HostPriorityList{{"a", 10}, {"b", 0}}));
+  ExtenderPreemptionArgs pargs;
+  pargs.pod = nlohmann::json::object();
+  pargs.victims["n"] = MetaVictims{{"u1", "u2"}, 0};
+  StatusOr<ExtenderPreemptionArgs> pback = DecodePreemptionArgs(EncodePreemptionArgs(pargs));
+  ASSERT_TRUE(pback.ok()) << pback.status();
+  EXPECT_EQ(pback->victims, pargs.victims);
+}
+
+TEST(ExtenderTypes, FullVictimPodsReduceToUids) {
+  StatusOr<ExtenderPreemptionArgs> args = DecodePreemptionArgs(
+      R"({"Pod":{},"NodeNameToVictims":{"n":{"Pods":[{"metadata":{"uid":"a"}},{"metadata":{"uid":"b"}}],"NumPDBViolations":2}},"NodeNameToMetaVictims":null})");
+  ASSERT_TRUE(args.ok()) << args.status();
+  EXPECT_EQ(args->victims.at("n"), (MetaVictims{{"a", "b"}, 2}));
+}
+
+TEST(ExtenderTypes, WrongInputIsRefusedNamingTheField) {
+  struct Case {
+    const char* body;
+    const char* mentions;
+  } cases[] = {
+      {"{", "not valid JSON"},
+      {"[1]", "JSON object"},
+      {R"({"NodeNames":"a"})", "ExtenderArgs.NodeNames"},
+      {R"({"NodeNames":["a",3]})", "ExtenderArgs.NodeNames[1]"},
+      {R"({"NodeNames":["a","a"]})", "appears twice"},
+      {R"({"NodeNames":[""]})", "empty node name"},
+      {R"({"Pod":[]})", "ExtenderArgs.Pod"},
+      {R"({"Nodes":{"items":[{"metadata":{}}]}})", "ExtenderArgs.Nodes.items[0].metadata.name"},
+      {R"({"Nodes":{"items":[{"metadata":{"name":"x"}},{"metadata":{"name":"x"}}]}})", "appears twice"},
+  };
+  for (const Case& c : cases) {
+    StatusOr<ExtenderArgs> args = DecodeExtenderArgs(c.body);
+    ASSERT_FALSE(args.ok()) << c.body;
+    EXPECT_NE(args.status().message().find(c.mentions), std::string::npos) << args.status() << " for " << c.body;
+  }
+  EXPECT_FALSE(DecodeBindingArgs(R"({"PodUID":5})").ok());
+  EXPECT_FALSE(DecodeHostPriorityList(R"([{"Host":"a","Score":5.0}])").ok());
+  EXPECT_FALSE(DecodePreemptionArgs(R"({"NodeNameToMetaVictims":{"n":{"Pods":[{"UID":""}]}}})").ok());
+  EXPECT_FALSE(DecodePreemptionArgs(R"({"NodeNameToMetaVictims":{"n":{"NumPDBViolations":"1"}}})").ok());
+}
+
+// Randomized input: mutations of valid bodies and random bytes must decode or fail cleanly,
+// never crash or hang. Bounded (fixed seed, fixed count) so it runs in CI in well under a second.
+TEST(ExtenderTypes, RandomizedInputNeverCrashesTheDecoders) {
+  const std::vector<std::string> seeds = {
+      R"({"Pod":{"metadata":{"name":"p","uid":"u"},"spec":{"containers":[{"name":"m"}]}},"Nodes":null,"NodeNames":["a","b"]})",
+      R"({"Pod":{},"Nodes":{"metadata":{},"items":[{"metadata":{"name":"a"}}]},"NodeNames":null})",
+      R"({"PodName":"p","PodNamespace":"ns","PodUID":"u","Node":"n"})",
+      R"({"Pod":{},"NodeNameToVictims":null,"NodeNameToMetaVictims":{"n":{"Pods":[{"UID":"u"}],"NumPDBViolations":0}}})",
+  };
+  const std::string alphabet = "{}[]\":,0123456789.eE+-nulltruefalse \\u00\x01\xff";
+  std::mt19937 rng(12345);
+  int decoded = 0;
+  for (int i = 0; i < 4000; ++i) {
+    std::string body = seeds[i % seeds.size()];
+    const int edits = 1 + static_cast<int>(rng() % 6);
+    for (int e = 0; e < edits && !body.empty(); ++e) {
+      const size_t pos = rng() % body.size();
+      switch (rng() % 3) {
+        case 0: body[pos] = alphabet[rng() % alphabet.size()]; break;
+        case 1: body.erase(pos, 1 + rng() % 4); break;
+        default: body.insert(pos, 1, alphabet[rng() % alphabet.size()]); break;
+      }
+    }
+    decoded += DecodeExtenderArgs(body).ok();
+    decoded += DecodeBindingArgs(body).ok();
+    decoded += DecodePreemptionArgs(body).ok();
+    decoded += DecodeFilterResult(body).ok();
+    decoded += DecodeHostPriorityList(body).ok();
+  }
+  // Some mutations stay valid; most do not. Both paths were exercised.
+  EXPECT_GT(decoded, 0);
+  EXPECT_LT(decoded, 5 * 4000);
+}
+
+}  // namespace
+}  // namespace gpupack::api
