@@ -1,0 +1,79 @@
+#include "webhook/config.h"
+
+#include <gtest/gtest.h>
+
+namespace gpupack::webhook {
+namespace {
+
+TEST(WebhookConfig, EmptyTextGivesDefaults) {
+  StatusOr<Config> config = ParseConfig("");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->scheduler_name, "gpupack-scheduler");
+  EXPECT_FALSE(config->allow_custom_scheduler_name);
+  EXPECT_EQ(config->failure_policy, FailurePolicy::kFail);
+  EXPECT_EQ(config->max_devices_per_container, 16);
+  EXPECT_EQ(config->max_device_memory_mib, 0);
+}
+
+TEST(WebhookConfig, ReadsEveryKey) {
+  StatusOr<Config> config = ParseConfig(R"(
+schedulerName: gpu-packer
+allowCustomSchedulerName: true
+failurePolicy: Ignore
+maxDevicesPerContainer: 8
+maxDeviceMemory: 80Gi
+certCheckIntervalSeconds: 3
+workerThreads: 4
+)");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->scheduler_name, "gpu-packer");
+  EXPECT_TRUE(config->allow_custom_scheduler_name);
+  EXPECT_EQ(config->failure_policy, FailurePolicy::kIgnore);
+  EXPECT_EQ(config->max_devices_per_container, 8);
+  EXPECT_EQ(config->max_device_memory_mib, 80 * 1024);
+  EXPECT_EQ(config->cert_check_interval, std::chrono::seconds(3));
+  EXPECT_EQ(config->worker_threads, 4);
+}
+
+TEST(WebhookConfig, RefusesUnknownKeysNamingThem) {
+  StatusOr<Config> config = ParseConfig("schedulerName: x\nfailurePolicyy: Fail\n");
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(config.status().message().find("unknown config key \"failurePolicyy\""),
+            std::string::npos)
+      << config.status();
+}
+
+TEST(WebhookConfig, RefusesBadValuesNamingTheKey) {
+  struct Case {
+    const char* yaml;
+    const char* expected;
+  } cases[] = {
+      {"failurePolicy: Deny", "failurePolicy"},
+      {"maxDevicesPerContainer: 0", "maxDevicesPerContainer"},
+      {"maxDevicesPerContainer: many", "maxDevicesPerContainer"},
+      {"maxDeviceMemory: lots", "maxDeviceMemory"},
+      {"maxDeviceMemory: 0", "maxDeviceMemory"},
+      {"allowCustomSchedulerName: perhaps", "allowCustomSchedulerName"},
+      {"schedulerName: [a, b]", "schedulerName"},
+      {"schedulerName: ''", "schedulerName"},
+      {"workerThreads: -1", "workerThreads"},
+      {"- a list", "mapping"},
+      {"a: [unclosed", "not valid YAML"},
+  };
+  for (const Case& c : cases) {
+    StatusOr<Config> config = ParseConfig(c.yaml);
+    ASSERT_FALSE(config.ok()) << c.yaml;
+    EXPECT_NE(config.status().message().find(c.expected), std::string::npos)
+        << c.yaml << " -> " << config.status();
+  }
+}
+
+TEST(WebhookConfig, MissingFileIsNotFound) {
+  StatusOr<Config> config = LoadConfig("/nonexistent/gpupack-webhook.yaml");
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace gpupack::webhook
