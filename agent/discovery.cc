@@ -1,0 +1,260 @@
+#include "agent/discovery.h"
+
+#include <fstream>
+#include <sstream>
+
+#include <yaml-cpp/yaml.h>
+
+#include "api/cluster_file.h"
+#include "common/log.h"
+
+namespace gpupack::agent {
+namespace {
+
+constexpr uint64_t kMiB = 1024ULL * 1024ULL;
+
+// "NVIDIA A100-SXM4-40GB MIG 3g.20gb" → "3g.20gb": the MIG handle's name, used only when the
+// privileged profile query fails.
+std::string ProfileFromMigName(const std::string& name) {
+  const size_t at = name.rfind("MIG ");
+  return at == std::string::npos ? "" : name.substr(at + 4);
+}
+
+// 13040 → "13.4".
+std::string FormatCudaVersion(int v) {
+  return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
+}
+
+}  // namespace
+
+core::MiB BytesToMiBFloor(uint64_t bytes) { return static_cast<core::MiB>(bytes / kMiB); }
+core::MiB BytesToMiBCeil(uint64_t bytes) { return static_cast<core::MiB>((bytes + kMiB - 1) / kMiB); }
+
+NvmlBackend::NvmlBackend(NvmlBackendOptions options) : options_(std::move(options)), proc_(options_.proc_root) {}
+
+NvmlBackend::~NvmlBackend() = default;
+
+Status NvmlBackend::EnsureOpen() {
+  if (nvml_) return Status::Ok();
+  auto opened = Nvml::Open(options_.library);
+  if (!opened.ok()) {
+    if (options_.on_nvml_error) options_.on_nvml_error("nvmlInit_v2");
+    return opened.status();
+  }
+  nvml_ = std::move(opened).value();
+  if (options_.on_nvml_error) nvml_->set_error_observer(options_.on_nvml_error);
+  GPUPACK_LOG(kInfo, "agent") << "NVML loaded from " << options_.library
+                              << (nvml_->has_memory_limits() ? " (R615 memory limits available)" : "");
+  return Status::Ok();
+}
+
+MemoryLimiter* NvmlBackend::limiter() { return nvml_ && can_enforce_ ? this : nullptr; }
+
+void NvmlBackend::AddProcesses(nvmlDevice_t handle, const std::string& uuid,
+                               std::vector<api::GpuNodeProcess>* processes) {
+  auto procs = nvml_->Processes(handle);
+  if (!procs.ok()) {
+    GPUPACK_LOG(kWarning, "agent") << "processes on " << uuid << ": " << procs.status();
+    return;
+  }
+  for (const NvmlProcess& p : *procs) {
+    api::GpuNodeProcess out;
+    out.pid = p.pid;
+    out.device = uuid;
+    out.used_mib = BytesToMiBCeil(p.used_bytes);
+    // A process we cannot place (gone already, or no hostPID) stays in the list without a pod.
+    if (auto path = proc_.CgroupPath(p.pid); path.ok()) {
+      if (auto owner = ParseKubeCgroupPath(*path)) {
+        out.pod_uid = owner->pod_uid;
+        out.container_id = owner->container_id;
+      }
+    }
+    processes->push_back(std::move(out));
+  }
+}
+
+StatusOr<api::GpuNodeDevice> NvmlBackend::DiscoverDevice(unsigned int i, std::vector<api::GpuNodeProcess>* processes) {
+  GPUPACK_ASSIGN_OR_RETURN(nvmlDevice_t handle, nvml_->DeviceByIndex(i));
+  api::GpuNodeDevice dev;
+  GPUPACK_ASSIGN_OR_RETURN(dev.uuid, nvml_->Uuid(handle));
+  auto name = nvml_->Name(handle);
+  dev.model = name.ok() ? *name : "unknown";
+  auto index = nvml_->Index(handle);
+  dev.index = index.ok() ? static_cast<int>(*index) : static_cast<int>(i);
+  auto memory = nvml_->Memory(handle);
+  if (memory.ok()) {
+    dev.memory_mib = BytesToMiBFloor(memory->total_bytes);
+    dev.used_mib = BytesToMiBCeil(memory->used_bytes);
+    last_total_mib_[dev.uuid] = dev.memory_mib;
+  } else {
+    // A GPU that stops answering (fallen off the bus, needs a reset) is reported unhealthy so
+    // the extender stops placing pods on it; its size stays what it was.
+    GPUPACK_LOG(kWarning, "agent") << "GPU " << dev.uuid << " marked unhealthy: " << memory.status();
+    dev.healthy = false;
+    dev.memory_mib = last_total_mib_[dev.uuid];
+  }
+  auto mig = nvml_->MigEnabled(handle);
+  if (!mig.ok()) {
+    GPUPACK_LOG(kWarning, "agent") << "MIG mode of " << dev.uuid << ": " << mig.status();
+  }
+  dev.mig_enabled = mig.ok() && *mig;
+  if (!dev.mig_enabled) {
+    AddProcesses(handle, dev.uuid, processes);
+    return dev;
+  }
+  std::map<unsigned int, std::string> profiles;
+  if (auto p = nvml_->ProfileNames(handle); p.ok()) profiles = std::move(p).value();
+  GPUPACK_ASSIGN_OR_RETURN(std::vector<nvmlDevice_t> migs, nvml_->MigDevices(handle));
+  for (nvmlDevice_t mh : migs) {
+    api::GpuNodeMigInstance inst;
+    GPUPACK_ASSIGN_OR_RETURN(inst.uuid, nvml_->Uuid(mh));
+    if (auto m = nvml_->Memory(mh); m.ok()) {
+      inst.memory_mib = BytesToMiBFloor(m->total_bytes);
+      inst.used_mib = BytesToMiBCeil(m->used_bytes);
+    } else {
+      GPUPACK_LOG(kWarning, "agent") << "memory of " << inst.uuid << ": " << m.status();
+    }
+    if (auto gi_id = nvml_->GpuInstanceId(mh); gi_id.ok()) {
+      inst.gpu_instance_id = static_cast<int>(*gi_id);
+      // Placement and profile id need privilege; without it the name still gives the profile.
+      if (auto gi = nvml_->GpuInstance(handle, *gi_id); gi.ok()) {
+        inst.placement_start = static_cast<int>(gi->placement_start);
+        inst.placement_size = static_cast<int>(gi->placement_size);
+        if (auto it = profiles.find(gi->profile_id); it != profiles.end()) inst.profile = it->second;
+      }
+    }
+    if (inst.profile.empty()) {
+      if (auto n = nvml_->Name(mh); n.ok()) inst.profile = ProfileFromMigName(*n);
+    }
+    AddProcesses(mh, inst.uuid, processes);
+    dev.mig_instances.push_back(std::move(inst));
+  }
+  return dev;
+}
+
+StatusOr<api::GpuNodeStatus> NvmlBackend::Discover() {
+  GPUPACK_RETURN_IF_ERROR(EnsureOpen());
+  api::GpuNodeStatus status;
+  GPUPACK_ASSIGN_OR_RETURN(status.enforcement.driver_version, nvml_->DriverVersion());
+  if (auto cuda = nvml_->CudaDriverVersion(); cuda.ok()) status.enforcement.cuda_version = FormatCudaVersion(*cuda);
+  const EnforcementCapability cap =
+      DetectEnforcement(status.enforcement.driver_version, nvml_->has_memory_limits(), options_.cgroup_root);
+  status.enforcement.mode = cap.mode;
+  status.enforcement.reason = cap.reason;
+  can_enforce_ = cap.mode != api::kEnforcementNone;
+  GPUPACK_ASSIGN_OR_RETURN(unsigned int count, nvml_->DeviceCount());
+  for (unsigned int i = 0; i < count; ++i) {
+    auto dev = DiscoverDevice(i, &status.processes);
+    if (!dev.ok()) {
+      // One unreadable GPU (no permission inside this container, lost) must not hide the others.
+      GPUPACK_LOG(kWarning, "agent") << "GPU " << i << " skipped: " << dev.status();
+      continue;
+    }
+    status.devices.push_back(std::move(dev).value());
+  }
+  return status;
+}
+
+Status NvmlBackend::SetLimits(const std::string& device_uuid, const std::string& cgroup_dir, uint64_t soft_bytes,
+                              uint64_t hard_bytes) {
+  GPUPACK_RETURN_IF_ERROR(EnsureOpen());
+  GPUPACK_ASSIGN_OR_RETURN(nvmlDevice_t d, nvml_->DeviceByUuid(device_uuid));
+  return nvml_->SetMemoryLimits(d, cgroup_dir, soft_bytes, hard_bytes);
+}
+
+StatusOr<std::optional<NvmlMemoryLimits>> NvmlBackend::GetLimits(const std::string& device_uuid,
+                                                                 const std::string& cgroup_dir) {
+  GPUPACK_RETURN_IF_ERROR(EnsureOpen());
+  GPUPACK_ASSIGN_OR_RETURN(nvmlDevice_t d, nvml_->DeviceByUuid(device_uuid));
+  auto limits = nvml_->GetMemoryLimits(d, cgroup_dir);
+  // The driver answers NOT_SUPPORTED for a cgroup that has no limit set.
+  if (!limits.ok() && limits.status().code() == StatusCode::kFailedPrecondition) {
+    return std::optional<NvmlMemoryLimits>();
+  }
+  if (!limits.ok()) return limits.status();
+  return std::optional<NvmlMemoryLimits>(*limits);
+}
+
+std::vector<api::GpuNodeDevice> DevicesFromCoreNode(const core::Node& node) {
+  std::vector<api::GpuNodeDevice> out;
+  std::map<std::string, size_t> parent_at;
+  for (const core::Device& d : node.devices) {
+    if (d.kind == core::DeviceKind::kGpu) {
+      api::GpuNodeDevice g;
+      g.uuid = d.uuid;
+      g.index = d.index;
+      g.model = d.model;
+      g.memory_mib = d.capacity_mib;
+      g.used_mib = d.used_mib;
+      g.healthy = d.healthy;
+      out.push_back(std::move(g));
+      continue;
+    }
+    auto it = parent_at.find(d.parent_uuid);
+    if (it == parent_at.end()) {
+      api::GpuNodeDevice g;
+      g.uuid = d.parent_uuid;
+      g.index = d.index;
+      g.model = d.model;
+      g.healthy = d.healthy;
+      g.mig_enabled = true;
+      it = parent_at.emplace(d.parent_uuid, out.size()).first;
+      out.push_back(std::move(g));
+    }
+    api::GpuNodeDevice& parent = out[it->second];
+    // The cluster file gives MIG GPUs no separate total; the instances are what is usable.
+    parent.memory_mib += d.capacity_mib;
+    parent.used_mib += d.used_mib;
+    parent.mig_instances.push_back(
+        {d.uuid, d.mig_profile, d.capacity_mib, d.used_mib, d.gpu_instance_id, d.placement_start, d.placement_size});
+  }
+  return out;
+}
+
+FileBackend::FileBackend(std::string path, std::string node_name)
+    : path_(std::move(path)), node_name_(std::move(node_name)) {}
+
+StatusOr<api::GpuNodeStatus> FileBackend::Discover() {
+  std::ifstream in(path_);
+  if (!in) return Status::NotFound("file backend: cannot read " + path_);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  YAML::Node root;
+  try {
+    root = YAML::Load(ss.str());
+  } catch (const YAML::Exception& e) {
+    return Status::InvalidArgument(path_ + ": invalid YAML: " + e.what());
+  }
+  if (!root.IsMap()) return Status::InvalidArgument(path_ + ": expected a node entry or a cluster file");
+  YAML::Node entry = root;
+  std::string where = path_;
+  if (root["nodes"]) {
+    const YAML::Node nodes = root["nodes"];
+    if (!nodes.IsSequence()) return Status::InvalidArgument(path_ + ": nodes: expected a list");
+    entry = YAML::Node();
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      const bool named = nodes[i].IsMap() && nodes[i]["name"] && nodes[i]["name"].IsScalar() &&
+                         nodes[i]["name"].as<std::string>() == node_name_;
+      if (named || (nodes.size() == 1 && node_name_.empty())) {
+        entry = nodes[i];
+        where = path_ + ": nodes[" + std::to_string(i) + "]";
+      }
+    }
+    if (!entry.IsDefined() || entry.IsNull()) {
+      return Status::NotFound(path_ + ": no node entry named \"" + node_name_ + "\"");
+    }
+  }
+  GPUPACK_ASSIGN_OR_RETURN(core::Node node, api::ParseNodeEntry(entry, where));
+  api::GpuNodeStatus status;
+  status.devices = DevicesFromCoreNode(node);
+  status.enforcement.reason = "file backend";
+  for (const core::Device& d : node.devices) {
+    // hardIsolation on a whole GPU in the file stands for a driver that enforces caps.
+    if (d.kind == core::DeviceKind::kGpu && d.hard_isolation) {
+      status.enforcement.mode = std::string(api::kEnforcementCgroupMisc);
+    }
+  }
+  return status;
+}
+
+}  // namespace gpupack::agent

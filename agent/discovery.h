@@ -1,0 +1,103 @@
+// GPU discovery backends: what the node has right now (devices, MIG layout, live usage,
+// processes mapped to pods, enforcement capability), as a GPUNode status without the audit and
+// heartbeat (the reporter adds those).
+//
+//   NvmlBackend  the real driver through libnvidia-ml (agent/nvml.h); opens the library lazily and
+//                retries on every pass until it loads, so a node whose driver comes up late or
+//                is upgraded is picked up without a restart.
+//   FileBackend  one node entry in the cluster-file schema (DESIGN.md §3.5), re-read every pass,
+//                for tests, demos and the simulator.
+//
+// Thread safety: a backend is used by one thread at a time (the agent's loop).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "agent/cgroup.h"
+#include "agent/nvml.h"
+#include "api/gpunode.h"
+#include "common/status.h"
+
+namespace gpupack::agent {
+
+// Per-cgroup device-memory limits (R615). Device by UUID, cgroup by absolute directory.
+class MemoryLimiter {
+ public:
+  virtual ~MemoryLimiter() = default;
+  virtual Status SetLimits(const std::string& device_uuid, const std::string& cgroup_dir, uint64_t soft_bytes,
+                           uint64_t hard_bytes) = 0;
+  // nullopt when no limit is set on that cgroup for that device.
+  virtual StatusOr<std::optional<NvmlMemoryLimits>> GetLimits(const std::string& device_uuid,
+                                                              const std::string& cgroup_dir) = 0;
+};
+
+class GpuBackend {
+ public:
+  virtual ~GpuBackend() = default;
+  // One discovery pass. Unavailable (or the NVML error) when the GPUs cannot be read now; the
+  // caller reports the error and tries again on its next pass.
+  virtual StatusOr<api::GpuNodeStatus> Discover() = 0;
+  // The limiter when this backend can enforce caps right now, else nullptr.
+  virtual MemoryLimiter* limiter() { return nullptr; }
+};
+
+struct NvmlBackendOptions {
+  std::string library = "libnvidia-ml.so.1";
+  std::string proc_root = "/proc";
+  std::string cgroup_root = "/sys/fs/cgroup";
+  // Called with the NVML function name on every failed NVML call (also "dlopen" for load failures).
+  std::function<void(std::string_view call)> on_nvml_error;
+};
+
+class NvmlBackend final : public GpuBackend, public MemoryLimiter {
+ public:
+  explicit NvmlBackend(NvmlBackendOptions options);
+  ~NvmlBackend() override;
+
+  StatusOr<api::GpuNodeStatus> Discover() override;
+  MemoryLimiter* limiter() override;
+
+  Status SetLimits(const std::string& device_uuid, const std::string& cgroup_dir, uint64_t soft_bytes,
+                   uint64_t hard_bytes) override;
+  StatusOr<std::optional<NvmlMemoryLimits>> GetLimits(const std::string& device_uuid,
+                                                      const std::string& cgroup_dir) override;
+
+ private:
+  Status EnsureOpen();
+  StatusOr<api::GpuNodeDevice> DiscoverDevice(unsigned int i, std::vector<api::GpuNodeProcess>* processes);
+  void AddProcesses(nvmlDevice_t handle, const std::string& uuid, std::vector<api::GpuNodeProcess>* processes);
+
+  NvmlBackendOptions options_;
+  ProcReader proc_;
+  std::unique_ptr<Nvml> nvml_;
+  bool can_enforce_ = false;
+  // Last good total per GPU, so a GPU that stops answering keeps its size while marked unhealthy.
+  std::map<std::string, core::MiB> last_total_mib_;
+};
+
+class FileBackend final : public GpuBackend {
+ public:
+  // `path` holds either one node entry (name, gpus, ...) or a cluster file whose entry named
+  // `node_name` (or its only entry) is used.
+  FileBackend(std::string path, std::string node_name);
+  // InvalidArgument / NotFound naming the file and the entry for bad or missing input.
+  StatusOr<api::GpuNodeStatus> Discover() override;
+
+ private:
+  std::string path_;
+  std::string node_name_;
+};
+
+// Bytes → MiB: capacities round down (never promise memory that is not there), usage rounds up.
+core::MiB BytesToMiBFloor(uint64_t bytes);
+core::MiB BytesToMiBCeil(uint64_t bytes);
+
+// The GPUNode device list a core::Node describes (MIG instances grouped under their parent GPU).
+std::vector<api::GpuNodeDevice> DevicesFromCoreNode(const core::Node& node);
+
+}  // namespace gpupack::agent
