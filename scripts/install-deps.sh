@@ -10,7 +10,7 @@ packages=(
   libboost-dev libboost-system-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   golang-go golang-github-masterminds-sprig-dev
-  python3 openssl curl
+  python3 python3-yaml openssl curl
 )
 
 missing=()

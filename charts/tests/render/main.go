@@ -91,7 +91,7 @@ func render(chartDir, namespace, release, kubeVersion string, notes bool,
 			return "", err
 		}
 	}
-	values = coalesce(values, map[string]interface{}{}) // drops keys set to null, as Helm does
+	pruneNulls(values) // a null deletes the key, as in Helm
 	if schemaText, err := ioutil.ReadFile(filepath.Join(chartDir, "values.schema.json")); err == nil {
 		var schema interface{}
 		if err := json.Unmarshal(schemaText, &schema); err != nil {
@@ -269,6 +269,16 @@ func coalesce(base, override map[string]interface{}) map[string]interface{} {
 		}
 	}
 	return out
+}
+
+func pruneNulls(m map[string]interface{}) {
+	for k, v := range m {
+		if v == nil {
+			delete(m, k)
+		} else if child, ok := v.(map[string]interface{}); ok {
+			pruneNulls(child)
+		}
+	}
 }
 
 // applySet handles --set a.b.c=value with Helm's scalar typing (int, bool, null, string).

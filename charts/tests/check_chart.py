@@ -1,0 +1,931 @@
+#!/usr/bin/env python3
+"""Chart checks (CTest label `chart`). Renders charts/gpupack with default values and every
+ci/*-values.yaml and checks what a cluster would reject or mis-run: YAML and required fields per
+kind, cross-references (selectors, ports, volumes, service accounts), the KubeSchedulerConfiguration
+against kube-scheduler's v1 schema and the extender's routes, least-privilege RBAC against the API
+calls each binary makes, the webhook's certificates and selectors, the agent's host access, the
+GPUNode CRD against the status the agent writes, values.schema.json coverage and refusals.
+
+Usage: check_chart.py --render BIN --chart DIR [--extender BIN --agent BIN --webhook BIN
+                      --cluster FILE]
+The optional binaries add live checks: the extender started with the rendered extender.yaml must
+answer POST {urlPrefix}/filter etc.; the agent's printed GPUNode status must fit the CRD schema;
+the webhook must accept the rendered webhook.yaml.
+"""
+
+import argparse
+import base64
+import glob
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+import yaml
+
+import chartlib
+from chartlib import NAMESPACE, CI_API_VERSIONS
+
+NAMESPACED = {"ConfigMap", "Deployment", "DaemonSet", "Service", "ServiceAccount", "Role",
+              "RoleBinding", "PodDisruptionBudget", "Secret", "ServiceMonitor", "PrometheusRule",
+              "Issuer", "Certificate", "Pod"}
+API_VERSIONS = {
+    "ConfigMap": "v1", "Service": "v1", "ServiceAccount": "v1", "Secret": "v1", "Pod": "v1",
+    "Deployment": "apps/v1", "DaemonSet": "apps/v1", "PodDisruptionBudget": "policy/v1",
+    "Role": "rbac.authorization.k8s.io/v1", "RoleBinding": "rbac.authorization.k8s.io/v1",
+    "ClusterRole": "rbac.authorization.k8s.io/v1", "ClusterRoleBinding": "rbac.authorization.k8s.io/v1",
+    "CustomResourceDefinition": "apiextensions.k8s.io/v1",
+    "MutatingWebhookConfiguration": "admissionregistration.k8s.io/v1",
+    "ServiceMonitor": "monitoring.coreos.com/v1", "PrometheusRule": "monitoring.coreos.com/v1",
+    "Issuer": "cert-manager.io/v1", "Certificate": "cert-manager.io/v1",
+}
+NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+LABEL_VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+# kube-scheduler config v1 keys (kubernetes/kubernetes staging/src/k8s.io/kube-scheduler/config/v1
+# types.go; the decoder is strict, so an unknown key stops kube-scheduler at start-up).
+KSC_KEYS = {"apiVersion", "kind", "parallelism", "leaderElection", "clientConnection",
+            "healthzBindAddress", "metricsBindAddress", "enableProfiling",
+            "enableContentionProfiling", "percentageOfNodesToScore", "podInitialBackoffSeconds",
+            "podMaxBackoffSeconds", "profiles", "extenders", "delayCacheUntilActive"}
+LEADER_KEYS = {"leaderElect", "leaseDuration", "renewDeadline", "retryPeriod", "resourceLock",
+               "resourceName", "resourceNamespace"}
+PROFILE_KEYS = {"schedulerName", "percentageOfNodesToScore", "plugins", "pluginConfig"}
+EXTENDER_KEYS = {"urlPrefix", "filterVerb", "preemptVerb", "prioritizeVerb", "weight", "bindVerb",
+                 "enableHTTPS", "tlsConfig", "httpTimeout", "nodeCacheCapable", "managedResources",
+                 "ignorable"}
+MANAGED_KEYS = {"name", "ignoredByScheduler"}
+# The extender's routes (DESIGN.md §3.4): POST {prefix}/<verb>.
+EXTENDER_ROUTES = {"filterVerb": "filter", "prioritizeVerb": "prioritize", "bindVerb": "bind",
+                   "preemptVerb": "preempt"}
+GPUPACK_RESOURCES = {"gpupack.io/gpu-memory", "gpupack.io/gpu"}
+
+# Keys gpupack-webhook's config accepts (webhook/config.cc); checked live when the binary exists.
+WEBHOOK_CONFIG_KEYS = {"schedulerName", "allowCustomSchedulerName", "failurePolicy",
+                       "maxDevicesPerContainer", "maxDeviceMemory", "certCheckIntervalSeconds",
+                       "workerThreads"}
+
+# ---- the API calls each binary makes (DESIGN.md §3.3, §5; reference/extender-protocol.md §4) ----
+# (apiGroup, resource[/subresource], verb, namespace or None for cluster scope / all namespaces,
+#  resourceName or None)
+def extender_calls(ns, scheduler_name):
+    return [
+        ("", "pods", "list", None, None), ("", "pods", "watch", None, None),
+        ("", "pods", "get", None, None),
+        ("", "pods/binding", "create", None, None),
+        ("", "nodes", "list", None, None), ("", "nodes", "watch", None, None),
+        ("", "nodes", "get", None, None),
+        ("gpupack.io", "gpunodes", "list", None, None), ("gpupack.io", "gpunodes", "watch", None, None),
+        ("gpupack.io", "gpunodes", "get", None, None),
+        ("", "events", "create", None, None), ("", "events", "patch", None, None),
+        ("events.k8s.io", "events", "create", None, None), ("events.k8s.io", "events", "patch", None, None),
+        # kube-scheduler's leader election on its own Lease (the system role only covers
+        # kube-system/kube-scheduler); the extender reads the same Lease to know who is active.
+        ("coordination.k8s.io", "leases", "create", ns, None),
+        ("coordination.k8s.io", "leases", "get", ns, scheduler_name),
+        ("coordination.k8s.io", "leases", "update", ns, scheduler_name),
+        ("coordination.k8s.io", "leases", "patch", ns, scheduler_name),
+        ("coordination.k8s.io", "leases", "list", ns, scheduler_name),
+        ("coordination.k8s.io", "leases", "watch", ns, scheduler_name),
+    ]
+
+
+AGENT_CALLS = [
+    ("gpupack.io", "gpunodes", "get", None, None), ("gpupack.io", "gpunodes", "create", None, None),
+    ("gpupack.io", "gpunodes", "update", None, None), ("gpupack.io", "gpunodes", "patch", None, None),
+    ("gpupack.io", "gpunodes/status", "get", None, None),
+    ("gpupack.io", "gpunodes/status", "update", None, None),
+    ("gpupack.io", "gpunodes/status", "patch", None, None),
+    ("", "nodes", "get", None, None),
+    ("", "nodes/status", "get", None, None), ("", "nodes/status", "patch", None, None),
+    ("", "pods", "get", None, None), ("", "pods", "list", None, None), ("", "pods", "watch", None, None),
+    ("", "events", "create", None, None), ("", "events", "patch", None, None),
+    ("events.k8s.io", "events", "create", None, None), ("events.k8s.io", "events", "patch", None, None),
+]
+# Roles the scheduler pod may be bound to besides its own (kube-scheduler's built-ins).
+SYSTEM_ROLES = {("ClusterRole", "system:kube-scheduler"), ("ClusterRole", "system:volume-scheduler"),
+                ("Role", "extension-apiserver-authentication-reader")}
+
+
+class Manifests:
+    def __init__(self, docs):
+        self.docs = docs
+
+    def of(self, kind):
+        return [d for d in self.docs if d.get("kind") == kind]
+
+    def get(self, kind, name, ns=None):
+        for d in self.of(kind):
+            md = d.get("metadata", {})
+            if md.get("name") == name and (ns is None or md.get("namespace") == ns):
+                return d
+        return None
+
+
+def pod_spec(workload):
+    return workload["spec"]["template"]["spec"]
+
+
+def arg_after(cmd, flag):
+    for i, a in enumerate(cmd):
+        if a == flag and i + 1 < len(cmd):
+            return cmd[i + 1]
+        if a.startswith(flag + "="):
+            return a[len(flag) + 1:]
+    return None
+
+
+def container(workload, name):
+    for c in pod_spec(workload)["containers"]:
+        if c["name"] == name:
+            return c
+    raise AssertionError(f"{workload['metadata']['name']}: no container {name}")
+
+
+def workload_of(m, component):
+    for kind in ("Deployment", "DaemonSet"):
+        for d in m.of(kind):
+            if d["metadata"]["labels"].get("app.kubernetes.io/component") == component:
+                return d
+    return None
+
+
+# ---- generic structure ---------------------------------------------------------------------------
+
+def check_structure(m, ns, values):
+    errs = []
+    seen = set()
+    dashboards_ns = values["dashboards"].get("namespace") or ns
+    for d in m.docs:
+        kind, md = d.get("kind"), d.get("metadata") or {}
+        name = md.get("name")
+        where = f"{kind}/{name}"
+        if not d.get("apiVersion") or not kind or not name:
+            errs.append(f"document without apiVersion/kind/metadata.name: {str(d)[:80]}")
+            continue
+        if API_VERSIONS.get(kind) != d["apiVersion"]:
+            errs.append(f"{where}: apiVersion {d['apiVersion']}, want {API_VERSIONS.get(kind)}")
+        if not NAME_RE.match(name) and not name.startswith("system:") or len(name) > 253:
+            errs.append(f"{where}: invalid name")
+        if kind in ("Service",) and len(name) > 63:
+            errs.append(f"{where}: Service names must be <= 63 characters")
+        if kind in NAMESPACED:
+            want = ns
+            if kind == "RoleBinding" and name.endswith("-authentication-reader"):
+                want = "kube-system"
+            if kind == "ConfigMap" and "-dashboard-" in name:
+                want = dashboards_ns
+            if md.get("namespace") != want:
+                errs.append(f"{where}: namespace {md.get('namespace')!r}, want {want!r} (plain manifests must say it)")
+        elif "namespace" in md:
+            errs.append(f"{where}: cluster-scoped object with a namespace")
+        key = (kind, md.get("namespace"), name)
+        if key in seen:
+            errs.append(f"{where}: defined twice")
+        seen.add(key)
+        for k, v in (md.get("labels") or {}).items():
+            if not isinstance(v, str) or len(v) > 63 or not LABEL_VALUE_RE.match(v):
+                errs.append(f"{where}: label {k}={v!r} is not a valid label value")
+    for kind in ("Deployment", "DaemonSet"):
+        for w in m.of(kind):
+            errs += check_workload(m, w, ns)
+    for s in m.of("Service"):
+        errs += check_service(m, s)
+    for p in m.of("PodDisruptionBudget"):
+        sel = p["spec"]["selector"]["matchLabels"]
+        targets = [w for w in m.of("Deployment") if selects(sel, w["spec"]["template"]["metadata"]["labels"])]
+        if len(targets) != 1:
+            errs.append(f"PodDisruptionBudget/{p['metadata']['name']}: selects {len(targets)} Deployments")
+        elif p["spec"]["minAvailable"] >= targets[0]["spec"]["replicas"]:
+            errs.append(f"PodDisruptionBudget/{p['metadata']['name']}: minAvailable >= replicas blocks every eviction")
+    for kind, spec_key in (("ClusterRoleBinding", None), ("RoleBinding", None)):
+        for b in m.of(kind):
+            ref = b["roleRef"]
+            if (ref["kind"], ref["name"]) not in SYSTEM_ROLES and not m.get(ref["kind"], ref["name"]):
+                errs.append(f"{kind}/{b['metadata']['name']}: roleRef {ref['kind']}/{ref['name']} is not rendered")
+            for s in b.get("subjects", []):
+                if s["kind"] == "ServiceAccount" and not m.get("ServiceAccount", s["name"], s["namespace"]):
+                    errs.append(f"{kind}/{b['metadata']['name']}: subject ServiceAccount {s['namespace']}/{s['name']} is not rendered")
+    return errs
+
+
+def selects(selector, labels):
+    return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
+
+
+def check_workload(m, w, ns):
+    errs = []
+    where = f"{w['kind']}/{w['metadata']['name']}"
+    tmpl = w["spec"]["template"]
+    if not selects(w["spec"]["selector"]["matchLabels"], tmpl["metadata"]["labels"]):
+        errs.append(f"{where}: selector does not match the pod template labels")
+    spec = tmpl["spec"]
+    sa = spec.get("serviceAccountName")
+    if not sa or not m.get("ServiceAccount", sa, ns):
+        errs.append(f"{where}: serviceAccountName {sa!r} is not rendered")
+    volumes = {v["name"]: v for v in spec.get("volumes", [])}
+    for c in spec["containers"]:
+        cw = f"{where} container {c.get('name')}"
+        image = c.get("image", "")
+        if not re.match(r"^[a-z0-9.\-/:]+:[A-Za-z0-9_][A-Za-z0-9_.\-]*$", image.split("@")[0]) or image.endswith(":"):
+            errs.append(f"{cw}: image {image!r} has no tag")
+        if not c.get("command"):
+            errs.append(f"{cw}: no command")
+        if not c.get("resources", {}).get("requests"):
+            errs.append(f"{cw}: no resource requests")
+        ports = {p["name"]: p["containerPort"] for p in c.get("ports", [])}
+        for probe in ("livenessProbe", "readinessProbe"):
+            port = (c.get(probe) or {}).get("httpGet", {}).get("port")
+            if port is not None and port not in ports and port not in ports.values():
+                errs.append(f"{cw}: {probe} port {port!r} is not a container port")
+        for vm in c.get("volumeMounts", []):
+            v = volumes.get(vm["name"])
+            if v is None:
+                errs.append(f"{cw}: volumeMount {vm['name']} has no volume")
+                continue
+            if "configMap" in v:
+                cm = m.get("ConfigMap", v["configMap"]["name"], ns)
+                if not cm:
+                    errs.append(f"{cw}: ConfigMap {v['configMap']['name']} is not rendered")
+                elif vm.get("subPath") and vm["subPath"] not in cm.get("data", {}):
+                    errs.append(f"{cw}: ConfigMap {cm['metadata']['name']} has no key {vm['subPath']}")
+            if "secret" in v:
+                name = v["secret"]["secretName"]
+                issued = any(c2["spec"].get("secretName") == name for c2 in m.of("Certificate"))
+                if not m.get("Secret", name, ns) and not issued:
+                    errs.append(f"{cw}: Secret {name} is neither rendered nor issued by a Certificate")
+        sc = c.get("securityContext", {})
+        if sc.get("allowPrivilegeEscalation") is not False and not sc.get("privileged"):
+            errs.append(f"{cw}: allowPrivilegeEscalation must be false")
+        if sc.get("readOnlyRootFilesystem") is not True:
+            errs.append(f"{cw}: readOnlyRootFilesystem must be true")
+    return errs
+
+
+def check_service(m, s):
+    errs = []
+    where = f"Service/{s['metadata']['name']}"
+    targets = [w for k in ("Deployment", "DaemonSet") for w in m.of(k)
+               if selects(s["spec"]["selector"], w["spec"]["template"]["metadata"]["labels"])]
+    if len(targets) != 1:
+        return [f"{where}: selects {len(targets)} workloads, want 1"]
+    names = {p["name"] for c in pod_spec(targets[0])["containers"] for p in c.get("ports", [])}
+    for p in s["spec"]["ports"]:
+        if p["targetPort"] not in names:
+            errs.append(f"{where}: targetPort {p['targetPort']} is not a port of {targets[0]['metadata']['name']}")
+    return errs
+
+
+# ---- the second scheduler -------------------------------------------------------------------------
+
+def parse_duration(s):
+    total, pos = 0.0, 0
+    for m in re.finditer(r"([0-9.]+)(ms|s|m|h)", s):
+        if m.start() != pos:
+            return None
+        total += float(m.group(1)) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[m.group(2)]
+        pos = m.end()
+    return total if pos == len(s) and s else None
+
+
+def scheduler_config(m, ns):
+    dep = workload_of(m, "scheduler")
+    ks = container(dep, "kube-scheduler")
+    config_path = next((a.split("=", 1)[1] for a in ks["command"] if a.startswith("--config=")), None)
+    assert config_path, "kube-scheduler has no --config"
+    mount = next(vm for vm in ks["volumeMounts"] if config_path.startswith(vm["mountPath"] + "/"))
+    volume = next(v for v in pod_spec(dep)["volumes"] if v["name"] == mount["name"])
+    cm = m.get("ConfigMap", volume["configMap"]["name"], ns)
+    key = config_path[len(mount["mountPath"]) + 1:]
+    return dep, yaml.safe_load(cm["data"][key]), cm
+
+
+def check_scheduler(m, ns, values):
+    errs = []
+    dep, cfg, cm = scheduler_config(m, ns)
+    name = values["schedulerName"]
+    if cfg.get("apiVersion") != "kubescheduler.config.k8s.io/v1" or cfg.get("kind") != "KubeSchedulerConfiguration":
+        errs.append("scheduler config: not a kubescheduler.config.k8s.io/v1 KubeSchedulerConfiguration")
+    for k in set(cfg) - KSC_KEYS:
+        errs.append(f"scheduler config: unknown key {k} (kube-scheduler's strict decoder refuses it)")
+    le = cfg.get("leaderElection", {})
+    for k in set(le) - LEADER_KEYS:
+        errs.append(f"scheduler config: unknown leaderElection key {k}")
+    if le.get("resourceName") != name or le.get("resourceName") == "kube-scheduler":
+        errs.append(f"scheduler config: lease {le.get('resourceName')!r} must be the scheduler's own ({name})")
+    if le.get("resourceNamespace") != ns:
+        errs.append(f"scheduler config: lease namespace {le.get('resourceNamespace')!r}, want {ns}")
+    ld, rd, rp = (parse_duration(le.get(k, "")) for k in ("leaseDuration", "renewDeadline", "retryPeriod"))
+    if None in (ld, rd, rp) or not (ld > rd > 1.2 * rp):
+        errs.append("scheduler config: need leaseDuration > renewDeadline > 1.2 x retryPeriod")
+    if cfg.get("percentageOfNodesToScore") != 100:
+        errs.append("scheduler config: percentageOfNodesToScore must be 100 (else the extender sees a sample of nodes)")
+    profiles = cfg.get("profiles", [])
+    if [p.get("schedulerName") for p in profiles] != [name]:
+        errs.append(f"scheduler config: profiles {profiles}, want one named {name}")
+    for p in profiles:
+        for k in set(p) - PROFILE_KEYS:
+            errs.append(f"scheduler config: unknown profile key {k}")
+    exts = cfg.get("extenders", [])
+    if len(exts) != 1:
+        return errs + [f"scheduler config: {len(exts)} extenders, want 1"]
+    ext = exts[0]
+    for k in set(ext) - EXTENDER_KEYS:
+        errs.append(f"scheduler config: unknown extender key {k} (e.g. enableHttps must be enableHTTPS)")
+    ev = values["scheduler"]["extender"]
+    expect = {"filterVerb": "filter", "prioritizeVerb": "prioritize", "bindVerb": "bind",
+              "nodeCacheCapable": True, "ignorable": ev["ignorable"], "weight": ev["weight"],
+              "enableHTTPS": False}
+    if ev["preempt"]:
+        expect["preemptVerb"] = "preempt"
+    elif "preemptVerb" in ext:
+        errs.append("scheduler config: preemptVerb set although scheduler.extender.preempt is false")
+    for k, v in expect.items():
+        if ext.get(k) != v:
+            errs.append(f"scheduler config: extender {k}={ext.get(k)!r}, want {v!r}")
+    for k, route in EXTENDER_ROUTES.items():
+        if k in ext and ext[k] != route:
+            errs.append(f"scheduler config: {k}={ext[k]!r} does not name the extender route {route}")
+    if not isinstance(ext.get("weight"), int) or ext["weight"] <= 0:
+        errs.append("scheduler config: weight must be a positive integer when prioritizeVerb is set")
+    t = parse_duration(str(ext.get("httpTimeout", "")))
+    if t is None or not (0 < t <= 30):
+        errs.append(f"scheduler config: httpTimeout {ext.get('httpTimeout')!r} is not a duration in (0, 30s]")
+    managed = ext.get("managedResources", [])
+    for r in managed:
+        for k in set(r) - MANAGED_KEYS:
+            errs.append(f"scheduler config: unknown managedResources key {k}")
+        if r.get("ignoredByScheduler") is not True:
+            errs.append(f"scheduler config: {r.get('name')} must be ignoredByScheduler (the extender does the accounting)")
+    if {r.get("name") for r in managed} != GPUPACK_RESOURCES:
+        errs.append(f"scheduler config: managedResources {managed}, want {sorted(GPUPACK_RESOURCES)}")
+
+    # urlPrefix must reach the extender sidecar: loopback, its --listen port, its config's prefix.
+    url = re.match(r"^http://127\.0\.0\.1:(\d+)(/[^?#]*)?$", ext.get("urlPrefix", ""))
+    extc = container(dep, "extender")
+    listen = arg_after(extc["command"], "--listen") or ""
+    ext_cfg = yaml.safe_load(cm["data"]["extender.yaml"]) or {}
+    if not url:
+        errs.append(f"scheduler config: urlPrefix {ext.get('urlPrefix')!r} is not http://127.0.0.1:PORT/PREFIX")
+    else:
+        if listen != f"127.0.0.1:{url.group(1)}":
+            errs.append(f"scheduler config: urlPrefix port {url.group(1)} but the extender listens on {listen!r}")
+        if (url.group(2) or "").rstrip("/") != str(ext_cfg.get("prefix", "")).rstrip("/"):
+            errs.append(f"scheduler config: urlPrefix path {url.group(2)!r} but extender.yaml prefix is {ext_cfg.get('prefix')!r}")
+    if arg_after(extc["command"], "--config") != "/etc/gpupack/extender.yaml":
+        errs.append("extender: --config is not the mounted /etc/gpupack/extender.yaml")
+    annotations = dep["spec"]["template"]["metadata"].get("annotations", {})
+    if not re.fullmatch(r"[0-9a-f]{64}", annotations.get("checksum/config", "")):
+        errs.append("scheduler Deployment: no checksum/config annotation (config changes would not roll the pods)")
+    pdb = [p for p in m.of("PodDisruptionBudget") if "scheduler" in p["metadata"]["name"]]
+    if (values["scheduler"]["replicas"] > 1) != bool(pdb):
+        errs.append(f"scheduler: {len(pdb)} PDBs with {values['scheduler']['replicas']} replicas (want one iff > 1)")
+    return errs
+
+
+# ---- RBAC -----------------------------------------------------------------------------------------
+
+def rules_for(m, sa, ns):
+    """[(rule, namespace or None)] granted to ServiceAccount ns/sa by rendered roles (system roles
+    are listed by name in the result's second element)."""
+    granted, system = [], []
+    for kind in ("ClusterRoleBinding", "RoleBinding"):
+        for b in m.of(kind):
+            if not any(s["kind"] == "ServiceAccount" and s["name"] == sa and s["namespace"] == ns
+                       for s in b.get("subjects", [])):
+                continue
+            ref = b["roleRef"]
+            role = m.get(ref["kind"], ref["name"])
+            if role is None:
+                system.append((ref["kind"], ref["name"], b["metadata"].get("namespace")))
+                continue
+            scope = b["metadata"].get("namespace") if kind == "RoleBinding" else None
+            for r in role.get("rules", []):
+                granted.append((r, scope))
+    return granted, system
+
+
+def allows(granted, call):
+    group, resource, verb, ns, name = call
+    for r, scope in granted:
+        if scope is not None and scope != ns:
+            continue
+        if group in r.get("apiGroups", []) and resource in r.get("resources", []) and verb in r.get("verbs", []):
+            if not r.get("resourceNames") or (name is not None and name in r["resourceNames"]):
+                return True
+    return False
+
+
+def check_rbac(m, ns, values):
+    errs = []
+    for r in m.of("ClusterRole") + m.of("Role"):
+        for rule in r.get("rules", []):
+            for field in ("apiGroups", "resources", "verbs"):
+                if "*" in rule.get(field, []):
+                    errs.append(f"{r['kind']}/{r['metadata']['name']}: wildcard in {field}")
+            if "secrets" in rule.get("resources", []):
+                errs.append(f"{r['kind']}/{r['metadata']['name']}: grants secrets")
+    components = []
+    sched = workload_of(m, "scheduler")
+    components.append(("scheduler", sched, extender_calls(ns, values["schedulerName"]),
+                       {("ClusterRole", "system:kube-scheduler", None), ("ClusterRole", "system:volume-scheduler", None),
+                        ("Role", "extension-apiserver-authentication-reader", "kube-system")}))
+    agent = workload_of(m, "agent")
+    if values["agent"]["enabled"]:
+        if agent is None:
+            errs.append("agent enabled but no DaemonSet")
+        else:
+            components.append(("agent", agent, AGENT_CALLS, set()))
+    webhook = workload_of(m, "webhook")
+    if values["webhook"]["enabled"]:
+        components.append(("webhook", webhook, [], set()))
+        if pod_spec(webhook).get("automountServiceAccountToken") is not False:
+            errs.append("webhook: makes no API calls, so automountServiceAccountToken must be false")
+    for comp, w, calls, want_system in components:
+        sa = pod_spec(w)["serviceAccountName"]
+        granted, system = rules_for(m, sa, ns)
+        for call in calls:
+            if not allows(granted, call):
+                errs.append(f"{comp}: RBAC does not allow {call[2]} {call[1]} (group {call[0]!r}, ns {call[3]}, name {call[4]})")
+        if set(system) != want_system:
+            errs.append(f"{comp}: bound to system roles {sorted(map(str, system))}, want {sorted(map(str, want_system))}")
+        # Least privilege: every granted (group, resource, verb) is one the binary needs.
+        needed = {(c[0], c[1], c[2]) for c in calls}
+        for r, scope in granted:
+            for g in r.get("apiGroups", []):
+                for res in r.get("resources", []):
+                    for verb in r.get("verbs", []):
+                        if (g, res, verb) not in needed:
+                            errs.append(f"{comp}: grants {verb} {res} (group {g!r}) that it never calls")
+    return errs
+
+
+# ---- webhook ----------------------------------------------------------------------------------------
+
+def openssl(*args, stdin=None):
+    p = subprocess.run(["openssl", *args], input=stdin, capture_output=True, text=True)
+    return p.returncode, p.stdout + p.stderr
+
+
+def check_webhook(m, ns, values):
+    if not values["webhook"]["enabled"]:
+        return [f"webhook disabled but {k} rendered" for k in ("MutatingWebhookConfiguration",) if m.of(k)]
+    errs = []
+    mwcs = m.of("MutatingWebhookConfiguration")
+    if len(mwcs) != 1 or len(mwcs[0]["webhooks"]) != 1:
+        return ["want exactly one MutatingWebhookConfiguration with one webhook"]
+    mwc, hook = mwcs[0], mwcs[0]["webhooks"][0]
+    wv = values["webhook"]
+    for k, v in {"sideEffects": "None", "failurePolicy": wv["failurePolicy"], "matchPolicy": "Equivalent",
+                 "timeoutSeconds": wv["timeoutSeconds"]}.items():
+        if hook.get(k) != v:
+            errs.append(f"webhook: {k}={hook.get(k)!r}, want {v!r}")
+    if "v1" not in hook.get("admissionReviewVersions", []):
+        errs.append("webhook: admissionReviewVersions must include v1")
+    rules = hook.get("rules", [])
+    if rules != [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"], "scope": "Namespaced"}]:
+        errs.append(f"webhook: rules {rules}, want pod CREATE only")
+    svc_ref = hook["clientConfig"]["service"]
+    if svc_ref.get("path") != "/mutate":
+        errs.append(f"webhook: path {svc_ref.get('path')!r}, want /mutate")
+    svc = m.get("Service", svc_ref["name"], svc_ref["namespace"])
+    dep = workload_of(m, "webhook")
+    c = container(dep, "webhook")
+    if svc is None:
+        errs.append(f"webhook: Service {svc_ref['name']} is not rendered")
+    else:
+        port = next((p for p in svc["spec"]["ports"] if p["port"] == svc_ref.get("port", 443)), None)
+        cport = {p["name"]: p["containerPort"] for p in c["ports"]}.get(port["targetPort"]) if port else None
+        listen = arg_after(c["command"], "--listen") or ""
+        if cport is None or not listen.endswith(f":{cport}"):
+            errs.append(f"webhook: Service port {svc_ref.get('port')} does not reach --listen {listen!r}")
+    exprs = hook.get("namespaceSelector", {}).get("matchExpressions", [])
+    excluded = {v for e in exprs if e["key"] == "kubernetes.io/metadata.name" and e["operator"] == "NotIn" for v in e["values"]}
+    if not {"kube-system", ns} <= excluded:
+        errs.append(f"webhook: namespaceSelector excludes {sorted(excluded)}, want kube-system and {ns}")
+    cm_name = next(v["configMap"]["name"] for v in pod_spec(dep)["volumes"] if "configMap" in v)
+    wcfg = yaml.safe_load(m.get("ConfigMap", cm_name, ns)["data"]["webhook.yaml"])
+    for k in set(wcfg) - WEBHOOK_CONFIG_KEYS:
+        errs.append(f"webhook config: unknown key {k}")
+    if wcfg.get("schedulerName") != values["schedulerName"] or wcfg.get("failurePolicy") != wv["failurePolicy"]:
+        errs.append("webhook config: schedulerName/failurePolicy differ from the chart's")
+    secret_name = next(v["secret"]["secretName"] for v in pod_spec(dep)["volumes"] if "secret" in v)
+    dns = f"{svc_ref['name']}.{ns}.svc"
+    if wv["certs"]["mode"] == "certManager":
+        cert = next((x for x in m.of("Certificate") if x["spec"]["secretName"] == secret_name), None)
+        if cert is None:
+            errs.append("webhook: no cert-manager Certificate for the TLS Secret")
+        else:
+            inject = mwc["metadata"].get("annotations", {}).get("cert-manager.io/inject-ca-from")
+            if inject != f"{ns}/{cert['metadata']['name']}":
+                errs.append(f"webhook: inject-ca-from {inject!r} does not name the Certificate")
+            if dns not in cert["spec"]["dnsNames"]:
+                errs.append(f"webhook: Certificate lacks dnsName {dns}")
+            if not m.get("Issuer", cert["spec"]["issuerRef"]["name"], ns):
+                errs.append("webhook: the Certificate's Issuer is not rendered")
+    else:
+        secret = m.get("Secret", secret_name, ns)
+        with tempfile.TemporaryDirectory() as tmp:
+            ca, crt, key = (os.path.join(tmp, f) for f in ("ca.pem", "tls.pem", "key.pem"))
+            for path, data in ((ca, hook["clientConfig"].get("caBundle", "")), (crt, secret["data"]["tls.crt"]),
+                               (key, secret["data"]["tls.key"])):
+                with open(path, "wb") as f:
+                    f.write(base64.b64decode(data))
+            if secret["data"]["ca.crt"] != hook["clientConfig"].get("caBundle"):
+                errs.append("webhook: caBundle differs from the Secret's ca.crt")
+            rc, out = openssl("verify", "-CAfile", ca, crt)
+            if rc != 0:
+                errs.append(f"webhook: serving certificate not signed by caBundle: {out.strip()}")
+            rc, out = openssl("x509", "-in", crt, "-noout", "-ext", "subjectAltName")
+            if f"DNS:{dns}" not in out:
+                errs.append(f"webhook: serving certificate lacks DNS:{dns}: {out.strip()}")
+            rc1, pub1 = openssl("x509", "-in", crt, "-noout", "-pubkey")
+            rc2, pub2 = openssl("pkey", "-in", key, "-pubout")
+            if rc1 or rc2 or pub1.strip() != pub2.strip():
+                errs.append("webhook: tls.key does not match tls.crt")
+    pdb = [p for p in m.of("PodDisruptionBudget") if "webhook" in p["metadata"]["name"]]
+    if (wv["replicas"] > 1) != bool(pdb):
+        errs.append("webhook: want a PDB iff replicas > 1")
+    return errs
+
+
+# ---- agent --------------------------------------------------------------------------------------------
+
+def check_agent(m, values):
+    av = values["agent"]
+    ds = workload_of(m, "agent")
+    if not av["enabled"]:
+        return ["agent disabled but a DaemonSet rendered"] if ds else []
+    errs = []
+    spec = pod_spec(ds)
+    c = container(ds, "agent")
+    if spec.get("hostPID") is not True:
+        errs.append("agent: hostPID is needed to map NVML's host PIDs to pods")
+    if spec.get("hostNetwork") or spec.get("hostIPC"):
+        errs.append("agent: hostNetwork/hostIPC are not needed")
+    allowed = {"/sys/fs/cgroup"} | ({"/dev", av["driverLibraryPath"]} if not av["runtimeClassName"] else set())
+    for v in spec.get("volumes", []):
+        if "hostPath" in v and v["hostPath"]["path"] not in allowed:
+            errs.append(f"agent: hostPath {v['hostPath']['path']} is more host access than NVML and cgroups need")
+    sc = c.get("securityContext", {})
+    if av["runtimeClassName"]:
+        if spec.get("runtimeClassName") != av["runtimeClassName"] or sc.get("privileged"):
+            errs.append("agent: with a runtime class the pod must use it and not be privileged")
+        if sc.get("capabilities", {}).get("drop") != ["ALL"] or set(sc.get("capabilities", {}).get("add", [])) - {"SYS_ADMIN"}:
+            errs.append(f"agent: capabilities {sc.get('capabilities')}, want drop ALL, add at most SYS_ADMIN")
+    cmd = c["command"]
+    if cmd[0] != "gpupack-agent" or arg_after(cmd, "--node-name") != "$(NODE_NAME)" or arg_after(cmd, "--backend") != av["backend"]:
+        errs.append(f"agent: command {cmd} lacks --node-name $(NODE_NAME) --backend {av['backend']}")
+    env = {e["name"]: e for e in c.get("env", [])}
+    if env.get("NODE_NAME", {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") != "spec.nodeName":
+        errs.append("agent: NODE_NAME must come from the downward API (spec.nodeName)")
+    if not spec.get("nodeSelector") and not spec.get("affinity"):
+        errs.append("agent: no nodeSelector/affinity: it would run on every node")
+    if not any(t.get("key") == "nvidia.com/gpu" for t in spec.get("tolerations", [])) and av["tolerations"]:
+        errs.append("agent: GPU taint not tolerated")
+    return errs
+
+
+# ---- CRD -----------------------------------------------------------------------------------------------
+
+SAMPLE_STATUS = {  # the shape api/gpunode.h documents
+    "devices": [{"uuid": "GPU-1", "index": 0, "model": "NVIDIA H100 80GB HBM3", "memoryMiB": 81559,
+                 "usedMiB": 1200, "allocatedMiB": 16384, "healthy": True, "migEnabled": False,
+                 "migInstances": [{"uuid": "MIG-1", "profile": "3g.40gb", "memoryMiB": 40192, "usedMiB": 0,
+                                   "gpuInstanceId": 1, "placement": {"start": 0, "size": 4}}]}],
+    "processes": [{"pid": 4242, "device": "GPU-1", "usedMiB": 900, "podUID": "u", "pod": "ns/name",
+                   "container": "main", "containerID": "c"}],
+    "enforcement": {"mode": "cgroup-dmem", "driverVersion": "615.20", "cudaVersion": "13.4", "reason": ""},
+    "audit": [{"kind": "over-cap", "device": "GPU-1", "podUID": "u", "pod": "ns/name", "container": "main",
+               "pid": 4242, "usedMiB": 9000, "capMiB": 8192, "message": "m"}],
+    "gpus": 1, "memoryMiB": 81559, "allocatedMiB": 16384, "usedMiB": 1200, "maxPodsPerDevice": 16,
+    "heartbeatTime": "2026-11-29T10:18:41Z",
+}
+
+
+def openapi_errors(schema, value, at):
+    """Type errors, and fields the API server would prune (not declared in the schema)."""
+    t = schema.get("type")
+    types = {"object": dict, "array": list, "string": str, "boolean": bool, "integer": int, "number": (int, float)}
+    if t and not isinstance(value, types[t]) or (t in ("integer", "number") and isinstance(value, bool)):
+        return [f"{at}: {value!r} is not {t}"]
+    errs = []
+    if "enum" in schema and value not in schema["enum"]:
+        errs.append(f"{at}: {value!r} not in {schema['enum']}")
+    if isinstance(value, dict) and t == "object" and "properties" in schema:
+        for k, v in value.items():
+            if k not in schema["properties"]:
+                errs.append(f"{at}.{k}: not declared in the CRD (the API server would prune it)")
+            else:
+                errs += openapi_errors(schema["properties"][k], v, f"{at}.{k}")
+    if isinstance(value, list) and "items" in schema:
+        for i, v in enumerate(value):
+            errs += openapi_errors(schema["items"], v, f"{at}[{i}]")
+    return errs
+
+
+def check_crd(m, values, agent_status=None):
+    crds = m.of("CustomResourceDefinition")
+    if not values["crd"]["install"]:
+        return ["crd.install=false but a CRD rendered"] if crds else []
+    if len(crds) != 1:
+        return [f"{len(crds)} CRDs rendered, want 1"]
+    crd, errs = crds[0], []
+    spec = crd["spec"]
+    if crd["metadata"]["name"] != "gpunodes.gpupack.io" or spec["group"] != "gpupack.io" or spec["scope"] != "Cluster":
+        errs.append("CRD: want gpunodes.gpupack.io, cluster-scoped")
+    if spec["names"].get("kind") != "GPUNode" or spec["names"].get("plural") != "gpunodes":
+        errs.append("CRD: names must be GPUNode / gpunodes")
+    versions = spec["versions"]
+    if [(v["name"], v["served"], v["storage"]) for v in versions] != [("v1alpha1", True, True)]:
+        errs.append("CRD: want one served storage version v1alpha1")
+    v = versions[0]
+    if v.get("subresources", {}).get("status") != {}:
+        errs.append("CRD: needs the status subresource (the agent writes only status)")
+    schema = v["schema"]["openAPIV3Schema"]
+    status_schema = schema["properties"]["status"]
+    cols = {c["name"]: c for c in v.get("additionalPrinterColumns", [])}
+    for want in ("GPUs", "Memory MiB", "Allocated MiB", "Used MiB", "Enforcement", "Heartbeat"):
+        if want not in cols:
+            errs.append(f"CRD: printer column {want} missing")
+    if cols.get("Heartbeat", {}).get("type") != "date":
+        errs.append("CRD: Heartbeat column must be type date (kubectl shows its age)")
+    for c in cols.values():
+        node = schema
+        for part in c["jsonPath"].lstrip(".").split("."):
+            node = node.get("properties", {}).get(part)
+            if node is None:
+                errs.append(f"CRD: printer column {c['name']} path {c['jsonPath']} is not in the schema")
+                break
+    errs += openapi_errors(status_schema, SAMPLE_STATUS, "sample status")
+    if agent_status is not None:
+        errs += openapi_errors(status_schema, agent_status, "gpupack-agent --once --print status")
+    return errs
+
+
+# ---- values.schema.json ---------------------------------------------------------------------------------
+
+def check_schema_coverage(chart_dir):
+    schema = chartlib.read_json(os.path.join(chart_dir, "values.schema.json"))
+    values = chartlib.merged_values(chart_dir)
+    errs = []
+
+    def resolve(s):
+        while "$ref" in s:
+            node = schema
+            for part in s["$ref"][2:].split("/"):
+                node = node[part]
+            s = node
+        return s
+
+    def walk(v, s, at):
+        s = resolve(s)
+        if isinstance(v, dict):
+            if s.get("type") == "object" and "properties" in s and s.get("additionalProperties") is not False \
+                    and at != "":
+                errs.append(f"values.schema.json: {at} must set additionalProperties: false (typos would pass)")
+            for k, child in v.items():
+                path = f"{at}.{k}" if at else k
+                if k in s.get("properties", {}):
+                    walk(child, s["properties"][k], path)
+                elif isinstance(s.get("additionalProperties"), dict):
+                    walk(child, s["additionalProperties"], path)
+                elif "properties" in s or s.get("additionalProperties") is False:
+                    errs.append(f"values.schema.json: {path} (in values.yaml) is not described")
+        if "description" not in s and "$ref" not in s and at and isinstance(v, (str, int, bool)) and False:
+            pass
+
+    walk(values, schema, "")
+    return errs
+
+
+def check_refusals(r):
+    """Values the chart must refuse, with a message that names the problem."""
+    errs = []
+    cases = [
+        (["scheduler.extender.wieght=5"], (), "wieght"),
+        (["webhook.certs.mode=selfsigned"], (), "certs.mode"),
+        (["schedulerName=default-scheduler"], (), "schedulerName"),
+        (["scheduler.extender.httpTimeout=5"], (), "httpTimeout"),
+        (["scheduler.kubeScheduler.image.tag=v1.31.0"], (), "newer than the cluster"),
+        (["webhook.certs.mode=certManager"], (), "cert-manager"),
+        (["prometheus.serviceMonitor.enabled=true"], (), "monitoring.coreos.com"),
+        (["scheduler.replicas=2", "scheduler.podDisruptionBudget.minAvailable=2"], CI_API_VERSIONS, "minAvailable"),
+    ]
+    for sets, api, needle in cases:
+        ok, _, err = r.render(sets=sets, api_versions=api)
+        if ok:
+            errs.append(f"render with {sets} succeeded; it must be refused")
+        elif needle not in err:
+            errs.append(f"render with {sets} failed without naming {needle!r}: {err.strip()[:300]}")
+    return errs
+
+
+def check_versions_and_checksum(r):
+    errs = []
+    docs, _ = r.render_docs(kube_version="v1.31.1+k3s1")
+    image = container(workload_of(Manifests(docs), "scheduler"), "kube-scheduler")["image"]
+    if image != "registry.k8s.io/kube-scheduler:v1.31.1":
+        errs.append(f"kube-scheduler image on v1.31.1+k3s1 is {image}, want the cluster version v1.31.1")
+    docs, _ = r.render_docs(kube_version="v1.30.8-eks-2d5f260", sets=["scheduler.kubeScheduler.image.tag=v1.29.4"])
+    image = container(workload_of(Manifests(docs), "scheduler"), "kube-scheduler")["image"]
+    if not image.endswith(":v1.29.4"):
+        errs.append(f"explicit older kube-scheduler tag not used: {image}")
+
+    def checksum(sets):
+        d, _ = r.render_docs(sets=sets)
+        return workload_of(Manifests(d), "scheduler")["spec"]["template"]["metadata"]["annotations"]["checksum/config"]
+    if checksum([]) != checksum([]):
+        errs.append("checksum/config is not deterministic")
+    if checksum([]) == checksum(["scheduler.extender.httpTimeout=4s"]):
+        errs.append("checksum/config does not change with the scheduler config")
+    return errs
+
+
+def check_notes(r, m, values, ns):
+    ok, out, err = r.render(notes=True)
+    if not ok:
+        return [f"NOTES.txt does not render: {err}"]
+    if "\nNOTES:\n" in out:  # helm prints the notes last
+        notes = out.split("\nNOTES:\n", 1)[1]
+    else:  # our renderer: the NOTES.txt document
+        notes = out.split("# Source: gpupack/templates/NOTES.txt\n", 1)[-1].split("\n---\n# Source:", 1)[0]
+    errs = []
+    for ref in re.findall(r"\b(svc|deploy)/([a-z0-9-]+)", notes):
+        kind = {"svc": "Service", "deploy": "Deployment"}[ref[0]]
+        if not m.get(kind, ref[1], ns):
+            errs.append(f"NOTES.txt: {ref[0]}/{ref[1]} is not rendered")
+    if f"get lease {values['schedulerName']}" not in notes:
+        errs.append("NOTES.txt: no lease command for the scheduler")
+    if "helm test" not in notes:
+        errs.append("NOTES.txt: no helm test command")
+    tests = [p for p in m.of("Pod") if p["metadata"].get("annotations", {}).get("helm.sh/hook") == "test"]
+    if len(tests) != 1:
+        errs.append("want one helm test Pod (helm.sh/hook: test)")
+    return errs
+
+
+# ---- live checks with the built binaries ------------------------------------------------------------------
+
+def start(cmd, timeout=10):
+    """Starts a binary whose first stdout line is its bound address; returns (proc, addr)."""
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + timeout
+    line = ""
+    while time.time() < deadline:
+        line = p.stdout.readline()
+        if line or p.poll() is not None:
+            break
+    m = re.search(r"(\d+\.\d+\.\d+\.\d+|\[[0-9a-f:]+\]|localhost):(\d+)", line)
+    if not m:
+        p.kill()
+        raise AssertionError(f"{cmd[0]} did not print its address: {line!r} {p.stderr.read()[:500]}")
+    return p, f"{m.group(1)}:{m.group(2)}"
+
+
+def post_json(url, body, timeout=5):
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        return resp.status, json.loads(resp.read() or b"null")
+
+
+def check_live_extender(m, ns, extender, cluster):
+    """The extender, started with the chart's extender.yaml, answers every verb the scheduler
+    config names at urlPrefix (on the port it actually bound)."""
+    errs = []
+    dep, cfg, cm = scheduler_config(m, ns)
+    ext = cfg["extenders"][0]
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        f.write(cm["data"]["extender.yaml"])
+    try:
+        proc, addr = start([extender, "--config", f.name, "--standalone-cluster", cluster, "--listen", "127.0.0.1:0"])
+    except AssertionError as e:
+        return [f"extender with the chart's extender.yaml: {e}"]
+    try:
+        path = re.match(r"^http://[^/]+(.*)$", ext["urlPrefix"]).group(1).rstrip("/")
+        pod = {"metadata": {"name": "p", "namespace": "default", "uid": "u-1"},
+               "spec": {"containers": [{"name": "main", "resources": {"limits": {"gpupack.io/gpu-memory": "1Gi"}}}]}}
+        bodies = {"filterVerb": {"Pod": pod, "Nodes": None, "NodeNames": []},
+                  "prioritizeVerb": {"Pod": pod, "Nodes": None, "NodeNames": []},
+                  "preemptVerb": {"Pod": pod, "NodeNameToVictims": None, "NodeNameToMetaVictims": {}},
+                  "bindVerb": {"PodName": "p", "PodNamespace": "default", "PodUID": "u-1", "Node": "no-such-node"}}
+        for key, body in bodies.items():
+            if key not in ext:
+                continue
+            url = f"http://{addr}{path}/{ext[key]}"
+            try:
+                status, _ = post_json(url, body)
+                if status != 200:
+                    errs.append(f"extender: POST {url} -> {status}")
+            except urllib.error.HTTPError as e:
+                errs.append(f"extender: POST {url} -> {e.code}: route missing or refused")
+            except Exception as e:  # noqa: BLE001 - any failure is a finding
+                errs.append(f"extender: POST {url}: {e}")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    return errs
+
+
+def agent_status(agent, cluster):
+    with open(cluster) as f:
+        node = yaml.safe_load(f)["nodes"][0]
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        yaml.safe_dump(node, f)
+    p = subprocess.run([agent, "--node-name", node["name"], "--backend", "file:" + f.name, "--once", "--print"],
+                       capture_output=True, text=True, timeout=30)
+    if p.returncode != 0:
+        raise AssertionError(f"gpupack-agent --once --print failed: {p.stderr[:300]}")
+    report = json.loads(p.stdout)
+    return report.get("status", report)
+
+
+def check_live_webhook(m, ns, webhook):
+    dep = workload_of(m, "webhook")
+    cm_name = next(v["configMap"]["name"] for v in pod_spec(dep)["volumes"] if "configMap" in v)
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = os.path.join(tmp, "webhook.yaml")
+        with open(cfg, "w") as f:
+            f.write(m.get("ConfigMap", cm_name, ns)["data"]["webhook.yaml"])
+        crt, key = os.path.join(tmp, "tls.crt"), os.path.join(tmp, "tls.key")
+        rc, out = openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", crt,
+                          "-days", "1", "-subj", "/CN=gpupack-webhook")
+        if rc != 0:
+            return [f"openssl: {out}"]
+        try:
+            proc, _ = start([webhook, "--listen", "127.0.0.1:0", "--tls-cert-file", crt, "--tls-key-file", key,
+                             "--config", cfg])
+        except AssertionError as e:
+            return [f"webhook with the chart's webhook.yaml: {e}"]
+        proc.terminate()
+        proc.wait(timeout=10)
+    return []
+
+
+# ---- main -------------------------------------------------------------------------------------------------
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--render", required=True)
+    ap.add_argument("--chart", required=True)
+    ap.add_argument("--extender")
+    ap.add_argument("--agent")
+    ap.add_argument("--webhook")
+    ap.add_argument("--cluster")
+    args = ap.parse_args()
+    r = chartlib.Renderer(args.render, args.chart)
+    ns = NAMESPACE
+    failed = 0
+    variants = [("default values", [], [])] + [
+        (os.path.basename(f), [f], CI_API_VERSIONS) for f in sorted(glob.glob(os.path.join(args.chart, "ci", "*-values.yaml")))]
+    if not variants[1:]:
+        failed += chartlib.fail_if(["no ci/*-values.yaml variants"], "ci variants")
+    live_status = None
+    if args.agent and args.cluster:
+        try:
+            live_status = agent_status(args.agent, args.cluster)
+        except (AssertionError, ValueError, subprocess.SubprocessError) as e:
+            failed += chartlib.fail_if([str(e)], "agent --once --print")
+    for title, files, api in variants:
+        values = chartlib.merged_values(args.chart, files)
+        try:
+            docs, _ = r.render_docs(files, api_versions=api)
+        except AssertionError as e:
+            failed += chartlib.fail_if([str(e)], f"{title}: render")
+            continue
+        m = Manifests(docs)
+        for name, fn in (("structure", lambda: check_structure(m, ns, values)),
+                         ("scheduler config", lambda: check_scheduler(m, ns, values)),
+                         ("rbac", lambda: check_rbac(m, ns, values)),
+                         ("webhook", lambda: check_webhook(m, ns, values)),
+                         ("agent", lambda: check_agent(m, values)),
+                         ("crd", lambda: check_crd(m, values, live_status))):
+            try:
+                errs = fn()
+            except (KeyError, StopIteration, AssertionError, TypeError) as e:
+                errs = [f"check crashed on the rendered manifests: {type(e).__name__}: {e}"]
+            failed += chartlib.fail_if(errs, f"{title}: {name}")
+        if args.extender and args.cluster:
+            failed += chartlib.fail_if(check_live_extender(m, ns, args.extender, args.cluster),
+                                       f"{title}: extender routes (live)")
+        if args.webhook and values["webhook"]["enabled"]:
+            failed += chartlib.fail_if(check_live_webhook(m, ns, args.webhook), f"{title}: webhook config (live)")
+        if title == "default values":
+            failed += chartlib.fail_if(check_notes(r, m, values, ns), "NOTES.txt and helm test")
+    failed += chartlib.fail_if(check_schema_coverage(args.chart), "values.schema.json covers values.yaml")
+    failed += chartlib.fail_if(check_refusals(r), "bad values are refused")
+    failed += chartlib.fail_if(check_versions_and_checksum(r), "kube-scheduler version and config checksum")
+    if not (args.extender and args.agent and args.webhook):
+        print("note: gpupack binaries not given; live route/CRD/config checks skipped")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,339 @@
+#!/usr/bin/env python3
+"""Dashboard and alert checks (CTest label `chart`).
+
+- Each charts/gpupack/dashboards/*.json is valid classic Grafana JSON with a stable unique uid,
+  a `datasource` variable that every panel, target and query variable uses, no `__inputs`, a
+  unit on every panel, and units consistent with what the query computes.
+- The JSON is what charts/tests/gen_dashboards.py generates, and the chart ships it unchanged.
+- Every metric and label in every query (dashboards and the PrometheusRule) is in docs/metrics.md.
+- With --extender/--agent/--webhook (the built binaries), every gpupack metric the dashboards and
+  alerts use is in the /metrics output of the binary the catalog names, and every gpupack_
+  metric a binary exports is in the catalog: dashboards, catalog and code cannot drift.
+
+Usage: check_dashboards.py --render BIN --chart DIR --catalog docs/metrics.md
+                           [--extender BIN --agent BIN --webhook BIN --cluster FILE]
+"""
+
+import argparse
+import glob
+import json
+import os
+import re
+import ssl
+import subprocess
+import sys
+import tempfile
+import urllib.request
+
+import yaml
+
+import chartlib
+import gen_dashboards
+from check_chart import start, post_json, openssl
+
+
+def panels_of(board):
+    for p in board.get("panels", []):
+        yield p
+        for q in p.get("panels", []) or []:
+            yield q
+
+
+RATE_UNITS = {"reqps", "cps", "ops", "rps", "wps", "short"}
+
+
+def expected_units(expr):
+    """Units a query's result can have, or None when the check cannot tell."""
+    e = expr.replace(" ", "")
+    metrics = [m for m, _ in chartlib.selectors(expr)]
+    if "histogram_quantile(" in e and "_seconds_bucket" in e:
+        return {"s"}
+    if "time()-" in e:
+        return {"s"}
+    if re.search(r"\)/\w*\(|\)/\(|_bytes\{[^}]*\}/", e) or re.search(r"\w\)/\w+\(", e):
+        return {"percentunit"}
+    if re.match(r"^(sum(by\([^)]*\))?\()?(rate|irate)\(", e):
+        return RATE_UNITS
+    if e.startswith("count("):
+        return {"short", "none"}
+    if metrics and "/" not in e and all(m.endswith("_bytes") or m == "DCGM_FI_DEV_FB_USED" for m in metrics):
+        return {"bytes", "decbytes"}
+    return None
+
+
+def check_board(path, catalog):
+    errs = []
+    where = os.path.basename(path)
+    try:
+        board = chartlib.read_json(path)
+    except (OSError, ValueError) as e:
+        return [f"{where}: not valid JSON: {e}"], None
+    if "__inputs" in board:
+        errs.append(f"{where}: __inputs only works with UI import, not provisioning")
+    if board.get("id") not in (None,):
+        errs.append(f"{where}: id must be absent or null")
+    if not re.fullmatch(r"[a-z0-9-]{1,40}", board.get("uid", "")):
+        errs.append(f"{where}: uid {board.get('uid')!r} must be a stable slug")
+    variables = board.get("templating", {}).get("list", [])
+    ds = [v for v in variables if v.get("name") == "datasource"]
+    if len(ds) != 1 or ds[0].get("type") != "datasource" or ds[0].get("query") != "prometheus":
+        errs.append(f"{where}: needs one `datasource` variable of type datasource, query prometheus")
+    for v in variables:
+        if v.get("type") == "query":
+            if v.get("datasource", {}).get("uid") != "${datasource}":
+                errs.append(f"{where}: variable {v['name']} does not use ${{datasource}}")
+            q = v.get("query", {})
+            q = q.get("query", "") if isinstance(q, dict) else q
+            m = re.fullmatch(r"label_values\((.*),\s*(\w+)\)", q)
+            if not m:
+                errs.append(f"{where}: variable {v['name']}: query {q!r} is not label_values(selector, label)")
+                continue
+            e, found = chartlib.check_expr(m.group(1), catalog, f"{where} variable {v['name']}")
+            errs += e
+            for metric in found:
+                labels = catalog.get(metric, {}).get("labels", set()) | chartlib.TARGET_LABELS
+                if m.group(2) not in labels:
+                    errs.append(f"{where}: variable {v['name']}: {metric} has no label {m.group(2)}")
+    ids = set()
+    exprs = []
+    for p in panels_of(board):
+        pw = f"{where} panel {p.get('title')!r}"
+        if p.get("id") in ids:
+            errs.append(f"{pw}: duplicate panel id")
+        ids.add(p.get("id"))
+        if "gridPos" not in p:
+            errs.append(f"{pw}: no gridPos")
+        if p.get("type") == "row":
+            continue
+        if p.get("datasource", {}).get("uid") != "${datasource}":
+            errs.append(f"{pw}: datasource is not ${{datasource}}")
+        unit = p.get("fieldConfig", {}).get("defaults", {}).get("unit")
+        if not unit:
+            errs.append(f"{pw}: no unit")
+        if not p.get("targets"):
+            errs.append(f"{pw}: no queries")
+        if not p.get("description"):
+            errs.append(f"{pw}: no description (operators read it in the panel's tooltip)")
+        for t in p.get("targets", []):
+            if t.get("datasource", {}).get("uid") != "${datasource}":
+                errs.append(f"{pw}: target {t.get('refId')} datasource is not ${{datasource}}")
+            expr = t.get("expr", "")
+            if not expr:
+                errs.append(f"{pw}: target {t.get('refId')} has no expr")
+                continue
+            e, _ = chartlib.check_expr(expr, catalog, pw)
+            errs += e
+            exprs.append(expr)
+            want = expected_units(expr)
+            if want and unit not in want and p.get("type") != "table":
+                errs.append(f"{pw}: unit {unit!r} but the query computes {sorted(want)}: {expr[:90]}")
+    return errs, board
+
+
+def rule_exprs(renderer):
+    docs, _ = renderer.render_docs([], sets=["prometheus.rules.enabled=true"], api_versions=chartlib.CI_API_VERSIONS)
+    out = []
+    for d in docs:
+        if d.get("kind") == "PrometheusRule":
+            for g in d["spec"]["groups"]:
+                for r in g["rules"]:
+                    out.append((r["alert"], r["expr"]))
+    return out
+
+
+def check_shipped(renderer, chart_dir):
+    """The chart ships each dashboard byte for byte, labelled for Grafana's sidecar."""
+    errs = []
+    docs, _ = renderer.render_docs([], sets=["dashboards.enabled=true", "dashboards.namespace=monitoring"])
+    cms = [d for d in docs if d.get("kind") == "ConfigMap" and "-dashboard-" in d["metadata"]["name"]]
+    files = sorted(glob.glob(os.path.join(chart_dir, "dashboards", "*.json")))
+    if len(cms) != len(files):
+        errs.append(f"{len(cms)} dashboard ConfigMaps for {len(files)} dashboards")
+    shipped = {k: v for cm in cms for k, v in cm.get("data", {}).items()}
+    for f in files:
+        with open(f) as fh:
+            if shipped.get(os.path.basename(f)) != fh.read():
+                errs.append(f"{os.path.basename(f)} is not shipped unchanged")
+    for cm in cms:
+        if cm["metadata"]["labels"].get("grafana_dashboard") != "1" or cm["metadata"]["namespace"] != "monitoring":
+            errs.append(f"ConfigMap {cm['metadata']['name']}: sidecar label or namespace wrong")
+    return errs
+
+
+# ---- live /metrics --------------------------------------------------------------------------------
+
+def scrape(url, insecure_tls=False):
+    ctx = None
+    if insecure_tls:
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    with urllib.request.urlopen(url, timeout=5, context=ctx) as resp:
+        return resp.read().decode()
+
+
+def families(text):
+    """{family: set(labels)} from the Prometheus text format."""
+    out = {}
+    for line in text.splitlines():
+        m = re.match(r"# TYPE (\S+) (\S+)", line)
+        if m:
+            out.setdefault(m.group(1), set())
+            continue
+        m = re.match(r"([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([^}]*)\})?\s", line)
+        if m and not line.startswith("#"):
+            name, _ = chartlib.base_metric(m.group(1))
+            fam = name if name in out else m.group(1)
+            labels = set(re.findall(r'(\w+)="', m.group(3) or ""))
+            out.setdefault(fam, set()).update(labels - {"le"})
+    return out
+
+
+def live_metrics(args):
+    """{binary: {family: labels}} scraped from the binaries after a little traffic, so labelled
+    families have samples."""
+    result = {}
+    with open(args.cluster) as f:
+        cluster = yaml.safe_load(f)
+    proc, addr = start([args.extender, "--standalone-cluster", args.cluster, "--listen", "127.0.0.1:0"])
+    try:
+        node_names = [n["name"] for n in cluster["nodes"]]
+        pod = {"metadata": {"name": "p", "namespace": "default", "uid": "u-1"},
+               "spec": {"containers": [{"name": "main", "resources": {"limits": {"gpupack.io/gpu-memory": "1Gi"}}}]}}
+        huge = json.loads(json.dumps(pod))
+        huge["spec"]["containers"][0]["resources"]["limits"]["gpupack.io/gpu-memory"] = "100Ti"
+        for body in ({"Pod": pod, "Nodes": None, "NodeNames": node_names},
+                     {"Pod": huge, "Nodes": None, "NodeNames": node_names}):
+            post_json(f"http://{addr}/filter", body)
+        post_json(f"http://{addr}/prioritize", {"Pod": pod, "Nodes": None, "NodeNames": node_names})
+        post_json(f"http://{addr}/bind", {"PodName": "p", "PodNamespace": "default", "PodUID": "u-1", "Node": node_names[0]})
+        result["extender"] = families(scrape(f"http://{addr}/metrics"))
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        node_file = os.path.join(tmp, "node.yaml")
+        with open(node_file, "w") as f:
+            yaml.safe_dump(cluster["nodes"][0], f)
+        proc, addr = start([args.agent, "--node-name", cluster["nodes"][0]["name"], "--backend", "file:" + node_file,
+                            "--listen", "127.0.0.1:0"])
+        try:
+            result["agent"] = families(scrape(f"http://{addr}/metrics"))
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
+
+        crt, key = os.path.join(tmp, "tls.crt"), os.path.join(tmp, "tls.key")
+        openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", crt, "-days", "1",
+                "-subj", "/CN=gpupack-webhook")
+        proc, addr = start([args.webhook, "--listen", "127.0.0.1:0", "--tls-cert-file", crt, "--tls-key-file", key])
+        try:
+            review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                      "request": {"uid": "r1", "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                                  "operation": "CREATE", "namespace": "default", "object": pod}}
+            ctx = ssl.create_default_context()
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+            req = urllib.request.Request(f"https://{addr}/mutate", data=json.dumps(review).encode(), method="POST",
+                                         headers={"Content-Type": "application/json"})
+            urllib.request.urlopen(req, timeout=5, context=ctx).read()
+            result["webhook"] = families(scrape(f"https://{addr}/metrics", insecure_tls=True))
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
+    return result
+
+
+def check_live(catalog, used, live):
+    errs = []
+    for metric, where in sorted(used.items()):
+        base, _ = chartlib.base_metric(metric)
+        name = metric if metric in catalog else base
+        entry = catalog.get(name)
+        if entry is None or not name.startswith("gpupack_"):
+            continue
+        for binary in re.findall(r"extender|agent|webhook", entry["binary"]):
+            fams = live.get(binary, {})
+            if name not in fams:
+                errs.append(f"{name} (used by {where}) is not exported by gpupack-{binary}")
+    for binary, fams in live.items():
+        for fam, labels in sorted(fams.items()):
+            if not fam.startswith("gpupack_"):
+                continue
+            entry = catalog.get(fam)
+            if entry is None:
+                errs.append(f"gpupack-{binary} exports {fam}, which docs/metrics.md does not list")
+                continue
+            if binary not in entry["binary"]:
+                errs.append(f"gpupack-{binary} exports {fam}, which docs/metrics.md assigns to {entry['binary']}")
+            extra = labels - entry["labels"]
+            missing = entry["labels"] - labels if labels else set()
+            if extra or missing:
+                errs.append(f"gpupack-{binary} {fam}: labels {sorted(labels)}, catalog {sorted(entry['labels'])}")
+    return errs
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--render", required=True)
+    ap.add_argument("--chart", required=True)
+    ap.add_argument("--catalog", required=True)
+    ap.add_argument("--extender")
+    ap.add_argument("--agent")
+    ap.add_argument("--webhook")
+    ap.add_argument("--cluster")
+    args = ap.parse_args()
+    catalog = chartlib.load_catalog(args.catalog)
+    renderer = chartlib.Renderer(args.render, args.chart)
+    failed = 0
+    if len(catalog) < 20:
+        failed += chartlib.fail_if([f"only {len(catalog)} metrics parsed from {args.catalog}"], "catalog parses")
+
+    files = sorted(glob.glob(os.path.join(args.chart, "dashboards", "*.json")))
+    generated = gen_dashboards.render_all()
+    stale = [os.path.basename(f) for f in files if generated.get(os.path.basename(f)) != open(f).read()]
+    stale += [n for n in generated if n not in map(os.path.basename, files)]
+    failed += chartlib.fail_if([f"{n} differs from gen_dashboards.py output (run charts/tests/gen_dashboards.py)" for n in stale],
+                               "dashboards match their generator")
+    uids, used = {}, {}
+    for f in files:
+        errs, board = check_board(f, catalog)
+        if board:
+            if board.get("uid") in uids:
+                errs.append(f"uid {board['uid']} used by {uids[board['uid']]} too")
+            uids[board.get("uid")] = os.path.basename(f)
+            for p in panels_of(board):
+                for t in p.get("targets", []):
+                    for metric, _ in chartlib.selectors(t.get("expr", "")):
+                        used.setdefault(metric, f"{os.path.basename(f)} {p.get('title')!r}")
+        failed += chartlib.fail_if(errs, f"{os.path.basename(f)}")
+    if len(files) < 3:
+        failed += chartlib.fail_if([f"{len(files)} dashboards, want scheduler, capacity and workloads"], "dashboards present")
+
+    rule_errs = []
+    rules = rule_exprs(renderer)
+    if len(rules) < 5:
+        rule_errs.append(f"{len(rules)} alert rules rendered, want 5")
+    for alert, expr in rules:
+        e, found = chartlib.check_expr(expr, catalog, f"alert {alert}")
+        rule_errs += e
+        for metric in found:
+            used.setdefault(metric, f"alert {alert}")
+    failed += chartlib.fail_if(rule_errs, "alert expressions use catalogued metrics")
+    failed += chartlib.fail_if(check_shipped(renderer, args.chart), "dashboards shipped as sidecar ConfigMaps")
+
+    if args.extender and args.agent and args.webhook and args.cluster:
+        try:
+            live = live_metrics(args)
+            errs = check_live(catalog, used, live)
+        except (AssertionError, OSError, ValueError, subprocess.SubprocessError) as e:
+            errs = [f"could not scrape the binaries: {e}"]
+        failed += chartlib.fail_if(errs, "dashboards, alerts and catalog match the binaries' /metrics")
+    else:
+        print("note: gpupack binaries not given; metrics checked against docs/metrics.md only")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

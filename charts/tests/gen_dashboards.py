@@ -1,0 +1,427 @@
+#!/usr/bin/env python3
+"""Generates the Grafana dashboards in charts/gpupack/dashboards/ (classic JSON, schemaVersion 39).
+
+Edit this file, not the JSON: `python3 charts/tests/gen_dashboards.py` rewrites them, and the
+chart_dashboards test fails when the JSON and this generator disagree. Every metric used here must
+be in docs/metrics.md (the same test checks it, and checks it against the binaries' /metrics).
+
+Extender metrics are exported by every scheduler replica with the same values, so queries take
+`max by (<identity>)` before summing, which keeps totals right with replicas > 1.
+"""
+
+import json
+import os
+import sys
+
+DS = {"type": "prometheus", "uid": "${datasource}"}
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT_DIR = os.path.join(HERE, "..", "gpupack", "dashboards")
+RI = "$__rate_interval"
+EXT = 'job="$job"'
+KS = 'job="$ksjob"'
+
+
+class Board:
+    def __init__(self, uid, title, description, variables):
+        self.uid, self.title, self.description = uid, title, description
+        self.variables = variables
+        self.panels = []
+        self.y = 0
+        self.x = 0
+        self.row_h = 0
+        self.next_id = 1
+
+    def row(self, title):
+        self._newline()
+        self.panels.append({"type": "row", "title": title, "id": self._id(), "collapsed": False,
+                            "gridPos": {"h": 1, "w": 24, "x": 0, "y": self.y}, "panels": []})
+        self.y += 1
+
+    def _newline(self):
+        if self.x:
+            self.y += self.row_h
+            self.x, self.row_h = 0, 0
+
+    def _id(self):
+        i = self.next_id
+        self.next_id += 1
+        return i
+
+    def panel(self, kind, title, description, targets, unit, w=12, h=8, **extra):
+        if self.x + w > 24:
+            self._newline()
+        p = {
+            "type": kind, "title": title, "description": description, "id": self._id(),
+            "datasource": DS,
+            "gridPos": {"h": h, "w": w, "x": self.x, "y": self.y},
+            "fieldConfig": {"defaults": {"unit": unit}, "overrides": extra.pop("overrides", [])},
+            "options": extra.pop("options", {}),
+            "targets": [],
+        }
+        defaults = p["fieldConfig"]["defaults"]
+        if "thresholds" in extra:
+            defaults["thresholds"] = {"mode": "absolute", "steps": extra.pop("thresholds")}
+        if kind == "timeseries":
+            defaults["custom"] = {"drawStyle": "line", "fillOpacity": 10, "showPoints": "never",
+                                  "stacking": {"mode": extra.pop("stack", "none")}}
+            if "thresholdLine" in extra:
+                defaults["custom"]["thresholdsStyle"] = {"mode": "line"}
+                defaults["thresholds"] = {"mode": "absolute", "steps": [
+                    {"color": "green", "value": None}, {"color": "red", "value": extra.pop("thresholdLine")}]}
+        if "min" in extra:
+            defaults["min"] = extra.pop("min")
+        if "max" in extra:
+            defaults["max"] = extra.pop("max")
+        for i, t in enumerate(targets):
+            expr, legend = t[0], t[1]
+            target = {"refId": chr(ord("A") + i), "datasource": DS, "expr": expr, "legendFormat": legend}
+            if kind in ("table", "bargauge") or (len(t) > 2 and t[2] == "instant"):
+                target["instant"] = True
+                target["range"] = False
+                if kind == "table":
+                    target["format"] = "table"
+            p["targets"].append(target)
+        p.update(extra)
+        self.panels.append(p)
+        self.x += w
+        self.row_h = max(self.row_h, h)
+
+    def to_json(self):
+        return {
+            "uid": self.uid, "title": self.title, "description": self.description,
+            "tags": ["gpupack", "gpu"], "editable": True, "graphTooltip": 1,
+            "schemaVersion": 39, "version": 1, "refresh": "30s",
+            "time": {"from": "now-6h", "to": "now"}, "timezone": "",
+            "links": [{"title": "gpupack dashboards", "type": "dashboards", "tags": ["gpupack"], "asDropdown": True}],
+            "annotations": {"list": []},
+            "templating": {"list": self.variables},
+            "panels": self.panels,
+        }
+
+
+def datasource_var():
+    return {"name": "datasource", "label": "Data source", "type": "datasource", "query": "prometheus",
+            "current": {}, "hide": 0, "refresh": 1, "regex": "", "includeAll": False, "multi": False}
+
+
+def const_var(name, value, label):
+    return {"name": name, "label": label, "type": "custom", "query": value, "hide": 2,
+            "current": {"text": value, "value": value}, "options": [{"text": value, "value": value, "selected": True}]}
+
+
+def query_var(name, label, query, multi=True, include_all=True, hide=0):
+    return {"name": name, "label": label, "type": "query", "datasource": DS,
+            "definition": query, "query": {"query": query, "refId": "StandardVariableQuery"},
+            "refresh": 2, "sort": 1, "multi": multi, "includeAll": include_all, "allValue": ".*",
+            "current": {}, "hide": hide, "regex": ""}
+
+
+# ---- Scheduler ----------------------------------------------------------------------------------------
+
+def scheduler():
+    b = Board("gpupack-scheduler", "gpupack / Scheduler",
+              "Is the extender healthy and fast, and why are gpupack pods Pending? Extender verbs, node "
+              "rejections, reservations, kube-scheduler's attempts for the gpupack profile, and sync health.",
+              [datasource_var(), const_var("job", "gpupack-scheduler", "Extender job"),
+               const_var("ksjob", "gpupack-kube-scheduler", "kube-scheduler job"),
+               query_var("profile", "Scheduler profile", f"label_values(scheduler_schedule_attempts_total{{{KS}}}, profile)",
+                         multi=False, include_all=False),
+               query_var("verb", "Verb", f"label_values(gpupack_extender_requests_total{{{EXT}}}, verb)")])
+    v = 'verb=~"$verb"'
+    b.row("Extender")
+    b.panel("timeseries", "Requests by verb and result",
+            "Extender-protocol calls answered per second. result=error means kube-scheduler got an Error "
+            "(a filter error fails the scheduling attempt).",
+            [(f"sum by (verb, result) (rate(gpupack_extender_requests_total{{{EXT}, {v}}}[{RI}]))", "{{verb}} {{result}}")],
+            "reqps", w=8)
+    b.panel("timeseries", "Latency p50 / p99 by verb",
+            "Server-side time per call. The red line is the default httpTimeout (5s): a filter call that "
+            "reaches it fails the attempt.",
+            [(f"histogram_quantile(0.99, sum by (le, verb) (rate(gpupack_extender_request_duration_seconds_bucket{{{EXT}, {v}}}[{RI}])))", "p99 {{verb}}"),
+             (f"histogram_quantile(0.5, sum by (le, verb) (rate(gpupack_extender_request_duration_seconds_bucket{{{EXT}, {v}}}[{RI}])))", "p50 {{verb}}")],
+            "s", w=8, thresholdLine=5)
+    b.panel("timeseries", "Error ratio by verb",
+            "Share of calls answered with an error.",
+            [(f"sum by (verb) (rate(gpupack_extender_requests_total{{{EXT}, {v}, result=\"error\"}}[{RI}])) / "
+              f"sum by (verb) (rate(gpupack_extender_requests_total{{{EXT}, {v}}}[{RI}]))", "{{verb}}")],
+            "percentunit", w=8, min=0)
+    b.panel("timeseries", "Node rejections by reason",
+            "Nodes the filter turned down per second, by reason: why pods do not fit.",
+            [(f"sum by (reason) (rate(gpupack_filter_node_rejections_total{{{EXT}}}[{RI}]))", "{{reason}}")],
+            "cps", w=12, stack="normal")
+    b.panel("bargauge", "Top rejection reasons (last hour)",
+            "Rejected nodes per reason over the last hour.",
+            [(f"sort_desc(sum by (reason) (increase(gpupack_filter_node_rejections_total{{{EXT}}}[1h])))", "{{reason}}")],
+            "short", w=12, options={"orientation": "horizontal", "displayMode": "gradient",
+                                    "reduceOptions": {"calcs": ["lastNotNull"], "values": False}})
+    b.panel("timeseries", "Bind outcomes",
+            "Binds per second: success, conflict (device no longer had room, pod bound elsewhere), error.",
+            [(f"sum by (result) (rate(gpupack_bind_requests_total{{{EXT}}}[{RI}]))", "{{result}}")],
+            "cps", w=8)
+    b.panel("timeseries", "Reservations in flight",
+            "Placements reserved at bind and not yet confirmed by the pod watch, per replica.",
+            [(f"max by (instance) (gpupack_reservations{{{EXT}}})", "{{instance}}")],
+            "short", w=8, min=0)
+    b.panel("timeseries", "Reservation expiries",
+            "Reservations dropped unconfirmed after their TTL: leaked or very slow binds.",
+            [(f"sum(rate(gpupack_reservations_expired_total{{{EXT}}}[{RI}]))", "expired")],
+            "cps", w=8, min=0)
+
+    b.row("kube-scheduler (gpupack profile)")
+    b.panel("timeseries", "Scheduling attempts by result",
+            "kube-scheduler's attempts for the profile: scheduled, unschedulable (no node fits), error "
+            "(includes extender errors and timeouts).",
+            [(f"sum by (result) (rate(scheduler_schedule_attempts_total{{{KS}, profile=\"$profile\"}}[{RI}]))", "{{result}}")],
+            "cps", w=8)
+    b.panel("timeseries", "Attempt latency p99 vs extender filter p99",
+            "Whole attempt (algorithm + binding, our calls included) against the extender's own filter time.",
+            [(f"histogram_quantile(0.99, sum by (le) (rate(scheduler_scheduling_attempt_duration_seconds_bucket{{{KS}, profile=\"$profile\"}}[{RI}])))", "attempt p99"),
+             (f"histogram_quantile(0.99, sum by (le) (rate(scheduler_scheduling_algorithm_duration_seconds_bucket{{{KS}}}[{RI}])))", "algorithm p99"),
+             (f"histogram_quantile(0.99, sum by (le) (rate(gpupack_extender_request_duration_seconds_bucket{{{EXT}, verb=\"filter\"}}[{RI}])))", "extender filter p99")],
+            "s", w=8)
+    b.panel("timeseries", "End-to-end scheduling p99",
+            "From first enqueue to scheduled (kube-scheduler SLI).",
+            [(f"histogram_quantile(0.99, sum by (le) (rate(scheduler_pod_scheduling_sli_duration_seconds_bucket{{{KS}}}[{RI}])))", "p99")],
+            "s", w=8)
+    b.panel("timeseries", "Pending pods by queue",
+            "Pods waiting in the gpupack scheduler: active, backoff, unschedulable, gated.",
+            [(f"sum by (queue) (scheduler_pending_pods{{{KS}}})", "{{queue}}")],
+            "short", w=8, min=0)
+    b.panel("timeseries", "Unschedulable pods by plugin",
+            "Pods kube-scheduler parked as unschedulable; plugin=Extender means gpupack's filter rejected every node.",
+            [(f"sum by (plugin) (scheduler_unschedulable_pods{{{KS}, profile=\"$profile\"}})", "{{plugin}}")],
+            "short", w=8, min=0)
+    b.panel("timeseries", "In-flight prioritize and bind goroutines",
+            "Concurrent extender prioritize calls and binds inside kube-scheduler.",
+            [(f"sum by (operation) (scheduler_goroutines{{{KS}}})", "{{operation}}")],
+            "short", w=8, min=0)
+
+    b.row("Health")
+    b.panel("stat", "Targets up",
+            "Scrape health of every gpupack target (1 = up).",
+            [('sum by (job) (up{job=~"$job|$ksjob|gpupack-agent|gpupack-webhook"})', "{{job}}")],
+            "short", w=6, h=6, thresholds=[{"color": "red", "value": None}, {"color": "green", "value": 1}],
+            options={"reduceOptions": {"calcs": ["lastNotNull"], "values": False}, "colorMode": "background"})
+    b.panel("timeseries", "Informer sync age",
+            "Seconds since the extender's cache last applied a list or watch event (bookmarks included).",
+            [(f"time() - max by (resource) (gpupack_kube_last_sync_timestamp_seconds{{{EXT}}})", "{{resource}}")],
+            "s", w=6, h=6, min=0)
+    b.panel("timeseries", "Watch restarts and relists",
+            "Watch restarts are normal every few minutes; frequent relists mean 410 Gone or API trouble.",
+            [(f"sum by (resource) (rate(gpupack_kube_watch_restarts_total{{{EXT}}}[{RI}]))", "restart {{resource}}"),
+             (f"sum by (resource) (rate(gpupack_kube_relists_total{{{EXT}}}[{RI}]))", "relist {{resource}}")],
+            "cps", w=6, h=6)
+    b.panel("bargauge", "Oldest node reports",
+            "Age of each node's last GPUNode heartbeat as the extender saw it; past the TTL the node is "
+            "unschedulable for gpupack pods.",
+            [(f"topk(10, time() - max by (node) (gpupack_node_report_timestamp_seconds{{{EXT}}}))", "{{node}}")],
+            "s", w=6, h=6, thresholds=[{"color": "green", "value": None}, {"color": "red", "value": 120}],
+            options={"orientation": "horizontal", "reduceOptions": {"calcs": ["lastNotNull"], "values": False}})
+    b.panel("timeseries", "Webhook reviews by result",
+            "AdmissionReviews per second: patched (gpupack pod routed and capped), skipped, denied, error.",
+            [(f"sum by (result) (rate(gpupack_webhook_requests_total[{RI}]))", "{{result}}")],
+            "reqps", w=8)
+    b.panel("timeseries", "Webhook latency p99",
+            "Time to answer one AdmissionReview.",
+            [(f"histogram_quantile(0.99, sum by (le) (rate(gpupack_webhook_request_duration_seconds_bucket[{RI}])))", "p99")],
+            "s", w=8)
+    b.panel("table", "Running versions",
+            "gpupack_build_info of every target.",
+            [("sum by (job, instance, version, revision) (gpupack_build_info)", "")],
+            "short", w=8)
+    return b
+
+
+# ---- Capacity & fragmentation ------------------------------------------------------------------------------
+
+def capacity():
+    b = Board("gpupack-capacity", "gpupack / Capacity & fragmentation",
+              "How full and how fragmented is each node and GPU: capacity, allocated caps, live use, free "
+              "memory the typical pod cannot use, MIG layout.",
+              [datasource_var(), const_var("job", "gpupack-scheduler", "Extender job"),
+               query_var("node", "Node", f"label_values(gpupack_gpu_memory_bytes{{{EXT}}}, node)")])
+    sel = f'{EXT}, node=~"$node"'
+    dev = "node, gpu_uuid"
+
+    def total(metric):
+        return f"sum(max by ({dev}) ({metric}{{{sel}}}))"
+
+    def per_node(metric):
+        return f"sum by (node) (max by ({dev}) ({metric}{{{sel}}}))"
+
+    b.row("Cluster")
+    b.panel("stat", "GPU memory", "Schedulable capacity of the selected nodes' devices (whole GPUs and MIG instances).",
+            [(total("gpupack_gpu_memory_bytes"), "capacity")], "bytes", w=4, h=5)
+    b.panel("stat", "Allocated (caps)", "Sum of the caps placed on the devices.",
+            [(total("gpupack_gpu_memory_allocated_bytes"), "allocated")], "bytes", w=4, h=5)
+    b.panel("stat", "Used (live)", "Live memory in use, as the node agents report it.",
+            [(total("gpupack_gpu_memory_used_bytes"), "used")], "bytes", w=4, h=5)
+    b.panel("gauge", "Allocated share", "Allocated caps / capacity.",
+            [(f"{total('gpupack_gpu_memory_allocated_bytes')} / {total('gpupack_gpu_memory_bytes')}", "allocated")],
+            "percentunit", w=4, h=5, min=0, max=1,
+            thresholds=[{"color": "green", "value": None}, {"color": "orange", "value": 0.75}, {"color": "red", "value": 0.9}])
+    b.panel("stat", "Fragmented free memory",
+            "Free memory that the typical pod (the learned request mix) could not use: FGD's fragmentation.",
+            [(f"sum(max by (node) (gpupack_node_fragmented_gpu_memory_bytes{{{sel}}}))", "fragmented")], "bytes", w=4, h=5)
+    b.panel("gauge", "Fragmented share of free",
+            "Fragmented free memory / all free memory: how much of what is left is unusable for typical pods.",
+            [(f"sum(max by (node) (gpupack_node_fragmented_gpu_memory_bytes{{{sel}}})) / "
+              f"({total('gpupack_gpu_memory_bytes')} - {total('gpupack_gpu_memory_allocated_bytes')})", "fragmented")],
+            "percentunit", w=4, h=5, min=0, max=1,
+            thresholds=[{"color": "green", "value": None}, {"color": "orange", "value": 0.3}, {"color": "red", "value": 0.6}])
+
+    b.row("Per node")
+    b.panel("timeseries", "Capacity vs allocated vs used by node",
+            "Capacity, caps and live use per node.",
+            [(per_node("gpupack_gpu_memory_bytes"), "{{node}} capacity"),
+             (per_node("gpupack_gpu_memory_allocated_bytes"), "{{node}} allocated"),
+             (per_node("gpupack_gpu_memory_used_bytes"), "{{node}} used")],
+            "bytes", w=12, h=9, min=0)
+    b.panel("timeseries", "Free vs fragmented by node",
+            "Free memory per node, and the part of it that the typical pod could not use.",
+            [(f"{per_node('gpupack_gpu_memory_bytes')} - {per_node('gpupack_gpu_memory_allocated_bytes')}", "{{node}} free"),
+             (f"max by (node) (gpupack_node_fragmented_gpu_memory_bytes{{{sel}}})", "{{node}} fragmented")],
+            "bytes", w=12, h=9, min=0)
+
+    b.row("Per GPU / MIG instance")
+    keys = "node, gpu_index, gpu_uuid, gpu_model, mig_profile"
+    b.panel("table", "Devices",
+            "One row per device: a whole GPU, or a MIG instance (mig_profile set).",
+            [(f"max by ({keys}) (gpupack_gpu_memory_bytes{{{sel}}})", ""),
+             (f"max by ({keys}) (gpupack_gpu_memory_allocated_bytes{{{sel}}})", ""),
+             (f"max by ({keys}) (gpupack_gpu_memory_used_bytes{{{sel}}})", ""),
+             (f"max by ({keys}) (gpupack_gpu_pods{{{sel}}})", "")],
+            "bytes", w=24, h=10,
+            transformations=[{"id": "merge", "options": {}},
+                             {"id": "organize", "options": {"excludeByName": {"Time": True},
+                                                            "renameByName": {"Value #A": "capacity", "Value #B": "allocated",
+                                                                             "Value #C": "used", "Value #D": "pods"}}}],
+            overrides=[{"matcher": {"id": "byName", "options": "pods"},
+                        "properties": [{"id": "unit", "value": "short"}]},
+                       {"matcher": {"id": "byName", "options": "gpu_index"},
+                        "properties": [{"id": "unit", "value": "none"}]}])
+    b.panel("bargauge", "Allocated share per device",
+            "Caps / capacity of each device.",
+            [(f"max by (node, gpu_index, mig_profile) (gpupack_gpu_memory_allocated_bytes{{{sel}}}) / "
+              f"max by (node, gpu_index, mig_profile) (gpupack_gpu_memory_bytes{{{sel}}})", "{{node}} #{{gpu_index}} {{mig_profile}}")],
+            "percentunit", w=12, h=10, min=0, max=1,
+            options={"orientation": "horizontal", "displayMode": "gradient",
+                     "reduceOptions": {"calcs": ["lastNotNull"], "values": False}})
+    b.panel("timeseries", "Allocated vs used per device",
+            "Caps against live use: a device far above its caps runs processes outside gpupack; far below means over-requests.",
+            [(f"max by (node, gpu_index, mig_profile) (gpupack_gpu_memory_allocated_bytes{{{sel}}})", "{{node}} #{{gpu_index}} {{mig_profile}} allocated"),
+             (f"max by (node, gpu_index, mig_profile) (gpupack_gpu_memory_used_bytes{{{sel}}})", "{{node}} #{{gpu_index}} {{mig_profile}} used")],
+            "bytes", w=12, h=10, min=0)
+    b.panel("table", "MIG layout",
+            "MIG instances per GPU: profile, size and the pods on each.",
+            [(f"max by (node, gpu_index, gpu_uuid, mig_profile) (gpupack_gpu_memory_bytes{{{sel}, mig_profile!=\"\"}})", ""),
+             (f"max by (node, gpu_index, gpu_uuid, mig_profile) (gpupack_gpu_pods{{{sel}, mig_profile!=\"\"}})", "")],
+            "bytes", w=12, h=8,
+            transformations=[{"id": "merge", "options": {}},
+                             {"id": "organize", "options": {"excludeByName": {"Time": True},
+                                                            "renameByName": {"Value #A": "memory", "Value #B": "pods"}}}],
+            overrides=[{"matcher": {"id": "byName", "options": "pods"}, "properties": [{"id": "unit", "value": "short"}]},
+                       {"matcher": {"id": "byName", "options": "gpu_index"}, "properties": [{"id": "unit", "value": "none"}]}])
+    b.panel("timeseries", "Used per GPU: DCGM exporter vs gpupack caps (needs dcgm-exporter)",
+            "Only on clusters running NVIDIA's dcgm-exporter: framebuffer used (MiB converted to bytes) per GPU "
+            "UUID against gpupack's caps on that GPU.",
+            [('sum by (gpu_uuid) (label_replace(DCGM_FI_DEV_FB_USED, "gpu_uuid", "$1", "UUID", "(.*)")) * 1048576', "{{gpu_uuid}} DCGM used"),
+             (f"max by (gpu_uuid) (gpupack_gpu_memory_allocated_bytes{{{sel}, mig_profile=\"\"}})", "{{gpu_uuid}} gpupack allocated")],
+            "bytes", w=12, h=8, min=0)
+    return b
+
+
+# ---- Workloads -----------------------------------------------------------------------------------------------
+
+def workloads():
+    b = Board("gpupack-workloads", "gpupack / Workloads",
+              "Is every pod's cap enforced, and how close is each container to its cap? Per-container cap vs "
+              "live use from the node agents.",
+              [datasource_var(),
+               query_var("node", "Node", "label_values(gpupack_agent_container_memory_cap_bytes, node)"),
+               query_var("namespace", "Namespace", 'label_values(gpupack_agent_container_memory_cap_bytes{node=~"$node"}, namespace)'),
+               query_var("pod", "Pod", 'label_values(gpupack_agent_container_memory_cap_bytes{node=~"$node", namespace=~"$namespace"}, pod)')])
+    sel = 'node=~"$node", namespace=~"$namespace", pod=~"$pod"'
+    c = "namespace, pod, container"
+    used = f"sum by ({c}) (gpupack_agent_container_memory_used_bytes{{{sel}}})"
+    cap = f"sum by ({c}) (gpupack_agent_container_memory_cap_bytes{{{sel}}})"
+
+    b.row("Overview")
+    b.panel("stat", "gpupack containers", "Containers with a gpupack cap on the selected nodes.",
+            [(f"count(count by ({c}) (gpupack_agent_container_memory_cap_bytes{{{sel}}}))", "containers")], "short", w=6, h=5)
+    b.panel("stat", "Over their cap", "Containers using more memory than their cap on some device.",
+            [(f"count((gpupack_agent_container_memory_used_bytes{{{sel}}} > gpupack_agent_container_memory_cap_bytes{{{sel}}})) or vector(0)", "over cap")],
+            "short", w=6, h=5, thresholds=[{"color": "green", "value": None}, {"color": "red", "value": 1}],
+            options={"colorMode": "background", "reduceOptions": {"calcs": ["lastNotNull"], "values": False}})
+    b.panel("stat", "Unenforced caps", "Container caps the agent could not verify in force.",
+            [(f"count(gpupack_agent_container_cap_enforced{{{sel}}} == 0) or vector(0)", "unenforced")],
+            "short", w=6, h=5, thresholds=[{"color": "green", "value": None}, {"color": "red", "value": 1}],
+            options={"colorMode": "background", "reduceOptions": {"calcs": ["lastNotNull"], "values": False}})
+    b.panel("stat", "Memory of non-gpupack processes", "GPU memory used by processes that belong to no gpupack container.",
+            [('sum(gpupack_agent_foreign_process_memory_bytes{node=~"$node"})', "foreign")], "bytes", w=6, h=5)
+
+    b.row("Cap vs use")
+    b.panel("timeseries", "Cap vs live use per container",
+            "Each container's live GPU memory against its cap (summed over its devices).",
+            [(used, "{{namespace}}/{{pod}}/{{container}} used"), (cap, "{{namespace}}/{{pod}}/{{container}} cap")],
+            "bytes", w=12, h=9, min=0)
+    b.panel("bargauge", "Use of cap, top 20",
+            "Live use / cap of the 20 containers closest to their cap.",
+            [(f"topk(20, {used} / {cap})", "{{namespace}}/{{pod}}/{{container}}")],
+            "percentunit", w=12, h=9, min=0, max=1,
+            thresholds=[{"color": "green", "value": None}, {"color": "orange", "value": 0.9}, {"color": "red", "value": 1}],
+            options={"orientation": "horizontal", "displayMode": "gradient",
+                     "reduceOptions": {"calcs": ["lastNotNull"], "values": False}})
+    b.panel("table", "Containers near or over their cap (> 90%)",
+            "Per device: use / cap above 0.9.",
+            [(f"gpupack_agent_container_memory_used_bytes{{{sel}}} / gpupack_agent_container_memory_cap_bytes{{{sel}}} > 0.9", "")],
+            "percentunit", w=12, h=8,
+            transformations=[{"id": "organize", "options": {"excludeByName": {"Time": True, "__name__": True, "job": True, "instance": True}}}])
+    b.panel("table", "Unenforced containers",
+            "Containers whose cap is not verified in force on a device (gpupack_agent_container_cap_enforced == 0).",
+            [(f"gpupack_agent_container_cap_enforced{{{sel}}} == 0", "")],
+            "short", w=12, h=8,
+            transformations=[{"id": "organize", "options": {"excludeByName": {"Time": True, "__name__": True, "Value": True}}}])
+
+    b.row("Nodes")
+    b.panel("table", "Enforcement per node",
+            "How each node enforces caps (cgroup-dmem, cgroup-misc, mps, none) with driver and CUDA versions.",
+            [('max by (node, mechanism, driver_version, cuda_version) (gpupack_agent_enforcement_info{node=~"$node"})', "")],
+            "short", w=12, h=8,
+            transformations=[{"id": "organize", "options": {"excludeByName": {"Time": True, "Value": True}}}])
+    b.panel("timeseries", "Non-gpupack process memory per device",
+            "Memory of processes on gpupack devices that belong to no gpupack container.",
+            [('sum by (node, gpu_uuid) (gpupack_agent_foreign_process_memory_bytes{node=~"$node"})', "{{node}} {{gpu_uuid}}")],
+            "bytes", w=12, h=8, min=0)
+    b.panel("timeseries", "Agent report age",
+            "Seconds since each agent last wrote its GPUNode status.",
+            [('time() - max by (node) (gpupack_agent_last_report_timestamp_seconds{node=~"$node"})', "{{node}}")],
+            "s", w=8, min=0)
+    b.panel("timeseries", "Agent reports by result",
+            "GPUNode status writes per second (unchanged = skipped because nothing changed).",
+            [(f'sum by (result) (rate(gpupack_agent_reports_total{{node=~"$node"}}[{RI}]))', "{{result}}")],
+            "cps", w=8)
+    b.panel("timeseries", "NVML errors by call",
+            "NVML calls that returned an error, per second.",
+            [(f'sum by (node, call) (rate(gpupack_agent_nvml_errors_total{{node=~"$node"}}[{RI}]))', "{{node}} {{call}}")],
+            "cps", w=8)
+    return b
+
+
+BOARDS = {"gpupack-scheduler.json": scheduler, "gpupack-capacity.json": capacity, "gpupack-workloads.json": workloads}
+
+
+def render_all():
+    return {name: json.dumps(fn().to_json(), indent=2, sort_keys=False) + "\n" for name, fn in BOARDS.items()}
+
+
+def main():
+    for name, text in render_all().items():
+        with open(os.path.join(OUT_DIR, name), "w") as f:
+            f.write(text)
+        print("wrote", os.path.normpath(os.path.join(OUT_DIR, name)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

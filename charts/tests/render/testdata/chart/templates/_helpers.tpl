@@ -1,0 +1,4 @@
+{{- define "fixture.labels" -}}
+app: {{ .Values.name }}
+chart: {{ .Chart.Name }}-{{ .Chart.Version }}
+{{- end }}
