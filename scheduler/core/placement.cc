@@ -14,6 +14,11 @@ struct Demand {
   const std::string* mig_profile = nullptr;         // empty or null = any
   const std::vector<std::string>* models = nullptr; // null or empty = any
   bool hard_isolation = false;
+  // No kind, profile, model or isolation constraint: every device's sort matches.
+  bool Unconstrained() const {
+    return kind == DeviceKindPreference::kAny && (mig_profile == nullptr || mig_profile->empty()) &&
+           (models == nullptr || models->empty()) && !hard_isolation;
+  }
 };
 
 bool ModelMatches(const std::string& model, const std::vector<std::string>* wanted) {
@@ -26,6 +31,7 @@ bool ModelMatches(const std::string& model, const std::vector<std::string>* want
 
 // Kind, profile and model: whether the device is of a sort the demand accepts at all.
 bool SortMatches(const Device& d, const Demand& demand) {
+  if (demand.Unconstrained()) return true;
   if (demand.mig_profile != nullptr && !demand.mig_profile->empty()) {
     if (d.kind != DeviceKind::kMig || d.mig_profile != *demand.mig_profile) return false;
   } else if (demand.kind == DeviceKindPreference::kGpu && d.kind != DeviceKind::kGpu) {
@@ -77,42 +83,39 @@ struct WorkState {
   int64_t free_mem;
 };
 
-bool UsableFor(const TypicalSpec& s, MiB free, bool empty) {
-  return s.mem_per_device_mib == 0 ? empty : free >= s.mem_per_device_mib;
-}
+// The columns a fragmentation computation needs; a view of Policy::SpecColumns.
+struct Columns {
+  int n;
+  const MiB* mem;
+  const int32_t* count;
+  const double* weight;
+  int n_fractional = 0;
+  int n_device = 0;
+  double total_weight = 0;
+};
 
-double Fragmentation(const TypicalWorkload& w, const WorkState& st) {
+inline bool UsableFor(MiB spec_mem, MiB free, bool empty) { return spec_mem == 0 ? empty : free >= spec_mem; }
+
+// F_n(M) of a state. `cpu_short` has bit m set when the node's free CPU is below spec m's.
+double Fragmentation(const Columns& c, const WorkState& st, uint64_t cpu_short) {
   double f = 0;
-  const int n = static_cast<int>(w.specs.size());
-  for (int m = 0; m < n; ++m) {
-    const TypicalSpec& s = w.specs[m];
-    MiB frag;
-    if (s.device_count == 0) {
-      frag = st.total_free;
-    } else if ((st.free_cpu >= 0 && st.free_cpu < s.cpu_milli) || st.usable[m] < s.device_count) {
-      frag = st.total_free;
-    } else {
-      frag = st.unusable_free[m];
-    }
-    f += s.weight * static_cast<double>(frag);
+  for (int m = 0; m < c.n; ++m) {
+    const bool infeasible = ((cpu_short >> m) & 1) || st.usable[m] < c.count[m];
+    f += c.weight[m] * static_cast<double>(infeasible ? st.total_free : st.unusable_free[m]);
   }
   return f;
 }
 
-// Moves device `slot` from (free, empty) to (new_free, false), updating the per-spec tallies.
-void ChangeDevice(const TypicalWorkload& w, const NodeSummary& sum, WorkState& st, int slot, MiB new_free) {
+// Moves device `slot` from (free, empty) to (new_free, not empty), updating the per-spec tallies.
+void ChangeDevice(const Columns& c, const NodeSummary& sum, WorkState& st, int slot, MiB new_free) {
   const MiB old_free = st.free[slot];
   const bool old_empty = st.empty[slot];
   const uint64_t match = sum.spec_match[slot];
-  const int n = static_cast<int>(w.specs.size());
-  for (int m = 0; m < n; ++m) {
-    const TypicalSpec& s = w.specs[m];
-    bool was = false, now = false;
-    if (match >> m & 1) {
-      was = UsableFor(s, old_free, old_empty);
-      now = UsableFor(s, new_free, false);
-    }
-    st.usable[m] = static_cast<int16_t>(st.usable[m] + (now ? 1 : 0) - (was ? 1 : 0));
+  for (int m = 0; m < c.n; ++m) {
+    const bool matched = (match >> m) & 1;
+    const bool was = matched && UsableFor(c.mem[m], old_free, old_empty);
+    const bool now = matched && c.mem[m] != 0 && new_free >= c.mem[m];
+    st.usable[m] = static_cast<int16_t>(st.usable[m] + now - was);
     st.unusable_free[m] += (now ? 0 : new_free) - (was ? 0 : old_free);
   }
   st.total_free += new_free - old_free;
@@ -120,37 +123,77 @@ void ChangeDevice(const TypicalWorkload& w, const NodeSummary& sum, WorkState& s
   st.empty[slot] = false;
 }
 
-// Fragmentation(w, st) as it would be after ChangeDevice(w, sum, st, slot, new_free), computed
-// without copying the state: this is the inner loop of every FGD evaluation.
-double FragmentationAfterChange(const TypicalWorkload& w, const NodeSummary& sum, const WorkState& st, int slot,
-                                MiB new_free) {
-  const MiB old_free = st.free[slot];
-  const bool old_empty = st.empty[slot];
-  const uint64_t match = sum.spec_match[slot];
-  const MiB total_free = st.total_free + new_free - old_free;
-  double f = 0;
-  const int n = static_cast<int>(w.specs.size());
-  for (int m = 0; m < n; ++m) {
-    const TypicalSpec& s = w.specs[m];
-    MiB frag;
-    if (s.device_count == 0) {
-      frag = total_free;
-    } else {
-      bool was = false, now = false;
-      if (match >> m & 1) {
-        was = UsableFor(s, old_free, old_empty);
-        now = UsableFor(s, new_free, false);
-      }
-      const int usable = st.usable[m] + (now ? 1 : 0) - (was ? 1 : 0);
-      if ((st.free_cpu >= 0 && st.free_cpu < s.cpu_milli) || usable < s.device_count) {
-        frag = total_free;
-      } else {
-        frag = st.unusable_free[m] + (now ? 0 : new_free) - (was ? 0 : old_free);
+// Evaluates ΔF = F(after one device change) − F(now) in O(log M + specs whose usability
+// flips), instead of O(M): for a spec that neither gains nor loses the device, F moves by
+// exactly w·Δf unless the spec stays satisfied with the device usable before and after, when
+// it moves by 0. Those specs are a prefix of the memory-sorted fractional specs, summed once per
+// device match mask. Valid until the state changes.
+class DeltaEvaluator {
+ public:
+  // `feasible` bit m: spec m is satisfied in `st` (enough usable devices and CPU).
+  DeltaEvaluator(const Columns& c, const NodeSummary& sum, const WorkState& st, uint64_t cpu_short, uint64_t feasible)
+      : c_(c), sum_(sum), st_(st), cpu_short_(cpu_short), feasible_(feasible) {}
+
+  double Delta(int slot, MiB new_free) {
+    const MiB old_free = st_.free[slot];
+    const MiB df = new_free - old_free;
+    const uint64_t match = sum_.spec_match[slot];
+    const double* prefix = PrefixFor(match);
+    const MiB* mem = c_.mem;
+    const int ub_new = static_cast<int>(std::upper_bound(mem, mem + c_.n_fractional, new_free) - mem);
+    const int ub_old = static_cast<int>(std::upper_bound(mem, mem + c_.n_fractional, old_free) - mem);
+    double delta = static_cast<double>(df) * (c_.total_weight - prefix[ub_new]);
+    for (int m = ub_new; m < ub_old; ++m) {
+      if ((match >> m) & 1) delta += Flip(m, new_free, df);
+    }
+    if (st_.empty[slot]) {
+      for (int m = c_.n_fractional; m < c_.n_device; ++m) {
+        if ((match >> m) & 1) delta += Flip(m, new_free, df);
       }
     }
-    f += s.weight * static_cast<double>(frag);
+    return delta;
   }
-  return f;
+
+ private:
+  // Spec m loses the device: its exact change, minus the w·Δf already counted for it.
+  double Flip(int m, MiB new_free, MiB df) const {
+    const bool before = (feasible_ >> m) & 1;
+    const bool after = !((cpu_short_ >> m) & 1) && st_.usable[m] - 1 >= c_.count[m];
+    const MiB frag_before = before ? st_.unusable_free[m] : st_.total_free;
+    const MiB frag_after = after ? st_.unusable_free[m] + new_free : st_.total_free + df;
+    return c_.weight[m] * static_cast<double>(frag_after - frag_before - df);
+  }
+
+  // prefix[i] = Σ weight of fractional specs j < i that the mask matches and that are satisfied.
+  const double* PrefixFor(uint64_t match) {
+    for (int i = 0; i < cached_; ++i) {
+      if (masks_[i] == match) return prefixes_[i].data();
+    }
+    const int slot = cached_ < kCache ? cached_++ : 0;
+    masks_[slot] = match;
+    auto& p = prefixes_[slot];
+    const uint64_t bits = match & feasible_;
+    p[0] = 0;
+    for (int m = 0; m < c_.n_fractional; ++m) p[m + 1] = p[m] + (((bits >> m) & 1) ? c_.weight[m] : 0.0);
+    return p.data();
+  }
+
+  static constexpr int kCache = 4;
+  const Columns& c_;
+  const NodeSummary& sum_;
+  const WorkState& st_;
+  const uint64_t cpu_short_;
+  const uint64_t feasible_;
+  int cached_ = 0;
+  std::array<uint64_t, kCache> masks_;
+  std::array<std::array<double, kMaxTypicalSpecs + 1>, kCache> prefixes_;
+};
+
+uint64_t CpuShortMask(const Columns& c, const int64_t* cpu, int64_t free_cpu, int64_t max_cpu) {
+  if (free_cpu < 0 || free_cpu >= max_cpu) return 0;
+  uint64_t mask = 0;
+  for (int m = 0; m < c.n; ++m) mask |= static_cast<uint64_t>(free_cpu < cpu[m]) << m;
+  return mask;
 }
 
 Verdict ResourceVerdict(const NodeSummary& sum, const PodRequest& pod) {
@@ -184,8 +227,8 @@ std::string DescribeSort(const Demand& d) {
 
 // Why a demand cannot be placed on the node in its current tentative state. Distinguishes what
 // no amount of eviction fixes (unresolvable) from a shortage of free memory / devices.
-Verdict ShortageVerdict(const Node& node, const WorkState& st, const Demand& demand,
-                        const std::array<bool, kMaxDevicesPerNode>& taken, const PlacementOptions& o) {
+Verdict ShortageVerdict(const Node& node, const MiB* free, const bool* empty, const Demand& demand,
+                        const PlacementOptions& o) {
   int matching = 0, large_enough = 0, usable_now = 0;
   MiB largest_capacity = 0, largest_free = 0;
   const int n = static_cast<int>(node.devices.size());
@@ -195,10 +238,9 @@ Verdict ShortageVerdict(const Node& node, const WorkState& st, const Demand& dem
     ++matching;
     largest_capacity = std::max(largest_capacity, Usable(d, o));
     if (demand.mem == 0 || Usable(d, o) >= demand.mem) ++large_enough;
-    if (taken[g]) continue;
-    largest_free = std::max(largest_free, st.free[g]);
-    bool ok = TakesExclusively(d, demand) ? st.empty[g] && (demand.mem == 0 || st.free[g] >= demand.mem)
-                                          : st.free[g] >= demand.mem;
+    largest_free = std::max(largest_free, free[g]);
+    bool ok = TakesExclusively(d, demand) ? empty[g] && (demand.mem == 0 || free[g] >= demand.mem)
+                                          : free[g] >= demand.mem;
     if (ok) ++usable_now;
   }
   if (matching == 0) return Verdict::Reject(RejectReason::kNoMatchingDevice, true, 0, 0, DescribeSort(demand));
@@ -245,40 +287,71 @@ MiB DeviceFreeMiB(const Device& d, const PlacementOptions& o) {
 Policy::Policy(PolicyKind kind, TypicalWorkload workload, PlacementOptions options)
     : kind_(kind), workload_(std::move(workload)), options_(options) {
   workload_.Normalize();
+  auto rank = [](const TypicalSpec& s) { return s.device_count == 0 ? 2 : (s.mem_per_device_mib == 0 ? 1 : 0); };
+  std::stable_sort(workload_.specs.begin(), workload_.specs.end(), [&](const TypicalSpec& a, const TypicalSpec& b) {
+    if (rank(a) != rank(b)) return rank(a) < rank(b);
+    return rank(a) == 0 && a.mem_per_device_mib < b.mem_per_device_mib;
+  });
+  columns_.n = static_cast<int>(workload_.specs.size());
+  for (const auto& s : workload_.specs) {
+    if (rank(s) == 0) ++columns_.n_fractional;
+    if (rank(s) <= 1) ++columns_.n_device;
+    columns_.total_weight += s.weight;
+    columns_.max_cpu = std::max(columns_.max_cpu, s.cpu_milli);
+  }
+  for (int m = 0; m < columns_.n; ++m) {
+    const TypicalSpec& s = workload_.specs[m];
+    columns_.mem[m] = s.mem_per_device_mib;
+    // A CPU-only spec uses no device, so every idle device is a fragment for it (FGD): make it
+    // never "satisfied".
+    columns_.count[m] = s.device_count == 0 ? std::numeric_limits<int32_t>::max() : s.device_count;
+    columns_.cpu[m] = s.cpu_milli;
+    columns_.weight[m] = s.weight;
+  }
 }
 
 NodeSummary Policy::Summarize(const Node& node) const {
+  const Columns cols{columns_.n, columns_.mem.data(), columns_.count.data(), columns_.weight.data(),
+                     columns_.n_fractional, columns_.n_device, columns_.total_weight};
   NodeSummary sum;
   const int n = std::min<int>(static_cast<int>(node.devices.size()), kMaxDevicesPerNode);
   sum.device_count = n;
-  const int specs = static_cast<int>(workload_.specs.size());
-  std::array<bool, kMaxDevicesPerNode> empty{};
+  auto& empty = sum.empty;
   for (int g = 0; g < n; ++g) {
     const Device& d = node.devices[g];
     sum.free[g] = DeviceFreeMiB(d, options_);
     empty[g] = d.healthy && d.shares.empty() && sum.free[g] == Usable(d, options_);
     sum.total_free += sum.free[g];
+    // Devices of one sort (model, kind, profile, size, health) match the same specs: a node's
+    // GPUs are usually identical, so compute the mask once per sort.
+    if (g > 0) {
+      const Device& p = node.devices[g - 1];
+      if (p.healthy == d.healthy && p.kind == d.kind && p.capacity_mib == d.capacity_mib &&
+          p.hard_isolation == d.hard_isolation && p.model == d.model && p.mig_profile == d.mig_profile) {
+        sum.spec_match[g] = sum.spec_match[g - 1];
+        continue;
+      }
+    }
     uint64_t mask = 0;
-    for (int m = 0; m < specs; ++m) {
+    for (int m = 0; m < cols.n; ++m) {
       const TypicalSpec& s = workload_.specs[m];
       if (s.device_count == 0 || !d.healthy) continue;
-      Demand dem = DemandOfSpec(s);
-      if (!SortMatches(d, dem)) continue;
+      if (!SortMatches(d, DemandOfSpec(s))) continue;
       if (s.mem_per_device_mib > 0 && Usable(d, options_) < s.mem_per_device_mib) continue;
       mask |= uint64_t{1} << m;
     }
     sum.spec_match[g] = mask;
   }
-  for (int m = 0; m < specs; ++m) {
-    const TypicalSpec& s = workload_.specs[m];
+  for (int m = 0; m < cols.n; ++m) {
     int16_t usable = 0;
     MiB unusable = 0;
     for (int g = 0; g < n; ++g) {
-      bool ok = (sum.spec_match[g] >> m & 1) && UsableFor(s, sum.free[g], empty[g]);
+      const bool ok = ((sum.spec_match[g] >> m) & 1) && UsableFor(cols.mem[m], sum.free[g], empty[g]);
       if (ok) ++usable; else unusable += sum.free[g];
     }
     sum.usable[m] = usable;
     sum.unusable_free[m] = unusable;
+    sum.satisfied |= static_cast<uint64_t>(usable >= cols.count[m]) << m;
   }
   sum.free_cpu_milli = node.cpu_milli < 0 ? -1 : std::max<int64_t>(0, node.cpu_milli - node.requested_cpu_milli);
   sum.free_memory_bytes =
@@ -287,12 +360,24 @@ NodeSummary Policy::Summarize(const Node& node) const {
   st.usable = sum.usable;
   st.unusable_free = sum.unusable_free;
   st.total_free = sum.total_free;
-  st.free_cpu = sum.free_cpu_milli;
-  sum.fragmentation = Fragmentation(workload_, st);
+  sum.cpu_short = CpuShortMask(cols, columns_.cpu.data(), sum.free_cpu_milli, columns_.max_cpu);
+  sum.fragmentation = Fragmentation(cols, st, sum.cpu_short);
   return sum;
 }
 
 NodeEvaluation Policy::Evaluate(const Node& node, const NodeSummary& sum, const PodRequest& pod) const {
+  return EvaluateImpl(node, sum, pod, true);
+}
+
+NodeScore Policy::Score(const Node& node, const NodeSummary& sum, const PodRequest& pod) const {
+  NodeEvaluation e = EvaluateImpl(node, sum, pod, false);
+  return NodeScore{std::move(e.verdict), e.cost};
+}
+
+NodeEvaluation Policy::EvaluateImpl(const Node& node, const NodeSummary& sum, const PodRequest& pod,
+                                    bool want_placement) const {
+  const Columns cols{columns_.n, columns_.mem.data(), columns_.count.data(), columns_.weight.data(),
+                     columns_.n_fractional, columns_.n_device, columns_.total_weight};
   NodeEvaluation out;
   if (!node.stale_reason.empty()) {
     out.verdict = Verdict::Reject(RejectReason::kNodeStale, true, 0, 0, node.stale_reason);
@@ -306,80 +391,112 @@ NodeEvaluation Policy::Evaluate(const Node& node, const NodeSummary& sum, const 
   if (!out.verdict.fits()) return out;
 
   const int n = sum.device_count;
+  const bool fgd = kind_ == PolicyKind::kFgd;
+  // Only the first n device entries and cols.n spec entries of these arrays are used; they are
+  // left uninitialised beyond that so a node costs what it has, not what the maximum is.
   WorkState st;
-  std::array<bool, kMaxDevicesPerNode> pod_holds{};  // devices this pod already got
-  std::array<MiB, kMaxDevicesPerNode> pod_cap{};     // the pod's cap on each such device
+  std::array<bool, kMaxDevicesPerNode> pod_holds;  // devices this pod already got
+  std::array<MiB, kMaxDevicesPerNode> pod_cap;     // the pod's cap on each such device
   for (int g = 0; g < n; ++g) {
+    pod_holds[g] = false;
+    pod_cap[g] = 0;
     st.free[g] = sum.free[g];
-    const Device& d = node.devices[g];
-    st.empty[g] = d.healthy && d.shares.empty() && sum.free[g] == Usable(d, options_);
+    st.empty[g] = sum.empty[g];
   }
-  st.usable = sum.usable;
-  st.unusable_free = sum.unusable_free;
+  if (fgd) {
+    std::copy_n(sum.usable.begin(), cols.n, st.usable.begin());
+    std::copy_n(sum.unusable_free.begin(), cols.n, st.unusable_free.begin());
+  }
   st.total_free = sum.total_free;
   st.free_cpu = sum.free_cpu_milli < 0 ? -1 : sum.free_cpu_milli - pod.cpu_milli;
   st.free_mem = sum.free_memory_bytes < 0 ? -1 : sum.free_memory_bytes - pod.memory_bytes;
-  const bool fgd = kind_ == PolicyKind::kFgd;
+  const uint64_t cpu_short = fgd ? CpuShortMask(cols, columns_.cpu.data(), st.free_cpu, columns_.max_cpu) : 0;
+  // FGD cost = (F after the pod's CPU) − F + Σ ΔF of each device pick. The CPU part is zero
+  // unless the pod's CPU pushes the node below some spec's CPU.
+  double fgd_cost = 0;
+  uint64_t feasible = 0;
+  if (fgd) {
+    if (cpu_short != sum.cpu_short) fgd_cost = Fragmentation(cols, st, cpu_short) - sum.fragmentation;
+    feasible = sum.satisfied & ~cpu_short;
+  }
+  const bool constrained = !DemandOfContainer(pod, ContainerRequest{}).Unconstrained();
+  int picks_left = 0;
+  for (const auto& c : pod.containers) picks_left += c.device_count;
 
   // Largest demands first (whole devices, then by memory), app containers before init ones:
   // the hardest to place chooses first, like best-fit decreasing.
-  std::array<int, 32> order{};
-  const int containers = std::min<int>(static_cast<int>(pod.containers.size()), 32);
+  constexpr int kMaxContainers = 64;
+  std::array<int, kMaxContainers> order;
+  const int containers = std::min<int>(static_cast<int>(pod.containers.size()), kMaxContainers);
   for (int i = 0; i < containers; ++i) order[i] = i;
-  std::sort(order.begin(), order.begin() + containers, [&](int a, int b) {
-    const auto& ca = pod.containers[a];
-    const auto& cb = pod.containers[b];
-    if (ca.init != cb.init) return !ca.init;
-    auto key = [](const ContainerRequest& c) { return c.mem_per_device_mib == 0 ? std::numeric_limits<MiB>::max() : c.mem_per_device_mib; };
-    if (key(ca) != key(cb)) return key(ca) > key(cb);
-    return a < b;
-  });
+  if (containers > 1) {
+    std::sort(order.begin(), order.begin() + containers, [&](int a, int b) {
+      const auto& ca = pod.containers[a];
+      const auto& cb = pod.containers[b];
+      if (ca.init != cb.init) return !ca.init;
+      auto key = [](const ContainerRequest& c) {
+        return c.mem_per_device_mib == 0 ? std::numeric_limits<MiB>::max() : c.mem_per_device_mib;
+      };
+      if (key(ca) != key(cb)) return key(ca) > key(cb);
+      return a < b;
+    });
+  }
 
-  out.placement.containers.resize(containers);
+  if (want_placement) out.placement.containers.resize(containers);
   for (int oi = 0; oi < containers; ++oi) {
     const ContainerRequest& c = pod.containers[order[oi]];
-    ContainerPlacement& cp = out.placement.containers[oi];
-    cp.container = c.name;
-    cp.container_index = c.index;
-    cp.init = c.init;
+    ContainerPlacement* cp = want_placement ? &out.placement.containers[oi] : nullptr;
+    if (cp != nullptr) {
+      cp->container = c.name;
+      cp->container_index = c.index;
+      cp->init = c.init;
+    }
     const Demand demand = DemandOfContainer(pod, c);
-    std::array<bool, kMaxDevicesPerNode> taken{};
+    std::array<bool, kMaxDevicesPerNode> taken;
+    std::fill_n(taken.begin(), n, false);
 
     if (c.init) {
       // Reuse devices the pod already holds when k of them carry enough of the pod's cap.
-      std::array<int, kMaxDevicesPerNode> held{};
+      std::array<int, kMaxDevicesPerNode> held;
       int held_n = 0;
       for (int g = 0; g < n; ++g) {
         if (!pod_holds[g] || !SortMatches(node.devices[g], demand)) continue;
-        bool ok = c.mem_per_device_mib == 0 ? pod_cap[g] >= Usable(node.devices[g], options_)
-                                            : pod_cap[g] >= c.mem_per_device_mib;
+        const bool ok = c.mem_per_device_mib == 0 ? pod_cap[g] >= Usable(node.devices[g], options_)
+                                                  : pod_cap[g] >= c.mem_per_device_mib;
         if (ok) held[held_n++] = g;
       }
       if (held_n >= c.device_count) {
-        cp.within_pod_devices = true;
-        cp.exclusive = false;
-        cp.mem_per_device_mib = c.mem_per_device_mib;
-        for (int i = 0; i < c.device_count; ++i) {
-          cp.device_slots.push_back(held[i]);
-          if (c.mem_per_device_mib == 0) cp.mem_per_device_mib = std::max(cp.mem_per_device_mib, pod_cap[held[i]]);
+        if (cp != nullptr) {
+          cp->within_pod_devices = true;
+          cp->mem_per_device_mib = c.mem_per_device_mib;
+          for (int i = 0; i < c.device_count; ++i) {
+            cp->device_slots.push_back(held[i]);
+            if (c.mem_per_device_mib == 0) cp->mem_per_device_mib = std::max(cp->mem_per_device_mib, pod_cap[held[i]]);
+          }
         }
         continue;
       }
     }
 
-    const WorkState before_container = st;
+    // Only the device columns are needed to explain a failure; copy just the node's devices.
+    std::array<MiB, kMaxDevicesPerNode> free_before;
+    std::array<bool, kMaxDevicesPerNode> empty_before;
+    std::copy_n(st.free.begin(), n, free_before.begin());
+    std::copy_n(st.empty.begin(), n, empty_before.begin());
     for (int round = 0; round < c.device_count; ++round) {
+      DeltaEvaluator delta(cols, sum, st, cpu_short, feasible);
       int best = -1;
       double best_cost = 0;
       MiB best_new_free = 0;
       // Devices in identical states give identical costs: evaluate each state once.
-      std::array<int, kMaxDevicesPerNode> seen{};
+      std::array<int, kMaxDevicesPerNode> seen;
       int seen_n = 0;
       for (int g = 0; g < n; ++g) {
         if (taken[g]) continue;
-        const Device& d = node.devices[g];
-        if (!d.healthy || !SortMatches(d, demand)) continue;
-        const bool exclusive = TakesExclusively(d, demand);
+        // Unconstrained demands never read the Device: the summary has all they need (an
+        // unhealthy device has no free memory and is never empty).
+        if (constrained && (!node.devices[g].healthy || !SortMatches(node.devices[g], demand))) continue;
+        const bool exclusive = constrained ? TakesExclusively(node.devices[g], demand) : demand.mem == 0;
         if (exclusive) {
           if (!st.empty[g] || (demand.mem > 0 && st.free[g] < demand.mem)) continue;
         } else if (st.free[g] < demand.mem) {
@@ -387,18 +504,18 @@ NodeEvaluation Policy::Evaluate(const Node& node, const NodeSummary& sum, const 
         }
         bool duplicate = false;
         for (int i = 0; i < seen_n && !duplicate; ++i) {
+          // Cost depends only on (free, empty, spec match) and whether the pick is exclusive.
           const int h = seen[i];
-          const Device& e = node.devices[h];
           duplicate = st.free[h] == st.free[g] && st.empty[h] == st.empty[g] &&
-                      sum.spec_match[h] == sum.spec_match[g] && e.capacity_mib == d.capacity_mib &&
-                      e.kind == d.kind && exclusive == TakesExclusively(e, demand);
+                      sum.spec_match[h] == sum.spec_match[g] &&
+                      exclusive == (constrained ? TakesExclusively(node.devices[h], demand) : demand.mem == 0);
         }
         if (duplicate) continue;
         seen[seen_n++] = g;
         const MiB new_free = exclusive ? 0 : st.free[g] - demand.mem;
         double cost;
         if (fgd) {
-          cost = FragmentationAfterChange(workload_, sum, st, g, new_free);
+          cost = delta.Delta(g, new_free);
         } else if (kind_ == PolicyKind::kBinpack) {
           cost = static_cast<double>(new_free);  // best fit: least left over
         } else {
@@ -412,31 +529,47 @@ NodeEvaluation Policy::Evaluate(const Node& node, const NodeSummary& sum, const 
       }
       if (best < 0) {
         // Report the shortage as the container found the node, not after its own partial picks.
-        out.verdict = ShortageVerdict(node, before_container, demand, std::array<bool, kMaxDevicesPerNode>{}, options_);
+        out.verdict = ShortageVerdict(node, free_before.data(), empty_before.data(), demand, options_);
         out.placement.containers.clear();
         return out;
       }
-      ChangeDevice(workload_, sum, st, best, best_new_free);
+      --picks_left;
+      if (fgd) {
+        fgd_cost += best_cost;
+        // The state only matters for later picks.
+        if (picks_left > 0) {
+          ChangeDevice(cols, sum, st, best, best_new_free);
+          feasible = 0;
+          for (int m = 0; m < cols.n; ++m) {
+            feasible |= static_cast<uint64_t>(!((cpu_short >> m) & 1) && st.usable[m] >= cols.count[m]) << m;
+          }
+        }
+      } else {
+        st.total_free += best_new_free - st.free[best];
+        st.free[best] = best_new_free;
+        st.empty[best] = false;
+      }
       taken[best] = true;
       pod_holds[best] = true;
       const Device& d = node.devices[best];
       const bool exclusive = TakesExclusively(d, demand);
       const MiB cap = exclusive && demand.mem == 0 ? d.capacity_mib : demand.mem;
       pod_cap[best] += cap;
-      cp.device_slots.push_back(best);
-      cp.mem_per_device_mib = cap;
-      cp.exclusive = exclusive;
+      if (cp != nullptr) {
+        cp->device_slots.push_back(best);
+        cp->mem_per_device_mib = cap;
+        cp->exclusive = exclusive;
+      }
     }
   }
 
   // Cost of the whole placement.
   if (fgd) {
-    out.cost = Fragmentation(workload_, st) - sum.fragmentation;
+    out.cost = fgd_cost;
+  } else if (!pod.WantsDevices()) {
+    out.cost = 0;  // CPU-only pods: neutral under the simple policies
   } else {
-    MiB left = 0;
-    for (int g = 0; g < n; ++g) left += st.free[g];
-    out.cost = kind_ == PolicyKind::kBinpack ? static_cast<double>(left) : -static_cast<double>(left);
-    if (!pod.WantsDevices()) out.cost = 0;  // CPU-only pods: neutral under the simple policies
+    out.cost = kind_ == PolicyKind::kBinpack ? static_cast<double>(st.total_free) : -static_cast<double>(st.total_free);
   }
   out.verdict = Verdict::Fits();
   return out;

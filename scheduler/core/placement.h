@@ -39,6 +39,7 @@ MiB DeviceFreeMiB(const Device& device, const PlacementOptions& options);
 struct NodeSummary {
   int device_count = 0;
   std::array<MiB, kMaxDevicesPerNode> free{};      // per device slot
+  std::array<bool, kMaxDevicesPerNode> empty{};    // healthy, no shares, no foreign use
   std::array<uint64_t, kMaxDevicesPerNode> spec_match{};  // bit m: device can serve spec m at all
   std::array<int16_t, kMaxTypicalSpecs> usable{};  // q_n(m): devices with room for spec m
   std::array<MiB, kMaxTypicalSpecs> unusable_free{};// Σ free of devices that cannot hold spec m
@@ -46,6 +47,15 @@ struct NodeSummary {
   int64_t free_cpu_milli = -1;                     // -1 = unlimited
   int64_t free_memory_bytes = -1;
   double fragmentation = 0;                        // F_n(M) in MiB
+  uint64_t satisfied = 0;  // bit m: at least count_m devices can hold spec m (CPU not considered)
+  uint64_t cpu_short = 0;  // bit m: the node's free CPU is below spec m's
+};
+
+// The node-level result without the device placement: what filter and prioritize need.
+// Computing it allocates nothing when the pod fits.
+struct NodeScore {
+  Verdict verdict;
+  double cost = 0;  // as NodeEvaluation::cost
 };
 
 struct NodeEvaluation {
@@ -66,6 +76,7 @@ class Policy {
   Policy(PolicyKind kind, TypicalWorkload workload, PlacementOptions options);
 
   PolicyKind kind() const { return kind_; }
+  // The normalised workload, in evaluation order (fractional specs by memory, whole, CPU-only).
   const TypicalWorkload& workload() const { return workload_; }
   const PlacementOptions& options() const { return options_; }
 
@@ -74,11 +85,31 @@ class Policy {
   NodeEvaluation Evaluate(const Node& node, const NodeSummary& summary, const PodRequest& pod) const;
   // Convenience for callers without a cached summary.
   NodeEvaluation Evaluate(const Node& node, const PodRequest& pod) const { return Evaluate(node, Summarize(node), pod); }
+  // Same verdict and cost as Evaluate, without building the placement (the per-node hot path).
+  NodeScore Score(const Node& node, const NodeSummary& summary, const PodRequest& pod) const;
 
  private:
+  // The typical specs laid out column-wise for the inner loop.
+  // Specs are ordered fractional (ascending memory), then whole-device, then CPU-only, so that
+  // "specs a free slice of x MiB can hold" is a prefix found by binary search.
+  struct SpecColumns {
+    int n = 0;
+    int n_fractional = 0;  // specs [0, n_fractional) ask for part of a device
+    int n_device = 0;      // specs [n_fractional, n_device) ask for whole devices; the rest CPU only
+    double total_weight = 0;
+    int64_t max_cpu = 0;   // the largest spec CPU: a node with more free never lacks CPU
+    std::array<MiB, kMaxTypicalSpecs> mem{};        // per-device need; 0 = whole device
+    std::array<int32_t, kMaxTypicalSpecs> count{};  // devices needed; CPU-only specs: never satisfiable
+    std::array<int64_t, kMaxTypicalSpecs> cpu{};
+    std::array<double, kMaxTypicalSpecs> weight{};
+  };
+  NodeEvaluation EvaluateImpl(const Node& node, const NodeSummary& summary, const PodRequest& pod,
+                              bool want_placement) const;
+
   PolicyKind kind_;
   TypicalWorkload workload_;
   PlacementOptions options_;
+  SpecColumns columns_;
 };
 
 // Applies a placement to a node (adds the shares and the pod's CPU / memory requests). Returns FailedPrecondition, leaving the node

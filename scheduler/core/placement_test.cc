@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+
 namespace gpupack::core {
 namespace {
 
@@ -273,6 +275,51 @@ TEST(Accounting, WholeDeviceIsExclusive) {
   ASSERT_TRUE(ApplyPlacement(node, whole, e.placement, {}).ok());
   EXPECT_EQ(Simple(PolicyKind::kFgd).Evaluate(node, Pod(1, 1)).verdict.reason,
             RejectReason::kInsufficientDeviceMemory);
+}
+
+TEST(Policy, ScoreAgreesWithEvaluate) {
+  Node node = MakeNode({Gpu(1000), Gpu(1000), Gpu(1000, 500), Gpu(1000, 800)}, 16000);
+  Policy fgd = Fgd({Spec(4000, 1, 500, .5), Spec(8000, 1, 0, .3), Spec(32000, 0, 0, .2)});
+  NodeSummary sum = fgd.Summarize(node);
+  for (MiB mem : {100, 200, 500, 900, 0}) {
+    NodeEvaluation e = fgd.Evaluate(node, sum, Pod(1, mem, 4000));
+    NodeScore s = fgd.Score(node, sum, Pod(1, mem, 4000));
+    EXPECT_EQ(e.verdict.reason, s.verdict.reason) << mem;
+    EXPECT_DOUBLE_EQ(e.cost, s.cost) << mem;
+  }
+  EXPECT_EQ(fgd.Score(node, sum, Pod(1, 1200)).verdict.reason, RejectReason::kDeviceTooSmall);
+}
+
+// Property: FGD's device choice is the argmin of the exact fragmentation over every device
+// the pod could take, computed the slow way (apply the share, re-summarise the node).
+TEST(FgdScore, DeviceChoiceIsTheExactArgminOnRandomNodes) {
+  std::mt19937_64 rng(7);
+  Policy fgd = Fgd({Spec(2000, 1, 100, .2), Spec(4000, 1, 250, .15), Spec(1000, 1, 500, .15), Spec(8000, 1, 0, .2),
+                    Spec(16000, 2, 0, .1), Spec(6000, 1, 810, .1), Spec(12000, 0, 0, .1)});
+  for (int trial = 0; trial < 300; ++trial) {
+    std::vector<Device> devices;
+    const int g = 1 + static_cast<int>(rng() % 8);
+    for (int i = 0; i < g; ++i) devices.push_back(Gpu(1000, static_cast<MiB>(rng() % 4) * static_cast<MiB>(rng() % 300)));
+    Node node = MakeNode(devices, 4000 + static_cast<int64_t>(rng() % 28) * 1000);
+    const MiB mem = static_cast<MiB>(50 + rng() % 900);
+    PodRequest pod = Pod(1, mem, static_cast<int64_t>(rng() % 4) * 1000);
+    NodeSummary sum = fgd.Summarize(node);
+    NodeEvaluation e = fgd.Evaluate(node, sum, pod);
+    double best_exact = 1e300;
+    for (int slot = 0; slot < g; ++slot) {
+      if (DeviceFreeMiB(node.devices[slot], {}) < mem) continue;
+      Node after = node;
+      after.devices[slot].shares.push_back(DeviceShare{"x", "ns/x", "c", mem, false});
+      after.requested_cpu_milli += pod.cpu_milli;
+      best_exact = std::min(best_exact, fgd.Summarize(after).fragmentation - sum.fragmentation);
+    }
+    if (best_exact == 1e300) {
+      EXPECT_FALSE(e.verdict.fits());
+      continue;
+    }
+    ASSERT_TRUE(e.verdict.fits()) << e.verdict.Message();
+    EXPECT_NEAR(e.cost, best_exact, 1e-6) << "trial " << trial;
+  }
 }
 
 TEST(Policy, ParseNames) {

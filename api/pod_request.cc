@@ -1,0 +1,242 @@
+#include "api/pod_request.h"
+
+#include <algorithm>
+
+#include "api/annotations.h"
+#include "common/quantity.h"
+
+namespace gpupack::api {
+namespace {
+
+using nlohmann::json;
+
+const json* Child(const json& obj, const char* key) {
+  if (!obj.is_object()) return nullptr;
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+// A quantity in the resource map as a string ("8Gi"); Kubernetes always serialises quantities
+// as strings, but integers are accepted since hand-written JSON uses them.
+StatusOr<std::string> QuantityText(const json& v, const std::string& where) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_number_integer()) return std::to_string(v.get<int64_t>());
+  return Status::InvalidArgument(where + ": want a quantity string, got " + std::string(v.type_name()));
+}
+
+// Returns the resource's value from limits, else requests; both present must agree (Kubernetes
+// requires requests == limits for extended resources).
+StatusOr<std::optional<std::string>> ResourceValue(const json& container, std::string_view resource,
+                                                   const std::string& where) {
+  const json* resources = Child(container, "resources");
+  if (resources == nullptr) return std::optional<std::string>();
+  if (!resources->is_object()) return Status::InvalidArgument(where + ": resources must be an object");
+  std::optional<std::string> limit, request;
+  for (const char* section : {"limits", "requests"}) {
+    const json* map = Child(*resources, section);
+    if (map == nullptr) continue;
+    if (!map->is_object()) return Status::InvalidArgument(where + ": resources." + section + " must be an object");
+    auto it = map->find(std::string(resource));
+    if (it == map->end() || it->is_null()) continue;
+    GPUPACK_ASSIGN_OR_RETURN(std::string text,
+                             QuantityText(*it, where + ": resources." + section + "[" + std::string(resource) + "]"));
+    (std::string_view(section) == "limits" ? limit : request) = text;
+  }
+  if (limit && request && *limit != *request) {
+    return Status::InvalidArgument(where + ": resources.limits[" + std::string(resource) + "] \"" + *limit +
+                                   "\" and resources.requests \"" + *request + "\" disagree");
+  }
+  return limit ? limit : request;
+}
+
+// Host CPU (milli) and memory (bytes) a container requests, as the scheduler counts them:
+// requests, or limits when requests are absent.
+Status HostRequests(const json& container, const std::string& where, int64_t* cpu, int64_t* mem) {
+  *cpu = 0;
+  *mem = 0;
+  for (const char* resource : {"cpu", "memory"}) {
+    const json* resources = Child(container, "resources");
+    if (resources == nullptr || !resources->is_object()) return Status::Ok();
+    std::optional<std::string> text;
+    for (const char* section : {"requests", "limits"}) {
+      const json* map = Child(*resources, section);
+      if (map == nullptr || !map->is_object()) continue;
+      auto it = map->find(resource);
+      if (it == map->end() || it->is_null()) continue;
+      GPUPACK_ASSIGN_OR_RETURN(std::string t, QuantityText(*it, where + ": resources." + section + "." + resource));
+      text = t;
+      break;
+    }
+    if (!text) continue;
+    std::string field = where + ": resources." + resource;
+    if (std::string_view(resource) == "cpu") {
+      GPUPACK_ASSIGN_OR_RETURN(*cpu, ParseMilliValue(*text, field));
+    } else {
+      GPUPACK_ASSIGN_OR_RETURN(*mem, ParseBytes(*text, field));
+    }
+  }
+  return Status::Ok();
+}
+
+StatusOr<core::ContainerRequest> ParseContainer(const json& c, int index, bool init, int max_devices) {
+  core::ContainerRequest out;
+  out.index = index;
+  out.init = init;
+  std::string list = init ? "spec.initContainers" : "spec.containers";
+  if (!c.is_object()) return Status::InvalidArgument(list + "[" + std::to_string(index) + "] must be an object");
+  const json* name = Child(c, "name");
+  if (name != nullptr && !name->is_string()) {
+    return Status::InvalidArgument(list + "[" + std::to_string(index) + "].name must be a string");
+  }
+  out.name = name ? name->get<std::string>() : "";
+  std::string where = "container \"" + out.name + "\"";
+  GPUPACK_ASSIGN_OR_RETURN(auto memory, ResourceValue(c, kResourceGpuMemory, where));
+  GPUPACK_ASSIGN_OR_RETURN(auto count, ResourceValue(c, kResourceGpu, where));
+  if (!memory && !count) return out;
+  GPUPACK_ASSIGN_OR_RETURN(auto nvidia, ResourceValue(c, kResourceNvidiaGpu, where));
+  if (nvidia) {
+    return Status::InvalidArgument(where + ": asks for both " + std::string(kResourceNvidiaGpu) + " and gpupack resources; use one");
+  }
+  int64_t k = 1;
+  if (count) {
+    GPUPACK_ASSIGN_OR_RETURN(k, ParseCount(*count, where + ": " + std::string(kResourceGpu)));
+    if (k <= 0) return Status::InvalidArgument(where + ": " + std::string(kResourceGpu) + " must be at least 1, got " + *count);
+    if (k > max_devices) {
+      return Status::InvalidArgument(where + ": " + std::string(kResourceGpu) + " " + *count + " exceeds the maximum of " +
+                                     std::to_string(max_devices) + " devices per container");
+    }
+  }
+  out.device_count = static_cast<int>(k);
+  if (memory) {
+    GPUPACK_ASSIGN_OR_RETURN(int64_t total, ParseMemoryMiBCeil(*memory, where + ": " + std::string(kResourceGpuMemory)));
+    out.mem_per_device_mib = (total + k - 1) / k;  // split evenly, rounded up to whole MiB
+  }
+  return out;
+}
+
+Status ParseAnnotations(const json& pod, core::PodRequest* req) {
+  const json* meta = Child(pod, "metadata");
+  const json* ann = meta ? Child(*meta, "annotations") : nullptr;
+  if (ann == nullptr) return Status::Ok();
+  if (!ann->is_object()) return Status::InvalidArgument("metadata.annotations must be an object");
+  auto get = [&](std::string_view key) -> StatusOr<std::optional<std::string>> {
+    auto it = ann->find(std::string(key));
+    if (it == ann->end() || it->is_null()) return std::optional<std::string>();
+    if (!it->is_string()) return Status::InvalidArgument("annotation " + std::string(key) + " must be a string");
+    return std::optional<std::string>(it->get<std::string>());
+  };
+  GPUPACK_ASSIGN_OR_RETURN(auto kind, get(kAnnotationDeviceKind));
+  if (kind) {
+    if (*kind == "gpu") req->device_kind = core::DeviceKindPreference::kGpu;
+    else if (*kind == "mig") req->device_kind = core::DeviceKindPreference::kMig;
+    else if (*kind == "any" || kind->empty()) req->device_kind = core::DeviceKindPreference::kAny;
+    else return Status::InvalidArgument("annotation " + std::string(kAnnotationDeviceKind) + ": \"" + *kind + "\" is not gpu, mig or any");
+  }
+  GPUPACK_ASSIGN_OR_RETURN(auto profile, get(kAnnotationMigProfile));
+  if (profile && !profile->empty()) {
+    // Profiles look like "1g.10gb", "3g.40gb", "1g.10gb+me", "1c.2g.20gb".
+    bool ok = profile->find('g') != std::string::npos && profile->find('.') != std::string::npos &&
+              profile->find_first_of(" \t,|") == std::string::npos;
+    if (!ok) return Status::InvalidArgument("annotation " + std::string(kAnnotationMigProfile) + ": \"" + *profile + "\" is not a MIG profile name like 1g.10gb");
+    if (req->device_kind == core::DeviceKindPreference::kGpu) {
+      return Status::InvalidArgument("annotation " + std::string(kAnnotationMigProfile) + " \"" + *profile + "\" conflicts with " +
+                                     std::string(kAnnotationDeviceKind) + ": gpu");
+    }
+    req->mig_profile = *profile;
+    req->device_kind = core::DeviceKindPreference::kMig;
+  }
+  GPUPACK_ASSIGN_OR_RETURN(auto models, get(kAnnotationGpuModel));
+  if (models) {
+    size_t start = 0;
+    while (start <= models->size()) {
+      size_t bar = models->find('|', start);
+      std::string part = models->substr(start, bar == std::string::npos ? std::string::npos : bar - start);
+      part.erase(0, part.find_first_not_of(" \t"));
+      part.erase(part.find_last_not_of(" \t") + 1);
+      if (part.empty()) return Status::InvalidArgument("annotation " + std::string(kAnnotationGpuModel) + ": \"" + *models + "\" has an empty model name");
+      req->gpu_models.push_back(part);
+      if (bar == std::string::npos) break;
+      start = bar + 1;
+    }
+  }
+  GPUPACK_ASSIGN_OR_RETURN(auto isolation, get(kAnnotationIsolation));
+  if (isolation) {
+    if (*isolation == "hard") req->hard_isolation = true;
+    else if (*isolation != "best-effort") return Status::InvalidArgument("annotation " + std::string(kAnnotationIsolation) + ": \"" + *isolation + "\" is not hard or best-effort");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+bool PodAsksForGpupack(const json& pod) {
+  const json* spec = Child(pod, "spec");
+  if (spec == nullptr) return false;
+  for (const char* list : {"containers", "initContainers"}) {
+    const json* cs = Child(*spec, list);
+    if (cs == nullptr || !cs->is_array()) continue;
+    for (const auto& c : *cs) {
+      const json* res = Child(c, "resources");
+      if (res == nullptr) continue;
+      for (const char* section : {"limits", "requests"}) {
+        const json* map = Child(*res, section);
+        if (map == nullptr || !map->is_object()) continue;
+        if (map->contains(std::string(kResourceGpuMemory)) || map->contains(std::string(kResourceGpu))) return true;
+      }
+    }
+  }
+  return false;
+}
+
+StatusOr<core::PodRequest> ParsePodRequest(const json& pod, int max_devices_per_container) {
+  if (!pod.is_object()) return Status::InvalidArgument("pod must be a JSON object");
+  core::PodRequest req;
+  if (const json* meta = Child(pod, "metadata")) {
+    if (!meta->is_object()) return Status::InvalidArgument("metadata must be an object");
+    for (auto [key, field] : {std::pair{"name", &req.name}, std::pair{"namespace", &req.ns}, std::pair{"uid", &req.uid}}) {
+      const json* v = Child(*meta, key);
+      if (v == nullptr) continue;
+      if (!v->is_string()) return Status::InvalidArgument(std::string("metadata.") + key + " must be a string");
+      *field = v->get<std::string>();
+    }
+  }
+  const json* spec = Child(pod, "spec");
+  if (spec == nullptr || !spec->is_object()) return Status::InvalidArgument("pod has no spec object");
+  const json* containers = Child(*spec, "containers");
+  if (containers == nullptr || !containers->is_array()) return Status::InvalidArgument("spec.containers must be an array");
+
+  int64_t app_cpu = 0, app_mem = 0, init_cpu = 0, init_mem = 0;
+  for (bool init : {false, true}) {
+    const json* list = init ? Child(*spec, "initContainers") : containers;
+    if (list == nullptr) continue;
+    if (!list->is_array()) return Status::InvalidArgument("spec.initContainers must be an array");
+    int index = 0;
+    for (const auto& c : *list) {
+      GPUPACK_ASSIGN_OR_RETURN(core::ContainerRequest cr, ParseContainer(c, index, init, max_devices_per_container));
+      int64_t cpu = 0, mem = 0;
+      GPUPACK_RETURN_IF_ERROR(HostRequests(c, "container \"" + cr.name + "\"", &cpu, &mem));
+      if (init) {
+        init_cpu = std::max(init_cpu, cpu);
+        init_mem = std::max(init_mem, mem);
+      } else {
+        app_cpu += cpu;
+        app_mem += mem;
+      }
+      if (cr.device_count > 0) req.containers.push_back(std::move(cr));
+      ++index;
+    }
+  }
+  req.cpu_milli = std::max(app_cpu, init_cpu);
+  req.memory_bytes = std::max(app_mem, init_mem);
+  if (const json* overhead = Child(*spec, "overhead")) {
+    int64_t cpu = 0, mem = 0;
+    GPUPACK_RETURN_IF_ERROR(HostRequests(json{{"resources", {{"requests", *overhead}}}}, "spec.overhead", &cpu, &mem));
+    req.cpu_milli += cpu;
+    req.memory_bytes += mem;
+  }
+  GPUPACK_RETURN_IF_ERROR(ParseAnnotations(pod, &req));
+  return req;
+}
+
+}  // namespace gpupack::api

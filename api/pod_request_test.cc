@@ -1,0 +1,147 @@
+#include "api/pod_request.h"
+
+#include <gtest/gtest.h>
+
+namespace gpupack::api {
+namespace {
+
+using nlohmann::json;
+
+json PodWith(json containers, json annotations = json::object(), json init = nullptr) {
+  json pod = {{"metadata", {{"name", "p"}, {"namespace", "ml"}, {"uid", "u-1"}, {"annotations", annotations}}},
+              {"spec", {{"containers", containers}}}};
+  if (!init.is_null()) pod["spec"]["initContainers"] = init;
+  return pod;
+}
+json Container(std::string name, json limits, json requests = nullptr) {
+  json c = {{"name", name}, {"resources", {{"limits", limits}}}};
+  if (!requests.is_null()) c["resources"]["requests"] = requests;
+  return c;
+}
+
+TEST(PodRequest, MemorySplitsEvenlyOverDevices) {
+  // 10Gi over 3 devices = 10240 / 3 = 3413.3 → 3414 MiB each.
+  auto r = ParsePodRequest(PodWith({Container("main", {{"gpupack.io/gpu-memory", "10Gi"}, {"gpupack.io/gpu", "3"}})}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->containers.size(), 1u);
+  EXPECT_EQ(r->containers[0].device_count, 3);
+  EXPECT_EQ(r->containers[0].mem_per_device_mib, 3414);
+  EXPECT_EQ(r->Key(), "ml/p");
+  EXPECT_EQ(r->uid, "u-1");
+}
+
+TEST(PodRequest, DefaultsAndWholeDevices) {
+  auto one = ParsePodRequest(PodWith({Container("a", {{"gpupack.io/gpu-memory", "8Gi"}})}));
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(one->containers[0].device_count, 1);
+  EXPECT_EQ(one->containers[0].mem_per_device_mib, 8192);
+  auto whole = ParsePodRequest(PodWith({Container("a", {{"gpupack.io/gpu", "2"}})}));
+  ASSERT_TRUE(whole.ok());
+  EXPECT_TRUE(whole->containers[0].whole_device());
+  EXPECT_EQ(whole->containers[0].device_count, 2);
+}
+
+TEST(PodRequest, NonGpupackPodHasNoContainers) {
+  json pod = PodWith({Container("web", {{"cpu", "2"}, {"memory", "1Gi"}})});
+  EXPECT_FALSE(PodAsksForGpupack(pod));
+  auto r = ParsePodRequest(pod);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->WantsDevices());
+  EXPECT_EQ(r->cpu_milli, 2000);
+  EXPECT_EQ(r->memory_bytes, int64_t{1} << 30);
+}
+
+TEST(PodRequest, HostRequestsFollowKubernetesInitRule) {
+  // App: 1 + 2 CPU = 3000m. Init: max(4, 1) = 4000m. Effective max(3000, 4000) + overhead 250m.
+  json pod = PodWith({Container("a", {{"cpu", "1"}}), Container("b", {{"cpu", "2"}, {"gpupack.io/gpu-memory", "1Gi"}})},
+                     json::object(), {Container("i1", {{"cpu", "4"}}), Container("i2", {{"cpu", "1"}})});
+  pod["spec"]["overhead"] = {{"cpu", "250m"}};
+  auto r = ParsePodRequest(pod);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->cpu_milli, 4250);
+  ASSERT_EQ(r->containers.size(), 1u);
+  EXPECT_EQ(r->containers[0].name, "b");
+  EXPECT_EQ(r->containers[0].index, 1);
+}
+
+TEST(PodRequest, InitContainersAreMarked) {
+  json pod = PodWith({Container("a", {{"gpupack.io/gpu-memory", "4Gi"}})}, json::object(),
+                     {Container("warm", {{"gpupack.io/gpu-memory", "2Gi"}})});
+  auto r = ParsePodRequest(pod);
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->containers.size(), 2u);
+  EXPECT_FALSE(r->containers[0].init);
+  EXPECT_TRUE(r->containers[1].init);
+  EXPECT_EQ(r->TotalMemMiB(), 4096);
+  EXPECT_TRUE(PodAsksForGpupack(pod));
+}
+
+TEST(PodRequest, Annotations) {
+  auto r = ParsePodRequest(PodWith({Container("a", {{"gpupack.io/gpu-memory", "5Gi"}})},
+                                   {{"gpupack.io/mig-profile", "1g.10gb"},
+                                    {"gpupack.io/gpu-model", "A100 | H100"},
+                                    {"gpupack.io/isolation", "hard"}}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->device_kind, core::DeviceKindPreference::kMig);
+  EXPECT_EQ(r->mig_profile, "1g.10gb");
+  EXPECT_EQ(r->gpu_models, (std::vector<std::string>{"A100", "H100"}));
+  EXPECT_TRUE(r->hard_isolation);
+}
+
+struct BadCase {
+  json pod;
+  const char* message;
+};
+
+TEST(PodRequest, EveryMalformedRequestNamesTheField) {
+  const BadCase cases[] = {
+      {PodWith({Container("main", {{"gpupack.io/gpu-memory", "8GB"}})}),
+       "container \"main\": gpupack.io/gpu-memory: invalid quantity \"8GB\": unknown suffix \"GB\""},
+      {PodWith({Container("main", {{"gpupack.io/gpu-memory", "0"}})}),
+       "container \"main\": gpupack.io/gpu-memory: quantity \"0\" must be positive"},
+      {PodWith({Container("main", {{"gpupack.io/gpu-memory", "-1Gi"}})}),
+       "container \"main\": gpupack.io/gpu-memory: quantity \"-1Gi\" is negative"},
+      {PodWith({Container("main", {{"gpupack.io/gpu", "0"}})}), "container \"main\": gpupack.io/gpu must be at least 1, got 0"},
+      {PodWith({Container("main", {{"gpupack.io/gpu", "17"}})}),
+       "container \"main\": gpupack.io/gpu 17 exceeds the maximum of 16 devices per container"},
+      {PodWith({Container("main", {{"gpupack.io/gpu", "1.5"}})}), "container \"main\": gpupack.io/gpu: \"1.5\" is not a whole number"},
+      {PodWith({Container("main", {{"gpupack.io/gpu-memory", "8Gi"}, {"nvidia.com/gpu", "1"}})}),
+       "container \"main\": asks for both nvidia.com/gpu and gpupack resources; use one"},
+      {PodWith({Container("main", {{"gpupack.io/gpu-memory", "8Gi"}}, {{"gpupack.io/gpu-memory", "4Gi"}})}),
+       "container \"main\": resources.limits[gpupack.io/gpu-memory] \"8Gi\" and resources.requests \"4Gi\" disagree"},
+      {PodWith({Container("main", {{"gpupack.io/gpu-memory", true}})}),
+       "container \"main\": resources.limits[gpupack.io/gpu-memory]: want a quantity string, got boolean"},
+      {PodWith({Container("main", {{"gpupack.io/gpu-memory", "1Gi"}})}, {{"gpupack.io/device-kind", "tpu"}}),
+       "annotation gpupack.io/device-kind: \"tpu\" is not gpu, mig or any"},
+      {PodWith({Container("main", {{"gpupack.io/gpu-memory", "1Gi"}})},
+               {{"gpupack.io/device-kind", "gpu"}, {"gpupack.io/mig-profile", "1g.10gb"}}),
+       "annotation gpupack.io/mig-profile \"1g.10gb\" conflicts with gpupack.io/device-kind: gpu"},
+      {PodWith({Container("main", {{"gpupack.io/gpu-memory", "1Gi"}})}, {{"gpupack.io/gpu-model", "A100||H100"}}),
+       "annotation gpupack.io/gpu-model: \"A100||H100\" has an empty model name"},
+      {PodWith({Container("main", {{"gpupack.io/gpu-memory", "1Gi"}})}, {{"gpupack.io/isolation", "strict"}}),
+       "annotation gpupack.io/isolation: \"strict\" is not hard or best-effort"},
+      {json::array(), "pod must be a JSON object"},
+      {json{{"spec", {{"containers", "x"}}}}, "spec.containers must be an array"},
+      {json{{"metadata", {{"name", 3}}}, {"spec", {{"containers", json::array()}}}}, "metadata.name must be a string"},
+      {PodWith({Container("main", {{"cpu", "lots"}})}),
+       "container \"main\": resources.cpu: invalid quantity \"lots\": no digits"},
+  };
+  for (const auto& c : cases) {
+    auto r = ParsePodRequest(c.pod);
+    ASSERT_FALSE(r.ok()) << c.message;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(r.status().message(), c.message);
+  }
+}
+
+TEST(PodRequest, NullsAreTolerated) {
+  json pod = {{"metadata", {{"name", "p"}, {"annotations", nullptr}}},
+              {"spec", {{"containers", {{{"name", "a"}, {"resources", {{"limits", nullptr}, {"requests", {{"gpupack.io/gpu-memory", "1Gi"}}}}}}}},
+                        {"initContainers", nullptr}}}};
+  auto r = ParsePodRequest(pod);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->containers[0].mem_per_device_mib, 1024);
+}
+
+}  // namespace
+}  // namespace gpupack::api
