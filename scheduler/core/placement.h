@@ -3,8 +3,10 @@
 //
 // Usage: build a Policy once per (policy, typical workload); for each node keep a NodeSummary
 // (Summarize) next to the node and recompute it whenever the node's devices or shares change or
-// the policy is replaced; call Evaluate per (node, pod). Evaluate's placement is exactly the
-// device choice that produced its cost, so the bind agrees with the score.
+// the policy is replaced; call Score per (node, pod) on hot paths (filter, prioritize, the
+// simulator's scan of every node: no allocation), and Evaluate on the chosen node to get the
+// Placement. Both compute the same verdict and cost, and Evaluate's placement is exactly the
+// device choice that produced that cost, so the bind agrees with the score.
 //
 // Thread safety: Policy is immutable after construction; Evaluate/Summarize are const and may
 // run concurrently.
