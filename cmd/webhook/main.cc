@@ -16,8 +16,9 @@ namespace {
 
 constexpr const char* kUsage = R"(usage: gpupack-webhook --listen HOST:PORT --tls-cert-file FILE --tls-key-file FILE [--config FILE]
 
-  --listen HOST:PORT     address to serve HTTPS on; port 0 picks a free port. The bound
-                         address (HOST:PORT) is printed as the first line on stdout.
+  --listen HOST:PORT     address to serve HTTPS on (":PORT" = all interfaces); port 0 picks
+                         a free port. The bound address (HOST:PORT) is printed as the first
+                         line on stdout.
   --tls-cert-file FILE   PEM certificate (leaf first, then any intermediates); re-read when it
                          changes, so a rotated Secret is served without a restart
   --tls-key-file FILE    PEM private key of that certificate
@@ -30,11 +31,11 @@ int Fail(const std::string& message) {
   return 2;
 }
 
-// "HOST:PORT" or "[IPv6]:PORT".
+// "HOST:PORT", "[IPv6]:PORT", or ":PORT" for every IPv4 interface.
 bool ParseListen(const std::string& text, std::string* host, int* port) {
   size_t colon = text.rfind(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == text.size()) return false;
-  *host = text.substr(0, colon);
+  if (colon == std::string::npos || colon + 1 == text.size()) return false;
+  *host = colon == 0 ? "0.0.0.0" : text.substr(0, colon);
   if (host->size() >= 2 && host->front() == '[' && host->back() == ']') {
     *host = host->substr(1, host->size() - 2);
   }
