@@ -247,7 +247,8 @@ Reply Error(int code, const std::string& reason, const std::string& message) {
 
 Json Faults::ToJson() const {
   return {{"errorRate", error_rate}, {"errorAfterCommitRate", error_after_commit_rate},
-          {"conflictRate", conflict_rate}, {"latencyMs", latency_ms}, {"pathContains", path_contains}};
+          {"conflictRate", conflict_rate}, {"latencyMs", latency_ms}, {"watchErrorRate", watch_error_rate},
+          {"pathContains", path_contains}};
 }
 
 StatusOr<Faults> Faults::FromJson(const Json& j) {
@@ -259,13 +260,14 @@ StatusOr<Faults> Faults::FromJson(const Json& j) {
       else if (key == "errorAfterCommitRate") f.error_after_commit_rate = value.get<double>();
       else if (key == "conflictRate") f.conflict_rate = value.get<double>();
       else if (key == "latencyMs") f.latency_ms = value.get<int>();
+      else if (key == "watchErrorRate") f.watch_error_rate = value.get<double>();
       else if (key == "pathContains") f.path_contains = value.get<std::string>();
       else return Status::InvalidArgument("faults: unknown field \"" + key + "\"");
     }
   } catch (const Json::exception& e) {
     return Status::InvalidArgument(std::string("faults: wrong type: ") + e.what());
   }
-  for (double r : {f.error_rate, f.error_after_commit_rate, f.conflict_rate}) {
+  for (double r : {f.error_rate, f.error_after_commit_rate, f.conflict_rate, f.watch_error_rate}) {
     if (r < 0 || r > 1) return Status::InvalidArgument("faults: rates must be within [0,1]");
   }
   if (f.latency_ms < 0) return Status::InvalidArgument("faults: latencyMs must not be negative");
@@ -521,7 +523,16 @@ struct TestApiServer::Impl {
     if (!t) return Send(res, Error(404, "NotFound", "the server could not find the requested resource " + req.path));
     const bool is_watch = method == "GET" && t->name.empty() &&
                           (req.get_param_value("watch") == "1" || req.get_param_value("watch") == "true");
-    if (is_watch) return Watch(*t, req, res);
+    if (is_watch) {
+      bool refuse = false;
+      {
+        std::lock_guard<std::mutex> l(mu);
+        const bool targeted = faults.path_contains.empty() || req.path.find(faults.path_contains) != std::string::npos;
+        refuse = targeted && Roll(faults.watch_error_rate);
+      }
+      if (refuse) return Send(res, Error(500, "InternalError", "injected fault: watch refused"));
+      return Watch(*t, req, res);
+    }
     const bool is_write = method != "GET";
     int latency = 0;
     bool error_after = false;
@@ -701,6 +712,8 @@ StatusOr<int> TestApiServer::Start(const std::string& host, int port) {
   if (bound <= 0) return Status::Unavailable("test API server cannot listen on " + host + ":" + std::to_string(port));
   impl->port = bound;
   impl->thread = std::thread([impl] { impl->server.listen_after_bind(); });
+  // stop() is a no-op until the server runs, so a Stop() right after Start() must not race it.
+  while (!impl->server.is_running()) std::this_thread::yield();
   return bound;
 }
 

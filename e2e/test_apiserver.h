@@ -33,6 +33,7 @@ struct Faults {
   double error_after_commit_rate = 0;  // writes applied, then answered 500 (a lost response)
   double conflict_rate = 0;            // writes answered 409 without applying
   int latency_ms = 0;                  // added before every non-watch call
+  double watch_error_rate = 0;         // watch requests answered 500
   std::string path_contains;           // faults apply only to paths containing this ("" = all)
 
   nlohmann::json ToJson() const;

@@ -3,9 +3,11 @@
 #include <openssl/evp.h>
 #include <yaml-cpp/yaml.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 namespace gpupack::kube {
@@ -54,12 +56,17 @@ StatusOr<std::string> DataOrFile(const YAML::Node& node, const std::string& key,
   return std::string();
 }
 
-YAML::Node FindNamed(const YAML::Node& list, const std::string& name, const std::string& field) {
-  if (!list || !list.IsSequence()) return YAML::Node();
+// The `field` map of the entry called `name` in a kubeconfig list; nullopt when absent.
+std::optional<YAML::Node> FindNamed(const YAML::Node& list, const std::string& name, const std::string& field) {
+  if (!list || !list.IsSequence()) return std::nullopt;
   for (const YAML::Node& entry : list) {
-    if (entry["name"] && entry["name"].as<std::string>() == name) return entry[field];
+    if (entry.IsMap() && entry["name"] && entry["name"].as<std::string>() == name) {
+      const YAML::Node value = entry[field];
+      if (value && value.IsMap()) return value;
+      return std::nullopt;
+    }
   }
-  return YAML::Node();
+  return std::nullopt;
 }
 
 }  // namespace
@@ -108,14 +115,16 @@ StatusOr<Config> LoadKubeconfig(const std::string& path, std::string_view contex
       }
       ctx_name = root["current-context"].as<std::string>();
     }
-    const YAML::Node ctx = FindNamed(root["contexts"], ctx_name, "context");
-    if (!ctx) return Status::InvalidArgument("kubeconfig " + path + ": context \"" + ctx_name + "\" not found");
+    const std::optional<YAML::Node> found_ctx = FindNamed(root["contexts"], ctx_name, "context");
+    if (!found_ctx) return Status::InvalidArgument("kubeconfig " + path + ": context \"" + ctx_name + "\" not found");
+    const YAML::Node& ctx = *found_ctx;
     const std::string cluster_name = ctx["cluster"] ? ctx["cluster"].as<std::string>() : "";
     const std::string user_name = ctx["user"] ? ctx["user"].as<std::string>() : "";
-    const YAML::Node cluster = FindNamed(root["clusters"], cluster_name, "cluster");
-    if (!cluster) {
+    const std::optional<YAML::Node> found_cluster = FindNamed(root["clusters"], cluster_name, "cluster");
+    if (!found_cluster) {
       return Status::InvalidArgument("kubeconfig " + path + ": cluster \"" + cluster_name + "\" not found");
     }
+    const YAML::Node& cluster = *found_cluster;
     Config config;
     if (!cluster["server"] || cluster["server"].as<std::string>().empty()) {
       return Status::InvalidArgument("kubeconfig " + path + ": cluster \"" + cluster_name + "\" has no server");
@@ -128,8 +137,10 @@ StatusOr<Config> LoadKubeconfig(const std::string& path, std::string_view contex
     }
     if (ctx["namespace"]) config.default_namespace = ctx["namespace"].as<std::string>();
 
-    const YAML::Node user = FindNamed(root["users"], user_name, "user");
-    if (user_name.empty() || !user) return config;  // anonymous
+    const std::optional<YAML::Node> found_user = FindNamed(root["users"], user_name, "user");
+    if (user_name.empty()) return config;  // anonymous
+    if (!found_user) return Status::InvalidArgument("kubeconfig " + path + ": user \"" + user_name + "\" not found");
+    const YAML::Node& user = *found_user;
     const std::string uwhere = "kubeconfig " + path + ": user \"" + user_name + "\"";
     if (user["exec"] || user["auth-provider"]) {
       return Status::InvalidArgument(uwhere + " uses an exec or auth-provider plugin, which gpupack does "
