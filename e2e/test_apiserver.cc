@@ -284,7 +284,7 @@ struct TestApiServer::Impl {
 
   mutable std::mutex mu;  // store, history, watchers, faults
   std::map<std::string, std::map<std::string, Json>> store;  // plural → key → object
-  int64_t rv = 0;
+  int64_t rv = 1;  // never "0", which means "any" to a watch
   int64_t compacted_rv = 0;  // events at or below this RV are gone from the history
   std::deque<HistoryEntry> history;
   std::list<std::shared_ptr<Watcher>> watchers;
