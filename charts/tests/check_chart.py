@@ -378,6 +378,9 @@ def check_scheduler(m, ns, values):
             errs.append(f"scheduler config: urlPrefix port {url.group(1)} but the extender listens on {listen!r}")
         if (url.group(2) or "").rstrip("/") != str(ext_cfg.get("prefix", "")).rstrip("/"):
             errs.append(f"scheduler config: urlPrefix path {url.group(2)!r} but extender.yaml prefix is {ext_cfg.get('prefix')!r}")
+    metrics_port = {p["name"]: p["containerPort"] for p in extc.get("ports", [])}.get("metrics")
+    if str(ext_cfg.get("metricsListen", "")) != f"0.0.0.0:{metrics_port}":
+        errs.append(f"extender.yaml metricsListen {ext_cfg.get('metricsListen')!r} is not the metrics port {metrics_port} on all interfaces")
     if arg_after(extc["command"], "--config") != "/etc/gpupack/extender.yaml":
         errs.append("extender: --config is not the mounted /etc/gpupack/extender.yaml")
     annotations = dep["spec"]["template"]["metadata"].get("annotations", {})
