@@ -1,0 +1,167 @@
+#include "agent/enforcer.h"
+
+#include <filesystem>
+#include <set>
+
+#include "common/log.h"
+
+namespace gpupack::agent {
+namespace {
+
+constexpr uint64_t kMiB = 1024ULL * 1024ULL;
+
+api::GpuNodeAuditFinding Finding(std::string_view kind, const std::string& device, const PodInfo* pod,
+                                 const std::string& container, std::string message) {
+  api::GpuNodeAuditFinding f;
+  f.kind = std::string(kind);
+  f.device = device;
+  if (pod != nullptr) {
+    f.pod_uid = pod->uid;
+    f.pod = pod->Key();
+  }
+  f.container = container;
+  f.message = std::move(message);
+  return f;
+}
+
+}  // namespace
+
+void Enforcer::ClearSoft(const std::string& device, const std::string& dir, uint64_t hard_bytes,
+                         MemoryLimiter* limiter, EnforcementPass* pass) {
+  std::error_code ec;
+  if (limiter == nullptr || !std::filesystem::is_directory(dir, ec)) return;  // gone: nothing left to clear
+  Status s = limiter->SetLimits(device, dir, 0, hard_bytes);
+  if (!s.ok()) {
+    ++pass->errors;
+    GPUPACK_LOG(kWarning, "enforcer") << "zeroing soft limit on " << dir << " for " << device << ": " << s;
+    return;
+  }
+  ++pass->cleared;
+  GPUPACK_LOG(kInfo, "enforcer") << "zeroed soft limit on " << dir << " for " << device;
+}
+
+void Enforcer::Enforce(const PodInfo& pod, const PodContainer& c, const api::AllocatedDevice& d,
+                       const ContainerCgroups& cgroups, MemoryLimiter* limiter, ContainerCap* cap,
+                       EnforcementPass* pass) {
+  auto unenforced = [&](std::string why) {
+    pass->findings.push_back(Finding(api::kAuditUnenforced, d.uuid, &pod, c.name,
+                                     "container " + pod.Key() + "/" + c.name + " has no memory limit on " + d.uuid +
+                                         ": " + why));
+  };
+  if (c.container_id.empty()) return;  // not started yet
+  auto dir_it = cgroups.find({pod.uid, c.container_id});
+  if (dir_it == cgroups.end()) {
+    unenforced("its cgroup was not found under " + cgroup_root_);
+    return;
+  }
+  const std::string& dir = dir_it->second;
+  const uint64_t hard = static_cast<uint64_t>(d.mem_mib) * kMiB;
+  const core::MiB request = c.request_mib > 0 && c.request_mib <= d.mem_mib ? c.request_mib : d.mem_mib;
+  const uint64_t soft = static_cast<uint64_t>(request) * kMiB;
+  auto current = limiter->GetLimits(d.uuid, dir);
+  if (current.ok() && current->has_value() && (*current)->hard_bytes == hard && (*current)->soft_bytes == soft) {
+    auto [it, inserted] = applied_.try_emplace({d.uuid, dir}, Applied{hard, true});
+    it->second.seen = true;
+    if (inserted) {
+      ++pass->verified;
+      GPUPACK_LOG(kInfo, "enforcer") << "limit already in place on " << dir << " for " << d.uuid << " (verified)";
+    }
+    cap->enforced = true;
+    return;
+  }
+  Status s = limiter->SetLimits(d.uuid, dir, soft, hard);
+  if (!s.ok()) {
+    ++pass->errors;
+    unenforced(s.ToString());
+    return;
+  }
+  applied_[{d.uuid, dir}] = Applied{hard, true};
+  ++pass->applied;
+  cap->enforced = true;
+  GPUPACK_LOG(kInfo, "enforcer") << "applied hard " << d.mem_mib << " MiB, soft " << request << " MiB on " << dir
+                                 << " for " << d.uuid << " (" << pod.Key() << "/" << c.name << ")";
+}
+
+EnforcementPass Enforcer::Run(const api::GpuNodeStatus& status, const std::vector<PodInfo>& pods,
+                              MemoryLimiter* limiter) {
+  EnforcementPass pass;
+  std::set<std::string> whole_gpus;
+  for (const api::GpuNodeDevice& d : status.devices) {
+    if (!d.mig_enabled) whole_gpus.insert(d.uuid);
+  }
+  // Live use per (pod UID, container id, device).
+  std::map<std::tuple<std::string, std::string, std::string>, core::MiB> used;
+  for (const api::GpuNodeProcess& p : status.processes) used[{p.pod_uid, p.container_id, p.device}] += p.used_mib;
+
+  const ContainerCgroups cgroups = limiter != nullptr ? ScanContainerCgroups(cgroup_root_) : ContainerCgroups{};
+  for (auto& [key, applied] : applied_) applied.seen = false;
+
+  // Which (pod UID, container id) may use each device; container id "" stands for the whole pod.
+  std::map<std::string, std::set<std::pair<std::string, std::string>>> allowed;
+  for (const PodInfo& pod : pods) {
+    if (!pod.allocation_error.empty()) {
+      GPUPACK_LOG(kWarning, "enforcer") << "pod " << pod.Key() << ": ignoring its allocation: " << pod.allocation_error;
+    }
+    if (!pod.gpupack || pod.terminating) continue;
+    for (const PodContainer& c : pod.containers) {
+      for (const api::AllocatedDevice& d : c.devices) {
+        allowed[d.uuid].insert({pod.uid, c.container_id});
+        ContainerCap cap{pod.ns, pod.name, c.name, d.uuid, d.mem_mib, 0, false};
+        if (!c.container_id.empty()) {
+          auto u = used.find({pod.uid, c.container_id, d.uuid});
+          if (u != used.end()) cap.used_mib = u->second;
+        }
+        if (cap.used_mib > d.mem_mib) {
+          api::GpuNodeAuditFinding f =
+              Finding(api::kAuditOverCap, d.uuid, &pod, c.name,
+                      "container " + pod.Key() + "/" + c.name + " uses " + std::to_string(cap.used_mib) +
+                          " MiB on " + d.uuid + ", over its cap of " + std::to_string(d.mem_mib) + " MiB");
+          f.used_mib = cap.used_mib;
+          f.cap_mib = d.mem_mib;
+          pass.findings.push_back(std::move(f));
+        }
+        if (limiter != nullptr && c.running && whole_gpus.count(d.uuid) > 0) {
+          Enforce(pod, c, d, cgroups, limiter, &cap, &pass);
+        }
+        pass.caps.push_back(std::move(cap));
+      }
+    }
+  }
+
+  // Containers that stopped, were replaced or whose pod went away: zero the soft limit while the
+  // cgroup still exists, then forget it.
+  for (auto it = applied_.begin(); it != applied_.end();) {
+    if (it->second.seen) {
+      ++it;
+      continue;
+    }
+    ClearSoft(it->first.first, it->first.second, it->second.hard_bytes, limiter, &pass);
+    it = applied_.erase(it);
+  }
+
+  for (const api::GpuNodeProcess& p : status.processes) {
+    auto a = allowed.find(p.device);
+    if (a == allowed.end()) continue;  // no gpupack allocation on this device
+    if (!p.pod_uid.empty() && (a->second.count({p.pod_uid, p.container_id}) > 0 || a->second.count({p.pod_uid, ""}) > 0)) {
+      continue;
+    }
+    const PodInfo* owner = nullptr;
+    for (const PodInfo& pod : pods) {
+      if (!p.pod_uid.empty() && pod.uid == p.pod_uid) owner = &pod;
+    }
+    std::string who = owner != nullptr ? "pod " + owner->Key()
+                      : p.pod_uid.empty() ? std::string("no pod")
+                                          : "pod UID " + p.pod_uid;
+    api::GpuNodeAuditFinding f =
+        Finding(api::kAuditForeignProcess, p.device, owner, "",
+                "process " + std::to_string(p.pid) + " (" + who + ") uses " + std::to_string(p.used_mib) + " MiB on " +
+                    p.device + ", which holds gpupack allocations it is not part of");
+    if (owner == nullptr) f.pod_uid = p.pod_uid;
+    f.pid = p.pid;
+    f.used_mib = p.used_mib;
+    pass.findings.push_back(std::move(f));
+  }
+  return pass;
+}
+
+}  // namespace gpupack::agent

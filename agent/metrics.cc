@@ -1,0 +1,142 @@
+#include "agent/metrics.h"
+
+#include <chrono>
+
+#include <prometheus/text_serializer.h>
+
+namespace gpupack::agent {
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+prometheus::Family<prometheus::Gauge>* Gauge(prometheus::Registry& r, const char* name, const char* help) {
+  return &prometheus::BuildGauge().Name(name).Help(help).Register(r);
+}
+
+prometheus::Family<prometheus::Counter>* Counter(prometheus::Registry& r, const char* name, const char* help) {
+  return &prometheus::BuildCounter().Name(name).Help(help).Register(r);
+}
+
+}  // namespace
+
+void AgentMetrics::GaugeSeries::Begin() {
+  for (auto& [labels, entry] : live_) entry.second = false;
+}
+
+void AgentMetrics::GaugeSeries::Set(const std::map<std::string, std::string>& labels, double value) {
+  auto it = live_.find(labels);
+  if (it == live_.end()) it = live_.emplace(labels, std::make_pair(&family_->Add(labels), false)).first;
+  it->second.first->Set(value);
+  it->second.second = true;
+}
+
+void AgentMetrics::GaugeSeries::End() {
+  for (auto it = live_.begin(); it != live_.end();) {
+    if (it->second.second) {
+      ++it;
+      continue;
+    }
+    family_->Remove(it->second.first);
+    it = live_.erase(it);
+  }
+}
+
+AgentMetrics::AgentMetrics(std::string node)
+    : node_(std::move(node)),
+      registry_(std::make_shared<prometheus::Registry>()),
+      nvml_errors_(Counter(*registry_, "gpupack_agent_nvml_errors_total", "Failed NVML calls, by NVML function.")),
+      reports_(Counter(*registry_, "gpupack_agent_reports_total",
+                       "GPUNode status report decisions: written, skipped (nothing due) or error.")),
+      actions_(Counter(*registry_, "gpupack_agent_enforcement_actions_total",
+                       "Memory-limit actions on container cgroups: apply, verify, clear (soft limit zeroed), error.")),
+      report_time_(&Gauge(*registry_, "gpupack_agent_report_timestamp_seconds",
+                          "Unix time of the last successful GPUNode status write.")
+                        ->Add({{"node", node_}})),
+      total_(Gauge(*registry_, "gpupack_agent_gpu_memory_total_bytes", "Memory of each device (whole GPU or MIG instance).")),
+      used_(Gauge(*registry_, "gpupack_agent_gpu_memory_used_bytes", "Live memory use of each device, from NVML.")),
+      allocated_(Gauge(*registry_, "gpupack_agent_gpu_memory_allocated_bytes",
+                       "Sum of the caps of gpupack containers on each device.")),
+      healthy_(Gauge(*registry_, "gpupack_agent_gpu_healthy", "1 when the device answers NVML, 0 when it does not.")),
+      cap_(Gauge(*registry_, "gpupack_agent_container_memory_cap_bytes", "Memory cap of a gpupack container on a device.")),
+      cap_used_(Gauge(*registry_, "gpupack_agent_container_memory_used_bytes",
+                      "Live memory use of a gpupack container on a device.")),
+      enforced_(Gauge(*registry_, "gpupack_agent_container_memory_enforced",
+                      "1 when a driver memory limit equal to the cap is in place on the container's cgroup.")),
+      mode_(Gauge(*registry_, "gpupack_agent_enforcement_mode",
+                  "1 for the node's enforcement mode (cgroup-dmem, cgroup-misc, mps, none), else 0.")),
+      findings_(Gauge(*registry_, "gpupack_agent_audit_findings",
+                      "Current audit findings by kind (over-cap, unenforced, foreign-process).")) {}
+
+void AgentMetrics::CountNvmlError(std::string_view call) {
+  nvml_errors_->Add({{"node", node_}, {"call", std::string(call)}}).Increment();
+}
+
+void AgentMetrics::CountReport(std::string_view result) {
+  reports_->Add({{"node", node_}, {"result", std::string(result)}}).Increment();
+}
+
+void AgentMetrics::SetReportTime(Clock::TimePoint t) {
+  report_time_->Set(std::chrono::duration<double>(t.time_since_epoch()).count());
+}
+
+void AgentMetrics::CountEnforcement(const EnforcementPass& pass) {
+  const std::pair<const char*, int> actions[] = {
+      {"apply", pass.applied}, {"verify", pass.verified}, {"clear", pass.cleared}, {"error", pass.errors}};
+  for (const auto& [action, n] : actions) {
+    actions_->Add({{"node", node_}, {"action", action}}).Increment(n);
+  }
+}
+
+void AgentMetrics::Update(const api::GpuNodeStatus& status, const std::vector<ContainerCap>& caps) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::map<std::string, core::MiB> allocated;
+  for (const ContainerCap& c : caps) allocated[c.device] += c.cap_mib;
+  for (GaugeSeries* g : {&total_, &used_, &allocated_, &healthy_, &cap_, &cap_used_, &enforced_, &mode_, &findings_}) {
+    g->Begin();
+  }
+  auto device = [&](const std::string& uuid, int index, const std::string& model, const std::string& profile,
+                    core::MiB total, core::MiB used, bool healthy) {
+    const std::map<std::string, std::string> labels = {{"node", node_},
+                                                       {"gpu_uuid", uuid},
+                                                       {"gpu_index", std::to_string(index)},
+                                                       {"gpu_model", model},
+                                                       {"mig_profile", profile}};
+    total_.Set(labels, static_cast<double>(total) * kMiB);
+    used_.Set(labels, static_cast<double>(used) * kMiB);
+    allocated_.Set(labels, static_cast<double>(allocated[uuid]) * kMiB);
+    healthy_.Set(labels, healthy ? 1 : 0);
+  };
+  for (const api::GpuNodeDevice& d : status.devices) {
+    if (!d.mig_enabled) {
+      device(d.uuid, d.index, d.model, "", d.memory_mib, d.used_mib, d.healthy);
+      continue;
+    }
+    for (const api::GpuNodeMigInstance& m : d.mig_instances) {
+      device(m.uuid, d.index, d.model, m.profile, m.memory_mib, m.used_mib, d.healthy);
+    }
+  }
+  for (const ContainerCap& c : caps) {
+    const std::map<std::string, std::string> labels = {
+        {"node", node_}, {"namespace", c.ns}, {"pod", c.pod}, {"container", c.container}, {"gpu_uuid", c.device}};
+    cap_.Set(labels, static_cast<double>(c.cap_mib) * kMiB);
+    cap_used_.Set(labels, static_cast<double>(c.used_mib) * kMiB);
+    enforced_.Set(labels, c.enforced ? 1 : 0);
+  }
+  for (std::string_view mode : {api::kEnforcementCgroupDmem, api::kEnforcementCgroupMisc, api::kEnforcementMps,
+                                api::kEnforcementNone}) {
+    mode_.Set({{"node", node_}, {"mode", std::string(mode)}}, status.enforcement.mode == mode ? 1 : 0);
+  }
+  std::map<std::string, int> per_kind = {
+      {std::string(api::kAuditOverCap), 0}, {std::string(api::kAuditUnenforced), 0}, {std::string(api::kAuditForeignProcess), 0}};
+  for (const api::GpuNodeAuditFinding& f : status.audit) ++per_kind[f.kind];
+  for (const auto& [kind, n] : per_kind) findings_.Set({{"node", node_}, {"kind", kind}}, n);
+  for (GaugeSeries* g : {&total_, &used_, &allocated_, &healthy_, &cap_, &cap_used_, &enforced_, &mode_, &findings_}) {
+    g->End();
+  }
+}
+
+std::string AgentMetrics::Serialize() const {
+  return prometheus::TextSerializer().Serialize(registry_->Collect());
+}
+
+}  // namespace gpupack::agent

@@ -1,0 +1,84 @@
+// The agent's Prometheus metrics (prometheus-cpp registry; served on /metrics by the binary).
+// Names use base units and carry the labels dashboards join on (node, gpu_uuid, gpu_index,
+// gpu_model, mig_profile, namespace, pod, container):
+//
+//   gpupack_agent_gpu_memory_total_bytes{node,gpu_uuid,gpu_index,gpu_model,mig_profile}   gauge
+//   gpupack_agent_gpu_memory_used_bytes{…same}                                           gauge
+//   gpupack_agent_gpu_memory_allocated_bytes{…same}   Σ caps of gpupack containers        gauge
+//   gpupack_agent_gpu_healthy{…same}                  1 healthy, 0 not                    gauge
+//   gpupack_agent_container_memory_cap_bytes{node,namespace,pod,container,gpu_uuid}       gauge
+//   gpupack_agent_container_memory_used_bytes{…same}                                      gauge
+//   gpupack_agent_container_memory_enforced{…same}    1 when a driver limit is in place   gauge
+//   gpupack_agent_enforcement_mode{node,mode}         1 for the node's mode, else 0       gauge
+//   gpupack_agent_audit_findings{node,kind}           current findings per kind           gauge
+//   gpupack_agent_enforcement_actions_total{node,action=apply|verify|clear|error}         counter
+//   gpupack_agent_nvml_errors_total{node,call}        failed NVML calls by function       counter
+//   gpupack_agent_reports_total{node,result=written|skipped|error}                        counter
+//   gpupack_agent_report_timestamp_seconds{node}      last successful GPUNode write       gauge
+//
+// A "device" is what pods land on: a whole GPU not in MIG mode (mig_profile="") or a MIG instance
+// (gpu_uuid = the MIG UUID, gpu_index = its parent's index). Series of devices and containers that
+// disappear are removed.
+//
+// Thread safety: all methods may be called concurrently (prometheus-cpp locks internally and
+// Update holds a mutex).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/registry.h>
+
+#include "agent/enforcer.h"
+#include "api/gpunode.h"
+#include "common/clock.h"
+
+namespace gpupack::agent {
+
+class AgentMetrics {
+ public:
+  explicit AgentMetrics(std::string node);
+
+  void CountNvmlError(std::string_view call);
+  void CountReport(std::string_view result);
+  void SetReportTime(Clock::TimePoint t);
+  void CountEnforcement(const EnforcementPass& pass);
+  // Replaces the per-device, per-container, mode and audit series with this pass's values.
+  void Update(const api::GpuNodeStatus& status, const std::vector<ContainerCap>& caps);
+
+  // Prometheus text exposition of everything.
+  std::string Serialize() const;
+  prometheus::Registry& registry() { return *registry_; }
+
+ private:
+  // A gauge family whose series are replaced wholesale each pass.
+  class GaugeSeries {
+   public:
+    explicit GaugeSeries(prometheus::Family<prometheus::Gauge>* family) : family_(family) {}
+    void Begin();
+    void Set(const std::map<std::string, std::string>& labels, double value);
+    void End();  // removes series not Set since Begin
+
+   private:
+    prometheus::Family<prometheus::Gauge>* family_;
+    std::map<std::map<std::string, std::string>, std::pair<prometheus::Gauge*, bool>> live_;
+  };
+
+  std::string node_;
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::mutex mu_;
+  prometheus::Family<prometheus::Counter>* nvml_errors_;
+  prometheus::Family<prometheus::Counter>* reports_;
+  prometheus::Family<prometheus::Counter>* actions_;
+  prometheus::Gauge* report_time_;
+  GaugeSeries total_, used_, allocated_, healthy_, cap_, cap_used_, enforced_, mode_, findings_;
+};
+
+}  // namespace gpupack::agent

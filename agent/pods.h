@@ -1,0 +1,45 @@
+// What the agent needs to know about the pods on its node: which containers are gpupack
+// containers, their devices and caps (from the gpupack.io/allocation annotation, DESIGN.md §3.2),
+// their soft limits (gpupack.io/c<i>-memory-request-mib), and the runtime container ids that tie
+// processes and cgroups to them.
+//
+// Thread safety: plain values and pure functions.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "api/allocation.h"
+
+namespace gpupack::agent {
+
+struct PodContainer {
+  std::string name;
+  int index = 0;
+  bool init = false;
+  std::string container_id;  // runtime id without the "containerd://" scheme; empty before start
+  bool running = false;
+  // From the allocation; empty for a container gpupack did not place.
+  std::vector<api::AllocatedDevice> devices;
+  core::MiB request_mib = 0;  // per-device soft limit; 0 = same as the cap
+};
+
+struct PodInfo {
+  std::string uid;
+  std::string ns;
+  std::string name;
+  // Being deleted (deletionTimestamp) or finished (Succeeded/Failed): its caps are released.
+  bool terminating = false;
+  bool gpupack = false;          // carries a valid allocation
+  std::string allocation_error;  // why the allocation annotation was refused, if it was
+  std::vector<PodContainer> containers;
+
+  std::string Key() const { return ns + "/" + name; }
+};
+
+// Never fails: missing fields leave defaults, a malformed allocation sets allocation_error.
+PodInfo PodInfoFromJson(const nlohmann::json& pod);
+
+}  // namespace gpupack::agent
