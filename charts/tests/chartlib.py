@@ -86,8 +86,11 @@ def load_catalog(path):
     """Parses docs/metrics.md tables: {name: {"type", "labels": set, "binary": str}}."""
     catalog = {}
     with open(path) as f:
+        wanted = False
         for line in f:
-            if not line.startswith("| `"):
+            if line.startswith("#"):
+                wanted = line.lower().startswith("### wanted")  # proposals, not exported
+            if wanted or not line.startswith("| `"):
                 continue
             cells = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
             if len(cells) < 5:

@@ -155,9 +155,9 @@ def scheduler():
             "short", w=12, options={"orientation": "horizontal", "displayMode": "gradient",
                                     "reduceOptions": {"calcs": ["lastNotNull"], "values": False}})
     b.panel("timeseries", "Bind outcomes",
-            "Binds per second: success, conflict (device no longer had room, pod bound elsewhere), error.",
-            [(f"sum by (result) (rate(gpupack_bind_requests_total{{{EXT}}}[{RI}]))", "{{result}}")],
-            "cps", w=8)
+            "Binds per second: ok, no_fit (the chosen node no longer had room on a device), error.",
+            [(f"sum by (result) (rate(gpupack_extender_requests_total{{{EXT}, verb=\"bind\"}}[{RI}]))", "{{result}}")],
+            "reqps", w=8)
     b.panel("timeseries", "Reservations in flight",
             "Placements reserved at bind and not yet confirmed by the pod watch, per replica.",
             [(f"max by (instance) (gpupack_reservations{{{EXT}}})", "{{instance}}")],
@@ -202,19 +202,19 @@ def scheduler():
             [('sum by (job) (up{job=~"$job|$ksjob|gpupack-agent|gpupack-webhook"})', "{{job}}")],
             "short", w=6, h=6, thresholds=[{"color": "red", "value": None}, {"color": "green", "value": 1}],
             options={"reduceOptions": {"calcs": ["lastNotNull"], "values": False}, "colorMode": "background"})
-    b.panel("timeseries", "Informer sync age",
-            "Seconds since the extender's cache last applied a list or watch event (bookmarks included).",
-            [(f"time() - max by (resource) (gpupack_kube_last_sync_timestamp_seconds{{{EXT}}})", "{{resource}}")],
-            "s", w=6, h=6, min=0)
-    b.panel("timeseries", "Watch restarts and relists",
-            "Watch restarts are normal every few minutes; frequent relists mean 410 Gone or API trouble.",
-            [(f"sum by (resource) (rate(gpupack_kube_watch_restarts_total{{{EXT}}}[{RI}]))", "restart {{resource}}"),
-             (f"sum by (resource) (rate(gpupack_kube_relists_total{{{EXT}}}[{RI}]))", "relist {{resource}}")],
-            "cps", w=6, h=6)
-    b.panel("bargauge", "Oldest node reports",
-            "Age of each node's last GPUNode heartbeat as the extender saw it; past the TTL the node is "
-            "unschedulable for gpupack pods.",
-            [(f"topk(10, time() - max by (node) (gpupack_node_report_timestamp_seconds{{{EXT}}}))", "{{node}}")],
+    b.panel("timeseries", "Extender ready",
+            "1 when a replica's cluster state is synced and it serves verbs (/readyz); a replica that is "
+            "not ready answers verbs with an error.",
+            [(f"max by (instance) (gpupack_extender_ready{{{EXT}}})", "{{instance}}")],
+            "short", w=6, h=6, min=0, max=1)
+    b.panel("timeseries", "Inventory",
+            "Nodes in the extender's GPU inventory and pods holding devices in its ledger.",
+            [(f"max(gpupack_nodes{{{EXT}}})", "nodes"), (f"max(gpupack_pods{{{EXT}}})", "pods")],
+            "short", w=6, h=6, min=0)
+    b.panel("bargauge", "Oldest agent reports",
+            "Seconds since each node's agent last wrote its GPUNode; past the extender's heartbeat TTL "
+            "(120s by default) the node is unschedulable for gpupack pods.",
+            [("topk(10, time() - max by (node) (max_over_time(gpupack_agent_report_timestamp_seconds[1h])))", "{{node}}")],
             "s", w=6, h=6, thresholds=[{"color": "green", "value": None}, {"color": "red", "value": 120}],
             options={"orientation": "horizontal", "reduceOptions": {"calcs": ["lastNotNull"], "values": False}})
     b.panel("timeseries", "Webhook reviews by result",
@@ -225,10 +225,11 @@ def scheduler():
             "Time to answer one AdmissionReview.",
             [(f"histogram_quantile(0.99, sum by (le) (rate(gpupack_webhook_request_duration_seconds_bucket[{RI}])))", "p99")],
             "s", w=8)
-    b.panel("table", "Running versions",
-            "gpupack_build_info of every target.",
-            [("sum by (job, instance, version, revision) (gpupack_build_info)", "")],
-            "short", w=8)
+    b.panel("timeseries", "Webhook reviews denied or failed",
+            "Share of AdmissionReviews denied (invalid gpupack request) or failed.",
+            [(f"sum by (result) (rate(gpupack_webhook_requests_total{{result=~\"denied|error\"}}[{RI}])) / "
+              f"scalar(sum(rate(gpupack_webhook_requests_total[{RI}])))", "{{result}}")],
+            "percentunit", w=8, min=0)
     return b
 
 
@@ -237,7 +238,7 @@ def scheduler():
 def capacity():
     b = Board("gpupack-capacity", "gpupack / Capacity & fragmentation",
               "How full and how fragmented is each node and GPU: capacity, allocated caps, live use, free "
-              "memory the typical pod cannot use, MIG layout.",
+              "memory the typical pod cannot use, largest free device, MIG layout.",
               [datasource_var(), const_var("job", "gpupack-scheduler", "Extender job"),
                query_var("node", "Node", f"label_values(gpupack_gpu_memory_bytes{{{EXT}}}, node)")])
     sel = f'{EXT}, node=~"$node"'
@@ -249,10 +250,11 @@ def capacity():
     def per_node(metric):
         return f"sum by (node) (max by ({dev}) ({metric}{{{sel}}}))"
 
+    cluster_free = f"(max(gpupack_cluster_gpu_memory_bytes{{{EXT}}}) - max(gpupack_cluster_gpu_memory_allocated_bytes{{{EXT}}}))"
     b.row("Cluster")
     b.panel("stat", "GPU memory", "Schedulable capacity of the selected nodes' devices (whole GPUs and MIG instances).",
             [(total("gpupack_gpu_memory_bytes"), "capacity")], "bytes", w=4, h=5)
-    b.panel("stat", "Allocated (caps)", "Sum of the caps placed on the devices.",
+    b.panel("stat", "Allocated (caps)", "Sum of the caps placed on the selected nodes' devices.",
             [(total("gpupack_gpu_memory_allocated_bytes"), "allocated")], "bytes", w=4, h=5)
     b.panel("stat", "Used (live)", "Live memory in use, as the node agents report it.",
             [(total("gpupack_gpu_memory_used_bytes"), "used")], "bytes", w=4, h=5)
@@ -260,15 +262,15 @@ def capacity():
             [(f"{total('gpupack_gpu_memory_allocated_bytes')} / {total('gpupack_gpu_memory_bytes')}", "allocated")],
             "percentunit", w=4, h=5, min=0, max=1,
             thresholds=[{"color": "green", "value": None}, {"color": "orange", "value": 0.75}, {"color": "red", "value": 0.9}])
-    b.panel("stat", "Fragmented free memory",
-            "Free memory that the typical pod (the learned request mix) could not use: FGD's fragmentation.",
-            [(f"sum(max by (node) (gpupack_node_fragmented_gpu_memory_bytes{{{sel}}}))", "fragmented")], "bytes", w=4, h=5)
-    b.panel("gauge", "Fragmented share of free",
-            "Fragmented free memory / all free memory: how much of what is left is unusable for typical pods.",
-            [(f"sum(max by (node) (gpupack_node_fragmented_gpu_memory_bytes{{{sel}}})) / "
-              f"({total('gpupack_gpu_memory_bytes')} - {total('gpupack_gpu_memory_allocated_bytes')})", "fragmented")],
+    b.panel("gauge", "Fragmented share of free (cluster)",
+            "FGD fragmentation over the whole cluster (not filtered by node): the share of free GPU memory "
+            "that the typical pod (the learned request mix) could not use.",
+            [(f"max(gpupack_cluster_fragmentation_ratio{{{EXT}}})", "fragmented")],
             "percentunit", w=4, h=5, min=0, max=1,
             thresholds=[{"color": "green", "value": None}, {"color": "orange", "value": 0.3}, {"color": "red", "value": 0.6}])
+    b.panel("stat", "Fragmented free memory (cluster)",
+            "Free GPU memory the typical pod could not use: fragmentation ratio x free memory, whole cluster.",
+            [(f"max(gpupack_cluster_fragmentation_ratio{{{EXT}}}) * {cluster_free}", "fragmented")], "bytes", w=4, h=5)
 
     b.row("Per node")
     b.panel("timeseries", "Capacity vs allocated vs used by node",
@@ -277,56 +279,58 @@ def capacity():
              (per_node("gpupack_gpu_memory_allocated_bytes"), "{{node}} allocated"),
              (per_node("gpupack_gpu_memory_used_bytes"), "{{node}} used")],
             "bytes", w=12, h=9, min=0)
-    b.panel("timeseries", "Free vs fragmented by node",
-            "Free memory per node, and the part of it that the typical pod could not use.",
+    b.panel("timeseries", "Free memory vs largest free device by node",
+            "Free memory per node, and the most free on any single device: a pod needing more than the "
+            "largest free device cannot land there however much the node has in total (fragmentation).",
             [(f"{per_node('gpupack_gpu_memory_bytes')} - {per_node('gpupack_gpu_memory_allocated_bytes')}", "{{node}} free"),
-             (f"max by (node) (gpupack_node_fragmented_gpu_memory_bytes{{{sel}}})", "{{node}} fragmented")],
+             (f"max by (node) (max by ({dev}) (gpupack_gpu_memory_bytes{{{sel}}}) - max by ({dev}) (gpupack_gpu_memory_allocated_bytes{{{sel}}}))",
+              "{{node}} largest free device")],
             "bytes", w=12, h=9, min=0)
 
     b.row("Per GPU / MIG instance")
-    keys = "node, gpu_index, gpu_uuid, gpu_model, mig_profile"
+    keys = "node, gpu_index, gpu_uuid, gpu_model"
     b.panel("table", "Devices",
-            "One row per device: a whole GPU, or a MIG instance (mig_profile set).",
+            "One row per device the extender schedules on: a whole GPU, or a MIG instance (MIG-... UUID).",
             [(f"max by ({keys}) (gpupack_gpu_memory_bytes{{{sel}}})", ""),
              (f"max by ({keys}) (gpupack_gpu_memory_allocated_bytes{{{sel}}})", ""),
-             (f"max by ({keys}) (gpupack_gpu_memory_used_bytes{{{sel}}})", ""),
-             (f"max by ({keys}) (gpupack_gpu_pods{{{sel}}})", "")],
+             (f"max by ({keys}) (gpupack_gpu_memory_used_bytes{{{sel}}})", "")],
             "bytes", w=24, h=10,
             transformations=[{"id": "merge", "options": {}},
                              {"id": "organize", "options": {"excludeByName": {"Time": True},
                                                             "renameByName": {"Value #A": "capacity", "Value #B": "allocated",
-                                                                             "Value #C": "used", "Value #D": "pods"}}}],
-            overrides=[{"matcher": {"id": "byName", "options": "pods"},
-                        "properties": [{"id": "unit", "value": "short"}]},
-                       {"matcher": {"id": "byName", "options": "gpu_index"},
+                                                                             "Value #C": "used"}}}],
+            overrides=[{"matcher": {"id": "byName", "options": "gpu_index"},
                         "properties": [{"id": "unit", "value": "none"}]}])
     b.panel("bargauge", "Allocated share per device",
             "Caps / capacity of each device.",
-            [(f"max by (node, gpu_index, mig_profile) (gpupack_gpu_memory_allocated_bytes{{{sel}}}) / "
-              f"max by (node, gpu_index, mig_profile) (gpupack_gpu_memory_bytes{{{sel}}})", "{{node}} #{{gpu_index}} {{mig_profile}}")],
+            [(f"max by (node, gpu_index, gpu_uuid) (gpupack_gpu_memory_allocated_bytes{{{sel}}}) / "
+              f"max by (node, gpu_index, gpu_uuid) (gpupack_gpu_memory_bytes{{{sel}}})", "{{node}} #{{gpu_index}} {{gpu_uuid}}")],
             "percentunit", w=12, h=10, min=0, max=1,
             options={"orientation": "horizontal", "displayMode": "gradient",
                      "reduceOptions": {"calcs": ["lastNotNull"], "values": False}})
     b.panel("timeseries", "Allocated vs used per device",
-            "Caps against live use: a device far above its caps runs processes outside gpupack; far below means over-requests.",
-            [(f"max by (node, gpu_index, mig_profile) (gpupack_gpu_memory_allocated_bytes{{{sel}}})", "{{node}} #{{gpu_index}} {{mig_profile}} allocated"),
-             (f"max by (node, gpu_index, mig_profile) (gpupack_gpu_memory_used_bytes{{{sel}}})", "{{node}} #{{gpu_index}} {{mig_profile}} used")],
+            "Caps against live use: far above the caps = processes outside gpupack; far below = over-requests.",
+            [(f"max by (node, gpu_index, gpu_uuid) (gpupack_gpu_memory_allocated_bytes{{{sel}}})", "{{node}} #{{gpu_index}} allocated"),
+             (f"max by (node, gpu_index, gpu_uuid) (gpupack_gpu_memory_used_bytes{{{sel}}})", "{{node}} #{{gpu_index}} used")],
             "bytes", w=12, h=10, min=0)
-    b.panel("table", "MIG layout",
-            "MIG instances per GPU: profile, size and the pods on each.",
-            [(f"max by (node, gpu_index, gpu_uuid, mig_profile) (gpupack_gpu_memory_bytes{{{sel}, mig_profile!=\"\"}})", ""),
-             (f"max by (node, gpu_index, gpu_uuid, mig_profile) (gpupack_gpu_pods{{{sel}, mig_profile!=\"\"}})", "")],
+    mig = 'node=~"$node", mig_profile!=""'
+    mkeys = "node, gpu_index, gpu_uuid, mig_profile"
+    b.panel("table", "MIG layout (node agents)",
+            "MIG instances per GPU as the node agents see them: profile, memory, caps and live use.",
+            [(f"max by ({mkeys}) (gpupack_agent_gpu_memory_total_bytes{{{mig}}})", ""),
+             (f"max by ({mkeys}) (gpupack_agent_gpu_memory_allocated_bytes{{{mig}}})", ""),
+             (f"max by ({mkeys}) (gpupack_agent_gpu_memory_used_bytes{{{mig}}})", "")],
             "bytes", w=12, h=8,
             transformations=[{"id": "merge", "options": {}},
                              {"id": "organize", "options": {"excludeByName": {"Time": True},
-                                                            "renameByName": {"Value #A": "memory", "Value #B": "pods"}}}],
-            overrides=[{"matcher": {"id": "byName", "options": "pods"}, "properties": [{"id": "unit", "value": "short"}]},
-                       {"matcher": {"id": "byName", "options": "gpu_index"}, "properties": [{"id": "unit", "value": "none"}]}])
+                                                            "renameByName": {"Value #A": "memory", "Value #B": "allocated",
+                                                                             "Value #C": "used"}}}],
+            overrides=[{"matcher": {"id": "byName", "options": "gpu_index"}, "properties": [{"id": "unit", "value": "none"}]}])
     b.panel("timeseries", "Used per GPU: DCGM exporter vs gpupack caps (needs dcgm-exporter)",
             "Only on clusters running NVIDIA's dcgm-exporter: framebuffer used (MiB converted to bytes) per GPU "
-            "UUID against gpupack's caps on that GPU.",
+            "UUID against gpupack's caps on that GPU (whole GPUs; DCGM reports MIG under the parent UUID).",
             [('sum by (gpu_uuid) (label_replace(DCGM_FI_DEV_FB_USED, "gpu_uuid", "$1", "UUID", "(.*)")) * 1048576', "{{gpu_uuid}} DCGM used"),
-             (f"max by (gpu_uuid) (gpupack_gpu_memory_allocated_bytes{{{sel}, mig_profile=\"\"}})", "{{gpu_uuid}} gpupack allocated")],
+             (f"max by (gpu_uuid) (gpupack_gpu_memory_allocated_bytes{{{sel}}})", "{{gpu_uuid}} gpupack allocated")],
             "bytes", w=12, h=8, min=0)
     return b
 
@@ -354,11 +358,13 @@ def workloads():
             "short", w=6, h=5, thresholds=[{"color": "green", "value": None}, {"color": "red", "value": 1}],
             options={"colorMode": "background", "reduceOptions": {"calcs": ["lastNotNull"], "values": False}})
     b.panel("stat", "Unenforced caps", "Container caps the agent could not verify in force.",
-            [(f"count(gpupack_agent_container_cap_enforced{{{sel}}} == 0) or vector(0)", "unenforced")],
+            [(f"count(gpupack_agent_container_memory_enforced{{{sel}}} == 0) or vector(0)", "unenforced")],
             "short", w=6, h=5, thresholds=[{"color": "green", "value": None}, {"color": "red", "value": 1}],
             options={"colorMode": "background", "reduceOptions": {"calcs": ["lastNotNull"], "values": False}})
-    b.panel("stat", "Memory of non-gpupack processes", "GPU memory used by processes that belong to no gpupack container.",
-            [('sum(gpupack_agent_foreign_process_memory_bytes{node=~"$node"})', "foreign")], "bytes", w=6, h=5)
+    b.panel("stat", "Processes of no gpupack pod", "Processes on gpupack devices that belong to no gpupack container (audit).",
+            [('sum(gpupack_agent_audit_findings{node=~"$node", kind="foreign-process"})', "foreign")], "short", w=6, h=5,
+            thresholds=[{"color": "green", "value": None}, {"color": "orange", "value": 1}],
+            options={"colorMode": "background", "reduceOptions": {"calcs": ["lastNotNull"], "values": False}})
 
     b.row("Cap vs use")
     b.panel("timeseries", "Cap vs live use per container",
@@ -378,33 +384,41 @@ def workloads():
             "percentunit", w=12, h=8,
             transformations=[{"id": "organize", "options": {"excludeByName": {"Time": True, "__name__": True, "job": True, "instance": True}}}])
     b.panel("table", "Unenforced containers",
-            "Containers whose cap is not verified in force on a device (gpupack_agent_container_cap_enforced == 0).",
-            [(f"gpupack_agent_container_cap_enforced{{{sel}}} == 0", "")],
+            "Containers without a driver limit in place on a device (gpupack_agent_container_memory_enforced == 0).",
+            [(f"gpupack_agent_container_memory_enforced{{{sel}}} == 0", "")],
             "short", w=12, h=8,
             transformations=[{"id": "organize", "options": {"excludeByName": {"Time": True, "__name__": True, "Value": True}}}])
 
     b.row("Nodes")
     b.panel("table", "Enforcement per node",
-            "How each node enforces caps (cgroup-dmem, cgroup-misc, mps, none) with driver and CUDA versions.",
-            [('max by (node, mechanism, driver_version, cuda_version) (gpupack_agent_enforcement_info{node=~"$node"})', "")],
+            "How each node enforces caps: cgroup-dmem, cgroup-misc (R615+ per-cgroup limits), mps, or none.",
+            [('max by (node, mode) (gpupack_agent_enforcement_mode{node=~"$node"}) == 1', "")],
             "short", w=12, h=8,
             transformations=[{"id": "organize", "options": {"excludeByName": {"Time": True, "Value": True}}}])
-    b.panel("timeseries", "Non-gpupack process memory per device",
-            "Memory of processes on gpupack devices that belong to no gpupack container.",
-            [('sum by (node, gpu_uuid) (gpupack_agent_foreign_process_memory_bytes{node=~"$node"})', "{{node}} {{gpu_uuid}}")],
-            "bytes", w=12, h=8, min=0)
+    b.panel("timeseries", "Audit findings by node and kind",
+            "Current findings: over-cap containers, unenforced caps, processes of no gpupack pod.",
+            [('sum by (node, kind) (gpupack_agent_audit_findings{node=~"$node"})', "{{node}} {{kind}}")],
+            "short", w=12, h=8, min=0)
     b.panel("timeseries", "Agent report age",
             "Seconds since each agent last wrote its GPUNode status.",
-            [('time() - max by (node) (gpupack_agent_last_report_timestamp_seconds{node=~"$node"})', "{{node}}")],
+            [('time() - max by (node) (gpupack_agent_report_timestamp_seconds{node=~"$node"})', "{{node}}")],
             "s", w=8, min=0)
     b.panel("timeseries", "Agent reports by result",
-            "GPUNode status writes per second (unchanged = skipped because nothing changed).",
+            "GPUNode status writes per second (skipped = nothing changed and no heartbeat due).",
             [(f'sum by (result) (rate(gpupack_agent_reports_total{{node=~"$node"}}[{RI}]))', "{{result}}")],
             "cps", w=8)
     b.panel("timeseries", "NVML errors by call",
             "NVML calls that returned an error, per second.",
             [(f'sum by (node, call) (rate(gpupack_agent_nvml_errors_total{{node=~"$node"}}[{RI}]))', "{{node}} {{call}}")],
             "cps", w=8)
+    b.panel("timeseries", "Enforcement actions",
+            "Memory-limit operations on containers' cgroups: apply, verify, clear (before teardown), error.",
+            [(f'sum by (action) (rate(gpupack_agent_enforcement_actions_total{{node=~"$node"}}[{RI}]))', "{{action}}")],
+            "cps", w=8)
+    b.panel("timeseries", "Unhealthy devices",
+            "Devices that stopped answering NVML.",
+            [('count by (node) (gpupack_agent_gpu_healthy{node=~"$node"} == 0)', "{{node}}")],
+            "short", w=8, min=0)
     return b
 
 
