@@ -97,15 +97,18 @@ def load_catalog(path):
                 continue
             name = cells[0].strip("`")
             labels_cell = re.sub(r"\([^)]*\)", "", cells[2])  # drop "(e.g. …)" explanations
-            labels = set()
+            labels, enums = set(), {}
             if labels_cell.strip() == "`DEV`":
                 labels.update(DEVICE_LABELS)
             elif labels_cell.strip() not in ("—", "-", ""):
                 for part in re.split(r",\s*(?=`)", labels_cell):
-                    m = re.match(r"\s*`([a-zA-Z_][a-zA-Z0-9_]*)`", part)
+                    m = re.match(r"\s*`([a-zA-Z_][a-zA-Z0-9_]*)`(\s*=\s*(.*))?", part)
                     if m:
                         labels.add(m.group(1))
-            catalog[name] = {"type": cells[1], "labels": labels, "binary": cells[3]}
+                        values = re.findall(r"`([^`]*)`", m.group(3) or "")
+                        if values and "\\|" in (m.group(3) or ""):  # an enum: `a`\|`b`
+                            enums[m.group(1)] = set(values)
+            catalog[name] = {"type": cells[1], "labels": labels, "binary": cells[3], "enums": enums}
     return catalog
 
 
@@ -127,6 +130,17 @@ PROMQL_WORDS = {
 
 def strip_strings(expr):
     return re.sub(r'"(?:\\.|[^"\\])*"', '""', expr)
+
+
+def label_values(expr):
+    """[(metric, label, [values])] for `label="v"` and `label=~"a|b"` matchers with plain values."""
+    out = []
+    for m in re.finditer(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\s*\{([^}]*)\}", expr):
+        for lm in re.finditer(r'(\w+)\s*(=~|=)\s*"([^"]*)"', m.group(2)):
+            values = lm.group(3).split("|") if lm.group(2) == "=~" else [lm.group(3)]
+            if all(re.fullmatch(r"[\w.-]+", v) for v in values):
+                out.append((m.group(1), lm.group(1), values))
+    return out
 
 
 def selectors(expr):
@@ -190,6 +204,12 @@ def check_expr(expr, catalog, where):
             errors.append(f"{where}: {metric} has no label {label!r} (catalog: {sorted(entry['labels'])})")
         metric_labels |= allowed
         found.append(metric)
+    for metric, label, values in label_values(expr):
+        entry = catalog.get(metric) or catalog.get(base_metric(metric)[0])
+        enum = entry.get("enums", {}).get(label) if entry else None
+        for v in values:
+            if enum is not None and v not in enum:
+                errors.append(f"{where}: {metric}{{{label}={v!r}}}: {label} is one of {sorted(enum)}")
     for label in grouping_labels(expr) - metric_labels:
         errors.append(f"{where}: grouping label {label!r} is on none of {found}")
     return errors, found

@@ -173,19 +173,20 @@ def scrape(url, insecure_tls=False):
 
 
 def families(text):
-    """{family: set(labels)} from the Prometheus text format."""
+    """{family: {label: set(values)}} from the Prometheus text format."""
     out = {}
     for line in text.splitlines():
         m = re.match(r"# TYPE (\S+) (\S+)", line)
         if m:
-            out.setdefault(m.group(1), set())
+            out.setdefault(m.group(1), {})
             continue
-        m = re.match(r"([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([^}]*)\})?\s", line)
+        m = re.match(r"([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s", line)
         if m and not line.startswith("#"):
             name, _ = chartlib.base_metric(m.group(1))
-            fam = name if name in out else m.group(1)
-            labels = set(re.findall(r'(\w+)="', m.group(3) or ""))
-            out.setdefault(fam, set()).update(labels - {"le"})
+            fam = out.setdefault(name if name in out else m.group(1), {})
+            for label, value in re.findall(r'(\w+)="((?:\\.|[^"\\])*)"', m.group(3) or ""):
+                if label != "le":
+                    fam.setdefault(label, set()).add(value)
     return out
 
 
@@ -286,10 +287,14 @@ def check_live(catalog, used, live):
                 continue
             if binary not in entry["binary"]:
                 errs.append(f"gpupack-{binary} exports {fam}, which docs/metrics.md assigns to {entry['binary']}")
-            extra = labels - entry["labels"]
-            missing = entry["labels"] - labels if labels else set()
+            extra = set(labels) - entry["labels"]
+            missing = entry["labels"] - set(labels) if labels else set()
             if extra or missing:
                 errs.append(f"gpupack-{binary} {fam}: labels {sorted(labels)}, catalog {sorted(entry['labels'])}")
+            for label, values in labels.items():
+                enum = entry.get("enums", {}).get(label)
+                if enum is not None and values - enum:
+                    errs.append(f"gpupack-{binary} {fam}: {label} values {sorted(values - enum)} are not in the catalog's {sorted(enum)}")
     return errs
 
 
