@@ -469,6 +469,24 @@ def check_rbac(m, ns, values):
     return errs
 
 
+def check_client_resources(source_root, ns, scheduler_name):
+    """Every resource type the kube client can address (kube/client.cc) is one some component's
+    RBAC table above lists: a new resource in the client without a chart permission fails here."""
+    errs = []
+    known = {(c[0], c[1].split("/")[0]) for c in extender_calls(ns, scheduler_name) + AGENT_CALLS}
+    found = set()
+    for path in glob.glob(os.path.join(source_root, "kube", "*.cc")):
+        with open(path) as f:
+            text = f.read()
+        for group, plural in re.findall(r'Resource\s+\w+\s*\{\s*"([^"]*)"\s*,\s*"[^"]*"\s*,\s*"([^"]+)"', text):
+            found.add((group, plural))
+    if not found:
+        return [f"no Resource definitions found under {source_root}/kube (did the client move?)"]
+    for group, plural in sorted(found - known):
+        errs.append(f"kube client addresses {plural} (group {group!r}), which no component's RBAC covers")
+    return errs
+
+
 # ---- webhook ----------------------------------------------------------------------------------------
 
 def openssl(*args, stdin=None):
@@ -882,6 +900,7 @@ def main():
     ap.add_argument("--agent")
     ap.add_argument("--webhook")
     ap.add_argument("--cluster")
+    ap.add_argument("--source-root", help="repository root, to cross-check RBAC with the kube client's resources")
     args = ap.parse_args()
     r = chartlib.Renderer(args.render, args.chart)
     ns = NAMESPACE
@@ -922,6 +941,9 @@ def main():
             failed += chartlib.fail_if(check_live_webhook(m, ns, args.webhook), f"{title}: webhook config (live)")
         if title == "default values":
             failed += chartlib.fail_if(check_notes(r, m, values, ns), "NOTES.txt and helm test")
+    if args.source_root:
+        failed += chartlib.fail_if(check_client_resources(args.source_root, ns, chartlib.merged_values(args.chart)["schedulerName"]),
+                                   "RBAC covers every resource the kube client addresses")
     failed += chartlib.fail_if(check_schema_coverage(args.chart), "values.schema.json covers values.yaml")
     failed += chartlib.fail_if(check_refusals(r), "bad values are refused")
     failed += chartlib.fail_if(check_versions_and_checksum(r), "kube-scheduler version and config checksum")
