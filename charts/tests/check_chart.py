@@ -726,6 +726,32 @@ def check_schema_coverage(chart_dir):
     return errs
 
 
+def check_value_references(chart_dir):
+    """Every .Values path a template reads (directly or through a `$x := .Values...` alias) exists
+    in values.yaml: with missingkey=zero a typo would silently render as empty."""
+    values = chartlib.merged_values(chart_dir)
+    errs = []
+    for path in sorted(glob.glob(os.path.join(chart_dir, "templates", "**", "*"), recursive=True)):
+        if os.path.isdir(path):
+            continue
+        with open(path) as f:
+            text = f.read()
+        refs = [m.group(1) for m in re.finditer(r"\.Values((?:\.[A-Za-z_]\w*)+)", text)]
+        for alias, base in re.findall(r"\$(\w+)\s*:=\s*\.Values((?:\.[A-Za-z_]\w*)+)", text):
+            refs += [base + m.group(1) for m in re.finditer(r"\$" + alias + r"((?:\.[A-Za-z_]\w*)+)", text)]
+        for ref in refs:
+            node = values
+            for part in ref.strip(".").split("."):
+                if isinstance(node, dict) and part in node:
+                    node = node[part]
+                elif isinstance(node, dict) and node == {}:
+                    break  # a free-form map (podAnnotations, config): any key
+                else:
+                    errs.append(f"{os.path.relpath(path, chart_dir)}: .Values{ref} is not in values.yaml")
+                    break
+    return errs
+
+
 def check_refusals(r):
     """Values the chart must refuse, with a message that names the problem."""
     errs = []
@@ -945,6 +971,7 @@ def main():
         failed += chartlib.fail_if(check_client_resources(args.source_root, ns, chartlib.merged_values(args.chart)["schedulerName"]),
                                    "RBAC covers every resource the kube client addresses")
     failed += chartlib.fail_if(check_schema_coverage(args.chart), "values.schema.json covers values.yaml")
+    failed += chartlib.fail_if(check_value_references(args.chart), "templates read only values that exist")
     failed += chartlib.fail_if(check_refusals(r), "bad values are refused")
     failed += chartlib.fail_if(check_versions_and_checksum(r), "kube-scheduler version and config checksum")
     missing = [b for b in ("extender", "agent", "webhook") if not getattr(args, b)]
