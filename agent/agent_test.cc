@@ -1,0 +1,204 @@
+// One whole agent pass against the fake NVML (real dlopen path), a temporary /proc and cgroup
+// tree, and the in-memory API server through the real kube client.
+#include "agent/agent.h"
+
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "agent/kube_sink.h"
+#include "agent/testing/agent_testing.h"
+#include "api/annotations.h"
+#include "e2e/test_apiserver.h"
+
+namespace gpupack::agent {
+namespace {
+
+using Json = nlohmann::json;
+using namespace testing;  // NOLINT: the helpers' constants
+using std::chrono::seconds;
+
+Json InferPod() {
+  api::Allocation a;
+  a.node = "n1";
+  api::ContainerAllocation ca;
+  ca.name = "main";
+  api::AllocatedDevice d;
+  d.uuid = "GPU-1";
+  d.mem_mib = 8192;
+  ca.devices.push_back(d);
+  a.containers.push_back(ca);
+  return Json{{"apiVersion", "v1"},
+              {"kind", "Pod"},
+              {"metadata",
+               {{"uid", kPodUid1},
+                {"namespace", "ml"},
+                {"name", "infer"},
+                {"annotations", {{std::string(api::kAnnotationAllocation), api::EncodeAllocation(a)}}}}},
+              {"spec", {{"nodeName", "n1"}, {"containers", Json::array({Json{{"name", "main"}}})}}},
+              {"status",
+               {{"phase", "Running"},
+                {"containerStatuses", Json::array({Json{{"name", "main"},
+                                                        {"containerID", std::string("containerd://") + kContainerA},
+                                                        {"state", {{"running", Json::object()}}}}})}}}};
+}
+
+class AgentTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(server_.Start().ok());
+    kube::Config config;
+    config.server = server_.url();
+    auto client = kube::Client::Create(config);
+    ASSERT_TRUE(client.ok()) << client.status();
+    client_ = std::move(client).value();
+    ASSERT_TRUE(client_->Create(kube::NodesResource(), "", Json{{"metadata", {{"name", "n1"}}}, {"status", Json::object()}}).ok());
+
+    leaf_ = dir_.MakeDir("cg" + SystemdContainerPath(kPodUid1, kContainerA));
+    dir_.WriteFile("cg/cgroup.controllers", "cpu memory dmem\n");
+    dir_.WriteFile("proc/42/cgroup", "0::" + SystemdContainerPath(kPodUid1, kContainerA) + "\n");
+    Json h100 = {{"uuid", "GPU-1"}, {"name", "NVIDIA H100 80GB HBM3"}, {"memoryMiB", 81559}, {"usedMiB", 9000}};
+    h100["processes"] = Json::array({Json{{"pid", 42}, {"usedMiB", 9000}}});
+    SetFakeNvmlState(dir_, {{"driverVersion", "615.20"},
+                            {"cudaVersion", 13040},
+                            {"limitsLog", dir_.path() + "/limits.jsonl"},
+                            {"devices", Json::array({h100})}});
+  }
+
+  TempDir dir_;
+  std::string leaf_;
+  e2e::TestApiServer server_;
+  std::unique_ptr<kube::Client> client_;
+  FakeClock clock_;
+};
+
+TEST_F(AgentTest, OnePassDiscoversEnforcesAuditsReportsAndExportsMetrics) {
+  AgentMetrics metrics("n1");
+  NvmlBackendOptions o;
+  o.library = GPUPACK_FAKE_NVML_R615;
+  o.proc_root = dir_.path() + "/proc";
+  o.cgroup_root = dir_.path() + "/cg";
+  o.on_nvml_error = [&](std::string_view call) { metrics.CountNvmlError(call); };
+  NvmlBackend backend(o);
+  KubeSink sink(client_.get());
+  ReporterOptions ro;
+  ro.node_name = "n1";
+  ro.max_pods_per_device = 8;
+  Reporter reporter(ro, &sink, &clock_);
+  AgentOptions ao;
+  ao.node_name = "n1";
+  ao.cgroup_root = dir_.path() + "/cg";
+  ao.max_pods_per_device = 8;
+  Agent agent(ao, &backend, [] { return StatusOr<std::vector<Json>>(std::vector<Json>{InferPod()}); }, &reporter,
+              &sink, &metrics, &clock_);
+
+  auto status = agent.RunOnce();
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_EQ(status->enforcement.mode, "cgroup-dmem");
+  ASSERT_EQ(status->processes.size(), 1u);
+  EXPECT_EQ(status->processes[0].pod, "ml/infer");
+  EXPECT_EQ(status->processes[0].container, "main");
+  EXPECT_EQ(status->devices[0].allocated_mib, 8192);
+  ASSERT_EQ(status->audit.size(), 1u);
+  EXPECT_EQ(status->audit[0].kind, "over-cap");
+
+  // The cap went onto the container's leaf cgroup through NVML.
+  std::ifstream limits(dir_.path() + "/limits.jsonl");
+  std::string line;
+  ASSERT_TRUE(std::getline(limits, line));
+  EXPECT_EQ(Json::parse(line)["cgroup"], leaf_);
+
+  // GPUNode status, node capacity and the audit event reached the API server.
+  auto gpunode = client_->GetGpuNode("n1");
+  ASSERT_TRUE(gpunode.ok()) << gpunode.status();
+  auto parsed = api::GpuNodeStatusFromJson((*gpunode)["status"]);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->devices[0].uuid, "GPU-1");
+  EXPECT_EQ(parsed->heartbeat_time, clock_.Now());
+  auto node_back = api::NodeFromGpuNode(*gpunode, seconds(120), clock_);
+  ASSERT_TRUE(node_back.ok());
+  EXPECT_TRUE(node_back->devices[0].hard_isolation);
+  auto node = client_->GetNode("n1");
+  ASSERT_TRUE(node.ok());
+  EXPECT_EQ((*node)["status"]["capacity"]["gpupack.io/gpu-memory"], "81559Mi");
+  EXPECT_EQ((*node)["status"]["capacity"]["gpupack.io/gpu"], "8");
+  EXPECT_EQ((*node)["status"]["allocatable"]["gpupack.io/gpu"], "8");
+  auto events = client_->List(kube::EventsResource(), "ml");
+  ASSERT_TRUE(events.ok()) << events.status();
+  ASSERT_EQ(events->items.size(), 1u);
+  EXPECT_EQ(events->items[0]["reason"], "GpupackOverCap");
+
+  const std::string text = metrics.Serialize();
+  for (const char* want : {
+           "gpupack_agent_gpu_memory_total_bytes{gpu_index=\"0\",gpu_model=\"NVIDIA H100 80GB HBM3\",gpu_uuid=\"GPU-1\","
+           "mig_profile=\"\",node=\"n1\"} 85520809984",
+           "gpupack_agent_gpu_memory_allocated_bytes{gpu_index=\"0\",gpu_model=\"NVIDIA H100 80GB HBM3\",gpu_uuid=\"GPU-1\","
+           "mig_profile=\"\",node=\"n1\"} 8589934592",
+           "gpupack_agent_container_memory_cap_bytes{container=\"main\",gpu_uuid=\"GPU-1\",namespace=\"ml\",node=\"n1\","
+           "pod=\"infer\"} 8589934592",
+           "gpupack_agent_container_memory_enforced{container=\"main\",gpu_uuid=\"GPU-1\",namespace=\"ml\",node=\"n1\","
+           "pod=\"infer\"} 1",
+           "gpupack_agent_enforcement_mode{mode=\"cgroup-dmem\",node=\"n1\"} 1",
+           "gpupack_agent_audit_findings{kind=\"over-cap\",node=\"n1\"} 1",
+           "gpupack_agent_reports_total{node=\"n1\",result=\"written\"} 1",
+           "gpupack_agent_enforcement_actions_total{action=\"apply\",node=\"n1\"} 1",
+       }) {
+    EXPECT_NE(text.find(want), std::string::npos) << want << "\n--- in ---\n" << text;
+  }
+
+  // Second pass a moment later: nothing written, the finding is not announced twice.
+  clock_.Advance(seconds(1));
+  ASSERT_TRUE(agent.RunOnce().ok());
+  events = client_->List(kube::EventsResource(), "ml");
+  ASSERT_TRUE(events.ok());
+  EXPECT_EQ(events->items.size(), 1u);
+  EXPECT_NE(metrics.Serialize().find("gpupack_agent_reports_total{node=\"n1\",result=\"skipped\"} 1"), std::string::npos);
+}
+
+TEST_F(AgentTest, PodListFailureSkipsEnforcementButStillReports) {
+  AgentMetrics metrics("n1");
+  NvmlBackendOptions o;
+  o.library = GPUPACK_FAKE_NVML_R615;
+  o.proc_root = dir_.path() + "/proc";
+  o.cgroup_root = dir_.path() + "/cg";
+  NvmlBackend backend(o);
+  AgentOptions ao;
+  ao.node_name = "n1";
+  ao.cgroup_root = dir_.path() + "/cg";
+  Agent agent(ao, &backend, [] { return StatusOr<std::vector<Json>>(Status::Unavailable("apiserver down")); }, nullptr,
+              nullptr, &metrics, &clock_);
+  auto status = agent.RunOnce();
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_EQ(status->devices.size(), 1u);
+  EXPECT_TRUE(status->audit.empty());
+  std::ifstream limits(dir_.path() + "/limits.jsonl");
+  EXPECT_FALSE(limits.good());  // nothing was applied
+}
+
+TEST_F(AgentTest, DiscoveryFailureIsReturnedAndCounted) {
+  AgentMetrics metrics("n1");
+  NvmlBackendOptions o;
+  o.library = dir_.path() + "/no-driver/libnvidia-ml.so.1";
+  o.on_nvml_error = [&](std::string_view call) { metrics.CountNvmlError(call); };
+  NvmlBackend backend(o);
+  Agent agent(AgentOptions{"n1"}, &backend, nullptr, nullptr, nullptr, &metrics, &clock_);
+  auto status = agent.RunOnce();
+  ASSERT_FALSE(status.ok());
+  EXPECT_NE(metrics.Serialize().find("gpupack_agent_nvml_errors_total{call=\"nvmlInit_v2\",node=\"n1\"} 1"),
+            std::string::npos);
+}
+
+TEST_F(AgentTest, VanishedDevicesLoseTheirSeries) {
+  AgentMetrics metrics("n1");
+  api::GpuNodeStatus s;
+  api::GpuNodeDevice d;
+  d.uuid = "GPU-x";
+  s.devices.push_back(d);
+  metrics.Update(s, {});
+  EXPECT_NE(metrics.Serialize().find("GPU-x"), std::string::npos);
+  metrics.Update(api::GpuNodeStatus{}, {});
+  EXPECT_EQ(metrics.Serialize().find("GPU-x"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpupack::agent
