@@ -1,0 +1,343 @@
+#include "scheduler/cluster/kube_backend.h"
+
+#include <limits>
+#include <set>
+#include <sstream>
+
+#include "api/annotations.h"
+#include "api/gpunode.h"
+#include "api/pod_request.h"
+#include "common/log.h"
+
+namespace gpupack::cluster {
+namespace {
+
+using Json = nlohmann::json;
+constexpr std::string_view kComponent = "kube-backend";
+constexpr size_t kMaxQueuedEvents = 1000;
+// Staleness is judged by the ClusterState at evaluation time from the heartbeat it is given, so
+// the conversion must not bake a verdict in.
+constexpr std::chrono::seconds kNeverStale{std::numeric_limits<int32_t>::max()};
+
+std::string Str(const Json& obj, std::initializer_list<const char*> path) {
+  const Json* cur = &obj;
+  for (const char* p : path) {
+    if (!cur->is_object()) return "";
+    auto it = cur->find(p);
+    if (it == cur->end()) return "";
+    cur = &*it;
+  }
+  return cur->is_string() ? cur->get<std::string>() : "";
+}
+
+std::string PodKey(const Json& pod) { return Str(pod, {"metadata", "namespace"}) + "/" + Str(pod, {"metadata", "name"}); }
+
+std::string AllocationText(const Json& pod) {
+  return Str(pod, {"metadata", "annotations", std::string(api::kAnnotationAllocation).c_str()});
+}
+
+}  // namespace
+
+StatusOr<std::optional<api::Allocation>> PodAllocation(const Json& pod) {
+  const std::string phase = Str(pod, {"status", "phase"});
+  if (phase == "Succeeded" || phase == "Failed") return std::optional<api::Allocation>();
+  if (Str(pod, {"spec", "nodeName"}).empty()) return std::optional<api::Allocation>();
+  const std::string text = AllocationText(pod);
+  if (text.empty()) return std::optional<api::Allocation>();
+  StatusOr<api::Allocation> alloc = api::DecodeAllocation(text);
+  if (!alloc.ok()) return alloc.status().WithContext("pod " + PodKey(pod) + " annotation gpupack.io/allocation");
+  return std::optional<api::Allocation>(std::move(alloc).value());
+}
+
+Status CheckNodeFits(const core::Node& node, const std::vector<Json>& pods, std::string_view our_uid,
+                     const api::Allocation& ours) {
+  struct Use {
+    core::MiB mib = 0;
+    bool exclusive = false;
+    std::set<std::string> pods;
+  };
+  std::map<std::string, Use> use;
+  auto add = [&](const api::Allocation& a, const std::string& uid, const std::string& key) {
+    for (const auto& [uuid, share] : api::AllocationShares(a, uid, key)) {
+      Use& u = use[uuid];
+      u.mib += share.mem_mib;
+      u.exclusive = u.exclusive || share.exclusive;
+      u.pods.insert(key);
+    }
+  };
+  for (const Json& pod : pods) {
+    const std::string uid = Str(pod, {"metadata", "uid"});
+    if (uid == our_uid) continue;
+    auto alloc = PodAllocation(pod);
+    if (!alloc.ok() || !alloc->has_value()) continue;  // undecodable annotations are not ours to judge here
+    add(**alloc, uid, PodKey(pod));
+  }
+  add(ours, std::string(our_uid), "(this bind)");
+  for (const core::Device& d : node.devices) {
+    auto it = use.find(d.uuid);
+    if (it == use.end()) continue;
+    const Use& u = it->second;
+    const bool over = u.mib > d.capacity_mib || (u.exclusive && u.pods.size() > 1);
+    if (!over) continue;
+    std::ostringstream msg;
+    msg << "device " << d.uuid << " on node " << node.name << " would be overbooked (" << u.mib << " MiB of "
+        << d.capacity_mib << (u.exclusive ? ", exclusive" : "") << ") by pods";
+    for (const std::string& p : u.pods) msg << " " << p;
+    msg << ": an allocation this extender had not yet seen (another replica's bind?); retry";
+    return Status::Conflict(msg.str());
+  }
+  return Status::Ok();
+}
+
+KubeBackend::KubeBackend(std::unique_ptr<kube::Client> client, KubeBackendConfig config, const Clock& clock)
+    : client_(std::move(client)), config_(std::move(config)), clock_(clock) {}
+
+KubeBackend::~KubeBackend() { Stop(); }
+
+Status KubeBackend::Start(extender::ClusterState& state) {
+  GPUPACK_CHECK(state_ == nullptr);
+  state_ = &state;
+  kube::InformerOptions gpu_opts = config_.informer;
+  gpu_opts.ns.clear();
+  gpu_opts.field_selector.clear();
+  gpu_opts.label_selector.clear();
+  gpunodes_ = std::make_unique<kube::Informer>(
+      client_.get(), kube::GpuNodesResource(), gpu_opts,
+      kube::InformerHandlers{[this](const Json& o) { OnGpuNode(o); },
+                             [this](const Json&, const Json& o) { OnGpuNode(o); },
+                             [this](const Json& o) { state_->RemoveNode(Str(o, {"metadata", "name"})); },
+                             nullptr},
+      &clock_);
+  kube::InformerOptions pod_opts = gpu_opts;
+  // kube-scheduler's own pod informer selector: terminated pods hold no devices.
+  pod_opts.field_selector = "status.phase!=Succeeded,status.phase!=Failed";
+  pods_ = std::make_unique<kube::Informer>(
+      client_.get(), kube::PodsResource(), pod_opts,
+      kube::InformerHandlers{[this](const Json& o) { OnPod(o); }, [this](const Json&, const Json& o) { OnPod(o); },
+                             [this](const Json& o) { OnPodDeleted(o); }, nullptr},
+      &clock_);
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    stopping_ = false;
+  }
+  if (config_.emit_events) event_thread_ = std::thread([this] { EventLoop(); });
+  gpunodes_->Start();
+  pods_->Start();
+  return Status::Ok();
+}
+
+bool KubeBackend::Synced() const {
+  return gpunodes_ && pods_ && gpunodes_->HasSynced() && pods_->HasSynced();
+}
+
+void KubeBackend::Stop() {
+  if (pods_) pods_->Stop();
+  if (gpunodes_) gpunodes_->Stop();
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    stopping_ = true;
+  }
+  events_cv_.notify_all();
+  if (event_thread_.joinable()) event_thread_.join();
+}
+
+void KubeBackend::OnGpuNode(const Json& gpunode) {
+  StatusOr<core::Node> node = api::NodeFromGpuNode(gpunode, kNeverStale, clock_);
+  if (!node.ok()) {
+    GPUPACK_LOG(kWarning, kComponent) << "ignoring GPUNode update: " << node.status();
+    return;
+  }
+  std::optional<Clock::TimePoint> heartbeat;
+  if (auto t = api::ParseRfc3339(Str(gpunode, {"status", "heartbeatTime"})); t.ok()) heartbeat = *t;
+  else heartbeat = Clock::TimePoint{};  // never reported: as stale as it gets
+  state_->UpsertNode(std::move(node).value(), heartbeat);
+}
+
+void KubeBackend::OnPod(const Json& pod) {
+  const std::string uid = Str(pod, {"metadata", "uid"});
+  if (uid.empty()) return;
+  auto alloc = PodAllocation(pod);
+  if (!alloc.ok()) {
+    GPUPACK_LOG(kWarning, kComponent) << alloc.status();
+    std::lock_guard<std::mutex> l(mu_);
+    ++stats_.bad_annotations;
+    return;
+  }
+  if (alloc->has_value()) {
+    state_->UpsertPodAllocation(uid, PodKey(pod), **alloc);
+  } else if (!Str(pod, {"spec", "nodeName"}).empty() || Str(pod, {"status", "phase"}) == "Succeeded" ||
+             Str(pod, {"status", "phase"}) == "Failed") {
+    // Bound without an allocation, or terminated: it holds nothing. (An unbound pod may hold a
+    // reservation of an in-flight bind, which must survive.)
+    state_->RemovePod(uid);
+  }
+}
+
+void KubeBackend::OnPodDeleted(const Json& pod) {
+  const std::string uid = Str(pod, {"metadata", "uid"});
+  if (!uid.empty()) state_->RemovePod(uid);
+}
+
+StatusOr<core::PodRequest> KubeBackend::LookupPod(const extender::BindTarget& target) {
+  std::optional<Json> pod;
+  if (pods_) pod = pods_->Get(target.ns + "/" + target.name);
+  if (!pod || Str(*pod, {"metadata", "uid"}) != target.uid) {
+    // Not seen yet (a watch lags a fresh pod): ask the API server.
+    StatusOr<Json> fetched = client_->GetPod(target.ns, target.name);
+    if (!fetched.ok()) return fetched.status();
+    pod = std::move(fetched).value();
+  }
+  if (!target.uid.empty() && Str(*pod, {"metadata", "uid"}) != target.uid) {
+    return Status::NotFound("pod " + target.ns + "/" + target.name + " has uid " + Str(*pod, {"metadata", "uid"}) +
+                            ", not " + target.uid + " (re-created)");
+  }
+  return api::ParsePodRequest(*pod, config_.max_devices_per_container);
+}
+
+Status KubeBackend::FreshReadCheck(const extender::BindTarget& target, const std::string& node,
+                                   const std::string& allocation_text) {
+  StatusOr<api::Allocation> ours = api::DecodeAllocation(allocation_text);
+  if (!ours.ok()) return ours.status().WithContext("our own allocation annotation");
+  kube::ListOptions lo;
+  lo.field_selector = "spec.nodeName=" + node;  // resourceVersion unset: a quorum read
+  StatusOr<kube::ListResult> fresh = client_->List(kube::PodsResource(), "", lo);
+  if (!fresh.ok()) return fresh.status().WithContext("fresh read of node " + node + "'s pods before the bind");
+  int unseen = 0;
+  for (const Json& pod : fresh->items) {
+    const std::string uid = Str(pod, {"metadata", "uid"});
+    if (uid.empty() || uid == target.uid) continue;
+    auto alloc = PodAllocation(pod);
+    if (!alloc.ok() || !alloc->has_value()) continue;
+    if (state_->NodeOfPod(uid) != std::optional<std::string>(node)) {
+      state_->UpsertPodAllocation(uid, PodKey(pod), **alloc);
+      ++unseen;
+    }
+  }
+  std::optional<Json> gpunode = gpunodes_ ? gpunodes_->Get(node) : std::nullopt;
+  Status fits = Status::Ok();
+  if (gpunode) {
+    StatusOr<core::Node> inventory = api::NodeFromGpuNode(*gpunode, kNeverStale, clock_);
+    if (inventory.ok()) fits = CheckNodeFits(*inventory, fresh->items, target.uid, *ours);
+  }
+  std::lock_guard<std::mutex> l(mu_);
+  stats_.unseen_allocations += static_cast<uint64_t>(unseen);
+  if (!fits.ok()) ++stats_.failover_conflicts;
+  return fits;
+}
+
+bool KubeBackend::AlreadyBoundAsAsked(const extender::BindTarget& target, const std::string& node,
+                                      const std::string& allocation_text) {
+  StatusOr<Json> pod = client_->GetPod(target.ns, target.name);
+  if (!pod.ok()) return false;
+  return Str(*pod, {"metadata", "uid"}) == target.uid && Str(*pod, {"spec", "nodeName"}) == node &&
+         AllocationText(*pod) == allocation_text;
+}
+
+Status KubeBackend::Bind(const extender::BindTarget& target, const std::string& node,
+                         const std::map<std::string, std::string>& annotations) {
+  auto alloc_it = annotations.find(std::string(api::kAnnotationAllocation));
+  const std::string allocation_text = alloc_it == annotations.end() ? "" : alloc_it->second;
+  if (config_.fresh_read_before_bind && !allocation_text.empty()) {
+    Status fresh = FreshReadCheck(target, node, allocation_text);
+    if (!fresh.ok()) {
+      std::lock_guard<std::mutex> l(mu_);
+      ++stats_.bind_failures;
+      return fresh;
+    }
+  }
+  Status bound = client_->CreateBinding(target.ns, target.name, target.uid, node, annotations);
+  if (!bound.ok() && (bound.code() == StatusCode::kConflict || bound.code() == StatusCode::kUnavailable ||
+                      bound.code() == StatusCode::kDeadlineExceeded)) {
+    // Our own earlier attempt may have landed (a lost response, then a retry that met 409).
+    if (AlreadyBoundAsAsked(target, node, allocation_text)) {
+      std::lock_guard<std::mutex> l(mu_);
+      ++stats_.idempotent_rebinds;
+      bound = Status::Ok();
+    }
+  }
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (bound.ok()) ++stats_.binds; else ++stats_.bind_failures;
+  }
+  if (!bound.ok()) return bound;
+  if (config_.emit_events && !allocation_text.empty()) {
+    std::ostringstream msg;
+    msg << "gpupack assigned";
+    if (auto a = api::DecodeAllocation(allocation_text); a.ok()) {
+      for (const api::ContainerAllocation& c : a->containers) {
+        msg << " " << c.name << ":";
+        for (const api::AllocatedDevice& d : c.devices) msg << " " << d.uuid << " (" << d.mem_mib << " MiB cap)";
+      }
+    }
+    msg << " on " << node;
+    kube::EventSpec ev;
+    ev.ns = target.ns;
+    ev.involved_object = {{"kind", "Pod"}, {"apiVersion", "v1"}, {"namespace", target.ns}, {"name", target.name}, {"uid", target.uid}};
+    ev.reason = "GpupackAssigned";
+    ev.message = msg.str();
+    QueueEvent(std::move(ev));
+  }
+  return Status::Ok();
+}
+
+void KubeBackend::QueueEvent(kube::EventSpec event) {
+  std::lock_guard<std::mutex> l(mu_);
+  if (events_.size() >= kMaxQueuedEvents) {
+    ++stats_.events_dropped;  // events are best effort; never slow a bind down for them
+    return;
+  }
+  events_.push_back(std::move(event));
+  events_cv_.notify_one();
+}
+
+void KubeBackend::EventLoop() {
+  std::unique_lock<std::mutex> l(mu_);
+  for (;;) {
+    events_cv_.wait(l, [this] { return stopping_ || !events_.empty(); });
+    if (stopping_) return;
+    kube::EventSpec ev = std::move(events_.front());
+    events_.pop_front();
+    l.unlock();
+    Status s = client_->CreateEvent(ev);
+    if (!s.ok()) GPUPACK_LOG(kDebug, kComponent) << "event for " << ev.ns << "/" << ev.involved_object.value("name", "") << ": " << s;
+    l.lock();
+  }
+}
+
+KubeBackendStats KubeBackend::stats() const {
+  KubeBackendStats out;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    out = stats_;
+  }
+  for (const kube::Informer* inf : {gpunodes_.get(), pods_.get()}) {
+    if (inf == nullptr) continue;
+    const kube::InformerStats s = inf->stats();
+    out.watch_restarts += s.watch_restarts;
+    out.relists += s.relists;
+    if (out.last_event_time == Clock::TimePoint{} || s.last_event_time < out.last_event_time) {
+      out.last_event_time = s.last_event_time;
+    }
+  }
+  return out;
+}
+
+StatusOr<std::unique_ptr<KubeBackend>> NewKubeBackend(const std::string& kubeconfig, KubeBackendConfig config) {
+  GPUPACK_ASSIGN_OR_RETURN(kube::Config kc, kube::ConfigFromFlagOrCluster(kubeconfig));
+  GPUPACK_ASSIGN_OR_RETURN(std::unique_ptr<kube::Client> client, kube::Client::Create(std::move(kc)));
+  return std::make_unique<KubeBackend>(std::move(client), std::move(config));
+}
+
+}  // namespace gpupack::cluster
+
+namespace gpupack::extender {
+
+StatusOr<std::unique_ptr<ClusterBackend>> MakeKubeBackend(const KubeBackendOptions& options) {
+  cluster::KubeBackendConfig config;
+  config.max_devices_per_container = options.max_devices_per_container;
+  GPUPACK_ASSIGN_OR_RETURN(std::unique_ptr<cluster::KubeBackend> backend,
+                           cluster::NewKubeBackend(options.kubeconfig, std::move(config)));
+  return std::unique_ptr<ClusterBackend>(std::move(backend));
+}
+
+}  // namespace gpupack::extender

@@ -1,0 +1,122 @@
+// The extender's Kubernetes backend: the ClusterState is rebuilt from the API server (GPUNode
+// objects for inventory, gpupack.io/allocation annotations on pods for the ledger) and kept
+// current by informers; binds are Binding objects that carry the allocation annotations, so the
+// node and the device decision land on the pod in one atomic write.
+//
+// Failover safety (DESIGN.md §5): kube-scheduler's leader election gives no fencing, so a newly
+// active extender may not yet have seen the last binds of the previous one. Before every bind this
+// backend re-reads the target node's pods from the API server (a quorum list with
+// fieldSelector=spec.nodeName=<node>), records any allocation it had not seen, and refuses the
+// bind (Conflict) if the device(s) it reserved would then be overbooked. The extender releases the
+// reservation and kube-scheduler retries the pod against the corrected ledger. What remains is the
+// window between that read and the Binding write (milliseconds) while two replicas are active at
+// once; docs/kubernetes.md discusses it.
+//
+// Idempotent binds: a Binding whose response was lost (timeout, 5xx after commit) is retried by
+// the client; the retry's 409 "already assigned" is turned into success when the pod is bound to
+// the same node with the same allocation annotation.
+//
+// Thread safety: as ClusterBackend (LookupPod, Bind, Synced, stats concurrently).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "api/allocation.h"
+#include "common/clock.h"
+#include "common/status.h"
+#include "kube/client.h"
+#include "kube/informer.h"
+#include "scheduler/extender/backend.h"
+#include "scheduler/extender/cluster_state.h"
+
+namespace gpupack::cluster {
+
+struct KubeBackendConfig {
+  int max_devices_per_container = 16;
+  // Re-read the node's pods before each bind (failover safety). Off only for benchmarks.
+  bool fresh_read_before_bind = true;
+  // Emit a Normal event on the pod naming the chosen devices and caps (asynchronously).
+  bool emit_events = true;
+  kube::InformerOptions informer;  // ns/selectors are set by the backend
+};
+
+struct KubeBackendStats {
+  uint64_t watch_restarts = 0;
+  uint64_t relists = 0;
+  uint64_t binds = 0;
+  uint64_t bind_failures = 0;
+  uint64_t idempotent_rebinds = 0;      // 409 turned into success: our own earlier write had landed
+  uint64_t failover_conflicts = 0;      // binds refused by the fresh read (unseen allocations)
+  uint64_t unseen_allocations = 0;      // allocations learnt from fresh reads before the watch
+  uint64_t bad_annotations = 0;         // pods whose gpupack.io/allocation did not decode
+  uint64_t events_dropped = 0;
+  Clock::TimePoint last_event_time{};   // oldest of the two informers' last list/event/bookmark
+};
+
+// The allocation a pod holds, if it is bound and carries a valid gpupack.io/allocation and is not
+// Succeeded or Failed. InvalidArgument (naming the pod) when the annotation does not decode.
+StatusOr<std::optional<api::Allocation>> PodAllocation(const nlohmann::json& pod);
+
+// Checks that `ours` fits on `node` together with every allocation in `pods` (other UIDs than
+// `our_uid`): per device, Σ caps ≤ capacity and an exclusive share is alone. Conflict naming the
+// device and the pods otherwise. Devices unknown to `node` are ignored (the ledger keeps them).
+Status CheckNodeFits(const core::Node& node, const std::vector<nlohmann::json>& pods, std::string_view our_uid,
+                     const api::Allocation& ours);
+
+class KubeBackend final : public extender::ClusterBackend {
+ public:
+  KubeBackend(std::unique_ptr<kube::Client> client, KubeBackendConfig config,
+              const Clock& clock = SystemClock::Instance());
+  ~KubeBackend() override;
+
+  Status Start(extender::ClusterState& state) override;
+  bool Synced() const override;
+  StatusOr<core::PodRequest> LookupPod(const extender::BindTarget& pod) override;
+  Status Bind(const extender::BindTarget& pod, const std::string& node,
+              const std::map<std::string, std::string>& annotations) override;
+  void Stop() override;
+
+  KubeBackendStats stats() const;
+
+ private:
+  void OnPod(const nlohmann::json& pod);
+  void OnPodDeleted(const nlohmann::json& pod);
+  void OnGpuNode(const nlohmann::json& gpunode);
+  Status FreshReadCheck(const extender::BindTarget& pod, const std::string& node, const std::string& allocation_text);
+  // After a failed Binding: true when the pod is in fact bound to `node` with `allocation_text`.
+  bool AlreadyBoundAsAsked(const extender::BindTarget& pod, const std::string& node, const std::string& allocation_text);
+  void QueueEvent(kube::EventSpec event);
+  void EventLoop();
+
+  std::unique_ptr<kube::Client> client_;
+  const KubeBackendConfig config_;
+  const Clock& clock_;
+  extender::ClusterState* state_ = nullptr;
+  std::unique_ptr<kube::Informer> gpunodes_;
+  std::unique_ptr<kube::Informer> pods_;
+
+  mutable std::mutex mu_;
+  KubeBackendStats stats_;
+  std::deque<kube::EventSpec> events_;
+  bool stopping_ = false;
+  std::condition_variable events_cv_;
+  std::thread event_thread_;
+};
+
+// Builds the backend from a kubeconfig path (empty: in-cluster) — the factory that
+// scheduler/extender/backend.h declares.
+StatusOr<std::unique_ptr<KubeBackend>> NewKubeBackend(const std::string& kubeconfig, KubeBackendConfig config);
+
+}  // namespace gpupack::cluster

@@ -1,0 +1,250 @@
+#include "scheduler/cluster/kube_backend.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "api/annotations.h"
+#include "api/gpunode.h"
+#include "api/pod_request.h"
+#include "e2e/test_apiserver.h"
+#include "scheduler/core/placement.h"
+#include "scheduler/core/workload.h"
+
+namespace gpupack::cluster {
+namespace {
+
+using Json = nlohmann::json;
+constexpr core::MiB kGiB = 1024;
+
+template <typename F>
+bool Eventually(F cond) {
+  for (int i = 0; i < 2000; ++i) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return cond();
+}
+
+Json PodJson(const std::string& name, const std::string& gpu_memory) {
+  return {{"metadata", {{"name", name}, {"namespace", "default"}}},
+          {"spec", {{"containers", Json::array({{{"name", "main"}, {"resources", {{"limits", {{"gpupack.io/gpu-memory", gpu_memory}}}}}}})}}}};
+}
+
+api::Allocation OneDevice(const std::string& node, const std::string& uuid, core::MiB mib) {
+  api::Allocation a;
+  a.node = node;
+  api::ContainerAllocation c;
+  c.name = "main";
+  c.devices.push_back(api::AllocatedDevice{uuid, 0, mib, "", ""});
+  a.containers.push_back(c);
+  return a;
+}
+
+class KubeBackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    e2e::TestApiServerOptions o;
+    o.bookmark_interval = std::chrono::milliseconds(50);
+    server_ = std::make_unique<e2e::TestApiServer>(o);
+    ASSERT_TRUE(server_->Start().ok());
+    kube::Config c;
+    c.server = server_->url();
+    kube::RetryPolicy p;
+    p.initial_backoff = std::chrono::milliseconds(1);
+    api_ = std::move(kube::Client::Create(c, p)).value();
+    // One 80 GiB GPU on n1, reported by "the agent" now.
+    api::GpuNodeStatus status;
+    api::GpuNodeDevice dev;
+    dev.uuid = "GPU-n1-0";
+    dev.model = "NVIDIA A100-SXM4-80GB";
+    dev.memory_mib = 80 * kGiB;
+    status.devices.push_back(dev);
+    status.heartbeat_time = std::chrono::time_point_cast<std::chrono::seconds>(clock_.Now());
+    ASSERT_TRUE(api_->UpsertGpuNodeStatus("n1", api::GpuNodeStatusToJson(status)).ok());
+  }
+  void TearDown() override {
+    if (backend_) backend_->Stop();
+  }
+
+  // Creates a pod and binds it through the API directly (as another replica would).
+  std::string CreateBoundPod(const std::string& name, core::MiB mib) {
+    auto created = api_->Create(kube::PodsResource(), "default", PodJson(name, std::to_string(mib) + "Mi"));
+    EXPECT_TRUE(created.ok());
+    const std::string uid = (*created)["metadata"]["uid"];
+    EXPECT_TRUE(api_->CreateBinding("default", name, uid, "n1", api::AllocationAnnotations(OneDevice("n1", "GPU-n1-0", mib))).ok());
+    return uid;
+  }
+  std::string CreatePod(const std::string& name, core::MiB mib) {
+    auto created = api_->Create(kube::PodsResource(), "default", PodJson(name, std::to_string(mib) + "Mi"));
+    EXPECT_TRUE(created.ok());
+    return (*created)["metadata"]["uid"];
+  }
+
+  void StartBackend() {
+    kube::Config c;
+    c.server = server_->url();
+    kube::RetryPolicy p;
+    p.initial_backoff = std::chrono::milliseconds(1);
+    KubeBackendConfig config;
+    config.informer.initial_backoff = std::chrono::milliseconds(1);
+    config.informer.max_backoff = std::chrono::milliseconds(20);
+    backend_ = std::make_unique<KubeBackend>(std::move(kube::Client::Create(c, p)).value(), config, clock_);
+    ASSERT_TRUE(backend_->Start(state_).ok());
+    ASSERT_TRUE(Eventually([&] { return backend_->Synced(); }));
+  }
+
+  // What the extender's bind verb does: lookup, reserve, Binding, confirm or release.
+  Status ExtenderBind(const std::string& name, const std::string& uid) {
+    extender::BindTarget target{"default", name, uid};
+    GPUPACK_ASSIGN_OR_RETURN(core::PodRequest request, backend_->LookupPod(target));
+    request.uid = uid;
+    request.ns = "default";
+    request.name = name;
+    GPUPACK_ASSIGN_OR_RETURN(extender::ClusterState::Reservation r, state_.Reserve(request, "n1"));
+    Status s = backend_->Bind(target, "n1", api::AllocationAnnotations(r.allocation));
+    if (s.ok()) state_.Confirm(uid); else state_.Release(uid);
+    return s;
+  }
+
+  bool Fits(core::MiB mib) {
+    StatusOr<core::PodRequest> req = api::ParsePodRequest(PodJson("probe", std::to_string(mib) + "Mi"));
+    EXPECT_TRUE(req.ok());
+    auto ev = state_.Evaluate("n1", *req);
+    return ev && ev->verdict.fits();
+  }
+
+  FakeClock clock_{std::chrono::time_point_cast<Clock::Duration>(std::chrono::system_clock::now())};
+  extender::ClusterState state_{std::make_shared<core::Policy>(core::PolicyKind::kBinpack,
+                                                               core::DefaultPriorWorkload(80 * kGiB),
+                                                               core::PlacementOptions{}),
+                                clock_, std::chrono::seconds(120)};
+  std::unique_ptr<e2e::TestApiServer> server_;
+  std::unique_ptr<kube::Client> api_;
+  std::unique_ptr<KubeBackend> backend_;
+};
+
+TEST(PodAllocationTest, OnlyBoundLivePodsWithValidAnnotations) {
+  Json pod = PodJson("p", "1Gi");
+  pod["metadata"]["uid"] = "u";
+  pod["metadata"]["annotations"][std::string(api::kAnnotationAllocation)] = api::EncodeAllocation(OneDevice("n1", "GPU-a", 1024));
+  EXPECT_FALSE(PodAllocation(pod)->has_value());  // not bound
+  pod["spec"]["nodeName"] = "n1";
+  ASSERT_TRUE(PodAllocation(pod)->has_value());
+  pod["status"]["phase"] = "Succeeded";
+  EXPECT_FALSE(PodAllocation(pod)->has_value());
+  pod["status"]["phase"] = "Running";
+  pod["metadata"]["annotations"][std::string(api::kAnnotationAllocation)] = "{not json";
+  auto bad = PodAllocation(pod);
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("default/p"), std::string::npos);
+}
+
+TEST(CheckNodeFitsTest, SumsCapsPerDeviceAndHonoursExclusive) {
+  core::Node node;
+  node.name = "n1";
+  core::Device d;
+  d.uuid = "GPU-a";
+  d.capacity_mib = 10 * kGiB;
+  node.devices.push_back(d);
+  auto bound = [](const std::string& uid, core::MiB mib, bool exclusive) {
+    Json p = PodJson(uid, "1Gi");
+    p["metadata"]["uid"] = uid;
+    p["spec"]["nodeName"] = "n1";
+    api::Allocation a = OneDevice("n1", "GPU-a", mib);
+    a.containers[0].exclusive = exclusive;
+    p["metadata"]["annotations"][std::string(api::kAnnotationAllocation)] = api::EncodeAllocation(a);
+    return p;
+  };
+  const std::vector<Json> pods = {bound("a", 4 * kGiB, false), bound("b", 4 * kGiB, false)};
+  EXPECT_TRUE(CheckNodeFits(node, pods, "me", OneDevice("n1", "GPU-a", 2 * kGiB)).ok());
+  Status over = CheckNodeFits(node, pods, "me", OneDevice("n1", "GPU-a", 3 * kGiB));
+  EXPECT_EQ(over.code(), StatusCode::kConflict);
+  EXPECT_NE(over.message().find("GPU-a"), std::string::npos);
+  // Our own pod in the list (a repeated bind) is not counted twice.
+  EXPECT_TRUE(CheckNodeFits(node, {bound("me", 2 * kGiB, false)}, "me", OneDevice("n1", "GPU-a", 10 * kGiB)).ok());
+  // An exclusive holder shares with nobody.
+  EXPECT_EQ(CheckNodeFits(node, {bound("x", 10 * kGiB, true)}, "me", OneDevice("n1", "GPU-a", 0)).code(),
+            StatusCode::kConflict);
+}
+
+TEST_F(KubeBackendTest, RebuildsLedgerFromPodsAndGpuNodes) {
+  const std::string uid0 = CreateBoundPod("p0", 40 * kGiB);
+  StartBackend();
+  EXPECT_EQ(state_.NodeOfPod(uid0), std::optional<std::string>("n1"));
+  EXPECT_TRUE(Fits(40 * kGiB));
+  EXPECT_FALSE(Fits(41 * kGiB));
+  // A terminated pod releases its devices (the selector turns its update into a delete).
+  auto pod = api_->GetPod("default", "p0");
+  ASSERT_TRUE(pod.ok());
+  ASSERT_TRUE(api_->Patch(kube::PodsResource(), "default", "p0", kube::PatchType::kMerge,
+                          {{"status", {{"phase", "Succeeded"}}}}, "status").ok());
+  EXPECT_TRUE(Eventually([&] { return !state_.NodeOfPod(uid0).has_value(); }));
+  EXPECT_TRUE(Fits(80 * kGiB));
+}
+
+TEST_F(KubeBackendTest, BindWritesAllocationAndWatchKeepsIt) {
+  StartBackend();
+  const std::string uid = CreatePod("p1", 30 * kGiB);
+  ASSERT_TRUE(ExtenderBind("p1", uid).ok());
+  auto pod = api_->GetPod("default", "p1");
+  ASSERT_TRUE(pod.ok());
+  EXPECT_EQ((*pod)["spec"]["nodeName"], "n1");
+  auto alloc = PodAllocation(*pod);
+  ASSERT_TRUE(alloc.ok() && alloc->has_value());
+  EXPECT_EQ((**alloc).containers.at(0).devices.at(0).mem_mib, 30 * kGiB);
+  EXPECT_FALSE(Fits(51 * kGiB));
+  // Deleting the pod frees the devices.
+  ASSERT_TRUE(api_->Delete(kube::PodsResource(), "default", "p1").ok());
+  EXPECT_TRUE(Eventually([&] { return Fits(80 * kGiB); }));
+  EXPECT_EQ(backend_->stats().binds, 1u);
+}
+
+TEST_F(KubeBackendTest, FreshReadRefusesDeviceBoundByAnotherReplica) {
+  CreateBoundPod("p0", 40 * kGiB);
+  StartBackend();
+  // This replica stops hearing from the API server's watches...
+  e2e::Faults deaf;
+  deaf.watch_error_rate = 1.0;
+  server_->SetFaults(deaf);
+  server_->DropWatches();
+  // ...while the previous active replica binds another 40 GiB onto the same GPU.
+  const std::string other = CreateBoundPod("from-old-replica", 40 * kGiB);
+  EXPECT_TRUE(Fits(30 * kGiB));  // our stale view still thinks 40 GiB are free
+  const std::string uid = CreatePod("p3", 30 * kGiB);
+  Status s = ExtenderBind("p3", uid);
+  EXPECT_EQ(s.code(), StatusCode::kConflict) << s;
+  // The pod stayed unbound, and the ledger learnt the unseen allocation at once.
+  auto pod = api_->GetPod("default", "p3");
+  ASSERT_TRUE(pod.ok());
+  EXPECT_EQ((*pod)["spec"].value("nodeName", ""), "");
+  EXPECT_EQ(state_.NodeOfPod(other), std::optional<std::string>("n1"));
+  EXPECT_FALSE(Fits(1));
+  EXPECT_EQ(backend_->stats().failover_conflicts, 1u);
+  server_->SetFaults({});
+}
+
+TEST_F(KubeBackendTest, LostBindResponseIsNotAFailure) {
+  StartBackend();
+  e2e::Faults lossy;
+  lossy.error_after_commit_rate = 1.0;
+  lossy.path_contains = "/binding";
+  server_->SetFaults(lossy);
+  const std::string uid = CreatePod("p1", 10 * kGiB);
+  Status s = ExtenderBind("p1", uid);
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(backend_->stats().idempotent_rebinds, 1u);
+  server_->SetFaults({});
+}
+
+TEST_F(KubeBackendTest, LookupPodRejectsRecreatedPod) {
+  StartBackend();
+  CreatePod("p1", 10 * kGiB);
+  auto wrong = backend_->LookupPod({"default", "p1", "some-old-uid"});
+  EXPECT_EQ(wrong.status().code(), StatusCode::kNotFound);
+  auto missing = backend_->LookupPod({"default", "nope", "u"});
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace gpupack::cluster
