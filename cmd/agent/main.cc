@@ -1,0 +1,232 @@
+// gpupack-agent: the node agent (DESIGN.md §2, §3.3, docs/agent.md). Parses flags, wires the
+// discovery backend, the enforcer, the reporter and the HTTP endpoints, and runs one pass every
+// poll interval until SIGTERM or SIGINT; `--once --print` runs one pass and prints it.
+#include <pthread.h>
+#include <signal.h>
+
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "agent/agent.h"
+#include "agent/http_server.h"
+#include "agent/kube_sink.h"
+#include "common/log.h"
+#include "kube/config.h"
+#include "kube/informer.h"
+
+namespace {
+
+using namespace gpupack;
+using std::chrono::seconds;
+
+constexpr const char* kUsage = R"(usage: gpupack-agent --node-name NAME [--backend nvml|file:PATH] [flags]
+
+  --node-name NAME            this node (default: $NODE_NAME)
+  --backend nvml|file:PATH    GPUs from the driver (default) or from one node entry of a cluster file
+  --kubeconfig FILE           API server from a kubeconfig (default: in-cluster service account)
+  --once                      run one pass and exit (status 1 when discovery fails)
+  --print                     with --once: print the GPUNode object as JSON on stdout; no API server
+  --listen HOST:PORT          serve /metrics and /healthz (default :9402; port 0 picks a free
+                              port); the bound address is printed as the first stdout line
+  --poll-interval DUR         discovery / enforcement / audit period (default 10s)
+  --heartbeat-interval DUR    GPUNode status written at least this often (default 60s)
+  --min-write-interval DUR    and, for changes, at most this often (default 10s)
+  --change-threshold-mib N    used-memory movement that counts as a change (default 256)
+  --max-pods-per-device N     gpupack.io/gpu capacity = devices x N (default 16)
+  --nvml-library PATH         NVML library to dlopen (default libnvidia-ml.so.1)
+  --proc-root DIR             where /proc is (default /proc; the agent needs hostPID)
+  --cgroup-root DIR           cgroup v2 mount (default /sys/fs/cgroup)
+Durations: 30s, 5m, 1h or plain seconds.
+)";
+
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "gpupack-agent: %s\n", message.c_str());
+  return 2;
+}
+
+bool ParseDuration(const std::string& text, seconds* out) {
+  if (text.empty()) return false;
+  size_t digits = text.find_first_not_of("0123456789");
+  if (digits == 0 || digits + 1 < text.size() || text.size() > 9) return false;
+  const long long n = std::stoll(text.substr(0, digits));
+  const char unit = digits == std::string::npos ? 's' : text[digits];
+  const long long mult = unit == 's' ? 1 : unit == 'm' ? 60 : unit == 'h' ? 3600 : 0;
+  if (mult == 0 || n * mult <= 0) return false;
+  *out = seconds(n * mult);
+  return true;
+}
+
+bool ParseInt(const std::string& text, int64_t lo, int64_t hi, int64_t* out) {
+  if (text.empty() || text.size() > 12 || text.find_first_not_of("0123456789") != std::string::npos) return false;
+  *out = std::stoll(text);
+  return *out >= lo && *out <= hi;
+}
+
+bool ParseListen(const std::string& text, std::string* host, int* port) {
+  const size_t colon = text.rfind(':');
+  if (colon == std::string::npos || colon + 1 == text.size()) return false;
+  *host = colon == 0 ? "0.0.0.0" : text.substr(0, colon);
+  int64_t p = 0;
+  if (!ParseInt(text.substr(colon + 1), 0, 65535, &p)) return false;
+  *port = static_cast<int>(p);
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string node_name = std::getenv("NODE_NAME") ? std::getenv("NODE_NAME") : "";
+  std::string backend_flag = "nvml", kubeconfig, listen = ":9402";
+  std::string nvml_library = "libnvidia-ml.so.1", proc_root = "/proc", cgroup_root = "/sys/fs/cgroup";
+  seconds poll(10), heartbeat(60), min_write(10);
+  int64_t threshold = 256, max_pods = 16;
+  bool once = false, print = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    if (arg == "--once") {
+      once = true;
+      continue;
+    }
+    if (arg == "--print") {
+      print = true;
+      continue;
+    }
+    if (i + 1 >= argc) return Fail(arg + " needs a value\n" + kUsage);
+    const std::string value = argv[++i];
+    bool ok = true;
+    if (arg == "--node-name") node_name = value;
+    else if (arg == "--backend") backend_flag = value;
+    else if (arg == "--kubeconfig") kubeconfig = value;
+    else if (arg == "--listen") listen = value;
+    else if (arg == "--nvml-library") nvml_library = value;
+    else if (arg == "--proc-root") proc_root = value;
+    else if (arg == "--cgroup-root") cgroup_root = value;
+    else if (arg == "--poll-interval") ok = ParseDuration(value, &poll);
+    else if (arg == "--heartbeat-interval") ok = ParseDuration(value, &heartbeat);
+    else if (arg == "--min-write-interval") ok = ParseDuration(value, &min_write);
+    else if (arg == "--change-threshold-mib") ok = ParseInt(value, 0, 1 << 30, &threshold);
+    else if (arg == "--max-pods-per-device") ok = ParseInt(value, 1, 1024, &max_pods);
+    else return Fail("unknown flag " + arg + "\n" + kUsage);
+    if (!ok) return Fail(arg + " " + value + ": invalid value");
+  }
+  if (node_name.empty()) return Fail("--node-name (or $NODE_NAME) is required\n" + std::string(kUsage));
+  if (print && !once) return Fail("--print needs --once");
+
+  agent::AgentMetrics metrics(node_name);
+  std::unique_ptr<agent::GpuBackend> backend;
+  if (backend_flag == "nvml") {
+    agent::NvmlBackendOptions o;
+    o.library = nvml_library;
+    o.proc_root = proc_root;
+    o.cgroup_root = cgroup_root;
+    o.on_nvml_error = [&metrics](std::string_view call) { metrics.CountNvmlError(call); };
+    backend = std::make_unique<agent::NvmlBackend>(o);
+  } else if (backend_flag.rfind("file:", 0) == 0 && backend_flag.size() > 5) {
+    backend = std::make_unique<agent::FileBackend>(backend_flag.substr(5), node_name);
+  } else {
+    return Fail("--backend " + backend_flag + ": expected nvml or file:PATH");
+  }
+  agent::AgentOptions options;
+  options.node_name = node_name;
+  options.cgroup_root = cgroup_root;
+  options.max_pods_per_device = static_cast<int>(max_pods);
+
+  if (print) {
+    agent::Agent pass(options, backend.get(), nullptr, nullptr, nullptr, &metrics, &SystemClock::Instance());
+    auto status = pass.RunOnce();
+    if (!status.ok()) {
+      std::fprintf(stderr, "gpupack-agent: %s\n", status.status().ToString().c_str());
+      return 1;
+    }
+    std::cout << api::GpuNodeObject(node_name, *status).dump(2) << std::endl;
+    return 0;
+  }
+
+  auto config = kube::ConfigFromFlagOrCluster(kubeconfig);
+  if (!config.ok()) return Fail(config.status().ToString());
+  auto client = kube::Client::Create(*config);
+  if (!client.ok()) return Fail(client.status().ToString());
+  agent::KubeSink sink(client->get());
+  agent::ReporterOptions ro;
+  ro.node_name = node_name;
+  ro.heartbeat_interval = heartbeat;
+  ro.min_write_interval = min_write;
+  ro.change_threshold_mib = threshold;
+  ro.max_pods_per_device = static_cast<int>(max_pods);
+  agent::Reporter reporter(ro, &sink, &SystemClock::Instance());
+  kube::InformerOptions io;
+  io.field_selector = "spec.nodeName=" + node_name;
+  kube::Informer pods(client->get(), kube::PodsResource(), io, {});
+  agent::PodLister lister = [&pods]() -> StatusOr<std::vector<nlohmann::json>> {
+    if (!pods.HasSynced()) return Status::Unavailable("pod informer has not synced yet");
+    return pods.List();
+  };
+  agent::Agent agent(options, backend.get(), lister, &reporter, &sink, &metrics, &SystemClock::Instance());
+
+  if (once) {
+    pods.Start();
+    pods.WaitForSync(std::chrono::seconds(30));
+    auto status = agent.RunOnce();
+    if (!status.ok()) {
+      std::fprintf(stderr, "gpupack-agent: %s\n", status.status().ToString().c_str());
+      return 1;
+    }
+    return 0;
+  }
+
+  std::string host;
+  int port = 0;
+  if (!ParseListen(listen, &host, &port)) return Fail("--listen " + listen + ": expected HOST:PORT");
+  // Block the stop signals before any thread starts, so only the waiter below receives them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stopping = false;
+  Clock::TimePoint last_pass = SystemClock::Instance().Now();
+  auto server = agent::HttpServer::Start(host, port, &metrics, [&]() -> std::string {
+    std::lock_guard<std::mutex> lock(mu);
+    const auto age = SystemClock::Instance().Now() - last_pass;
+    if (age > 3 * poll + seconds(30)) return "agent loop stalled: last pass " +
+                                             std::to_string(std::chrono::duration_cast<seconds>(age).count()) + "s ago";
+    return "";
+  });
+  if (!server.ok()) return Fail(server.status().ToString());
+  std::cout << host << ":" << (*server)->port() << std::endl;
+
+  std::thread waiter([&] {
+    int signal_number = 0;
+    sigwait(&stop_signals, &signal_number);
+    GPUPACK_LOG(kInfo, "agent") << "signal " << signal_number << ": stopping";
+    std::lock_guard<std::mutex> lock(mu);
+    stopping = true;
+    cv.notify_all();
+  });
+  pods.Start();
+  GPUPACK_LOG(kInfo, "agent") << "node " << node_name << ", backend " << backend_flag << ", poll " << poll.count()
+                              << "s, heartbeat " << heartbeat.count() << "s";
+  for (;;) {
+    auto status = agent.RunOnce();
+    if (!status.ok()) GPUPACK_LOG(kError, "agent") << "discovery failed (retrying): " << status.status();
+    std::unique_lock<std::mutex> lock(mu);
+    last_pass = SystemClock::Instance().Now();
+    if (cv.wait_for(lock, poll, [&] { return stopping; })) break;
+  }
+  waiter.join();
+  pods.Stop();
+  (*server)->Stop();
+  return 0;
+}
