@@ -27,9 +27,10 @@ class Renderer:
         self.helm = shutil.which("helm") if prefer_helm else None
 
     def render(self, value_files=(), sets=(), kube_version=KUBE_VERSION, api_versions=(),
-               namespace=NAMESPACE, release=RELEASE, notes=False):
-        """Returns (ok, stdout, stderr)."""
-        if self.helm:
+               namespace=NAMESPACE, release=RELEASE, notes=False, lookup=None):
+        """Returns (ok, stdout, stderr). `lookup`: a YAML file of objects `lookup` finds (our
+        renderer only: helm template cannot pretend a cluster)."""
+        if self.helm and lookup is None:
             cmd = [self.helm, "template", release, self.chart_dir, "--namespace", namespace,
                    "--kube-version", kube_version]
             if notes:
@@ -39,6 +40,8 @@ class Renderer:
                    "--release", release, "--kube-version", kube_version]
             if notes:
                 cmd.append("--notes")
+            if lookup:
+                cmd += ["--lookup", lookup]
         for f in value_files:
             cmd += ["-f", f]
         for s in sets:

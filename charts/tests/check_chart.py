@@ -795,6 +795,35 @@ def check_versions_and_checksum(r):
     return errs
 
 
+def check_webhook_cert_reuse(r):
+    """helm mode: an upgrade finds the existing TLS Secret (lookup) and keeps its CA and
+    certificate; a fresh install generates new ones."""
+    def tls(lookup=None):
+        docs, _ = r.render_docs(lookup=lookup)
+        m = Manifests(docs)
+        secret = next(s for s in m.of("Secret") if s["type"] == "kubernetes.io/tls")
+        bundle = m.of("MutatingWebhookConfiguration")[0]["webhooks"][0]["clientConfig"]["caBundle"]
+        return secret, bundle
+    errs = []
+    first, first_bundle = tls()
+    second, second_bundle = tls()
+    if first_bundle == second_bundle:
+        errs.append("two fresh installs got the same CA")
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        yaml.safe_dump([first], f)
+    upgraded, upgraded_bundle = tls(lookup=f.name)
+    if upgraded["data"] != first["data"] or upgraded_bundle != first["data"]["ca.crt"]:
+        errs.append("an upgrade with the Secret in the cluster did not reuse its CA and certificate")
+    broken = dict(first, data={"tls.crt": first["data"]["tls.crt"]})
+    with open(f.name, "w") as fh:
+        yaml.safe_dump([broken], fh)
+    regenerated, _ = tls(lookup=f.name)
+    if regenerated["data"].get("ca.crt") in (None, first["data"]["ca.crt"]) or "tls.key" not in regenerated["data"]:
+        errs.append("an incomplete existing Secret was reused instead of regenerated")
+    os.unlink(f.name)
+    return errs
+
+
 def check_notes(r, m, values, ns):
     ok, out, err = r.render(notes=True)
     if not ok:
@@ -974,6 +1003,8 @@ def main():
     failed += chartlib.fail_if(check_value_references(args.chart), "templates read only values that exist")
     failed += chartlib.fail_if(check_refusals(r), "bad values are refused")
     failed += chartlib.fail_if(check_versions_and_checksum(r), "kube-scheduler version and config checksum")
+    failed += chartlib.fail_if(check_webhook_cert_reuse(chartlib.Renderer(args.render, args.chart, prefer_helm=False)),
+                               "webhook CA kept across upgrades (lookup)")
     missing = [b for b in ("extender", "agent", "webhook") if not getattr(args, b)]
     if missing or not args.cluster:
         print(f"note: binaries not built here: {missing}" + ("" if args.cluster else ", no examples/cluster.yaml")

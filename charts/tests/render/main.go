@@ -10,6 +10,11 @@
 //
 //	render --chart DIR [-f values.yaml]... [--set a.b=c]... [--namespace NS] [--release NAME]
 //	       [--kube-version v1.30.0] [--api-versions group/version[/Kind]]... [--notes]
+//	       [--lookup objects.yaml]
+//
+// --lookup gives `lookup` a cluster to answer from (a YAML list of objects), to test the
+// upgrade paths that depend on it; without it lookup returns an empty object as under
+// `helm template`.
 //
 // Prints the manifests on stdout, each preceded by "---" and "# Source: <chart>/templates/<file>".
 // Exits 1 with the error on stderr when values, schema or templates fail.
@@ -46,6 +51,7 @@ func main() {
 	release := flag.String("release", "gpupack", "release name")
 	kubeVersion := flag.String("kube-version", "v1.30.0", "cluster version for .Capabilities.KubeVersion")
 	notes := flag.Bool("notes", false, "also render templates/NOTES.txt")
+	lookupFile := flag.String("lookup", "", "YAML list of objects that lookup finds")
 	var valueFiles, sets, apiVersions multiFlag
 	flag.Var(&valueFiles, "f", "values file (repeatable)")
 	flag.Var(&sets, "set", "key.path=value (repeatable)")
@@ -54,6 +60,12 @@ func main() {
 	if *chartDir == "" {
 		fmt.Fprintln(os.Stderr, "render: --chart is required")
 		os.Exit(2)
+	}
+	if *lookupFile != "" {
+		if err := loadLookupObjects(*lookupFile); err != nil {
+			fmt.Fprintln(os.Stderr, "render:", err)
+			os.Exit(1)
+		}
 	}
 	out, err := render(*chartDir, *namespace, *release, *kubeVersion, *notes, valueFiles, sets, apiVersions)
 	if err != nil {
@@ -313,6 +325,32 @@ func applySet(values map[string]interface{}, expr string) error {
 	return nil
 }
 
+// lookupObjects is the pretend cluster `lookup` reads (--lookup).
+var lookupObjects []map[string]interface{}
+
+func loadLookupObjects(p string) error {
+	text, err := ioutil.ReadFile(p)
+	if err != nil {
+		return err
+	}
+	var raw interface{}
+	if err := yaml.Unmarshal(text, &raw); err != nil {
+		return fmt.Errorf("%s: %v", p, err)
+	}
+	list, ok := toJSONValue(normalize(raw)).([]interface{})
+	if !ok {
+		return fmt.Errorf("%s: want a YAML list of objects", p)
+	}
+	for _, o := range list {
+		m, ok := o.(map[string]interface{})
+		if !ok {
+			return fmt.Errorf("%s: every item must be an object", p)
+		}
+		lookupObjects = append(lookupObjects, m)
+	}
+	return nil
+}
+
 // ---- built-in objects --------------------------------------------------------------------------
 
 type kubeVersion struct {
@@ -481,8 +519,15 @@ func funcMap(root *template.Template) template.FuncMap {
 		return v, nil
 	}
 	f["fail"] = func(msg string) (string, error) { return "", errors.New(msg) }
-	// lookup answers as under `helm template`: no cluster, so an empty object.
+	// lookup answers from --lookup objects; otherwise as under `helm template`: an empty object.
 	f["lookup"] = func(apiVersion, kind, namespace, name string) map[string]interface{} {
+		for _, o := range lookupObjects {
+			md, _ := o["metadata"].(map[string]interface{})
+			if o["apiVersion"] == apiVersion && o["kind"] == kind && md != nil &&
+				md["name"] == name && (namespace == "" || md["namespace"] == namespace) {
+				return o
+			}
+		}
 		return map[string]interface{}{}
 	}
 	f["include"] = func(name string, data interface{}) (string, error) {

@@ -89,3 +89,15 @@ func TestBadKubeVersionIsRefused(t *testing.T) {
 		t.Error("want an error for --kube-version latest")
 	}
 }
+
+func TestLookupAnswersFromGivenObjects(t *testing.T) {
+	lookupObjects = []map[string]interface{}{{
+		"apiVersion": "v1", "kind": "Secret",
+		"metadata": map[string]interface{}{"name": "name", "namespace": "ns"},
+	}}
+	defer func() { lookupObjects = nil }()
+	doc, _ := renderFixture(t)
+	if doc["lookup"] != 3 {
+		t.Errorf("lookup found %v keys, want the 3 of the given Secret", doc["lookup"])
+	}
+}
