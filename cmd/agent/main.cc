@@ -216,6 +216,8 @@ int main(int argc, char** argv) {
     cv.notify_all();
   });
   pods.Start();
+  // Enforcement waits for the pod list; discovery and reporting do not wait long for it.
+  pods.WaitForSync(std::chrono::seconds(5));
   GPUPACK_LOG(kInfo, "agent") << "node " << node_name << ", backend " << backend_flag << ", poll " << poll.count()
                               << "s, heartbeat " << heartbeat.count() << "s";
   for (;;) {
