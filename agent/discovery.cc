@@ -134,6 +134,18 @@ StatusOr<api::GpuNodeDevice> NvmlBackend::DiscoverDevice(unsigned int i, std::ve
 
 StatusOr<api::GpuNodeStatus> NvmlBackend::Discover() {
   GPUPACK_RETURN_IF_ERROR(EnsureOpen());
+  auto status = DiscoverAll();
+  if (!status.ok() && status.status().code() == StatusCode::kUnavailable) {
+    // The driver went away or was reloaded (NOT_LOADED, LIB_RM_VERSION_MISMATCH, ...): start over
+    // with a fresh dlopen and nvmlInit on the next pass.
+    GPUPACK_LOG(kWarning, "agent") << "closing NVML after: " << status.status();
+    nvml_.reset();
+    can_enforce_ = false;
+  }
+  return status;
+}
+
+StatusOr<api::GpuNodeStatus> NvmlBackend::DiscoverAll() {
   api::GpuNodeStatus status;
   GPUPACK_ASSIGN_OR_RETURN(status.enforcement.driver_version, nvml_->DriverVersion());
   if (auto cuda = nvml_->CudaDriverVersion(); cuda.ok()) status.enforcement.cuda_version = FormatCudaVersion(*cuda);

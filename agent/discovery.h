@@ -69,6 +69,7 @@ class NvmlBackend final : public GpuBackend, public MemoryLimiter {
 
  private:
   Status EnsureOpen();
+  StatusOr<api::GpuNodeStatus> DiscoverAll();
   StatusOr<api::GpuNodeDevice> DiscoverDevice(unsigned int i, std::vector<api::GpuNodeProcess>* processes);
   void AddProcesses(nvmlDevice_t handle, const std::string& uuid, std::vector<api::GpuNodeProcess>* processes);
 

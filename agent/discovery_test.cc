@@ -137,6 +137,19 @@ TEST_F(DiscoveryTest, CountFailureFailsThePass) {
   EXPECT_NE(status.status().message().find("NVML_ERROR_DRIVER_NOT_LOADED"), std::string::npos);
 }
 
+TEST_F(DiscoveryTest, DriverFailureReopensNvmlOnTheNextPass) {
+  Json state = NodeState();
+  state["errors"] = {{"nvmlDeviceGetCount_v2", 18}};  // LIB_RM_VERSION_MISMATCH: driver upgraded
+  SetFakeNvmlState(dir_, state);
+  NvmlBackend backend(Options(GPUPACK_FAKE_NVML_R615));
+  EXPECT_FALSE(backend.Discover().ok());
+  EXPECT_EQ(backend.limiter(), nullptr);
+  SetFakeNvmlState(dir_, NodeState());  // read again only by a fresh nvmlInit_v2
+  auto status = backend.Discover();
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_EQ(status->devices.size(), 2u);
+}
+
 TEST(FileBackendTest, ReadsOneEntryOrTheNamedNodeOfAClusterFile) {
   TempDir dir;
   const std::string single = dir.WriteFile("node.yaml", R"(
