@@ -1,0 +1,219 @@
+// gpupack-extender: the kube-scheduler extender (DESIGN.md §3.4–3.5, docs/extender.md). Parses
+// flags, loads the config and the backend, serves until SIGTERM or SIGINT, then stops gracefully
+// (in-flight requests finish, idle keep-alive connections close).
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "api/cluster_file.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "scheduler/core/placement.h"
+#include "scheduler/core/workload.h"
+#include "scheduler/extender/backend.h"
+#include "scheduler/extender/config.h"
+#include "scheduler/extender/extender.h"
+#include "scheduler/extender/http_server.h"
+#include "scheduler/extender/metrics.h"
+
+namespace {
+
+constexpr const char* kUsage = R"(usage: gpupack-extender [--standalone-cluster FILE | --kubeconfig FILE] [--config FILE]
+                        [--listen HOST:PORT] [--metrics-listen HOST:PORT] [--policy fgd|binpack|spread]
+
+  --standalone-cluster FILE  no API server: inventory from a cluster file (DESIGN.md §3.5), binds
+                             recorded in memory
+  --kubeconfig FILE          talk to this cluster (default without either flag: the in-cluster
+                             service account)
+  --config FILE              YAML config (docs/configuration.md); defaults apply without one
+  --listen HOST:PORT         verbs and /healthz /readyz /metrics (overrides the config's listen);
+                             port 0 picks a free port. The bound HOST:PORT is printed as the first
+                             line on stdout.
+  --metrics-listen HOST:PORT a second listener with only /healthz /readyz /metrics
+  --policy NAME              overrides the config's policy
+Verbs: POST {prefix}/filter, /prioritize, /bind, /preempt (kube-scheduler extender v1).
+)";
+
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "gpupack-extender: %s\n", message.c_str());
+  return 2;
+}
+
+// The cold-start prior is relative to the most common device size (docs/placement.md).
+gpupack::core::MiB MostCommonCapacity(const std::vector<gpupack::core::Node>& nodes) {
+  std::map<gpupack::core::MiB, int> counts;
+  for (const auto& node : nodes) {
+    for (const auto& device : node.devices) {
+      if (device.kind == gpupack::core::DeviceKind::kGpu) ++counts[device.capacity_mib];
+    }
+  }
+  gpupack::core::MiB best = 81920;  // an 80 GB card, when nothing is known yet
+  int best_count = 0;
+  for (const auto& [mib, count] : counts) {
+    if (count > best_count) {
+      best = mib;
+      best_count = count;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace gpupack;
+  std::map<std::string, std::string> flags;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    static const char* const kFlags[] = {"--standalone-cluster", "--kubeconfig", "--config", "--listen",
+                                         "--metrics-listen", "--policy"};
+    if (std::find(std::begin(kFlags), std::end(kFlags), arg) == std::end(kFlags)) {
+      return Fail("unknown flag " + arg + "\n" + kUsage);
+    }
+    if (i + 1 >= argc) return Fail(arg + " needs a value");
+    flags[arg] = argv[++i];
+  }
+  if (flags.count("--standalone-cluster") && flags.count("--kubeconfig")) {
+    return Fail("--standalone-cluster and --kubeconfig exclude each other");
+  }
+
+  // Signals go to the signal thread only: block them before any thread starts.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  extender::ExtenderConfig config;
+  if (flags.count("--config")) {
+    StatusOr<extender::ExtenderConfig> loaded = extender::LoadExtenderConfig(flags["--config"]);
+    if (!loaded.ok()) return Fail(loaded.status().message());
+    config = *loaded;
+  }
+  if (flags.count("--listen")) config.listen = flags["--listen"];
+  if (flags.count("--metrics-listen")) config.metrics_listen = flags["--metrics-listen"];
+  if (flags.count("--policy")) {
+    StatusOr<core::PolicyKind> kind = core::ParsePolicyKind(flags["--policy"]);
+    if (!kind.ok()) return Fail("--policy: expected fgd, binpack or spread, got \"" + flags["--policy"] + "\"");
+    config.policy = *kind;
+  }
+
+  std::unique_ptr<extender::ClusterBackend> backend;
+  core::MiB typical_device_mib = 81920;
+  if (flags.count("--standalone-cluster")) {
+    StatusOr<std::vector<core::Node>> nodes = api::LoadClusterFile(flags["--standalone-cluster"]);
+    if (!nodes.ok()) return Fail(nodes.status().message());
+    typical_device_mib = MostCommonCapacity(*nodes);
+    backend = std::make_unique<extender::StandaloneBackend>(std::move(nodes).value());
+  } else {
+#ifdef GPUPACK_HAVE_KUBE_BACKEND
+    extender::KubeBackendOptions kube;
+    kube.kubeconfig = flags.count("--kubeconfig") ? flags["--kubeconfig"] : "";
+    kube.max_devices_per_container = config.max_devices_per_container;
+    StatusOr<std::unique_ptr<extender::ClusterBackend>> made = extender::MakeKubeBackend(kube);
+    if (!made.ok()) return Fail(made.status().message());
+    backend = std::move(made).value();
+#else
+    return Fail("this build has no Kubernetes backend (scheduler/cluster); use --standalone-cluster FILE");
+#endif
+  }
+
+  core::PlacementOptions placement;
+  placement.reserve_mib_per_device = config.reserve_per_device_mib;
+  auto policy = std::make_shared<core::Policy>(config.policy, core::DefaultPriorWorkload(typical_device_mib), placement);
+  const Clock& clock = SystemClock::Instance();
+  extender::ClusterState state(policy, clock, config.heartbeat_ttl);
+  extender::ExtenderMetrics metrics(&state, config.per_device_metrics);
+  extender::ExtenderOptions options;
+  options.decisive_filter = config.decisive_filter;
+  options.band_mib = config.filter_band_mib;
+  options.neutral_non_gpu_pods = config.neutral_non_gpu_pods;
+  options.request_ratio = config.request_ratio;
+  options.max_devices_per_container = config.max_devices_per_container;
+  options.remembered_pods = static_cast<size_t>(config.remembered_pods);
+  options.remembered_ttl = config.remembered_ttl;
+  options.reservation_ttl = config.reservation_ttl;
+  options.learner.half_life_pods = config.workload_half_life_pods;
+  options.learner.prior_pods = config.workload_prior_pods;
+  options.learner.refresh_pods = config.workload_refresh_pods;
+  options.learner.granularity_mib = config.request_granularity_mib;
+  extender::Extender service(state, *backend, options, clock, &metrics);
+
+  if (Status started = backend->Start(state); !started.ok()) return Fail(started.ToString());
+
+  extender::ServerOptions server_options;
+  server_options.prefix = config.prefix;
+  server_options.max_body_bytes = config.max_body_bytes;
+  server_options.threads = config.threads;
+  server_options.tls_cert_file = config.tls_cert_file;
+  server_options.tls_key_file = config.tls_key_file;
+  extender::ExtenderServer server(service, &metrics, server_options);
+  StatusOr<std::string> address = server.Bind(config.listen);
+  if (!address.ok()) return Fail(address.status().message());
+  std::unique_ptr<extender::ExtenderServer> metrics_server;
+  if (!config.metrics_listen.empty()) {
+    extender::ServerOptions metrics_options;
+    metrics_options.serve_verbs = false;
+    metrics_options.threads = 2;
+    metrics_server = std::make_unique<extender::ExtenderServer>(service, &metrics, metrics_options);
+    StatusOr<std::string> metrics_address = metrics_server->Bind(config.metrics_listen);
+    if (!metrics_address.ok()) return Fail(metrics_address.status().message());
+    GPUPACK_LOG(kInfo, "extender") << "metrics on " << *metrics_address;
+  }
+  std::printf("%s\n", address->c_str());
+  std::fflush(stdout);
+  GPUPACK_LOG(kInfo, "extender") << "serving verbs on " << *address << config.prefix << " (policy "
+                                 << core::PolicyKindName(config.policy) << ", "
+                                 << (flags.count("--standalone-cluster") ? "standalone" : "cluster") << ")";
+
+  std::mutex mu;
+  std::condition_variable stop_cv;
+  bool stopping = false;
+  std::thread maintenance([&] {
+    std::unique_lock lock(mu);
+    while (!stop_cv.wait_for(lock, std::chrono::seconds(5), [&] { return stopping; })) {
+      lock.unlock();
+      service.Maintain();
+      lock.lock();
+    }
+  });
+  std::thread signal_thread([&] {
+    int received = 0;
+    sigwait(&signals, &received);
+    GPUPACK_LOG(kInfo, "extender") << "signal " << received << ": stopping";
+    {
+      std::lock_guard lock(mu);
+      stopping = true;
+    }
+    stop_cv.notify_all();
+    server.Stop();
+    if (metrics_server) metrics_server->Stop();
+  });
+  std::thread metrics_thread;
+  if (metrics_server) metrics_thread = std::thread([&] { metrics_server->Serve(); });
+  server.Serve();
+  {
+    std::lock_guard lock(mu);
+    // Serve returned without a signal (the listener failed): wake the signal thread ourselves.
+    if (!stopping) kill(getpid(), SIGTERM);
+  }
+  signal_thread.join();
+  if (metrics_thread.joinable()) metrics_thread.join();
+  maintenance.join();
+  backend->Stop();
+  GPUPACK_LOG(kInfo, "extender") << "stopped";
+  return 0;
+}

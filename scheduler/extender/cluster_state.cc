@@ -1,0 +1,296 @@
+#include "scheduler/extender/cluster_state.h"
+
+#include <algorithm>
+
+#include "common/log.h"
+
+namespace gpupack::extender {
+
+ClusterState::ClusterState(std::shared_ptr<const core::Policy> policy, const Clock& clock,
+                           std::chrono::nanoseconds heartbeat_ttl)
+    : clock_(clock), heartbeat_ttl_(heartbeat_ttl), policy_(std::move(policy)) {
+  GPUPACK_CHECK(policy_ != nullptr);
+}
+
+std::pair<std::shared_ptr<const core::Policy>, uint64_t> ClusterState::PolicyAndGeneration() const {
+  std::lock_guard lock(policy_mu_);
+  return {policy_, policy_generation_};
+}
+
+std::shared_ptr<const core::Policy> ClusterState::policy() const { return PolicyAndGeneration().first; }
+
+void ClusterState::SetPolicy(std::shared_ptr<const core::Policy> policy) {
+  GPUPACK_CHECK(policy != nullptr);
+  {
+    std::lock_guard lock(policy_mu_);
+    policy_ = std::move(policy);
+    ++policy_generation_;
+  }
+  std::vector<std::shared_ptr<NodeEntry>> entries;
+  {
+    std::shared_lock table(nodes_mu_);
+    for (const auto& [name, entry] : nodes_) entries.push_back(entry);
+  }
+  for (const auto& entry : entries) {
+    std::unique_lock lock(entry->mu);
+    Resummarize(*entry);
+  }
+}
+
+void ClusterState::Resummarize(NodeEntry& entry) const {
+  auto [policy, generation] = PolicyAndGeneration();
+  entry.summary = policy->Summarize(entry.node);
+  entry.summary_generation = generation;
+}
+
+std::shared_ptr<ClusterState::NodeEntry> ClusterState::FindNode(std::string_view name) const {
+  std::shared_lock table(nodes_mu_);
+  auto it = nodes_.find(std::string(name));
+  return it == nodes_.end() ? nullptr : it->second;
+}
+
+void ClusterState::ReattachShares(NodeEntry& entry) {
+  std::unordered_map<std::string_view, core::Device*> by_uuid;
+  for (core::Device& device : entry.node.devices) {
+    device.shares.clear();
+    by_uuid.emplace(device.uuid, &device);
+  }
+  auto pods = pods_by_node_.find(entry.node.name);
+  if (pods == pods_by_node_.end()) return;
+  for (const std::string& uid : pods->second) {
+    const PodRecord& record = pods_.at(uid);
+    for (auto& [uuid, share] : api::AllocationShares(record.allocation, uid, record.pod_key)) {
+      auto device = by_uuid.find(uuid);
+      if (device != by_uuid.end()) device->second->shares.push_back(std::move(share));
+    }
+  }
+}
+
+std::optional<core::Verdict> ClusterState::StaleVerdict(const NodeEntry& entry) const {
+  if (!entry.heartbeat || heartbeat_ttl_.count() <= 0) return std::nullopt;
+  const auto age = clock_.Now() - *entry.heartbeat;
+  if (age <= heartbeat_ttl_) return std::nullopt;
+  const int64_t age_s = std::chrono::duration_cast<std::chrono::seconds>(age).count();
+  const int64_t ttl_s = std::chrono::duration_cast<std::chrono::seconds>(heartbeat_ttl_).count();
+  // Preemption cannot refresh a heartbeat, so the node is unresolvable for this pod.
+  return core::Verdict::Reject(core::RejectReason::kNodeStale, /*unresolvable=*/true, ttl_s, age_s,
+                               "GPUNode heartbeat " + std::to_string(age_s) + "s old > TTL " +
+                                   std::to_string(ttl_s) + "s");
+}
+
+void ClusterState::UpsertNode(core::Node inventory, std::optional<Clock::TimePoint> heartbeat) {
+  std::unique_lock table(nodes_mu_);
+  std::shared_ptr<NodeEntry>& slot = nodes_[inventory.name];
+  if (!slot) slot = std::make_shared<NodeEntry>();
+  std::shared_ptr<NodeEntry> entry = slot;
+  // Lock the entry before the table is released so nobody evaluates a half-filled new node.
+  std::unique_lock node_lock(entry->mu);
+  table.unlock();
+  entry->node = std::move(inventory);
+  entry->heartbeat = heartbeat;
+  {
+    std::lock_guard ledger(ledger_mu_);
+    ReattachShares(*entry);
+  }
+  Resummarize(*entry);
+}
+
+void ClusterState::RemoveNode(std::string_view name) {
+  std::unique_lock table(nodes_mu_);
+  nodes_.erase(std::string(name));
+}
+
+void ClusterState::UpsertPodAllocation(std::string_view pod_uid, std::string_view pod_key,
+                                       const api::Allocation& allocation) {
+  const std::string uid(pod_uid);
+  // A record on another node must leave that node first (lock order: one node at a time).
+  std::optional<std::string> previous = NodeOfPod(uid);
+  if (previous && *previous != allocation.node) RemovePod(uid);
+
+  std::shared_ptr<NodeEntry> entry = FindNode(allocation.node);
+  std::unique_lock<std::shared_mutex> node_lock;
+  if (entry) node_lock = std::unique_lock(entry->mu);
+  std::lock_guard ledger(ledger_mu_);
+  auto it = pods_.find(uid);
+  if (it != pods_.end() && it->second.state == PodState::kReserved) --reservations_;
+  PodRecord& record = pods_[uid];
+  record.node = allocation.node;
+  record.pod_key = std::string(pod_key);
+  record.allocation = allocation;
+  record.state = PodState::kBound;
+  record.since = clock_.Now();
+  pods_by_node_[allocation.node].insert(uid);
+  if (!entry) return;
+  ReattachShares(*entry);
+  Resummarize(*entry);
+  if (Status invariant = core::CheckLedgerInvariant(entry->node); !invariant.ok()) {
+    GPUPACK_LOG(kWarning, "extender") << "pod " << pod_key << " as recorded by the cluster overbooks node "
+                                      << allocation.node << ": " << invariant.message();
+  }
+}
+
+void ClusterState::RemovePod(std::string_view pod_uid) {
+  const std::string uid(pod_uid);
+  std::optional<std::string> node = NodeOfPod(uid);
+  if (!node) return;
+  std::shared_ptr<NodeEntry> entry = FindNode(*node);
+  std::unique_lock<std::shared_mutex> node_lock;
+  if (entry) node_lock = std::unique_lock(entry->mu);
+  std::lock_guard ledger(ledger_mu_);
+  auto it = pods_.find(uid);
+  // Re-check under the locks: the pod may have moved or gone meanwhile.
+  if (it == pods_.end() || it->second.node != *node) return;
+  if (it->second.state == PodState::kReserved) --reservations_;
+  pods_.erase(it);
+  auto by_node = pods_by_node_.find(*node);
+  by_node->second.erase(uid);
+  if (by_node->second.empty()) pods_by_node_.erase(by_node);
+  if (!entry) return;
+  core::RemovePod(entry->node, uid);
+  Resummarize(*entry);
+}
+
+std::optional<core::NodeEvaluation> ClusterState::Evaluate(std::string_view node, const core::PodRequest& pod) const {
+  std::shared_ptr<NodeEntry> entry = FindNode(node);
+  if (!entry) return std::nullopt;
+  std::shared_lock lock(entry->mu);
+  if (std::optional<core::Verdict> stale = StaleVerdict(*entry)) return core::NodeEvaluation{*stale, 0, {}};
+  auto [policy, generation] = PolicyAndGeneration();
+  if (entry->summary_generation == generation) return policy->Evaluate(entry->node, entry->summary, pod);
+  return policy->Evaluate(entry->node, pod);  // a SetPolicy is re-summarising right now
+}
+
+std::optional<core::NodeEvaluation> ClusterState::EvaluateWithout(std::string_view node, const core::PodRequest& pod,
+                                                                  const std::set<std::string>& victim_uids) const {
+  std::shared_ptr<NodeEntry> entry = FindNode(node);
+  if (!entry) return std::nullopt;
+  core::Node copy;
+  {
+    std::shared_lock lock(entry->mu);
+    if (std::optional<core::Verdict> stale = StaleVerdict(*entry)) return core::NodeEvaluation{*stale, 0, {}};
+    copy = entry->node;
+  }
+  for (const std::string& uid : victim_uids) core::RemovePod(copy, uid);
+  return policy()->Evaluate(copy, pod);
+}
+
+StatusOr<ClusterState::Reservation> ClusterState::Reserve(const core::PodRequest& pod, std::string_view node) {
+  std::shared_ptr<NodeEntry> entry = FindNode(node);
+  if (!entry) return Status::NotFound("node \"" + std::string(node) + "\" is not in gpupack's inventory");
+  std::unique_lock node_lock(entry->mu);
+  // Held across the evaluation so two binds of one UID cannot both pass the check below.
+  std::lock_guard ledger(ledger_mu_);
+  if (auto it = pods_.find(pod.uid); it != pods_.end()) {
+    const PodRecord& record = it->second;
+    if (record.node != node) {
+      return Status::FailedPrecondition("pod " + pod.Key() + " (uid " + pod.uid + ") already holds devices on node " +
+                                        record.node);
+    }
+    if (record.state == PodState::kReserved) {
+      return Status::FailedPrecondition("a bind of pod " + pod.Key() + " to node " + record.node +
+                                        " is already in progress");
+    }
+    return Reservation{record.allocation, /*repeated=*/true};
+  }
+  if (std::optional<core::Verdict> stale = StaleVerdict(*entry)) {
+    return Status::FailedPrecondition("node " + std::string(node) + ": " + stale->Message());
+  }
+  auto [policy, generation] = PolicyAndGeneration();
+  if (entry->summary_generation != generation) Resummarize(*entry);
+  core::NodeEvaluation evaluation = policy->Evaluate(entry->node, entry->summary, pod);
+  if (!evaluation.verdict.fits()) {
+    return Status::FailedPrecondition("pod " + pod.Key() + " no longer fits on node " + std::string(node) + ": " +
+                                      evaluation.verdict.Message());
+  }
+  GPUPACK_RETURN_IF_ERROR(core::ApplyPlacement(entry->node, pod, evaluation.placement, policy->options()));
+  PodRecord record;
+  record.node = std::string(node);
+  record.pod_key = pod.Key();
+  record.allocation = api::AllocationFromPlacement(entry->node, evaluation.placement);
+  record.state = PodState::kReserved;
+  record.since = clock_.Now();
+  Reservation reservation{record.allocation, /*repeated=*/false};
+  pods_.emplace(pod.uid, std::move(record));
+  pods_by_node_[std::string(node)].insert(pod.uid);
+  ++reservations_;
+  Resummarize(*entry);
+  return reservation;
+}
+
+void ClusterState::Confirm(std::string_view pod_uid) {
+  std::lock_guard ledger(ledger_mu_);
+  auto it = pods_.find(std::string(pod_uid));
+  if (it == pods_.end() || it->second.state != PodState::kReserved) return;
+  it->second.state = PodState::kBound;
+  it->second.since = clock_.Now();
+  --reservations_;
+}
+
+void ClusterState::Release(std::string_view pod_uid) {
+  {
+    std::lock_guard ledger(ledger_mu_);
+    auto it = pods_.find(std::string(pod_uid));
+    if (it == pods_.end() || it->second.state != PodState::kReserved) return;
+  }
+  // Still a reservation (nobody confirms a reservation whose bind failed), so drop it.
+  RemovePod(pod_uid);
+}
+
+int ClusterState::ExpireReservations(std::chrono::nanoseconds ttl) {
+  std::vector<std::string> expired;
+  {
+    std::lock_guard ledger(ledger_mu_);
+    const Clock::TimePoint now = clock_.Now();
+    for (const auto& [uid, record] : pods_) {
+      if (record.state == PodState::kReserved && now - record.since > ttl) expired.push_back(uid);
+    }
+  }
+  for (const std::string& uid : expired) Release(uid);
+  return static_cast<int>(expired.size());
+}
+
+void ClusterState::ForEachNode(const std::function<void(const core::Node&, const core::NodeSummary&)>& fn) const {
+  std::vector<std::shared_ptr<NodeEntry>> entries;
+  {
+    std::shared_lock table(nodes_mu_);
+    entries.reserve(nodes_.size());
+    for (const auto& [name, entry] : nodes_) entries.push_back(entry);
+  }
+  for (const auto& entry : entries) {
+    std::shared_lock lock(entry->mu);
+    fn(entry->node, entry->summary);
+  }
+}
+
+std::vector<std::string> ClusterState::NodeNames() const {
+  std::shared_lock table(nodes_mu_);
+  std::vector<std::string> names;
+  names.reserve(nodes_.size());
+  for (const auto& [name, entry] : nodes_) names.push_back(name);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+size_t ClusterState::NodeCount() const {
+  std::shared_lock table(nodes_mu_);
+  return nodes_.size();
+}
+
+size_t ClusterState::ReservationCount() const {
+  std::lock_guard ledger(ledger_mu_);
+  return reservations_;
+}
+
+size_t ClusterState::PodCount() const {
+  std::lock_guard ledger(ledger_mu_);
+  return pods_.size();
+}
+
+std::optional<std::string> ClusterState::NodeOfPod(std::string_view pod_uid) const {
+  std::lock_guard ledger(ledger_mu_);
+  auto it = pods_.find(std::string(pod_uid));
+  if (it == pods_.end()) return std::nullopt;
+  return it->second.node;
+}
+
+}  // namespace gpupack::extender

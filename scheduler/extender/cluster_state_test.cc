@@ -1,0 +1,156 @@
+#include "scheduler/extender/cluster_state.h"
+
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "scheduler/extender/test_util.h"
+
+namespace gpupack::extender {
+namespace {
+
+using testing::GpuNode;
+
+core::PodRequest Pod(const std::string& uid, core::MiB mib, int gpus = 1) {
+  core::PodRequest pod;
+  pod.ns = "default";
+  pod.name = "p-" + uid;
+  pod.uid = uid;
+  core::ContainerRequest c;
+  c.name = "main";
+  c.device_count = gpus;
+  c.mem_per_device_mib = mib;
+  pod.containers.push_back(c);
+  return pod;
+}
+
+std::shared_ptr<const core::Policy> Binpack() {
+  return std::make_shared<core::Policy>(core::PolicyKind::kBinpack, core::DefaultPriorWorkload(81920), core::PlacementOptions{});
+}
+
+core::MiB Allocated(const ClusterState& state, const std::string& node) {
+  core::MiB total = 0;
+  state.ForEachNode([&](const core::Node& n, const core::NodeSummary&) {
+    if (n.name != node) return;
+    for (const auto& d : n.devices)
+      for (const auto& s : d.shares) total += s.mem_mib;
+  });
+  return total;
+}
+
+class ClusterStateTest : public ::testing::Test {
+ protected:
+  FakeClock clock_;
+  ClusterState state_{Binpack(), clock_, std::chrono::seconds(120)};
+};
+
+TEST_F(ClusterStateTest, ReservationIsVisibleToEvaluateAtOnce) {
+  state_.UpsertNode(GpuNode("n1", 1, 16384));
+  ASSERT_TRUE(state_.Evaluate("n1", Pod("a", 12000))->verdict.fits());
+  StatusOr<ClusterState::Reservation> r = state_.Reserve(Pod("a", 12000), "n1");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->allocation.node, "n1");
+  EXPECT_EQ(state_.ReservationCount(), 1u);
+  std::optional<core::NodeEvaluation> e = state_.Evaluate("n1", Pod("b", 8000));
+  ASSERT_TRUE(e.has_value());
+  EXPECT_FALSE(e->verdict.fits()) << "the in-flight reservation must count";
+}
+
+TEST_F(ClusterStateTest, RepeatedReserveOfABoundPodIsIdempotent) {
+  state_.UpsertNode(GpuNode("n1", 2, 16384));
+  ASSERT_TRUE(state_.Reserve(Pod("a", 8000), "n1").ok());
+  StatusOr<ClusterState::Reservation> again = state_.Reserve(Pod("a", 8000), "n1");
+  EXPECT_FALSE(again.ok()) << "a bind in progress is not yet a success";
+  state_.Confirm("a");
+  again = state_.Reserve(Pod("a", 8000), "n1");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(again->repeated);
+  EXPECT_EQ(Allocated(state_, "n1"), 8000);
+  state_.UpsertNode(GpuNode("n2", 1, 16384));
+  EXPECT_EQ(state_.Reserve(Pod("a", 8000), "n2").status().code(), StatusCode::kFailedPrecondition);
+}
+
+TEST_F(ClusterStateTest, ReleaseUndoesAReservationButNotABinding) {
+  state_.UpsertNode(GpuNode("n1", 1, 16384));
+  ASSERT_TRUE(state_.Reserve(Pod("a", 8000), "n1").ok());
+  state_.Release("a");
+  EXPECT_EQ(Allocated(state_, "n1"), 0);
+  EXPECT_EQ(state_.ReservationCount(), 0u);
+  ASSERT_TRUE(state_.Reserve(Pod("b", 8000), "n1").ok());
+  state_.Confirm("b");
+  state_.Release("b");
+  EXPECT_EQ(Allocated(state_, "n1"), 8000);
+}
+
+TEST_F(ClusterStateTest, ErrorsLeaveTheLedgerUnchanged) {
+  state_.UpsertNode(GpuNode("n1", 1, 16384));
+  EXPECT_EQ(state_.Reserve(Pod("a", 8000), "missing").status().code(), StatusCode::kNotFound);
+  StatusOr<ClusterState::Reservation> big = state_.Reserve(Pod("a", 20000), "n1");
+  EXPECT_EQ(big.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(state_.PodCount(), 0u);
+  EXPECT_EQ(Allocated(state_, "n1"), 0);
+}
+
+TEST_F(ClusterStateTest, ExpiredReservationsAreReleased) {
+  state_.UpsertNode(GpuNode("n1", 1, 16384));
+  ASSERT_TRUE(state_.Reserve(Pod("a", 8000), "n1").ok());
+  clock_.Advance(std::chrono::seconds(30));
+  EXPECT_EQ(state_.ExpireReservations(std::chrono::seconds(60)), 0);
+  clock_.Advance(std::chrono::seconds(31));
+  EXPECT_EQ(state_.ExpireReservations(std::chrono::seconds(60)), 1);
+  EXPECT_EQ(Allocated(state_, "n1"), 0);
+}
+
+TEST_F(ClusterStateTest, AllocationsFromTheClusterSurviveInventoryUpdates) {
+  api::Allocation a;
+  a.node = "n1";
+  a.containers.push_back({"main", 0, false, false, false, {{"GPU-n1-0", 0, 6000, "", ""}}});
+  // The pod may be listed before its node's inventory arrives.
+  state_.UpsertPodAllocation("a", "default/a", a);
+  state_.UpsertNode(GpuNode("n1", 2, 16384));
+  EXPECT_EQ(Allocated(state_, "n1"), 6000);
+  state_.UpsertNode(GpuNode("n1", 2, 16384));  // a fresh agent report
+  EXPECT_EQ(Allocated(state_, "n1"), 6000);
+  EXPECT_EQ(state_.NodeOfPod("a"), "n1");
+  state_.RemovePod("a");
+  EXPECT_EQ(Allocated(state_, "n1"), 0);
+  EXPECT_EQ(state_.PodCount(), 0u);
+}
+
+TEST_F(ClusterStateTest, StaleNodesAreRejectedWithTheirAge) {
+  state_.UpsertNode(GpuNode("n1", 1, 16384), clock_.Now());
+  EXPECT_TRUE(state_.Evaluate("n1", Pod("a", 1000))->verdict.fits());
+  clock_.Advance(std::chrono::seconds(300));
+  core::Verdict v = state_.Evaluate("n1", Pod("a", 1000))->verdict;
+  EXPECT_EQ(v.reason, core::RejectReason::kNodeStale);
+  EXPECT_TRUE(v.unresolvable);
+  EXPECT_EQ(state_.Reserve(Pod("a", 1000), "n1").status().code(), StatusCode::kFailedPrecondition);
+}
+
+TEST_F(ClusterStateTest, EvaluateWithoutVictimsFreesTheirShares) {
+  state_.UpsertNode(GpuNode("n1", 1, 16384));
+  ASSERT_TRUE(state_.Reserve(Pod("v1", 8000), "n1").ok());
+  ASSERT_TRUE(state_.Reserve(Pod("v2", 8000), "n1").ok());
+  EXPECT_FALSE(state_.EvaluateWithout("n1", Pod("p", 12000), {"v1"})->verdict.fits());
+  EXPECT_TRUE(state_.EvaluateWithout("n1", Pod("p", 12000), {"v1", "v2"})->verdict.fits());
+  EXPECT_EQ(Allocated(state_, "n1"), 16000) << "a dry run changes nothing";
+}
+
+TEST_F(ClusterStateTest, ConcurrentReservationsNeverOverbook) {
+  state_.UpsertNode(GpuNode("n1", 4, 16384));
+  std::vector<std::thread> threads;
+  std::atomic<int> won{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 50; ++i) {
+        if (state_.Reserve(Pod(std::to_string(t) + "-" + std::to_string(i), 3000), "n1").ok()) ++won;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(won.load(), 4 * 5);  // five 3000 MiB shares per 16384 MiB GPU
+  state_.ForEachNode([](const core::Node& n, const core::NodeSummary&) { EXPECT_TRUE(core::CheckLedgerInvariant(n).ok()); });
+}
+
+}  // namespace
+}  // namespace gpupack::extender

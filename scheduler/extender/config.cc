@@ -1,0 +1,223 @@
+#include "scheduler/extender/config.h"
+
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+
+#include <yaml-cpp/yaml.h>
+
+#include "common/quantity.h"
+
+namespace gpupack::extender {
+
+namespace {
+
+Status BadKey(const std::string& key, const std::string& what) {
+  return Status::InvalidArgument("config key \"" + key + "\": " + what);
+}
+
+std::string Scalar(const YAML::Node& node) { return node.IsScalar() ? node.Scalar() : std::string(); }
+
+Status ReadBool(const YAML::Node& node, const std::string& key, bool& out) {
+  const std::string s = Scalar(node);
+  if (s == "true") {
+    out = true;
+  } else if (s == "false") {
+    out = false;
+  } else {
+    return BadKey(key, "expected true or false, got \"" + s + "\"");
+  }
+  return Status::Ok();
+}
+
+Status ReadDouble(const YAML::Node& node, const std::string& key, double lo, double hi, double& out) {
+  const std::string s = Scalar(node);
+  char* end = nullptr;
+  const double v = s.empty() ? NAN : std::strtod(s.c_str(), &end);
+  if (s.empty() || end != s.c_str() + s.size() || !std::isfinite(v)) return BadKey(key, "expected a number, got \"" + s + "\"");
+  if (v < lo || v > hi) {
+    std::ostringstream range;
+    range << "must be between " << lo << " and " << hi << ", got " << s;
+    return BadKey(key, range.str());
+  }
+  out = v;
+  return Status::Ok();
+}
+
+template <typename Int>
+Status ReadInt(const YAML::Node& node, const std::string& key, int64_t lo, int64_t hi, Int& out) {
+  double v = 0;
+  GPUPACK_RETURN_IF_ERROR(ReadDouble(node, key, static_cast<double>(lo), static_cast<double>(hi), v));
+  if (v != std::floor(v)) return BadKey(key, "expected an integer, got \"" + Scalar(node) + "\"");
+  out = static_cast<Int>(v);
+  return Status::Ok();
+}
+
+Status ReadString(const YAML::Node& node, const std::string& key, std::string& out) {
+  if (!node.IsScalar()) return BadKey(key, "expected a string");
+  out = node.Scalar();
+  return Status::Ok();
+}
+
+// A Kubernetes quantity of bytes, stored in MiB (rounded up) or bytes.
+Status ReadBytes(const YAML::Node& node, const std::string& key, int64_t divisor, int64_t& out) {
+  StatusOr<Quantity> q = Quantity::Parse(Scalar(node));
+  if (!q.ok()) return BadKey(key, q.status().message());
+  if (q->negative()) return BadKey(key, "must not be negative");
+  StatusOr<int64_t> v = q->ScaledCeil(1, divisor);
+  if (!v.ok()) return BadKey(key, v.status().message());
+  out = *v;
+  return Status::Ok();
+}
+
+Status ReadDurationKey(const YAML::Node& node, const std::string& key, std::chrono::nanoseconds& out) {
+  StatusOr<std::chrono::nanoseconds> d = ParseDuration(Scalar(node));
+  if (!d.ok()) return BadKey(key, d.status().message());
+  out = *d;
+  return Status::Ok();
+}
+
+Status ReadListen(const YAML::Node& node, const std::string& key, std::string& out) {
+  GPUPACK_RETURN_IF_ERROR(ReadString(node, key, out));
+  const size_t colon = out.rfind(':');
+  if (colon == std::string::npos || colon + 1 == out.size() ||
+      out.find_first_not_of("0123456789", colon + 1) != std::string::npos) {
+    return BadKey(key, "expected HOST:PORT, got \"" + out + "\"");
+  }
+  return Status::Ok();
+}
+
+using Reader = std::function<Status(const YAML::Node&, const std::string&, ExtenderConfig&)>;
+
+Status ReadSection(const YAML::Node& node, const std::string& prefix, const std::map<std::string, Reader>& readers,
+                   ExtenderConfig& config) {
+  if (!node.IsMap()) return BadKey(prefix.empty() ? "(document)" : prefix, "expected a mapping");
+  for (const auto& item : node) {
+    const std::string name = item.first.as<std::string>();
+    const std::string key = prefix.empty() ? name : prefix + "." + name;
+    auto reader = readers.find(name);
+    if (reader == readers.end()) return BadKey(key, "unknown key");
+    GPUPACK_RETURN_IF_ERROR(reader->second(item.second, key, config));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<std::chrono::nanoseconds> ParseDuration(std::string_view text) {
+  if (text.empty()) return Status::InvalidArgument("expected a duration such as \"90s\", got \"\"");
+  std::chrono::nanoseconds total{0};
+  size_t i = 0;
+  const std::string whole(text);
+  while (i < text.size()) {
+    size_t j = i;
+    while (j < text.size() && (std::isdigit(static_cast<unsigned char>(text[j])) || text[j] == '.')) ++j;
+    size_t k = j;
+    while (k < text.size() && std::isalpha(static_cast<unsigned char>(text[k]))) ++k;
+    const std::string number(text.substr(i, j - i));
+    const std::string unit(text.substr(j, k - j));
+    static const std::map<std::string, double> kUnits = {{"h", 3600e9}, {"m", 60e9}, {"s", 1e9},
+                                                          {"ms", 1e6},  {"us", 1e3}, {"ns", 1}};
+    auto u = kUnits.find(unit);
+    char* end = nullptr;
+    const double v = number.empty() ? NAN : std::strtod(number.c_str(), &end);
+    if (number.empty() || end != number.c_str() + number.size() || u == kUnits.end()) {
+      return Status::InvalidArgument("expected a duration such as \"90s\", \"5m\" or \"1h30m\", got \"" + whole + "\"");
+    }
+    const double ns = v * u->second;
+    if (ns > 1e18) return Status::InvalidArgument("duration \"" + whole + "\" is too long");
+    total += std::chrono::nanoseconds(static_cast<int64_t>(ns));
+    i = k;
+  }
+  return total;
+}
+
+StatusOr<ExtenderConfig> ParseExtenderConfig(std::string_view yaml_text) {
+  YAML::Node doc;
+  try {
+    doc = YAML::Load(std::string(yaml_text));
+  } catch (const YAML::Exception& e) {
+    return Status::InvalidArgument(std::string("config is not valid YAML: ") + e.what());
+  }
+  ExtenderConfig config;
+  if (doc.IsNull()) return config;  // an empty file: all defaults
+
+  const std::map<std::string, Reader> workload = {
+      {"halfLifePods", [](auto& n, auto& k, auto& c) { return ReadDouble(n, k, 1, 1e9, c.workload_half_life_pods); }},
+      {"priorPods", [](auto& n, auto& k, auto& c) { return ReadDouble(n, k, 0, 1e9, c.workload_prior_pods); }},
+      {"refreshPods", [](auto& n, auto& k, auto& c) { return ReadInt(n, k, 0, 1000000, c.workload_refresh_pods); }},
+  };
+  const std::map<std::string, Reader> tls = {
+      {"certFile", [](auto& n, auto& k, auto& c) { return ReadString(n, k, c.tls_cert_file); }},
+      {"keyFile", [](auto& n, auto& k, auto& c) { return ReadString(n, k, c.tls_key_file); }},
+  };
+  const std::map<std::string, Reader> top = {
+      {"listen", [](auto& n, auto& k, auto& c) { return ReadListen(n, k, c.listen); }},
+      {"metricsListen", [](auto& n, auto& k, auto& c) { return ReadListen(n, k, c.metrics_listen); }},
+      {"prefix",
+       [](auto& n, auto& k, auto& c) {
+         GPUPACK_RETURN_IF_ERROR(ReadString(n, k, c.prefix));
+         while (!c.prefix.empty() && c.prefix.back() == '/') c.prefix.pop_back();
+         if (!c.prefix.empty() && c.prefix.front() != '/') return BadKey(k, "must start with \"/\", got \"" + c.prefix + "\"");
+         return Status::Ok();
+       }},
+      {"policy",
+       [](auto& n, auto& k, auto& c) {
+         StatusOr<core::PolicyKind> kind = core::ParsePolicyKind(Scalar(n));
+         if (!kind.ok()) return BadKey(k, "expected fgd, binpack or spread, got \"" + Scalar(n) + "\"");
+         c.policy = *kind;
+         return Status::Ok();
+       }},
+      {"decisiveFilter", [](auto& n, auto& k, auto& c) { return ReadBool(n, k, c.decisive_filter); }},
+      {"filterBandMiB", [](auto& n, auto& k, auto& c) { return ReadDouble(n, k, 0, 1e12, c.filter_band_mib); }},
+      {"neutralNonGpuPods", [](auto& n, auto& k, auto& c) { return ReadBool(n, k, c.neutral_non_gpu_pods); }},
+      {"reservePerDevice", [](auto& n, auto& k, auto& c) { return ReadBytes(n, k, 1 << 20, c.reserve_per_device_mib); }},
+      {"requestGranularity",
+       [](auto& n, auto& k, auto& c) {
+         GPUPACK_RETURN_IF_ERROR(ReadBytes(n, k, 1 << 20, c.request_granularity_mib));
+         if (c.request_granularity_mib < 1) return BadKey(k, "must be at least 1Mi");
+         return Status::Ok();
+       }},
+      {"heartbeatTTL", [](auto& n, auto& k, auto& c) { return ReadDurationKey(n, k, c.heartbeat_ttl); }},
+      {"requestRatio",
+       [](auto& n, auto& k, auto& c) {
+         GPUPACK_RETURN_IF_ERROR(ReadDouble(n, k, 0, 1, c.request_ratio));
+         if (c.request_ratio <= 0) return BadKey(k, "must be above 0");
+         return Status::Ok();
+       }},
+      {"reservationTTL", [](auto& n, auto& k, auto& c) { return ReadDurationKey(n, k, c.reservation_ttl); }},
+      {"rememberedPods", [](auto& n, auto& k, auto& c) { return ReadInt(n, k, 0, 10000000, c.remembered_pods); }},
+      {"rememberedTTL", [](auto& n, auto& k, auto& c) { return ReadDurationKey(n, k, c.remembered_ttl); }},
+      {"maxBodyBytes",
+       [](auto& n, auto& k, auto& c) {
+         GPUPACK_RETURN_IF_ERROR(ReadBytes(n, k, 1, c.max_body_bytes));
+         if (c.max_body_bytes < 1024) return BadKey(k, "must be at least 1Ki");
+         return Status::Ok();
+       }},
+      {"threads", [](auto& n, auto& k, auto& c) { return ReadInt(n, k, 1, 256, c.threads); }},
+      {"perDeviceMetrics", [](auto& n, auto& k, auto& c) { return ReadBool(n, k, c.per_device_metrics); }},
+      {"maxDevicesPerContainer",
+       [](auto& n, auto& k, auto& c) { return ReadInt(n, k, 1, core::kMaxDevicesPerNode, c.max_devices_per_container); }},
+      {"workload", [&workload](auto& n, auto& k, auto& c) { return ReadSection(n, k, workload, c); }},
+      {"tls", [&tls](auto& n, auto& k, auto& c) { return ReadSection(n, k, tls, c); }},
+  };
+  GPUPACK_RETURN_IF_ERROR(ReadSection(doc, "", top, config));
+  if (config.tls_cert_file.empty() != config.tls_key_file.empty()) {
+    return BadKey("tls", "certFile and keyFile must be given together");
+  }
+  return config;
+}
+
+StatusOr<ExtenderConfig> LoadExtenderConfig(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status::NotFound("cannot read config file " + path);
+  std::stringstream text;
+  text << in.rdbuf();
+  StatusOr<ExtenderConfig> config = ParseExtenderConfig(text.str());
+  if (!config.ok()) return config.status().WithContext(path);
+  return config;
+}
+
+}  // namespace gpupack::extender

@@ -1,0 +1,51 @@
+// gpupack-extender's configuration file (YAML; every key optional; docs/configuration.md has the
+// table). Unknown keys and bad values are refused at start-up with the key named, e.g.
+//   config key "policy": expected fgd, binpack or spread, got "fdg"
+//
+// Thread safety: plain value.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+#include "scheduler/core/model.h"
+#include "scheduler/core/placement.h"
+
+namespace gpupack::extender {
+
+struct ExtenderConfig {
+  std::string listen = "0.0.0.0:8888";  // verbs (and /metrics, /healthz, /readyz)
+  std::string metrics_listen;            // optional second listener for /metrics, /healthz, /readyz
+  std::string prefix;                    // verbs at {prefix}/filter etc.; "" or "/path"
+  core::PolicyKind policy = core::PolicyKind::kFgd;
+  bool decisive_filter = true;
+  double filter_band_mib = 0;
+  bool neutral_non_gpu_pods = false;
+  core::MiB reserve_per_device_mib = 0;
+  core::MiB request_granularity_mib = 1024;  // workload learner's bucket size
+  double workload_half_life_pods = 1000;
+  double workload_prior_pods = 100;
+  int workload_refresh_pods = 50;            // re-derive the policy after this many binds; 0 = never
+  std::chrono::nanoseconds heartbeat_ttl = std::chrono::seconds(120);  // 0 = nodes never go stale
+  double request_ratio = 1.0;
+  std::chrono::nanoseconds reservation_ttl = std::chrono::minutes(2);
+  int64_t remembered_pods = 10000;
+  std::chrono::nanoseconds remembered_ttl = std::chrono::minutes(10);
+  int64_t max_body_bytes = 64ll << 20;
+  int threads = 4;
+  bool per_device_metrics = true;
+  int max_devices_per_container = 16;
+  std::string tls_cert_file;  // both set: serve HTTPS (kube-scheduler's enableHTTPS)
+  std::string tls_key_file;
+};
+
+StatusOr<ExtenderConfig> ParseExtenderConfig(std::string_view yaml_text);
+StatusOr<ExtenderConfig> LoadExtenderConfig(const std::string& path);
+
+// "90s", "5m", "1h30m", "250ms": Go's time.ParseDuration subset (h, m, s, ms, us, ns).
+StatusOr<std::chrono::nanoseconds> ParseDuration(std::string_view text);
+
+}  // namespace gpupack::extender

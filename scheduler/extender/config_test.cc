@@ -1,0 +1,92 @@
+#include "scheduler/extender/config.h"
+
+#include <gtest/gtest.h>
+
+namespace gpupack::extender {
+namespace {
+
+TEST(ExtenderConfig, EmptyMeansDefaults) {
+  StatusOr<ExtenderConfig> c = ParseExtenderConfig("");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->policy, core::PolicyKind::kFgd);
+  EXPECT_TRUE(c->decisive_filter);
+  EXPECT_EQ(c->prefix, "");
+}
+
+TEST(ExtenderConfig, ReadsEveryKey) {
+  StatusOr<ExtenderConfig> c = ParseExtenderConfig(R"(
+listen: 127.0.0.1:9000
+metricsListen: 0.0.0.0:9395
+prefix: /gpupack/
+policy: binpack
+decisiveFilter: false
+filterBandMiB: 512
+neutralNonGpuPods: true
+reservePerDevice: 256Mi
+requestGranularity: 2Gi
+heartbeatTTL: 1m30s
+requestRatio: 0.8
+reservationTTL: 45s
+rememberedPods: 100
+rememberedTTL: 2m
+maxBodyBytes: 8Mi
+threads: 2
+perDeviceMetrics: false
+maxDevicesPerContainer: 8
+workload: {halfLifePods: 200, priorPods: 10, refreshPods: 5}
+tls: {certFile: /c.pem, keyFile: /k.pem}
+)");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->listen, "127.0.0.1:9000");
+  EXPECT_EQ(c->prefix, "/gpupack");
+  EXPECT_EQ(c->policy, core::PolicyKind::kBinpack);
+  EXPECT_FALSE(c->decisive_filter);
+  EXPECT_EQ(c->filter_band_mib, 512);
+  EXPECT_EQ(c->reserve_per_device_mib, 256);
+  EXPECT_EQ(c->request_granularity_mib, 2048);
+  EXPECT_EQ(c->heartbeat_ttl, std::chrono::seconds(90));
+  EXPECT_EQ(c->request_ratio, 0.8);
+  EXPECT_EQ(c->max_body_bytes, 8 << 20);
+  EXPECT_EQ(c->threads, 2);
+  EXPECT_EQ(c->workload_refresh_pods, 5);
+  EXPECT_EQ(c->tls_key_file, "/k.pem");
+}
+
+TEST(ExtenderConfig, RefusesUnknownKeysAndBadValuesNamingTheKey) {
+  struct Case {
+    const char* yaml;
+    const char* mentions;
+  } cases[] = {
+      {"polcy: fgd", "\"polcy\": unknown key"},
+      {"policy: fdg", "\"policy\": expected fgd, binpack or spread"},
+      {"workload: {halfLife: 3}", "\"workload.halfLife\": unknown key"},
+      {"threads: 0", "\"threads\""},
+      {"threads: 2.5", "\"threads\": expected an integer"},
+      {"decisiveFilter: yes please", "\"decisiveFilter\""},
+      {"heartbeatTTL: 10", "\"heartbeatTTL\""},
+      {"reservePerDevice: 80GB", "\"reservePerDevice\""},
+      {"requestRatio: 1.5", "\"requestRatio\""},
+      {"listen: localhost", "\"listen\": expected HOST:PORT"},
+      {"prefix: gpupack", "\"prefix\": must start with"},
+      {"tls: {certFile: /c.pem}", "\"tls\""},
+      {"[1, 2]", "expected a mapping"},
+      {"a: [", "not valid YAML"},
+  };
+  for (const Case& c : cases) {
+    StatusOr<ExtenderConfig> config = ParseExtenderConfig(c.yaml);
+    ASSERT_FALSE(config.ok()) << c.yaml;
+    EXPECT_NE(config.status().message().find(c.mentions), std::string::npos) << config.status() << " for " << c.yaml;
+  }
+}
+
+TEST(ExtenderConfig, ParsesGoDurations) {
+  EXPECT_EQ(*ParseDuration("1h30m"), std::chrono::minutes(90));
+  EXPECT_EQ(*ParseDuration("250ms"), std::chrono::milliseconds(250));
+  EXPECT_EQ(*ParseDuration("1.5s"), std::chrono::milliseconds(1500));
+  EXPECT_FALSE(ParseDuration("5").ok());
+  EXPECT_FALSE(ParseDuration("5d").ok());
+  EXPECT_FALSE(ParseDuration("").ok());
+}
+
+}  // namespace
+}  // namespace gpupack::extender

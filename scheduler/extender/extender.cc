@@ -1,0 +1,341 @@
+#include "scheduler/extender/extender.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "api/allocation.h"
+#include "api/pod_request.h"
+#include "common/log.h"
+
+namespace gpupack::extender {
+
+namespace {
+
+constexpr char kNotSynced[] = "gpupack extender is not synced with the cluster yet; retry shortly";
+
+// Times a verb and records it once, whatever path the verb returns by.
+class VerbTimer {
+ public:
+  VerbTimer(ExtenderMetrics* metrics, std::string_view verb)
+      : metrics_(metrics), verb_(verb), start_(std::chrono::steady_clock::now()) {}
+  ~VerbTimer() {
+    if (metrics_ == nullptr) return;
+    const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start_;
+    metrics_->ObserveRequest(verb_, result_, took.count());
+  }
+  void set_result(std::string_view result) { result_ = result; }
+
+ private:
+  ExtenderMetrics* metrics_;
+  std::string_view verb_;
+  std::string_view result_ = "error";
+  std::chrono::steady_clock::time_point start_;
+};
+
+// Two costs belong to the same level when they differ by at most `band` (and float noise).
+bool SameLevel(double level_start, double cost, double band) {
+  return cost - level_start <= band + 1e-9 * std::max(1.0, std::fabs(level_start));
+}
+
+Reply PlainError(int status, std::string message) {
+  // Prioritize and preempt replies have no Error field; the protocol treats a non-200 as the
+  // verb's error, and the text tells a human what was wrong.
+  return Reply{status, std::move(message)};
+}
+
+}  // namespace
+
+Extender::Extender(ClusterState& state, ClusterBackend& backend, ExtenderOptions options, const Clock& clock,
+                   ExtenderMetrics* metrics)
+    : state_(state),
+      backend_(backend),
+      options_(std::move(options)),
+      clock_(clock),
+      metrics_(metrics),
+      learner_(state.policy()->workload(), options_.learner.half_life_pods, options_.learner.prior_pods,
+               options_.learner.granularity_mib) {}
+
+void Extender::Learn(const core::PodRequest& request) {
+  if (options_.learner.refresh_pods <= 0) return;
+  std::lock_guard lock(learner_mu_);
+  learner_.Observe(request);
+  if (++binds_since_refresh_ < options_.learner.refresh_pods) return;
+  binds_since_refresh_ = 0;
+  std::shared_ptr<const core::Policy> current = state_.policy();
+  state_.SetPolicy(std::make_shared<core::Policy>(current->kind(), learner_.Snapshot(), current->options()));
+}
+
+std::vector<int64_t> Extender::RankScores(size_t levels) {
+  std::vector<int64_t> scores(levels);
+  for (size_t r = 0; r < levels; ++r) {
+    // Best level 10 and alone there; the rest spread down to 1, so a node that fits always
+    // outscores one the extender knows nothing about (0).
+    scores[r] = levels == 1 ? api::kMaxExtenderPriority
+                            : api::kMaxExtenderPriority -
+                                  static_cast<int64_t>(std::ceil(9.0 * static_cast<double>(r) /
+                                                                 static_cast<double>(levels - 1)));
+  }
+  return scores;
+}
+
+StatusOr<core::PodRequest> Extender::ParsePod(const nlohmann::json& pod) const {
+  if (!pod.is_object()) return Status::InvalidArgument("Pod is missing");
+  StatusOr<core::PodRequest> request = api::ParsePodRequest(pod, options_.max_devices_per_container);
+  if (!request.ok()) {
+    return Status::InvalidArgument("invalid gpupack request: " + request.status().message());
+  }
+  return request;
+}
+
+void Extender::Remember(const core::PodRequest& request) {
+  if (request.uid.empty() || options_.remembered_pods == 0) return;
+  std::lock_guard lock(remembered_mu_);
+  auto it = remembered_.find(request.uid);
+  if (it != remembered_.end()) {
+    lru_.erase(it->second.lru);
+    remembered_.erase(it);
+  }
+  lru_.push_front(request.uid);
+  remembered_.emplace(request.uid, Remembered{request, clock_.Now(), lru_.begin()});
+  while (remembered_.size() > options_.remembered_pods) {
+    remembered_.erase(lru_.back());
+    lru_.pop_back();
+  }
+}
+
+std::optional<core::PodRequest> Extender::Recall(const std::string& uid) {
+  std::lock_guard lock(remembered_mu_);
+  auto it = remembered_.find(uid);
+  if (it == remembered_.end()) return std::nullopt;
+  if (clock_.Now() - it->second.at > options_.remembered_ttl) {
+    lru_.erase(it->second.lru);
+    remembered_.erase(it);
+    return std::nullopt;
+  }
+  return it->second.request;
+}
+
+void Extender::Maintain() {
+  const int expired = state_.ExpireReservations(options_.reservation_ttl);
+  if (expired > 0) {
+    GPUPACK_LOG(kWarning, "extender") << "released " << expired << " reservation(s) whose bind never finished";
+  }
+  if (metrics_ != nullptr) {
+    metrics_->CountExpiredReservations(expired);
+    metrics_->SetReady(Ready());
+  }
+  std::lock_guard lock(remembered_mu_);
+  const Clock::TimePoint now = clock_.Now();
+  while (!lru_.empty()) {
+    auto it = remembered_.find(lru_.back());
+    if (now - it->second.at <= options_.remembered_ttl) break;
+    remembered_.erase(it);
+    lru_.pop_back();
+  }
+}
+
+Reply Extender::Filter(std::string_view body) {
+  VerbTimer timer(metrics_, "filter");
+  api::ExtenderFilterResult result;
+  auto reply = [&result] { return Reply{200, api::EncodeFilterResult(result)}; };
+  if (!Ready()) {
+    result.error = kNotSynced;
+    return reply();
+  }
+  StatusOr<api::ExtenderArgs> args = api::DecodeExtenderArgs(body);
+  if (!args.ok()) {
+    result.error = args.status().message();
+    return reply();
+  }
+  // Answer in the field the scheduler used (nodeCacheCapable true: names; false: Node objects).
+  const bool full_nodes = args->nodes.has_value() && !args->node_names.has_value();
+  std::vector<std::string_view> names;
+  if (full_nodes) {
+    for (const api::WireNode& node : *args->nodes) names.push_back(node.name);
+  } else if (args->node_names) {
+    for (const std::string& name : *args->node_names) names.push_back(name);
+  }
+  std::vector<bool> passes(names.size(), false);
+  auto finish = [&] {
+    if (full_nodes) {
+      result.nodes.emplace();
+      for (size_t i = 0; i < names.size(); ++i) {
+        if (passes[i]) result.nodes->push_back(std::move((*args->nodes)[i]));
+      }
+    } else {
+      result.node_names.emplace();
+      for (size_t i = 0; i < names.size(); ++i) {
+        if (passes[i]) result.node_names->emplace_back(names[i]);
+      }
+    }
+    const bool any = std::find(passes.begin(), passes.end(), true) != passes.end();
+    timer.set_result(any || names.empty() ? "ok" : "no_fit");
+    return reply();
+  };
+
+  StatusOr<core::PodRequest> pod = ParsePod(args->pod);
+  if (!pod.ok()) {
+    // The request itself is wrong: no node can help, preemption neither.
+    for (std::string_view name : names) result.failed_and_unresolvable_nodes[std::string(name)] = pod.status().message();
+    if (metrics_ != nullptr) {
+      for (size_t i = 0; i < names.size(); ++i) metrics_->CountRejection(core::RejectReason::kInvalidRequest);
+    }
+    return finish();
+  }
+  Remember(*pod);
+  if (!pod->WantsDevices()) {
+    std::fill(passes.begin(), passes.end(), true);
+    return finish();
+  }
+
+  std::vector<double> costs(names.size(), 0);
+  double best = 0;
+  bool any_fit = false;
+  for (size_t i = 0; i < names.size(); ++i) {
+    std::optional<core::NodeEvaluation> evaluation = state_.Evaluate(names[i], *pod);
+    if (!evaluation) {
+      result.failed_and_unresolvable_nodes[std::string(names[i])] = "node has no GPUs known to gpupack";
+      if (metrics_ != nullptr) metrics_->CountRejection(core::RejectReason::kNoDevices);
+      continue;
+    }
+    const core::Verdict& verdict = evaluation->verdict;
+    if (!verdict.fits()) {
+      (verdict.unresolvable ? result.failed_and_unresolvable_nodes : result.failed_nodes)[std::string(names[i])] =
+          verdict.Message();
+      if (metrics_ != nullptr) metrics_->CountRejection(verdict.reason);
+      continue;
+    }
+    passes[i] = true;
+    costs[i] = evaluation->cost;
+    if (!any_fit || evaluation->cost < best) best = evaluation->cost;
+    any_fit = true;
+  }
+  if (options_.decisive_filter && any_fit) {
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (passes[i] && !SameLevel(best, costs[i], options_.band_mib)) passes[i] = false;
+    }
+  }
+  return finish();
+}
+
+Reply Extender::Prioritize(std::string_view body) {
+  VerbTimer timer(metrics_, "prioritize");
+  if (!Ready()) return PlainError(503, kNotSynced);
+  StatusOr<api::ExtenderArgs> args = api::DecodeExtenderArgs(body);
+  if (!args.ok()) return PlainError(400, args.status().message());
+  std::vector<std::string> names;
+  if (args->node_names) {
+    names = std::move(*args->node_names);
+  } else if (args->nodes) {
+    for (api::WireNode& node : *args->nodes) names.push_back(std::move(node.name));
+  }
+  api::HostPriorityList list;
+  list.reserve(names.size());
+  for (const std::string& name : names) list.push_back({name, 0});
+  StatusOr<core::PodRequest> pod = ParsePod(args->pod);
+  if (!pod.ok() || (options_.neutral_non_gpu_pods && !pod->WantsDevices())) {
+    // The filter already failed every node for an invalid request; nothing to rank.
+    timer.set_result(pod.ok() ? "ok" : "no_fit");
+    return Reply{200, api::EncodeHostPriorityList(list)};
+  }
+  Remember(*pod);
+  std::vector<std::pair<double, size_t>> fits;  // (cost, index into list)
+  for (size_t i = 0; i < names.size(); ++i) {
+    std::optional<core::NodeEvaluation> evaluation = state_.Evaluate(names[i], *pod);
+    if (evaluation && evaluation->verdict.fits()) fits.emplace_back(evaluation->cost, i);
+  }
+  std::sort(fits.begin(), fits.end());
+  std::vector<size_t> level_of(fits.size());
+  size_t levels = 0;
+  double level_start = 0;
+  for (size_t k = 0; k < fits.size(); ++k) {
+    if (k == 0 || !SameLevel(level_start, fits[k].first, options_.band_mib)) {
+      level_start = fits[k].first;
+      ++levels;
+    }
+    level_of[k] = levels - 1;
+  }
+  const std::vector<int64_t> scores = RankScores(levels);
+  for (size_t k = 0; k < fits.size(); ++k) list[fits[k].second].score = scores[level_of[k]];
+  timer.set_result(fits.empty() && !names.empty() ? "no_fit" : "ok");
+  return Reply{200, api::EncodeHostPriorityList(list)};
+}
+
+Reply Extender::Bind(std::string_view body) {
+  VerbTimer timer(metrics_, "bind");
+  auto error = [](std::string message) { return Reply{200, api::EncodeBindingResult({std::move(message)})}; };
+  StatusOr<api::ExtenderBindingArgs> args = api::DecodeBindingArgs(body);
+  if (!args.ok()) return error(args.status().message());
+  if (args->pod_uid.empty()) return error("ExtenderBindingArgs.PodUID is empty");
+  if (args->node.empty()) return error("ExtenderBindingArgs.Node is empty");
+  if (!Ready()) return error(kNotSynced);
+  const BindTarget target{args->pod_namespace, args->pod_name, args->pod_uid};
+  const std::string pod_key = target.ns + "/" + target.name;
+
+  std::optional<core::PodRequest> request = Recall(target.uid);
+  if (!request) {
+    StatusOr<core::PodRequest> looked_up = backend_.LookupPod(target);
+    if (!looked_up.ok()) return error("cannot bind pod " + pod_key + ": " + looked_up.status().message());
+    request = std::move(looked_up).value();
+  }
+  request->uid = target.uid;
+  if (request->ns.empty()) request->ns = target.ns;
+  if (request->name.empty()) request->name = target.name;
+
+  if (!request->WantsDevices()) {
+    // No devices to reserve: only the binding itself.
+    if (Status bound = backend_.Bind(target, args->node, {}); !bound.ok()) return error(bound.ToString());
+    Learn(*request);
+    timer.set_result("ok");
+    return Reply{200, api::EncodeBindingResult({})};
+  }
+  StatusOr<ClusterState::Reservation> reservation = state_.Reserve(*request, args->node);
+  if (!reservation.ok()) {
+    timer.set_result(reservation.status().code() == StatusCode::kFailedPrecondition ? "no_fit" : "error");
+    return error(reservation.status().message());
+  }
+  if (reservation->repeated) {
+    timer.set_result("ok");
+    return Reply{200, api::EncodeBindingResult({})};
+  }
+  const Status bound =
+      backend_.Bind(target, args->node, api::AllocationAnnotations(reservation->allocation, options_.request_ratio));
+  if (!bound.ok()) {
+    state_.Release(target.uid);
+    GPUPACK_LOG(kWarning, "extender") << "bind of " << pod_key << " to " << args->node << " failed: " << bound;
+    return error("binding pod " + pod_key + " to node " + args->node + " failed: " + bound.ToString());
+  }
+  state_.Confirm(target.uid);
+  Learn(*request);
+  timer.set_result("ok");
+  return Reply{200, api::EncodeBindingResult({})};
+}
+
+Reply Extender::Preempt(std::string_view body) {
+  VerbTimer timer(metrics_, "preempt");
+  if (!Ready()) return PlainError(503, kNotSynced);
+  StatusOr<api::ExtenderPreemptionArgs> args = api::DecodePreemptionArgs(body);
+  if (!args.ok()) return PlainError(400, args.status().message());
+  api::ExtenderPreemptionResult result;
+  StatusOr<core::PodRequest> pod = ParsePod(args->pod);
+  if (pod.ok()) {
+    for (auto& [node, victims] : args->victims) {
+      // kube-scheduler rejects a kept node without victims, and the extender cannot choose
+      // victims itself (it does not know pod priorities), so such nodes are dropped.
+      if (victims.pod_uids.empty()) continue;
+      if (!pod->WantsDevices()) {
+        result.node_name_to_meta_victims.emplace(node, std::move(victims));
+        continue;
+      }
+      const std::set<std::string> uids(victims.pod_uids.begin(), victims.pod_uids.end());
+      std::optional<core::NodeEvaluation> evaluation = state_.EvaluateWithout(node, *pod, uids);
+      // Keep the node only where evicting exactly these victims makes room on real devices.
+      if (evaluation && evaluation->verdict.fits()) result.node_name_to_meta_victims.emplace(node, std::move(victims));
+    }
+  }
+  timer.set_result(result.node_name_to_meta_victims.empty() && !args->victims.empty() ? "no_fit" : "ok");
+  return Reply{200, api::EncodePreemptionResult(result)};
+}
+
+}  // namespace gpupack::extender

@@ -1,0 +1,114 @@
+// The extender's verbs (filter, prioritize, bind, preempt) from request body to reply, without
+// sockets: http_server.h maps URLs onto these, tests call them directly.
+//
+// Ranking that survives kube-scheduler: kube-scheduler multiplies an extender's 0–10 score by its
+// weight and breaks ties at random, so a fine-grained cost (FGD's ΔF in MiB) would collapse into a
+// few levels and lose. Two mechanisms keep it:
+//   - the decisive filter (on by default) passes only nodes whose cost is within `band_mib` of the
+//     best node's, so every node kube-scheduler may pick is (near-)optimal; the rest are dropped
+//     silently (they are feasible, so they belong in neither failure map);
+//   - prioritize ranks the distinct cost levels and spreads them over 1–10 by rank (best = 10,
+//     alone), so the order survives quantisation even without the filter.
+// The device choice at bind is the same Evaluate that produced the cost, so the bind agrees with
+// the score.
+//
+// Thread safety: every verb may run concurrently with every other.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <list>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "api/extender_types.h"
+#include "common/clock.h"
+#include "scheduler/core/model.h"
+#include "scheduler/core/workload.h"
+#include "scheduler/extender/backend.h"
+#include "scheduler/extender/cluster_state.h"
+#include "scheduler/extender/metrics.h"
+
+namespace gpupack::extender {
+
+struct ExtenderOptions {
+  bool decisive_filter = true;
+  double band_mib = 0;  // decisive filter tolerance on the policy's cost (MiB)
+  // Pods without a gpupack request: false = score them by the policy (keeps CPU-only pods off
+  // nodes whose CPU the GPU pods will need, as FGD does); true = every node scores 0.
+  bool neutral_non_gpu_pods = false;
+  double request_ratio = 1.0;  // soft limit / hard cap written at bind (NVIDIA_GPU_MEMORY_REQUEST)
+  int max_devices_per_container = 16;
+  // Requests remembered from filter/prioritize for the bind that follows (standalone mode needs
+  // them; on a cluster they save an informer lookup). Bounded and expiring.
+  size_t remembered_pods = 10000;
+  std::chrono::nanoseconds remembered_ttl = std::chrono::minutes(10);
+  // A reservation whose bind has not finished after this long is released by Maintain().
+  std::chrono::nanoseconds reservation_ttl = std::chrono::minutes(2);
+  // Learning the typical workload (FGD's M) from bound pods: every `refresh_pods` binds the
+  // policy is rebuilt from the learner's snapshot (0 = keep the starting workload).
+  struct Learner {
+    double half_life_pods = 1000;
+    double prior_pods = 100;
+    int refresh_pods = 50;
+    core::MiB granularity_mib = 1024;
+  } learner;
+};
+
+// A reply: HTTP status (200 for every protocol verdict) and JSON body.
+struct Reply {
+  int status = 200;
+  std::string body;
+};
+
+class Extender {
+ public:
+  // All references must outlive the Extender. `metrics` may be null.
+  Extender(ClusterState& state, ClusterBackend& backend, ExtenderOptions options, const Clock& clock,
+           ExtenderMetrics* metrics);
+
+  Reply Filter(std::string_view body);
+  Reply Prioritize(std::string_view body);
+  Reply Bind(std::string_view body);
+  Reply Preempt(std::string_view body);
+
+  bool Ready() const { return backend_.Synced(); }
+  // Periodic housekeeping (the server calls it every few seconds): releases expired
+  // reservations and forgets expired remembered requests.
+  void Maintain();
+
+  // Scores for distinct costs, best (lowest) first: exposed for tests and the docs' table.
+  // Returns one score per element of `sorted_distinct_costs`, 10 for the first, at least 1.
+  static std::vector<int64_t> RankScores(size_t levels);
+
+ private:
+  struct Remembered {
+    core::PodRequest request;
+    Clock::TimePoint at;
+    std::list<std::string>::iterator lru;
+  };
+  // The pod's request, or an error naming the pod and the field.
+  StatusOr<core::PodRequest> ParsePod(const nlohmann::json& pod) const;
+  void Remember(const core::PodRequest& request);
+  std::optional<core::PodRequest> Recall(const std::string& uid);
+  // Feeds a bound pod to the workload learner; may replace the state's policy.
+  void Learn(const core::PodRequest& request);
+
+  ClusterState& state_;
+  ClusterBackend& backend_;
+  const ExtenderOptions options_;
+  const Clock& clock_;
+  ExtenderMetrics* metrics_;
+
+  std::mutex remembered_mu_;
+  std::unordered_map<std::string, Remembered> remembered_;
+  std::list<std::string> lru_;  // most recent first
+
+  std::mutex learner_mu_;
+  core::WorkloadLearner learner_;
+  int binds_since_refresh_ = 0;
+};
+
+}  // namespace gpupack::extender

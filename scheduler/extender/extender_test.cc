@@ -1,0 +1,248 @@
+#include "scheduler/extender/extender.h"
+
+#include <gtest/gtest.h>
+
+#include "api/annotations.h"
+#include "scheduler/extender/test_util.h"
+
+namespace gpupack::extender {
+namespace {
+
+using nlohmann::json;
+using testing::BindBody;
+using testing::FilterBody;
+using testing::GpuNode;
+using testing::PodJson;
+
+// A backend whose sync state and bind outcome a test controls; records binds like standalone.
+class ScriptedBackend final : public ClusterBackend {
+ public:
+  Status Start(ClusterState&) override { return Status::Ok(); }
+  bool Synced() const override { return synced; }
+  StatusOr<core::PodRequest> LookupPod(const BindTarget& pod) override {
+    return Status::NotFound("pod " + pod.name + " unknown to the test backend");
+  }
+  Status Bind(const BindTarget& pod, const std::string& node, const std::map<std::string, std::string>& annotations) override {
+    if (!bind_error.ok()) return bind_error;
+    binds[pod.uid] = {node, annotations};
+    return Status::Ok();
+  }
+  void Stop() override {}
+
+  bool synced = true;
+  Status bind_error;
+  std::map<std::string, StandaloneBackend::BindRecord> binds;
+};
+
+class ExtenderTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // Free memory after an 8 GiB pod: a 4 GiB left on n-tight, 8 GiB on n-mid, 72 GiB on n-roomy.
+    state_.UpsertNode(GpuNode("n-tight", 1, 12288));
+    state_.UpsertNode(GpuNode("n-mid", 1, 16384));
+    state_.UpsertNode(GpuNode("n-roomy", 1, 81920));
+    state_.UpsertNode(GpuNode("n-small", 1, 4096));
+  }
+  Extender Make(ExtenderOptions options = {}) { return Extender(state_, backend_, options, clock_, &metrics_); }
+  static json Parse(const Reply& r) {
+    EXPECT_EQ(r.status, 200) << r.body;
+    return json::parse(r.body);
+  }
+
+  FakeClock clock_;
+  ClusterState state_{std::make_shared<core::Policy>(core::PolicyKind::kBinpack, core::DefaultPriorWorkload(81920),
+                                                     core::PlacementOptions{}),
+                      clock_, std::chrono::seconds(0)};
+  ScriptedBackend backend_;
+  ExtenderMetrics metrics_{&state_, true};
+  const std::vector<std::string> all_ = {"n-tight", "n-mid", "n-roomy", "n-small", "cpu-only"};
+};
+
+TEST_F(ExtenderTest, DecisiveFilterKeepsOnlyTheBestNodeAndExplainsTheRest) {
+  Extender ext = Make();
+  json r = Parse(ext.Filter(FilterBody(PodJson("p", "u1", "8Gi"), all_)));
+  EXPECT_EQ(r["NodeNames"], json({"n-tight"}));
+  EXPECT_TRUE(r["Nodes"].is_null());
+  EXPECT_EQ(r["Error"], "");
+  // A 4 GiB GPU can never hold 8 GiB: preemption cannot help, so it is unresolvable.
+  EXPECT_TRUE(r["FailedNodes"].empty());
+  EXPECT_NE(r["FailedAndUnresolvableNodes"]["n-small"].get<std::string>().find("8192"), std::string::npos) << r.dump();
+  EXPECT_EQ(r["FailedAndUnresolvableNodes"]["cpu-only"], "node has no GPUs known to gpupack");
+  EXPECT_NE(metrics_.Render().find("gpupack_filter_node_rejections_total{reason=\""), std::string::npos);
+}
+
+TEST_F(ExtenderTest, WithoutTheDecisiveFilterPrioritizeRanksByCost) {
+  ExtenderOptions options;
+  options.decisive_filter = false;
+  Extender ext = Make(options);
+  json f = Parse(ext.Filter(FilterBody(PodJson("p", "u1", "8Gi"), all_)));
+  EXPECT_EQ(f["NodeNames"], json({"n-tight", "n-mid", "n-roomy"}));
+  json p = Parse(ext.Prioritize(FilterBody(PodJson("p", "u1", "8Gi"), {"n-roomy", "n-mid", "n-tight", "cpu-only"})));
+  ASSERT_EQ(p.size(), 4u);
+  EXPECT_EQ(p[0], json({{"Host", "n-roomy"}, {"Score", 1}}));
+  EXPECT_EQ(p[1], json({{"Host", "n-mid"}, {"Score", 5}}));
+  EXPECT_EQ(p[2], json({{"Host", "n-tight"}, {"Score", 10}}));
+  EXPECT_EQ(p[3], json({{"Host", "cpu-only"}, {"Score", 0}}));
+}
+
+TEST_F(ExtenderTest, RankScoresKeepTheBestAloneAtTheTop) {
+  EXPECT_EQ(Extender::RankScores(1), std::vector<int64_t>{10});
+  EXPECT_EQ(Extender::RankScores(2), (std::vector<int64_t>{10, 1}));
+  std::vector<int64_t> many = Extender::RankScores(40);
+  EXPECT_EQ(many.front(), 10);
+  EXPECT_EQ(many[1], 9);
+  EXPECT_EQ(many.back(), 1);
+  EXPECT_TRUE(std::is_sorted(many.rbegin(), many.rend()));
+}
+
+TEST_F(ExtenderTest, FullNodeObjectsAreEchoedInNodes) {
+  Extender ext = Make();
+  json body = {{"Pod", PodJson("p", "u1", "8Gi")},
+               {"Nodes", {{"metadata", json::object()},
+                          {"items", {{{"metadata", {{"name", "n-mid"}}}, {"status", {{"x", 1}}}},
+                                     {{"metadata", {{"name", "n-small"}}}}}}}},
+               {"NodeNames", nullptr}};
+  json r = Parse(ext.Filter(body.dump()));
+  EXPECT_TRUE(r["NodeNames"].is_null());
+  ASSERT_EQ(r["Nodes"]["items"].size(), 1u);
+  EXPECT_EQ(r["Nodes"]["items"][0], body["Nodes"]["items"][0]);
+}
+
+TEST_F(ExtenderTest, PodsWithoutAGpupackRequestPassEveryNode) {
+  Extender ext = Make();
+  json r = Parse(ext.Filter(FilterBody(PodJson("web", "u9", "", 0), all_)));
+  EXPECT_EQ(r["NodeNames"].size(), all_.size());
+  json p = Parse(ext.Prioritize(FilterBody(PodJson("web", "u9", "", 0), {"n-mid", "cpu-only"})));
+  EXPECT_EQ(p[0]["Score"], 10) << "scored by the policy";
+  ExtenderOptions neutral;
+  neutral.neutral_non_gpu_pods = true;
+  Extender ext2 = Make(neutral);
+  p = Parse(ext2.Prioritize(FilterBody(PodJson("web", "u9", "", 0), {"n-mid", "cpu-only"})));
+  EXPECT_EQ(p, json::parse(R"([{"Host":"n-mid","Score":0},{"Host":"cpu-only","Score":0}])"));
+}
+
+TEST_F(ExtenderTest, AnInvalidRequestFailsEveryNodeUnresolvably) {
+  Extender ext = Make();
+  json r = Parse(ext.Filter(FilterBody(PodJson("p", "u1", "lots"), {"n-mid", "n-roomy"})));
+  EXPECT_TRUE(r["NodeNames"].empty());
+  ASSERT_EQ(r["FailedAndUnresolvableNodes"].size(), 2u);
+  EXPECT_NE(r["FailedAndUnresolvableNodes"]["n-mid"].get<std::string>().find("gpu-memory"), std::string::npos) << r.dump();
+  EXPECT_EQ(r["Error"], "");
+}
+
+TEST_F(ExtenderTest, BadBodiesGetErrorsAndNeverTouchTheLedger) {
+  Extender ext = Make();
+  for (const char* body : {"", "{", "[]", "null", "\xff", R"({"NodeNames":7})", R"({"Pod":"x","NodeNames":[]})"}) {
+    json f = Parse(ext.Filter(body));
+    EXPECT_FALSE(f["Error"].get<std::string>().empty()) << body;
+    EXPECT_EQ(ext.Prioritize(body).status, 400) << body;
+  }
+  for (const char* body : {"", "{", "[]", R"({"PodUID":1})", R"({"PodUID":"u","Node":""})"}) {
+    EXPECT_FALSE(Parse(ext.Bind(body))["Error"].get<std::string>().empty()) << body;
+  }
+  for (const char* body : {"", "{", "[]", R"({"NodeNameToMetaVictims":[]})", R"({"Pod":1})"}) {
+    EXPECT_EQ(ext.Preempt(body).status, 400) << body;
+  }
+  EXPECT_FALSE(Parse(ext.Bind(BindBody("p", "", "n-mid")))["Error"].get<std::string>().empty());
+  EXPECT_EQ(state_.PodCount(), 0u);
+  EXPECT_TRUE(backend_.binds.empty());
+}
+
+TEST_F(ExtenderTest, BindAfterFilterReservesAndWritesTheAnnotations) {
+  Extender ext = Make();
+  Parse(ext.Filter(FilterBody(PodJson("p", "u1", "8Gi"), all_)));
+  json b = Parse(ext.Bind(BindBody("p", "u1", "n-mid")));
+  EXPECT_EQ(b, json({{"Error", ""}}));
+  ASSERT_EQ(backend_.binds.count("u1"), 1u);
+  const auto& record = backend_.binds["u1"];
+  EXPECT_EQ(record.node, "n-mid");
+  EXPECT_EQ(record.annotations.at(api::ContainerAnnotationKey(false, 0, api::ContainerEnvKey::kVisibleDevices)), "GPU-n-mid-0");
+  EXPECT_EQ(record.annotations.at(api::ContainerAnnotationKey(false, 0, api::ContainerEnvKey::kMemoryLimitMiB)), "8192");
+  StatusOr<api::Allocation> allocation = api::DecodeAllocation(record.annotations.at(std::string(api::kAnnotationAllocation)));
+  ASSERT_TRUE(allocation.ok()) << allocation.status();
+  EXPECT_EQ(allocation->node, "n-mid");
+  EXPECT_EQ(state_.ReservationCount(), 0u);
+  EXPECT_EQ(state_.NodeOfPod("u1"), "n-mid");
+  // kube-scheduler may retry a bind whose reply it lost: same UID, same node = success.
+  EXPECT_EQ(Parse(ext.Bind(BindBody("p", "u1", "n-mid"))), json({{"Error", ""}}));
+  // The next identical pod no longer fits on n-mid's remaining 8 GiB... it does exactly; a third does not.
+  Parse(ext.Filter(FilterBody(PodJson("q", "u2", "8Gi"), all_)));
+  EXPECT_EQ(Parse(ext.Bind(BindBody("q", "u2", "n-mid")))["Error"], "");
+  Parse(ext.Filter(FilterBody(PodJson("r", "u3", "8Gi"), all_)));
+  json full = Parse(ext.Bind(BindBody("r", "u3", "n-mid")));
+  EXPECT_NE(full["Error"].get<std::string>().find("no longer fits"), std::string::npos) << full.dump();
+  EXPECT_EQ(state_.PodCount(), 2u);
+}
+
+TEST_F(ExtenderTest, AFailedBindReleasesTheDevices) {
+  Extender ext = Make();
+  Parse(ext.Filter(FilterBody(PodJson("p", "u1", "8Gi"), all_)));
+  backend_.bind_error = Status::Unavailable("API server down");
+  json b = Parse(ext.Bind(BindBody("p", "u1", "n-mid")));
+  EXPECT_NE(b["Error"].get<std::string>().find("API server down"), std::string::npos);
+  EXPECT_EQ(state_.PodCount(), 0u);
+  backend_.bind_error = Status::Ok();
+  EXPECT_EQ(Parse(ext.Bind(BindBody("p", "u1", "n-mid")))["Error"], "");
+}
+
+TEST_F(ExtenderTest, BindOfAnUnknownPodOrAfterTheMemoryExpiredIsRefused) {
+  Extender ext = Make();
+  EXPECT_NE(Parse(ext.Bind(BindBody("p", "u1", "n-mid")))["Error"].get<std::string>().find("unknown to the test backend"),
+            std::string::npos);
+  Parse(ext.Filter(FilterBody(PodJson("p", "u1", "8Gi"), all_)));
+  clock_.Advance(std::chrono::minutes(11));
+  ext.Maintain();
+  EXPECT_FALSE(Parse(ext.Bind(BindBody("p", "u1", "n-mid")))["Error"].get<std::string>().empty());
+  EXPECT_EQ(state_.PodCount(), 0u);
+}
+
+TEST_F(ExtenderTest, NotSyncedAnswersWithAnError) {
+  backend_.synced = false;
+  Extender ext = Make();
+  EXPECT_NE(Parse(ext.Filter(FilterBody(PodJson("p", "u1", "8Gi"), all_)))["Error"].get<std::string>().find("not synced"),
+            std::string::npos);
+  EXPECT_EQ(ext.Prioritize(FilterBody(PodJson("p", "u1", "8Gi"), all_)).status, 503);
+  EXPECT_FALSE(ext.Ready());
+}
+
+TEST_F(ExtenderTest, PreemptKeepsOnlyNodesWhereTheVictimsFreeEnoughMemory) {
+  Extender ext = Make();
+  for (const char* uid : {"v1", "v2"}) {
+    Parse(ext.Filter(FilterBody(PodJson(uid, uid, "8Gi"), {"n-mid"})));
+    ASSERT_EQ(Parse(ext.Bind(BindBody(uid, uid, "n-mid")))["Error"], "");
+  }
+  Parse(ext.Filter(FilterBody(PodJson("w", "w", "8Gi"), {"n-tight"})));
+  ASSERT_EQ(Parse(ext.Bind(BindBody("w", "w", "n-tight")))["Error"], "");
+  json args = {{"Pod", PodJson("big", "big", "12Gi")},
+               {"NodeNameToVictims", nullptr},
+               {"NodeNameToMetaVictims",
+                {{"n-mid", {{"Pods", {{{"UID", "v1"}}}}, {"NumPDBViolations", 0}}},  // frees 8 of 16: not enough
+                 {"n-tight", {{"Pods", {{{"UID", "w"}}}}, {"NumPDBViolations", 1}}},  // frees all 12
+                 {"n-roomy", {{"Pods", json::array()}, {"NumPDBViolations", 0}}}}}};   // no victims: dropped
+  json r = Parse(ext.Preempt(args.dump()));
+  EXPECT_EQ(r, json::parse(R"({"NodeNameToMetaVictims":{"n-tight":{"Pods":[{"UID":"w"}],"NumPDBViolations":1}}})"));
+  args["NodeNameToMetaVictims"]["n-mid"]["Pods"] = {{{"UID", "v1"}}, {{"UID", "v2"}}};
+  r = Parse(ext.Preempt(args.dump()));
+  EXPECT_EQ(r["NodeNameToMetaVictims"].size(), 2u);
+  EXPECT_EQ(state_.PodCount(), 3u) << "preempt is a dry run";
+}
+
+TEST_F(ExtenderTest, MetricsCountRequestsByVerbAndResult) {
+  Extender ext = Make();
+  Parse(ext.Filter(FilterBody(PodJson("p", "u1", "8Gi"), all_)));
+  Parse(ext.Filter(FilterBody(PodJson("p", "u1", "800Gi"), all_)));
+  ext.Filter("{");
+  const std::string text = metrics_.Render();
+  for (const char* needle : {"gpupack_extender_requests_total{result=\"ok\",verb=\"filter\"} 1",
+                             "gpupack_extender_requests_total{result=\"no_fit\",verb=\"filter\"} 1",
+                             "gpupack_extender_requests_total{result=\"error\",verb=\"filter\"} 1",
+                             "gpupack_extender_request_duration_seconds_count{verb=\"filter\"} 3",
+                             "gpupack_gpu_memory_bytes{node=\"n-mid\",gpu_uuid=\"GPU-n-mid-0\",gpu_index=\"0\",gpu_model=\"NVIDIA A100-SXM4-80GB\"} 17179869184",
+                             "gpupack_cluster_gpu_memory_bytes ", "gpupack_reservations 0", "gpupack_nodes 4",
+                             "gpupack_cluster_fragmentation_ratio ", "gpupack_reservations_expired_total 0"}) {
+    EXPECT_NE(text.find(needle), std::string::npos) << needle << "\n" << text;
+  }
+}
+
+}  // namespace
+}  // namespace gpupack::extender

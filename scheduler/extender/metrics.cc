@@ -1,0 +1,131 @@
+#include "scheduler/extender/metrics.h"
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+
+#include "scheduler/core/model.h"
+#include "scheduler/extender/cluster_state.h"
+
+namespace gpupack::extender {
+
+namespace {
+
+constexpr double kBytesPerMiB = 1024.0 * 1024.0;
+
+prometheus::MetricFamily Gauge(std::string name, std::string help) {
+  prometheus::MetricFamily family;
+  family.name = std::move(name);
+  family.help = std::move(help);
+  family.type = prometheus::MetricType::Gauge;
+  return family;
+}
+
+void AddSample(prometheus::MetricFamily& family, double value, std::vector<prometheus::ClientMetric::Label> labels = {}) {
+  prometheus::ClientMetric metric;
+  metric.label = std::move(labels);
+  metric.gauge.value = value;
+  family.metric.push_back(std::move(metric));
+}
+
+}  // namespace
+
+ExtenderMetrics::ExtenderMetrics(const ClusterState* state, bool per_device)
+    : state_(state), per_device_(per_device), registry_(std::make_shared<prometheus::Registry>()) {
+  requests_ = &prometheus::BuildCounter()
+                   .Name("gpupack_extender_requests_total")
+                   .Help("Extender verb requests by verb and result (ok, no_fit, error).")
+                   .Register(*registry_);
+  durations_ = &prometheus::BuildHistogram()
+                    .Name("gpupack_extender_request_duration_seconds")
+                    .Help("Time to answer an extender verb, body decode to reply encode.")
+                    .Register(*registry_);
+  rejections_ = &prometheus::BuildCounter()
+                     .Name("gpupack_filter_node_rejections_total")
+                     .Help("Nodes the filter rejected, by reason.")
+                     .Register(*registry_);
+  expired_ = &prometheus::BuildCounter()
+                  .Name("gpupack_reservations_expired_total")
+                  .Help("Device reservations released because their bind never finished.")
+                  .Register(*registry_)
+                  .Add({});
+}
+
+ExtenderMetrics::~ExtenderMetrics() = default;
+
+void ExtenderMetrics::ObserveRequest(std::string_view verb, std::string_view result, double seconds) {
+  requests_->Add({{"verb", std::string(verb)}, {"result", std::string(result)}}).Increment();
+  static const prometheus::Histogram::BucketBoundaries kBuckets = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
+                                                                   0.01,   0.025,   0.05,   0.1,   0.25,   1};
+  durations_->Add({{"verb", std::string(verb)}}, kBuckets).Observe(seconds);
+}
+
+void ExtenderMetrics::CountRejection(core::RejectReason reason) {
+  rejections_->Add({{"reason", std::string(core::RejectReasonLabel(reason))}}).Increment();
+}
+
+void ExtenderMetrics::CountExpiredReservations(int count) {
+  if (count > 0) expired_->Increment(count);
+}
+
+void ExtenderMetrics::SetReady(bool ready) { ready_.store(ready); }
+
+std::string ExtenderMetrics::Render() const {
+  std::vector<prometheus::MetricFamily> families = registry_->Collect();
+  prometheus::MetricFamily ready = Gauge("gpupack_extender_ready", "1 when the cluster state is synced and verbs are served.");
+  AddSample(ready, ready_.load() ? 1 : 0);
+  families.push_back(std::move(ready));
+  if (state_ != nullptr) {
+    prometheus::MetricFamily nodes = Gauge("gpupack_nodes", "Nodes in the extender's GPU inventory.");
+    prometheus::MetricFamily pods = Gauge("gpupack_pods", "Pods holding devices in the ledger (bound or reserved).");
+    prometheus::MetricFamily reservations =
+        Gauge("gpupack_reservations", "Device reservations in flight (bind started, not yet persisted).");
+    prometheus::MetricFamily capacity = Gauge("gpupack_cluster_gpu_memory_bytes", "GPU memory of all devices.");
+    prometheus::MetricFamily allocated =
+        Gauge("gpupack_cluster_gpu_memory_allocated_bytes", "GPU memory caps allocated (bound and reserved).");
+    prometheus::MetricFamily used = Gauge("gpupack_cluster_gpu_memory_used_bytes", "GPU memory in use as reported by the agents.");
+    prometheus::MetricFamily frag = Gauge("gpupack_cluster_fragmentation_ratio",
+                                          "Expected free GPU memory a typical pod could not use (FGD), over all free GPU memory.");
+    prometheus::MetricFamily dev_capacity = Gauge("gpupack_gpu_memory_bytes", "GPU memory of one device.");
+    prometheus::MetricFamily dev_allocated = Gauge("gpupack_gpu_memory_allocated_bytes", "GPU memory caps allocated on one device.");
+    prometheus::MetricFamily dev_used = Gauge("gpupack_gpu_memory_used_bytes", "GPU memory in use on one device (agent report).");
+    double total = 0, total_allocated = 0, total_used = 0, fragmented = 0, free = 0;
+    state_->ForEachNode([&](const core::Node& node, const core::NodeSummary& summary) {
+      fragmented += summary.fragmentation;
+      free += static_cast<double>(summary.total_free);
+      for (const core::Device& device : node.devices) {
+        core::MiB caps = 0;
+        for (const core::DeviceShare& share : device.shares) caps += share.mem_mib;
+        total += static_cast<double>(device.capacity_mib);
+        total_allocated += static_cast<double>(caps);
+        total_used += static_cast<double>(device.used_mib);
+        if (!per_device_) continue;
+        std::vector<prometheus::ClientMetric::Label> labels = {{"node", node.name},
+                                                               {"gpu_uuid", device.uuid},
+                                                               {"gpu_index", std::to_string(device.index)},
+                                                               {"gpu_model", device.model}};
+        AddSample(dev_capacity, static_cast<double>(device.capacity_mib) * kBytesPerMiB, labels);
+        AddSample(dev_allocated, static_cast<double>(caps) * kBytesPerMiB, labels);
+        AddSample(dev_used, static_cast<double>(device.used_mib) * kBytesPerMiB, std::move(labels));
+      }
+    });
+    AddSample(nodes, static_cast<double>(state_->NodeCount()));
+    AddSample(pods, static_cast<double>(state_->PodCount()));
+    AddSample(reservations, static_cast<double>(state_->ReservationCount()));
+    AddSample(capacity, total * kBytesPerMiB);
+    AddSample(allocated, total_allocated * kBytesPerMiB);
+    AddSample(used, total_used * kBytesPerMiB);
+    AddSample(frag, free > 0 ? fragmented / free : 0);
+    for (auto* family : {&nodes, &pods, &reservations, &capacity, &allocated, &used, &frag}) {
+      families.push_back(std::move(*family));
+    }
+    if (per_device_) {
+      for (auto* family : {&dev_capacity, &dev_allocated, &dev_used}) families.push_back(std::move(*family));
+    }
+  }
+  return prometheus::TextSerializer().Serialize(families);
+}
+
+}  // namespace gpupack::extender
