@@ -1,0 +1,170 @@
+#include "sim/extender_policy.h"
+
+#include <httplib.h>
+
+#include "api/annotations.h"
+#include "api/extender_types.h"
+#include "scheduler/core/placement.h"
+
+namespace gpupack::sim {
+namespace {
+
+class ExtenderPolicy final : public SimPolicy {
+ public:
+  ExtenderPolicy(std::string base, std::string prefix, int weight, const core::TypicalWorkload& typical)
+      : client_(base), prefix_(std::move(prefix)), weight_(weight), mirror_(core::PolicyKind::kFgd, typical, {}) {
+    client_.set_keep_alive(true);
+    client_.set_connection_timeout(5);
+    client_.set_read_timeout(30);
+  }
+
+  Status Start(const ClusterState&, const std::vector<core::Node>& nodes, std::span<const int>) override {
+    nodes_ = nodes;
+    summaries_.clear();
+    for (const auto& n : nodes_) summaries_.push_back(mirror_.Summarize(n));
+    return Status::Ok();
+  }
+
+  StatusOr<std::optional<Choice>> Choose(const ClusterState& s, const SimPod& pod, Rng& rng) override {
+    api::ExtenderArgs args;
+    args.pod = PodJson(*pod.request, pod.name);
+    std::vector<std::string> names;
+    for (int n = 0; n < static_cast<int>(s.nodes().size()); ++n) {
+      const SimNode& node = s.nodes()[n];
+      if (node.cpu_free >= pod.demand.cpu_milli && node.memory_free >= pod.demand.memory_bytes) {
+        names.push_back(node.name);
+      }
+    }
+    if (names.empty()) return std::optional<Choice>();
+    args.node_names = names;
+    const std::string body = api::EncodeExtenderArgs(args);
+
+    GPUPACK_ASSIGN_OR_RETURN(std::string filtered_body, Post("/filter", body));
+    GPUPACK_ASSIGN_OR_RETURN(api::ExtenderFilterResult filtered, api::DecodeFilterResult(filtered_body));
+    if (!filtered.error.empty()) return Status::Unavailable("extender filter error: " + filtered.error);
+    if (!filtered.node_names.has_value() || filtered.node_names->empty()) return std::optional<Choice>();
+
+    args.node_names = filtered.node_names;
+    GPUPACK_ASSIGN_OR_RETURN(std::string prio_body, Post("/prioritize", api::EncodeExtenderArgs(args)));
+    GPUPACK_ASSIGN_OR_RETURN(api::HostPriorityList prio, api::DecodeHostPriorityList(prio_body));
+    std::map<std::string, int64_t> totals;
+    for (const auto& name : *filtered.node_names) totals[name] = 0;
+    for (const auto& hp : prio) {
+      if (totals.count(hp.host)) totals[hp.host] += hp.score * weight_ * 10;
+    }
+    // Highest total; ties uniformly at random (kube-scheduler's selectHost reservoir).
+    std::string chosen;
+    int64_t best = -1;
+    int ties = 0;
+    for (const auto& name : *filtered.node_names) {
+      const int64_t t = totals[name];
+      if (t > best) {
+        best = t;
+        chosen = name;
+        ties = 1;
+      } else if (t == best && rng.Below(++ties) == 0) {
+        chosen = name;
+      }
+    }
+    int node = -1;
+    for (int n = 0; n < static_cast<int>(s.nodes().size()); ++n) {
+      if (s.nodes()[n].name == chosen) node = n;
+    }
+    if (node < 0) return Status::Internal("extender returned unknown node \"" + chosen + "\"");
+
+    api::ExtenderBindingArgs bind{pod.name, "default", pod.name, chosen};
+    GPUPACK_ASSIGN_OR_RETURN(std::string bind_body, Post("/bind", api::EncodeBindingArgs(bind)));
+    GPUPACK_ASSIGN_OR_RETURN(api::ExtenderBindingResult bound, api::DecodeBindingResult(bind_body));
+    if (!bound.error.empty()) {
+      // A refused bind leaves the pod unscheduled, as kube-scheduler would (one attempt per pod).
+      return std::optional<Choice>();
+    }
+    core::NodeEvaluation eval = mirror_.Evaluate(nodes_[node], summaries_[node], *pod.request);
+    if (!eval.verdict.fits()) {
+      return Status::Internal("extender bound " + pod.name + " to " + chosen +
+                              " where the simulator's mirror says: " + eval.verdict.Message());
+    }
+    Choice choice;
+    choice.node = node;
+    for (const auto& cp : eval.placement.containers) {
+      if (!cp.init) choice.slots.insert(choice.slots.end(), cp.device_slots.begin(), cp.device_slots.end());
+    }
+    pending_ = std::move(eval.placement);
+    return std::optional<Choice>(std::move(choice));
+  }
+
+  void Committed(const SimPod& pod, const Choice& choice) override {
+    core::PodRequest request = *pod.request;
+    request.name = pod.name;
+    request.uid = pod.name;
+    Status st = core::ApplyPlacement(nodes_[choice.node], request, pending_, mirror_.options());
+    GPUPACK_CHECK(st.ok());
+    summaries_[choice.node] = mirror_.Summarize(nodes_[choice.node]);
+  }
+
+ private:
+  StatusOr<std::string> Post(const std::string& verb, const std::string& body) {
+    auto res = client_.Post(prefix_ + verb, body, "application/json");
+    if (!res) return Status::Unavailable("extender " + verb + ": " + httplib::to_string(res.error()));
+    if (res->status != 200) {
+      return Status::Unavailable("extender " + verb + ": HTTP " + std::to_string(res->status) + ": " + res->body);
+    }
+    return res->body;
+  }
+
+  httplib::Client client_;
+  std::string prefix_;
+  int weight_;
+  core::Policy mirror_;
+  std::vector<core::Node> nodes_;
+  std::vector<core::NodeSummary> summaries_;
+  core::Placement pending_;
+};
+
+}  // namespace
+
+nlohmann::json PodJson(const core::PodRequest& request, const std::string& name) {
+  nlohmann::json limits = nlohmann::json::object();
+  nlohmann::json requests = nlohmann::json::object();
+  requests["cpu"] = std::to_string(request.cpu_milli) + "m";
+  requests["memory"] = std::to_string(request.memory_bytes);
+  for (const auto& c : request.containers) {
+    if (c.init || c.device_count == 0) continue;
+    limits[std::string(api::kResourceGpu)] = std::to_string(c.device_count);
+    if (c.mem_per_device_mib > 0) {
+      limits[std::string(api::kResourceGpuMemory)] = std::to_string(c.mem_per_device_mib * c.device_count) + "Mi";
+    }
+  }
+  nlohmann::json annotations = nlohmann::json::object();
+  if (!request.gpu_models.empty()) {
+    std::string models;
+    for (const auto& m : request.gpu_models) models += (models.empty() ? "" : "|") + m;
+    annotations[std::string(api::kAnnotationGpuModel)] = models;
+  }
+  if (!request.mig_profile.empty()) annotations[std::string(api::kAnnotationMigProfile)] = request.mig_profile;
+  if (request.device_kind == core::DeviceKindPreference::kGpu) annotations[std::string(api::kAnnotationDeviceKind)] = "gpu";
+  if (request.device_kind == core::DeviceKindPreference::kMig) annotations[std::string(api::kAnnotationDeviceKind)] = "mig";
+  if (request.hard_isolation) annotations[std::string(api::kAnnotationIsolation)] = "hard";
+  nlohmann::json container = {{"name", "main"}, {"image", "sim"}, {"resources", {{"requests", requests}}}};
+  if (!limits.empty()) container["resources"]["limits"] = limits;
+  return {{"apiVersion", "v1"},
+          {"kind", "Pod"},
+          {"metadata", {{"name", name}, {"namespace", "default"}, {"uid", name}, {"annotations", annotations}}},
+          {"spec", {{"schedulerName", "gpupack"}, {"containers", nlohmann::json::array({container})}}}};
+}
+
+StatusOr<std::unique_ptr<SimPolicy>> MakeExtenderPolicy(const std::string& url, int weight,
+                                                        const core::TypicalWorkload& typical) {
+  const size_t scheme = url.find("://");
+  if (url.rfind("http://", 0) != 0 || scheme == std::string::npos) {
+    return Status::InvalidArgument("--extender: \"" + url + "\" is not an http:// URL");
+  }
+  const size_t path = url.find('/', scheme + 3);
+  std::string base = url.substr(0, path);
+  std::string prefix = path == std::string::npos ? "" : url.substr(path);
+  while (!prefix.empty() && prefix.back() == '/') prefix.pop_back();
+  if (base.size() <= 7) return Status::InvalidArgument("--extender: \"" + url + "\" has no host");
+  return std::unique_ptr<SimPolicy>(new ExtenderPolicy(base, prefix, weight, typical));
+}
+
+}  // namespace gpupack::sim

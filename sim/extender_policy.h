@@ -1,0 +1,33 @@
+// The simulator's HTTP mode: each pod goes through a running gpupack-extender exactly as
+// kube-scheduler uses it (nodeCacheCapable: true):
+//   1. kube-scheduler's own filter: NodeResourcesFit on CPU and host memory;
+//   2. POST {url}/filter with the Pod JSON (resources.limits gpupack.io/gpu-memory, gpupack.io/gpu,
+//      annotations for model/kind/profile/isolation) and the surviving NodeNames;
+//   3. POST {url}/prioritize; total = score × weight × 10 (the profile's own score plugins are
+//      taken as disabled, as in the FGD paper's runs); the highest total wins, ties at random;
+//   4. POST {url}/bind.
+// The extender picks the devices at bind and does not return them; the simulator mirrors the
+// choice with the same placement core (gpupack's FGD against the replay's typical workload) on the
+// bound node. When the extender learns its typical workload itself, its device choice may differ
+// from the mirror; node choice, which dominates packing, is exactly the extender's.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "common/status.h"
+#include "scheduler/core/workload.h"
+#include "sim/policy.h"
+
+namespace gpupack::sim {
+
+// `url` is e.g. "http://127.0.0.1:8888" or "http://host:port/prefix".
+StatusOr<std::unique_ptr<SimPolicy>> MakeExtenderPolicy(const std::string& url, int weight,
+                                                        const core::TypicalWorkload& typical);
+
+// The v1.Pod kube-scheduler would send for `request`, named `name`.
+nlohmann::json PodJson(const core::PodRequest& request, const std::string& name);
+
+}  // namespace gpupack::sim

@@ -1,0 +1,367 @@
+#include "sim/inputs.h"
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <yaml-cpp/yaml.h>
+
+#include "api/cluster_file.h"
+#include "common/quantity.h"
+
+namespace gpupack::sim {
+namespace {
+
+struct Field {
+  std::string_view text;
+  int column = 1;  // 1-based
+};
+
+struct CsvRow {
+  int line = 0;
+  std::vector<Field> fields;
+};
+
+std::vector<CsvRow> SplitCsv(std::string_view csv) {
+  std::vector<CsvRow> rows;
+  size_t pos = 0;
+  int line = 0;
+  while (pos < csv.size()) {
+    size_t end = csv.find('\n', pos);
+    if (end == std::string_view::npos) end = csv.size();
+    std::string_view text = csv.substr(pos, end - pos);
+    if (!text.empty() && text.back() == '\r') text.remove_suffix(1);
+    ++line;
+    pos = end + 1;
+    if (text.empty()) continue;
+    CsvRow row;
+    row.line = line;
+    size_t start = 0;
+    for (;;) {
+      size_t comma = text.find(',', start);
+      if (comma == std::string_view::npos) comma = text.size();
+      row.fields.push_back(Field{text.substr(start, comma - start), static_cast<int>(start) + 1});
+      if (comma == text.size()) break;
+      start = comma + 1;
+    }
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+std::string At(const std::string& where, int line, int column) {
+  return where + ":" + std::to_string(line) + ":" + std::to_string(column) + ": ";
+}
+
+// Column positions by header name; missing required ones are an error naming the header line.
+StatusOr<std::map<std::string, int>> Columns(const CsvRow& header, const std::vector<std::string>& required,
+                                            const std::string& where) {
+  std::map<std::string, int> cols;
+  for (size_t i = 0; i < header.fields.size(); ++i) cols[std::string(header.fields[i].text)] = static_cast<int>(i);
+  for (const auto& name : required) {
+    if (!cols.count(name)) {
+      return Status::InvalidArgument(At(where, header.line, 1) + "missing column \"" + name + "\"");
+    }
+  }
+  return cols;
+}
+
+StatusOr<Field> Get(const CsvRow& row, int col, const std::string& name, const std::string& where) {
+  if (col >= static_cast<int>(row.fields.size())) {
+    const Field& last = row.fields.back();
+    return Status::InvalidArgument(At(where, row.line, last.column + static_cast<int>(last.text.size())) +
+                                   "missing value for column \"" + name + "\"");
+  }
+  return row.fields[col];
+}
+
+StatusOr<int64_t> Integer(const CsvRow& row, int col, const std::string& name, const std::string& where) {
+  GPUPACK_ASSIGN_OR_RETURN(Field f, Get(row, col, name, where));
+  int64_t v = 0;
+  bool ok = !f.text.empty() && f.text.size() <= 15;
+  for (char c : f.text) {
+    if (c < '0' || c > '9') {
+      ok = false;
+      break;
+    }
+    v = v * 10 + (c - '0');
+  }
+  if (!ok) {
+    return Status::InvalidArgument(At(where, row.line, f.column) + name + ": \"" + std::string(f.text) +
+                                   "\" is not a non-negative integer");
+  }
+  return v;
+}
+
+StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::NotFound("cannot open " + path);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string Mark(const std::string& where, const YAML::Node& n) {
+  const YAML::Mark m = n.Mark();
+  if (m.line < 0) return where + ": ";
+  return At(where, m.line + 1, m.column + 1);
+}
+
+}  // namespace
+
+StatusOr<std::vector<core::Node>> ParseAlibabaNodes(std::string_view csv, const std::string& where) {
+  std::vector<CsvRow> rows = SplitCsv(csv);
+  if (rows.empty()) return Status::InvalidArgument(where + ": empty node list");
+  GPUPACK_ASSIGN_OR_RETURN(auto cols, Columns(rows[0], {"sn", "cpu_milli", "memory_mib", "gpu", "model"}, where));
+  std::vector<core::Node> nodes;
+  std::map<std::string, int> seen;
+  for (size_t r = 1; r < rows.size(); ++r) {
+    const CsvRow& row = rows[r];
+    core::Node node;
+    GPUPACK_ASSIGN_OR_RETURN(Field name, Get(row, cols["sn"], "sn", where));
+    if (name.text.empty()) return Status::InvalidArgument(At(where, row.line, name.column) + "sn: empty node name");
+    node.name = std::string(name.text);
+    if (seen.count(node.name)) {
+      return Status::InvalidArgument(At(where, row.line, name.column) + "duplicate node \"" + node.name +
+                                     "\" (first on line " + std::to_string(seen[node.name]) + ")");
+    }
+    seen[node.name] = row.line;
+    GPUPACK_ASSIGN_OR_RETURN(node.cpu_milli, Integer(row, cols["cpu_milli"], "cpu_milli", where));
+    GPUPACK_ASSIGN_OR_RETURN(int64_t mem_mib, Integer(row, cols["memory_mib"], "memory_mib", where));
+    node.memory_bytes = mem_mib << 20;
+    GPUPACK_ASSIGN_OR_RETURN(int64_t gpus, Integer(row, cols["gpu"], "gpu", where));
+    GPUPACK_ASSIGN_OR_RETURN(Field model, Get(row, cols["model"], "model", where));
+    if (gpus > 64) {
+      return Status::InvalidArgument(At(where, row.line, row.fields[cols["gpu"]].column) + "gpu: " +
+                                     std::to_string(gpus) + " GPUs on one node (at most 64)");
+    }
+    if (gpus > 0 && model.text.empty()) {
+      return Status::InvalidArgument(At(where, row.line, model.column) + "model: empty for a node with GPUs");
+    }
+    for (int g = 0; g < gpus; ++g) {
+      core::Device d;
+      d.uuid = api::GeneratedGpuUuid(node.name, g);
+      d.index = g;
+      d.model = std::string(model.text);
+      d.capacity_mib = kTraceGpuMiB;
+      node.devices.push_back(std::move(d));
+    }
+    nodes.push_back(std::move(node));
+  }
+  return nodes;
+}
+
+StatusOr<std::vector<core::PodRequest>> ParseAlibabaPods(std::string_view csv, const std::string& where) {
+  std::vector<CsvRow> rows = SplitCsv(csv);
+  if (rows.empty()) return Status::InvalidArgument(where + ": empty pod list");
+  GPUPACK_ASSIGN_OR_RETURN(auto cols,
+                           Columns(rows[0], {"name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli"}, where));
+  const bool has_spec = cols.count("gpu_spec") > 0;
+  std::vector<core::PodRequest> pods;
+  pods.reserve(rows.size());
+  for (size_t r = 1; r < rows.size(); ++r) {
+    const CsvRow& row = rows[r];
+    core::PodRequest pod;
+    GPUPACK_ASSIGN_OR_RETURN(Field name, Get(row, cols["name"], "name", where));
+    if (name.text.empty()) return Status::InvalidArgument(At(where, row.line, name.column) + "name: empty pod name");
+    pod.ns = "default";
+    pod.name = std::string(name.text);
+    pod.uid = pod.name;
+    GPUPACK_ASSIGN_OR_RETURN(pod.cpu_milli, Integer(row, cols["cpu_milli"], "cpu_milli", where));
+    GPUPACK_ASSIGN_OR_RETURN(int64_t mem_mib, Integer(row, cols["memory_mib"], "memory_mib", where));
+    pod.memory_bytes = mem_mib << 20;
+    GPUPACK_ASSIGN_OR_RETURN(int64_t num_gpu, Integer(row, cols["num_gpu"], "num_gpu", where));
+    GPUPACK_ASSIGN_OR_RETURN(int64_t gpu_milli, Integer(row, cols["gpu_milli"], "gpu_milli", where));
+    if (num_gpu > 64) {
+      return Status::InvalidArgument(At(where, row.line, row.fields[cols["num_gpu"]].column) + "num_gpu: " +
+                                     std::to_string(num_gpu) + " is more than any node has (64)");
+    }
+    if (num_gpu > 0) {
+      if (gpu_milli == 0) {
+        return Status::InvalidArgument(At(where, row.line, row.fields[cols["gpu_milli"]].column) +
+                                       "gpu_milli: 0 for a pod with num_gpu " + std::to_string(num_gpu));
+      }
+      core::ContainerRequest c;
+      c.name = "main";
+      c.device_count = static_cast<int>(num_gpu);
+      // The artifact caps gpu_milli at 1000; a full GPU is a whole-device request.
+      c.mem_per_device_mib = gpu_milli >= kTraceGpuMiB ? 0 : gpu_milli;
+      pod.containers.push_back(c);
+      if (has_spec && cols["gpu_spec"] < static_cast<int>(row.fields.size())) {
+        std::string_view spec = row.fields[cols["gpu_spec"]].text;
+        size_t start = 0;
+        while (!spec.empty() && start <= spec.size()) {
+          size_t bar = spec.find('|', start);
+          if (bar == std::string_view::npos) bar = spec.size();
+          if (bar > start) pod.gpu_models.emplace_back(spec.substr(start, bar - start));
+          start = bar + 1;
+        }
+      }
+    }
+    pods.push_back(std::move(pod));
+  }
+  return pods;
+}
+
+StatusOr<std::vector<core::PodRequest>> ParseWorkloadYaml(std::string_view text, const std::string& where) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(text));
+  } catch (const YAML::Exception& e) {
+    return Status::InvalidArgument(At(where, e.mark.line + 1, e.mark.column + 1) + e.msg);
+  }
+  if (!root.IsMap() || !root["pods"] || !root["pods"].IsSequence()) {
+    return Status::InvalidArgument(where + ": expected a map with a \"pods\" list");
+  }
+  static const char* kKeys[] = {"name", "count", "gpuMemory", "gpus", "cpu", "memory", "migProfile", "gpuModel",
+                                "deviceKind", "isolation"};
+  std::vector<core::PodRequest> pods;
+  std::map<std::string, std::string> names;
+  for (const YAML::Node& entry : root["pods"]) {
+    if (!entry.IsMap()) return Status::InvalidArgument(Mark(where, entry) + "each pod must be a map");
+    for (const auto& kv : entry) {
+      const std::string key = kv.first.as<std::string>();
+      if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys)) {
+        return Status::InvalidArgument(Mark(where, kv.first) + "unknown key \"" + key + "\"");
+      }
+      if (!kv.second.IsScalar()) return Status::InvalidArgument(Mark(where, kv.second) + key + ": must be a scalar");
+    }
+    auto scalar = [&](const char* key) { return entry[key] ? entry[key].as<std::string>() : std::string(); };
+    const std::string name = scalar("name");
+    if (name.empty()) return Status::InvalidArgument(Mark(where, entry) + "name: required");
+    core::PodRequest base;
+    base.ns = "default";
+    int64_t count = 1;
+    if (entry["count"]) {
+      auto c = ParseCount(scalar("count"), "count");
+      if (!c.ok() || *c < 1 || *c > 1000000) {
+        return Status::InvalidArgument(Mark(where, entry["count"]) + "count: want a whole number 1..1000000, got \"" +
+                                       scalar("count") + "\"");
+      }
+      count = *c;
+    }
+    int64_t gpus = 0;
+    if (entry["gpus"]) {
+      auto g = ParseCount(scalar("gpus"), "gpus");
+      if (!g.ok() || *g < 1 || *g > 64) {
+        return Status::InvalidArgument(Mark(where, entry["gpus"]) + "gpus: want a whole number 1..64, got \"" +
+                                       scalar("gpus") + "\"");
+      }
+      gpus = *g;
+    }
+    core::MiB per_device = 0;
+    if (entry["gpuMemory"]) {
+      auto mem = ParseMemoryMiBCeil(scalar("gpuMemory"), "gpuMemory");
+      if (!mem.ok()) return Status::InvalidArgument(Mark(where, entry["gpuMemory"]) + mem.status().message());
+      if (gpus == 0) gpus = 1;
+      per_device = (*mem + gpus - 1) / gpus;
+    }
+    if (gpus > 0) {
+      core::ContainerRequest c;
+      c.name = "main";
+      c.device_count = static_cast<int>(gpus);
+      c.mem_per_device_mib = per_device;
+      base.containers.push_back(c);
+    }
+    if (entry["cpu"]) {
+      auto cpu = ParseMilliValue(scalar("cpu"), "cpu");
+      if (!cpu.ok()) return Status::InvalidArgument(Mark(where, entry["cpu"]) + cpu.status().message());
+      base.cpu_milli = *cpu;
+    }
+    if (entry["memory"]) {
+      auto mem = ParseBytes(scalar("memory"), "memory");
+      if (!mem.ok()) return Status::InvalidArgument(Mark(where, entry["memory"]) + mem.status().message());
+      base.memory_bytes = *mem;
+    }
+    base.mig_profile = scalar("migProfile");
+    const std::string models = scalar("gpuModel");
+    for (size_t start = 0; !models.empty() && start <= models.size();) {
+      size_t bar = models.find('|', start);
+      if (bar == std::string::npos) bar = models.size();
+      if (bar > start) base.gpu_models.push_back(models.substr(start, bar - start));
+      start = bar + 1;
+    }
+    const std::string kind = scalar("deviceKind");
+    if (kind == "gpu") {
+      base.device_kind = core::DeviceKindPreference::kGpu;
+    } else if (kind == "mig") {
+      base.device_kind = core::DeviceKindPreference::kMig;
+    } else if (!kind.empty() && kind != "any") {
+      return Status::InvalidArgument(Mark(where, entry["deviceKind"]) + "deviceKind: want gpu, mig or any, got \"" +
+                                     kind + "\"");
+    }
+    const std::string isolation = scalar("isolation");
+    if (isolation == "hard") {
+      base.hard_isolation = true;
+    } else if (!isolation.empty() && isolation != "best-effort") {
+      return Status::InvalidArgument(Mark(where, entry["isolation"]) + "isolation: want hard or best-effort, got \"" +
+                                     isolation + "\"");
+    }
+    if (!base.mig_profile.empty() && base.device_kind == core::DeviceKindPreference::kGpu) {
+      return Status::InvalidArgument(Mark(where, entry) + "migProfile with deviceKind gpu can never fit");
+    }
+    for (int64_t i = 0; i < count; ++i) {
+      core::PodRequest pod = base;
+      pod.name = count == 1 ? name : name + "-" + std::to_string(i);
+      pod.uid = pod.name;
+      auto [it, fresh] = names.emplace(pod.name, Mark(where, entry));
+      if (!fresh) {
+        return Status::InvalidArgument(Mark(where, entry) + "duplicate pod name \"" + pod.name + "\" (also at " +
+                                       it->second.substr(0, it->second.size() - 2) + ")");
+      }
+      pods.push_back(std::move(pod));
+    }
+  }
+  if (pods.empty()) return Status::InvalidArgument(where + ": the pods list is empty");
+  return pods;
+}
+
+StatusOr<std::vector<core::Node>> LoadCluster(const std::string& path) {
+  GPUPACK_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  if (text.rfind("sn,", 0) == 0) return ParseAlibabaNodes(text, path);
+  return api::LoadClusterFile(path);
+}
+
+StatusOr<std::vector<core::PodRequest>> LoadWorkload(const std::string& path) {
+  GPUPACK_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  if (text.rfind("name,", 0) == 0) return ParseAlibabaPods(text, path);
+  return ParseWorkloadYaml(text, path);
+}
+
+std::string ClusterYaml(const std::vector<core::Node>& nodes) {
+  std::ostringstream out;
+  out << "nodes:\n";
+  for (const auto& node : nodes) {
+    out << "  - name: " << node.name << "\n";
+    if (node.cpu_milli >= 0) out << "    cpu: \"" << node.cpu_milli << "m\"\n";
+    if (node.memory_bytes >= 0) out << "    memory: \"" << node.memory_bytes << "\"\n";
+    if (node.devices.empty()) {
+      out << "    gpus: []\n";
+      continue;
+    }
+    out << "    gpus:\n";
+    // A GPU in MIG mode is not a device itself: its instances are, grouped by parent.
+    std::vector<std::string> parents;
+    for (const auto& d : node.devices) {
+      if (d.kind == core::DeviceKind::kGpu) {
+        out << "      - {model: \"" << d.model << "\", memory: " << d.capacity_mib << "Mi, uuid: \"" << d.uuid << "\"}\n";
+        continue;
+      }
+      if (std::find(parents.begin(), parents.end(), d.parent_uuid) != parents.end()) continue;
+      parents.push_back(d.parent_uuid);
+      out << "      - {model: \"" << d.model << "\", uuid: \"" << d.parent_uuid << "\", mig: [";
+      bool first = true;
+      for (const auto& m : node.devices) {
+        if (m.kind != core::DeviceKind::kMig || m.parent_uuid != d.parent_uuid) continue;
+        out << (first ? "" : ", ") << "{profile: \"" << m.mig_profile << "\", memory: " << m.capacity_mib
+            << "Mi, uuid: \"" << m.uuid << "\"}";
+        first = false;
+      }
+      out << "]}\n";
+    }
+  }
+  return out.str();
+}
+
+}  // namespace gpupack::sim

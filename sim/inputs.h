@@ -1,0 +1,45 @@
+// Readers for the simulator's inputs: clusters (our cluster file, or the Alibaba node CSV) and
+// workloads (our workload file, DESIGN.md §3.5, or an Alibaba pod CSV).
+//
+// The Alibaba trace models every GPU with 1000 MiB of memory, so 1 milli-GPU = 1 MiB and the FGD
+// paper's arithmetic carries over unchanged: a pod's gpu_milli < 1000 becomes a 'gpu_milli' MiB
+// share of one device, gpu_milli = 1000 whole devices (exclusive), gpu_spec the allowed models.
+// Errors name the file, line and column ("pods.csv:12:18: num_gpu: \"x\" is not a number").
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "scheduler/core/model.h"
+
+namespace gpupack::sim {
+
+// Memory of one modelled trace GPU.
+inline constexpr core::MiB kTraceGpuMiB = 1000;
+
+// The Alibaba node list (columns sn, cpu_milli, memory_mib, gpu, model; any order, extra columns
+// ignored). `where` names the source in errors.
+StatusOr<std::vector<core::Node>> ParseAlibabaNodes(std::string_view csv, const std::string& where);
+// The Alibaba pod list (name, cpu_milli, memory_mib, num_gpu, gpu_milli, optional gpu_spec).
+StatusOr<std::vector<core::PodRequest>> ParseAlibabaPods(std::string_view csv, const std::string& where);
+// Our workload file:
+//   pods:
+//     - {name: infer, gpuMemory: 10Gi, gpus: 1, cpu: "4", memory: 16Gi, count: 20}
+// Keys: name (required), count, gpuMemory (total per pod, split evenly over `gpus`), gpus,
+// cpu, memory, migProfile, gpuModel ("A|B"), deviceKind (gpu|mig|any), isolation (hard|best-effort).
+// A pod with neither gpuMemory nor gpus asks for no device. Entries with count > 1 are named
+// name-0 … name-(count−1).
+StatusOr<std::vector<core::PodRequest>> ParseWorkloadYaml(std::string_view yaml, const std::string& where);
+
+// By content: a file whose first line starts with "sn," / "name," is an Alibaba CSV, anything else
+// YAML (the cluster file via api::LoadClusterFile).
+StatusOr<std::vector<core::Node>> LoadCluster(const std::string& path);
+StatusOr<std::vector<core::PodRequest>> LoadWorkload(const std::string& path);
+
+// Writes nodes as a cluster file (DESIGN.md §3.5), e.g. to start a standalone extender on the
+// Alibaba cluster for the HTTP mode.
+std::string ClusterYaml(const std::vector<core::Node>& nodes);
+
+}  // namespace gpupack::sim

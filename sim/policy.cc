@@ -1,0 +1,300 @@
+#include "sim/policy.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "scheduler/core/placement.h"
+
+namespace gpupack::sim {
+
+uint64_t Rng::Below(uint64_t n) {
+  // Rejection sampling: the largest multiple of n that fits keeps every residue equally likely.
+  const uint64_t limit = std::numeric_limits<uint64_t>::max() - std::numeric_limits<uint64_t>::max() % n;
+  uint64_t r;
+  do {
+    r = engine_();
+  } while (r >= limit);
+  return r % n;
+}
+
+int64_t FgdScore(double delta_mib, MiB unit_mib) {
+  const double x = -delta_mib / static_cast<double>(unit_mib);
+  return static_cast<int64_t>(100.0 / (1.0 + std::exp(-x)));
+}
+
+namespace {
+
+// Whole devices: the first k empty devices by index (AllocateExclusiveGpuId).
+bool FirstEmpty(const ClusterState& s, int n, const Demand& d, std::vector<int>& slots) {
+  slots.clear();
+  const int devices = static_cast<int>(s.nodes()[n].devices.size());
+  for (int g = 0; g < devices && static_cast<int>(slots.size()) < d.device_count; ++g) {
+    if (s.DeviceFits(n, g, d)) slots.push_back(g);
+  }
+  return static_cast<int>(slots.size()) == d.device_count;
+}
+
+// Shared devices: the k devices with the least free memory that fit (ties: lowest index).
+bool BestFitDevices(const ClusterState& s, int n, const Demand& d, std::vector<int>& slots) {
+  slots.clear();
+  const auto& devs = s.nodes()[n].devices;
+  for (int g = 0; g < static_cast<int>(devs.size()); ++g) {
+    if (s.DeviceFits(n, g, d)) slots.push_back(g);
+  }
+  if (static_cast<int>(slots.size()) < d.device_count) return false;
+  std::stable_sort(slots.begin(), slots.end(), [&](int a, int b) { return devs[a].free < devs[b].free; });
+  slots.resize(d.device_count);
+  return true;
+}
+
+bool DefaultDevices(const ClusterState& s, int n, const Demand& d, std::vector<int>& slots) {
+  if (d.device_count == 0) {
+    slots.clear();
+    return true;
+  }
+  return d.whole() ? FirstEmpty(s, n, d, slots) : BestFitDevices(s, n, d, slots);
+}
+
+enum class Baseline { kRandom, kDotProd, kClustering, kPacking, kBestFit, kFgd };
+
+class BaselinePolicy final : public SimPolicy {
+ public:
+  explicit BaselinePolicy(Baseline kind) : kind_(kind) {}
+
+  Status Start(const ClusterState&, const std::vector<core::Node>&, std::span<const int> rank) override {
+    rank_.assign(rank.begin(), rank.end());
+    return Status::Ok();
+  }
+
+  StatusOr<std::optional<Choice>> Choose(const ClusterState& s, const SimPod& pod, Rng& rng) override {
+    const Demand& d = pod.demand;
+    const int nodes = static_cast<int>(s.nodes().size());
+    if (kind_ == Baseline::kRandom) return ChooseRandom(s, d, rng);
+    int best = -1;
+    int64_t best_score = 0;
+    Choice choice;
+    for (int n = 0; n < nodes; ++n) {
+      if (!s.Fits(n, d)) continue;
+      const int64_t score = Score(s, n, d);
+      if (best < 0 || score > best_score || (score == best_score && rank_[n] < rank_[best])) {
+        best = n;
+        best_score = score;
+        if (kind_ == Baseline::kFgd) choice.slots = scratch_;
+      }
+    }
+    if (best < 0) return std::optional<Choice>();
+    choice.node = best;
+    if (kind_ != Baseline::kFgd) DefaultDevices(s, best, d, choice.slots);
+    return std::optional<Choice>(std::move(choice));
+  }
+
+  void Committed(const SimPod&, const Choice&) override {}
+
+ private:
+  StatusOr<std::optional<Choice>> ChooseRandom(const ClusterState& s, const Demand& d, Rng& rng) {
+    feasible_.clear();
+    for (int n = 0; n < static_cast<int>(s.nodes().size()); ++n) {
+      if (s.Fits(n, d)) feasible_.push_back(n);
+    }
+    if (feasible_.empty()) return std::optional<Choice>();
+    Choice choice;
+    choice.node = feasible_[rng.Below(feasible_.size())];
+    if (d.device_count == 1 && !d.whole()) {
+      // Reservoir sampling over the devices with room, as the artifact's random GPU selector.
+      int seen = 0;
+      const int devices = static_cast<int>(s.nodes()[choice.node].devices.size());
+      for (int g = 0; g < devices; ++g) {
+        if (!s.DeviceFits(choice.node, g, d)) continue;
+        ++seen;
+        if (rng.Below(seen) == 0) choice.slots = {g};
+      }
+    } else {
+      DefaultDevices(s, choice.node, d, choice.slots);
+    }
+    return std::optional<Choice>(std::move(choice));
+  }
+
+  int64_t Score(const ClusterState& s, int n, const Demand& d) {
+    const SimNode& node = s.nodes()[n];
+    const double cpu_norm = static_cast<double>(s.max_node_cpu());
+    const double gpu_norm = static_cast<double>(s.max_node_capacity());
+    const double cpu_free = static_cast<double>(std::min<int64_t>(node.cpu_free, s.max_node_cpu()));
+    const double asked = static_cast<double>(s.ArrivedOf(d));
+    switch (kind_) {
+      case Baseline::kDotProd: {
+        const double dot = (cpu_free / cpu_norm) * (static_cast<double>(d.cpu_milli) / cpu_norm) +
+                           (static_cast<double>(node.total_free) / gpu_norm) * (asked / gpu_norm);
+        return static_cast<int64_t>(100.0 * (1.0 - dot / 2.0));
+      }
+      case Baseline::kBestFit: {
+        // Min–max normalisation over nodes is monotone and injective on 0..100, so the ranking
+        // of these integer scores is the artifact's.
+        const double raw = 0.5 * (cpu_free - static_cast<double>(d.cpu_milli)) / cpu_norm +
+                           0.5 * (static_cast<double>(node.total_free) - asked) / gpu_norm;
+        return static_cast<int64_t>(100.0 * (1.0 - raw));
+      }
+      case Baseline::kClustering: {
+        if (d.device_count == 0) return 0;
+        const int64_t cap = s.max_node_capacity();
+        const int64_t fill = 25 * (cap - node.total_free) / cap;
+        const int tag = d.whole() ? d.device_count : 0;
+        auto it = node.tags.find(tag);
+        if (it != node.tags.end() && it->second > 0) return fill + (node.tags.size() == 1 ? 75 : 50);
+        return fill + (node.tags.empty() ? 25 : 0);
+      }
+      case Baseline::kPacking:
+        return PackingScore(s, n, d);
+      case Baseline::kFgd:
+        return FgdNodeScore(s, n, d);
+      case Baseline::kRandom:
+        break;
+    }
+    return 0;
+  }
+
+  int64_t PackingScore(const ClusterState& s, int n, const Demand& d) {
+    if (d.device_count == 0) return 0;
+    const auto& devs = s.nodes()[n].devices;
+    const int count = static_cast<int>(devs.size());
+    int fully_free = 0;
+    for (const SimDevice& dev : devs) {
+      if (!dev.exclusive && dev.shares == 0 && dev.free == dev.capacity) ++fully_free;
+    }
+    if (fully_free == count) return std::max<int64_t>(33 - count, count);
+    order_.resize(count);
+    for (int g = 0; g < count; ++g) order_[g] = g;
+    std::stable_sort(order_.begin(), order_.end(), [&](int a, int b) { return devs[a].free < devs[b].free; });
+    int need = d.device_count;
+    int fresh = 0;
+    int64_t free_ratio = 0;
+    for (int g : order_) {
+      if (need == 0) break;
+      if (!s.DeviceFits(n, g, d)) continue;
+      --need;
+      if (devs[g].free == devs[g].capacity) ++fresh;
+      free_ratio += devs[g].free * 100 / std::max<MiB>(1, devs[g].capacity);
+    }
+    if (fresh > 0) return std::max<int64_t>(50 - fresh, 33);
+    return std::max<int64_t>(100 - free_ratio / 10, 50);
+  }
+
+  // FGD: the best integer score over the candidate devices (first index on equal scores); the
+  // devices that earn it go to scratch_ so the bind uses them.
+  int64_t FgdNodeScore(const ClusterState& s, int n, const Demand& d) {
+    const double before = s.NodeFragmentation(n);
+    if (d.device_count == 0) {
+      scratch_.clear();
+      return FgdScore(s.FragmentationAfter(n, d, {}) - before, s.unit_mib());
+    }
+    if (d.whole() || d.device_count > 1) {
+      DefaultDevices(s, n, d, scratch_);
+      return FgdScore(s.FragmentationAfter(n, d, scratch_) - before, s.unit_mib());
+    }
+    const auto& devs = s.nodes()[n].devices;
+    int64_t best = std::numeric_limits<int64_t>::min();
+    int best_slot = -1;
+    for (int g = 0; g < static_cast<int>(devs.size()); ++g) {
+      if (!s.DeviceFits(n, g, d)) continue;
+      bool duplicate = false;
+      for (int h = 0; h < g && !duplicate; ++h) {
+        duplicate = devs[h].free == devs[g].free && devs[h].shares == devs[g].shares && devs[h].type == devs[g].type &&
+                    s.DeviceFits(n, h, d);
+      }
+      if (duplicate) continue;
+      const int slot[1] = {g};
+      const int64_t score = FgdScore(s.FragmentationAfter(n, d, slot) - before, s.unit_mib());
+      if (score > best) {
+        best = score;
+        best_slot = g;
+      }
+    }
+    scratch_.assign(1, best_slot);
+    return best;
+  }
+
+  Baseline kind_;
+  std::vector<int> rank_;
+  std::vector<int> feasible_;
+  std::vector<int> order_;
+  std::vector<int> scratch_;
+};
+
+// gpupack's own placement: the placement core's Policy, exactly as the extender runs it. The
+// cost (ΔF for fgd) is compared unquantised; ties go to the seed's node order.
+class CorePolicy final : public SimPolicy {
+ public:
+  CorePolicy(core::PolicyKind kind, const core::TypicalWorkload& typical)
+      : policy_(kind, typical, core::PlacementOptions{}) {}
+
+  Status Start(const ClusterState&, const std::vector<core::Node>& nodes, std::span<const int> rank) override {
+    nodes_ = nodes;
+    rank_.assign(rank.begin(), rank.end());
+    summaries_.clear();
+    summaries_.reserve(nodes_.size());
+    for (const core::Node& node : nodes_) summaries_.push_back(policy_.Summarize(node));
+    return Status::Ok();
+  }
+
+  StatusOr<std::optional<Choice>> Choose(const ClusterState& s, const SimPod& pod, Rng&) override {
+    int best = -1;
+    double best_cost = 0;
+    core::Placement best_placement;
+    for (int n = 0; n < static_cast<int>(nodes_.size()); ++n) {
+      // The compact filter is the same fit; it only saves the core the infeasible nodes.
+      if (!s.Fits(n, pod.demand)) continue;
+      core::NodeEvaluation eval = policy_.Evaluate(nodes_[n], summaries_[n], *pod.request);
+      if (!eval.verdict.fits()) continue;
+      if (best < 0 || eval.cost < best_cost || (eval.cost == best_cost && rank_[n] < rank_[best])) {
+        best = n;
+        best_cost = eval.cost;
+        best_placement = std::move(eval.placement);
+      }
+    }
+    if (best < 0) return std::optional<Choice>();
+    Choice choice;
+    choice.node = best;
+    for (const auto& cp : best_placement.containers) {
+      if (!cp.init) choice.slots.insert(choice.slots.end(), cp.device_slots.begin(), cp.device_slots.end());
+    }
+    pending_ = std::move(best_placement);
+    return std::optional<Choice>(std::move(choice));
+  }
+
+  void Committed(const SimPod& pod, const Choice& choice) override {
+    core::Node& node = nodes_[choice.node];
+    Status st = core::ApplyPlacement(node, *pod.request, pending_, policy_.options());
+    GPUPACK_CHECK(st.ok());
+    summaries_[choice.node] = policy_.Summarize(node);
+  }
+
+ private:
+  core::Policy policy_;
+  std::vector<core::Node> nodes_;
+  std::vector<core::NodeSummary> summaries_;
+  std::vector<int> rank_;
+  core::Placement pending_;
+};
+
+}  // namespace
+
+std::vector<std::string> PolicyNames() {
+  return {"gpupack", "gpupack-binpack", "gpupack-spread", "random", "dotprod", "clustering", "packing", "bestfit", "fgd"};
+}
+
+StatusOr<std::unique_ptr<SimPolicy>> MakePolicy(std::string_view name, const core::TypicalWorkload& typical) {
+  if (name == "gpupack") return std::unique_ptr<SimPolicy>(new CorePolicy(core::PolicyKind::kFgd, typical));
+  if (name == "gpupack-binpack") return std::unique_ptr<SimPolicy>(new CorePolicy(core::PolicyKind::kBinpack, typical));
+  if (name == "gpupack-spread") return std::unique_ptr<SimPolicy>(new CorePolicy(core::PolicyKind::kSpread, typical));
+  static const std::pair<const char*, Baseline> kBaselines[] = {
+      {"random", Baseline::kRandom},   {"dotprod", Baseline::kDotProd}, {"clustering", Baseline::kClustering},
+      {"packing", Baseline::kPacking}, {"bestfit", Baseline::kBestFit}, {"fgd", Baseline::kFgd}};
+  for (const auto& [label, kind] : kBaselines) {
+    if (name == label) return std::unique_ptr<SimPolicy>(new BaselinePolicy(kind));
+  }
+  std::string known;
+  for (const auto& p : PolicyNames()) known += (known.empty() ? "" : ", ") + p;
+  return Status::InvalidArgument("unknown policy \"" + std::string(name) + "\" (known: " + known + ")");
+}
+
+}  // namespace gpupack::sim

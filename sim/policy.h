@@ -1,0 +1,78 @@
+// Placement policies the simulator can replay: gpupack's own (the placement core, exactly what
+// the extender runs) and the published baselines of the FGD paper, re-implemented from their
+// definitions (shared reference/fragmentation.md §3): random, dotprod, clustering, packing,
+// bestfit, fgd.
+//
+// Every policy sees the same filter (ClusterState::Fits: CPU and host memory like
+// NodeResourcesFit, device model/kind, enough devices with room) and breaks ties by the seed's
+// node order (`rank`: lower wins), like the artifact's lexicographic selectHost over names
+// prefixed by a seeded permutation.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <random>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "scheduler/core/model.h"
+#include "scheduler/core/workload.h"
+#include "sim/cluster_state.h"
+
+namespace gpupack::sim {
+
+// Seeded randomness with a portable bounded draw (std::uniform_int_distribution differs between
+// standard libraries; this does not).
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : engine_(seed) {}
+  // Uniform in [0, n). REQUIRES: n > 0.
+  uint64_t Below(uint64_t n);
+  // Fisher–Yates.
+  template <typename T>
+  void Shuffle(std::vector<T>& v) {
+    for (size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[Below(i)]);
+  }
+
+ private:
+  std::mt19937_64 engine_;
+};
+
+// One pod as replayed: the decoded request (for the core and the HTTP mode) and its compact demand.
+struct SimPod {
+  const core::PodRequest* request = nullptr;
+  Demand demand;
+  std::string name;  // unique per arrival (copies made by inflation get "-tuned-<i>")
+};
+
+class SimPolicy {
+ public:
+  virtual ~SimPolicy() = default;
+  // Called before the first pod of a replay. `nodes` is the cluster as loaded (index = node index
+  // of `state`); `rank[n]` is node n's position in the seed's random node order.
+  virtual Status Start(const ClusterState& state, const std::vector<core::Node>& nodes, std::span<const int> rank) = 0;
+  // Chooses a node and its devices for the pod, or nullopt when it fits nowhere. A Status error
+  // aborts the replay (e.g. the extender is unreachable).
+  virtual StatusOr<std::optional<Choice>> Choose(const ClusterState& state, const SimPod& pod, Rng& rng) = 0;
+  // The choice was committed to `state`.
+  virtual void Committed(const SimPod& pod, const Choice& choice) = 0;
+};
+
+// The policy names accepted by MakePolicy, in the order the report lists them.
+std::vector<std::string> PolicyNames();
+
+// "gpupack" (placement core, FGD cost against `typical`), "gpupack-binpack" and "gpupack-spread"
+// (the core's simple policies), and the baselines "random", "dotprod", "clustering", "packing",
+// "bestfit", "fgd". InvalidArgument for anything else.
+StatusOr<std::unique_ptr<SimPolicy>> MakePolicy(std::string_view name, const core::TypicalWorkload& typical);
+
+// The baselines' building blocks, exposed for tests.
+// FGD's integer score for a fragmentation change of `delta_mib` on a `unit_mib` device:
+// int(100 · sigmoid(−Δ/unit)).
+int64_t FgdScore(double delta_mib, MiB unit_mib);
+
+}  // namespace gpupack::sim

@@ -1,0 +1,220 @@
+#include "sim/replay.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <numeric>
+
+namespace gpupack::sim {
+
+StatusOr<Replayer> Replayer::Create(std::vector<core::Node> nodes, std::vector<core::PodRequest> pods,
+                                    ReplayOptions options) {
+  if (nodes.empty()) return Status::InvalidArgument("the cluster has no nodes");
+  if (pods.empty()) return Status::InvalidArgument("the workload has no pods");
+  std::vector<core::TypicalSpec> specs;
+  specs.reserve(pods.size());
+  for (const auto& pod : pods) specs.push_back(core::SpecOfPod(pod, 1));
+  core::TypicalWorkload typical = core::TypicalWorkloadFromPods(specs, options.coverage);
+  ClusterState base(nodes, typical);
+  std::vector<Demand> demands;
+  demands.reserve(pods.size());
+  for (const auto& pod : pods) {
+    GPUPACK_ASSIGN_OR_RETURN(Demand d, base.DemandOf(pod));
+    demands.push_back(d);
+  }
+  return Replayer(std::move(nodes), std::move(pods), options, std::move(typical), std::move(base), std::move(demands));
+}
+
+std::vector<int> Replayer::Arrivals(Rng& rng) const {
+  std::vector<int> order(pods_.size());
+  std::iota(order.begin(), order.end(), 0);
+  if (options_.shuffle) {
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return pods_[a].name < pods_[b].name; });
+    rng.Shuffle(order);
+  }
+  if (options_.tune <= 0) return order;
+  const double target = options_.tune * static_cast<double>(base_.total_capacity());
+  double total = 0;
+  for (int i : order) total += static_cast<double>(base_.ArrivedOf(demands_[i]));
+  if (total < target) {
+    for (;;) {
+      const int i = static_cast<int>(rng.Below(pods_.size()));
+      const Demand& d = demands_[i];
+      // The artifact tests the per-device request, not k × it: multi-device draws may overshoot.
+      const MiB per_device = d.device_count == 0 ? 0 : (d.whole() ? base_.unit_mib() : d.mem_per_device);
+      if (total + static_cast<double>(per_device) > target) break;
+      order.push_back(i);
+      total += static_cast<double>(base_.ArrivedOf(d));
+      // A workload of CPU-only pods alone never reaches a GPU target; stop at 10× its size.
+      if (order.size() > 10 * pods_.size() + 1000) break;
+    }
+  } else {
+    while (total > target && !order.empty()) {
+      const size_t at = rng.Below(order.size());
+      total -= static_cast<double>(base_.ArrivedOf(demands_[order[at]]));
+      order.erase(order.begin() + static_cast<std::ptrdiff_t>(at));
+    }
+  }
+  return order;
+}
+
+StatusOr<SeedRun> Replayer::RunSeed(SimPolicy& policy, uint64_t seed) const {
+  const auto started = std::chrono::steady_clock::now();
+  Rng rng(seed);
+  const std::vector<int> arrivals = Arrivals(rng);
+  std::vector<int> rank(nodes_.size());
+  std::iota(rank.begin(), rank.end(), 0);
+  rng.Shuffle(rank);
+
+  ClusterState state = base_;
+  GPUPACK_RETURN_IF_ERROR(policy.Start(state, nodes_, rank));
+
+  const double capacity = static_cast<double>(state.total_capacity());
+  struct Bucket {
+    double unallocated = 0, frag_rate = 0, frag_amount = 0;
+    int events = 0;
+  };
+  std::vector<Bucket> buckets;
+  SeedRun run;
+  run.seed = seed;
+  MiB arrived = 0;
+  std::vector<int> copies(pods_.size(), 0);
+  SimPod pod;
+  for (int index : arrivals) {
+    pod.request = &pods_[index];
+    pod.demand = demands_[index];
+    const int copy = copies[index]++;
+    pod.name = copy == 0 ? pods_[index].name : pods_[index].name + "-tuned-" + std::to_string(copy);
+    GPUPACK_ASSIGN_OR_RETURN(std::optional<Choice> choice, policy.Choose(state, pod, rng));
+    arrived += state.ArrivedOf(pod.demand);
+    ++run.pods;
+    if (choice.has_value()) {
+      state.Apply(*choice, pod.demand);
+      policy.Committed(pod, *choice);
+    } else {
+      ++run.failed;
+    }
+    const int x = static_cast<int>(std::lround(100.0 * static_cast<double>(arrived) / capacity));
+    if (x >= static_cast<int>(buckets.size())) buckets.resize(x + 1);
+    Bucket& b = buckets[x];
+    const double idle = static_cast<double>(state.idle());
+    b.unallocated += 100.0 - 100.0 * static_cast<double>(state.allocated()) / capacity;
+    b.frag_rate += idle > 0 ? 100.0 * state.fragmentation() / idle : 0.0;
+    b.frag_amount += 100.0 * state.fragmentation() / capacity;
+    ++b.events;
+  }
+  for (int x = 0; x < static_cast<int>(buckets.size()); ++x) {
+    Bucket sum;
+    if (buckets[x].events > 0) {
+      sum = buckets[x];
+    } else {
+      for (int y = std::max(0, x - 1); y <= x + 1 && y < static_cast<int>(buckets.size()); ++y) {
+        sum.unallocated += buckets[y].unallocated;
+        sum.frag_rate += buckets[y].frag_rate;
+        sum.frag_amount += buckets[y].frag_amount;
+        sum.events += buckets[y].events;
+      }
+    }
+    SeedPoint p;
+    p.arrived_pct = x;
+    if (sum.events > 0) {
+      p.unallocated_pct = sum.unallocated / sum.events;
+      p.frag_rate_pct = sum.frag_rate / sum.events;
+      p.frag_amount_pct = sum.frag_amount / sum.events;
+    } else if (!run.curve.empty()) {
+      // A gap wider than one point (a large pod on a small cluster): hold the last value.
+      p = run.curve.back();
+      p.arrived_pct = x;
+    } else {
+      p.unallocated_pct = 100;
+    }
+    run.curve.push_back(p);
+  }
+  run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return run;
+}
+
+StatusOr<PolicyRun> Replayer::Run(const std::string& policy_name,
+                                  const std::function<StatusOr<std::unique_ptr<SimPolicy>>()>& make_policy,
+                                  const std::vector<uint64_t>& seeds) const {
+  PolicyRun out;
+  out.policy = policy_name;
+  for (uint64_t seed : seeds) {
+    GPUPACK_ASSIGN_OR_RETURN(std::unique_ptr<SimPolicy> policy, make_policy());
+    GPUPACK_ASSIGN_OR_RETURN(SeedRun run, RunSeed(*policy, seed));
+    out.seconds += run.seconds;
+    out.seeds.push_back(std::move(run));
+  }
+  out.curve = Aggregate(out.seeds);
+  return out;
+}
+
+Stat Summarize(std::vector<double> values) {
+  Stat s;
+  if (values.empty()) return s;
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  s.median = n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+  s.mean = std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(n);
+  if (n > 1) {
+    double sq = 0;
+    for (double v : values) sq += (v - s.mean) * (v - s.mean);
+    s.sd = std::sqrt(sq / static_cast<double>(n - 1));
+  }
+  return s;
+}
+
+std::vector<AggregatePoint> Aggregate(const std::vector<SeedRun>& seeds) {
+  size_t longest = 0;
+  for (const auto& s : seeds) longest = std::max(longest, s.curve.size());
+  std::vector<AggregatePoint> out;
+  for (size_t x = 0; x < longest; ++x) {
+    std::vector<double> unalloc, rate, amount;
+    for (const auto& s : seeds) {
+      if (x >= s.curve.size()) continue;
+      unalloc.push_back(s.curve[x].unallocated_pct);
+      rate.push_back(s.curve[x].frag_rate_pct);
+      amount.push_back(s.curve[x].frag_amount_pct);
+    }
+    AggregatePoint p;
+    p.arrived_pct = static_cast<int>(x);
+    p.seeds = static_cast<int>(unalloc.size());
+    p.unallocated_pct = Summarize(unalloc);
+    p.frag_rate_pct = Summarize(rate);
+    p.frag_amount_pct = Summarize(amount);
+    out.push_back(p);
+  }
+  return out;
+}
+
+StatusOr<std::vector<uint64_t>> ParseSeeds(std::string_view text) {
+  std::vector<uint64_t> seeds;
+  auto number = [&](std::string_view s) -> StatusOr<uint64_t> {
+    if (s.empty() || s.size() > 18 || !std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      return Status::InvalidArgument("--seeds: \"" + std::string(s) + "\" is not a seed (want e.g. 42-51 or 42,43)");
+    }
+    return static_cast<uint64_t>(std::stoull(std::string(s)));
+  };
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string_view::npos) comma = text.size();
+    std::string_view part = text.substr(start, comma - start);
+    size_t dash = part.find('-');
+    if (dash == std::string_view::npos) {
+      GPUPACK_ASSIGN_OR_RETURN(uint64_t s, number(part));
+      seeds.push_back(s);
+    } else {
+      GPUPACK_ASSIGN_OR_RETURN(uint64_t lo, number(part.substr(0, dash)));
+      GPUPACK_ASSIGN_OR_RETURN(uint64_t hi, number(part.substr(dash + 1)));
+      if (hi < lo || hi - lo > 10000) {
+        return Status::InvalidArgument("--seeds: range \"" + std::string(part) + "\" is empty or too long");
+      }
+      for (uint64_t s = lo; s <= hi; ++s) seeds.push_back(s);
+    }
+    start = comma + 1;
+  }
+  return seeds;
+}
+
+}  // namespace gpupack::sim

@@ -1,0 +1,110 @@
+// The FGD paper's replay protocol (shared reference/fragmentation.md §4), for any cluster and
+// workload:
+//  1. the target workload M comes once from the original pod list (FGD's GetTypicalPods);
+//  2. per seed: sort the pods by name, shuffle them (unless keep_order);
+//  3. inflate to `tune` × cluster GPU capacity: append uniform random copies of original pods
+//     while the next draw's per-device request does not push the total past the target (the
+//     artifact's quirk), or remove pods at random while above it;
+//  4. submit pods one at a time: one attempt each, no retries, no departures;
+//  5. after every pod record arrived GPU, allocated GPU, F(M) and idle GPU;
+//  6. discretise by x = round(arrived %) (mean per x; an empty x takes the mean over x−1..x+1);
+//  7. aggregate seeds: median, mean and sample SD per x.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "scheduler/core/model.h"
+#include "scheduler/core/workload.h"
+#include "sim/cluster_state.h"
+#include "sim/policy.h"
+
+namespace gpupack::sim {
+
+struct ReplayOptions {
+  double tune = 1.3;        // inflate to this × GPU capacity; <= 0 disables inflation
+  bool shuffle = true;      // false keeps the workload's own order (no sort, no shuffle)
+  double coverage = 0.95;   // share of pods the typical set M must cover
+};
+
+// One integer arrived-percentage point of one seed.
+struct SeedPoint {
+  int arrived_pct = 0;
+  double unallocated_pct = 0;  // 100 − allocated GPU % of capacity
+  double frag_rate_pct = 0;    // F(M) / idle GPU
+  double frag_amount_pct = 0;  // F(M) / capacity
+};
+
+struct SeedRun {
+  uint64_t seed = 0;
+  int pods = 0;      // submitted
+  int failed = 0;    // fitted nowhere
+  double seconds = 0;
+  std::vector<SeedPoint> curve;  // index = arrived %, 0..max reached
+};
+
+struct Stat {
+  double median = 0, mean = 0, sd = 0;
+};
+
+struct AggregatePoint {
+  int arrived_pct = 0;
+  int seeds = 0;  // seeds that reached this point
+  Stat unallocated_pct, frag_rate_pct, frag_amount_pct;
+};
+
+struct PolicyRun {
+  std::string policy;
+  std::vector<SeedRun> seeds;
+  std::vector<AggregatePoint> curve;
+  double seconds = 0;
+};
+
+// A cluster and a workload prepared once for many seeds and policies.
+class Replayer {
+ public:
+  // Fails (InvalidArgument naming the pod) when a pod cannot be replayed, e.g. several device
+  // containers, or when the cluster has no nodes.
+  static StatusOr<Replayer> Create(std::vector<core::Node> nodes, std::vector<core::PodRequest> pods,
+                                   ReplayOptions options);
+
+  const core::TypicalWorkload& typical() const { return typical_; }
+  const std::vector<core::Node>& nodes() const { return nodes_; }
+  const std::vector<core::PodRequest>& pods() const { return pods_; }
+  MiB capacity_mib() const { return base_.total_capacity(); }
+  MiB unit_mib() const { return base_.unit_mib(); }
+
+  // The seed's arrival list: indices into pods(), copies included.
+  std::vector<int> Arrivals(Rng& rng) const;
+
+  // One replay. `make_policy` is called once per seed for a fresh policy.
+  StatusOr<SeedRun> RunSeed(SimPolicy& policy, uint64_t seed) const;
+  StatusOr<PolicyRun> Run(const std::string& policy_name,
+                          const std::function<StatusOr<std::unique_ptr<SimPolicy>>()>& make_policy,
+                          const std::vector<uint64_t>& seeds) const;
+
+ private:
+  Replayer(std::vector<core::Node> nodes, std::vector<core::PodRequest> pods, ReplayOptions options,
+           core::TypicalWorkload typical, ClusterState base, std::vector<Demand> demands)
+      : nodes_(std::move(nodes)), pods_(std::move(pods)), options_(options), typical_(std::move(typical)),
+        base_(std::move(base)), demands_(std::move(demands)) {}
+
+  std::vector<core::Node> nodes_;
+  std::vector<core::PodRequest> pods_;
+  ReplayOptions options_;
+  core::TypicalWorkload typical_;
+  ClusterState base_;            // empty-cluster view with every pod's constraint interned
+  std::vector<Demand> demands_;  // per pod
+};
+
+// Median, mean and sample SD (n−1; 0 for a single value).
+Stat Summarize(std::vector<double> values);
+// Seeds → per-x statistics over the seeds that reached x.
+std::vector<AggregatePoint> Aggregate(const std::vector<SeedRun>& seeds);
+// Parses "42-51" or "42,43,50" (or a mix, "1,5-7").
+StatusOr<std::vector<uint64_t>> ParseSeeds(std::string_view text);
+
+}  // namespace gpupack::sim

@@ -1,0 +1,441 @@
+// Unit tests of the simulator on small synthetic clusters, with the arithmetic written out.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "sim/cluster_state.h"
+#include "sim/extender_policy.h"
+#include "sim/inputs.h"
+#include "sim/policy.h"
+#include "sim/replay.h"
+#include "sim/report.h"
+
+namespace gpupack::sim {
+namespace {
+
+// "p" + std::to_string(i) trips GCC 12's -Wrestrict false positive at -O2; append instead.
+std::string Numbered(const char* prefix, int i) { return std::string(prefix).append(std::to_string(i)); }
+
+core::Node TraceNode(const std::string& name, int64_t cpu_milli, std::vector<MiB> used_per_gpu,
+                     const std::string& model = "G2") {
+  core::Node n;
+  n.name = name;
+  n.cpu_milli = cpu_milli;
+  n.memory_bytes = int64_t{1} << 40;
+  for (size_t g = 0; g < used_per_gpu.size(); ++g) {
+    core::Device d;
+    d.uuid = name + "-gpu" + std::to_string(g);
+    d.index = static_cast<int>(g);
+    d.model = model;
+    d.capacity_mib = 1000;
+    if (used_per_gpu[g] > 0) d.shares.push_back(core::DeviceShare{"old", "default/old", "main", used_per_gpu[g], false});
+    n.devices.push_back(d);
+  }
+  return n;
+}
+
+core::PodRequest Pod(const std::string& name, int64_t cpu_milli, int k, MiB per_device) {
+  core::PodRequest p;
+  p.ns = "default";
+  p.name = name;
+  p.uid = name;
+  p.cpu_milli = cpu_milli;
+  if (k > 0) {
+    core::ContainerRequest c;
+    c.name = "main";
+    c.device_count = k;
+    c.mem_per_device_mib = per_device;
+    p.containers.push_back(c);
+  }
+  return p;
+}
+
+core::TypicalSpec Spec(int64_t cpu, int k, MiB mem, double w) {
+  core::TypicalSpec s;
+  s.cpu_milli = cpu;
+  s.device_count = k;
+  s.mem_per_device_mib = mem;
+  s.weight = w;
+  return s;
+}
+
+// The worked example of reference/fragmentation.md §2.5: free GPUs [1000, 1000, 500, 200], 16 free
+// CPUs; M = {a: 4 CPU × 0.5 GPU, p=.5; b: 8 CPU × 1 GPU, p=.3; c: CPU-only 32 CPU, p=.2}.
+struct WorkedExample {
+  std::vector<core::Node> nodes{TraceNode("n", 16000, {0, 0, 500, 800})};
+  core::TypicalWorkload m{{Spec(4000, 1, 500, 0.5), Spec(8000, 1, 0, 0.3), Spec(32000, 0, 0, 0.2)}};
+};
+
+TEST(ClusterState, FragmentationMatchesWorkedExample) {
+  WorkedExample ex;
+  ClusterState s(ex.nodes, ex.m);
+  // F(a) = 200 (GPU#3 too small); F(b) = 500 + 200 (not whole-free); F(c) = 2700 (CPU-only).
+  // F = .5·200 + .3·700 + .2·2700 = 100 + 210 + 540 = 850.
+  EXPECT_DOUBLE_EQ(s.NodeFragmentation(0), 850);
+  EXPECT_DOUBLE_EQ(s.fragmentation(), 850);
+  Demand pod = *s.DemandOf(Pod("p", 4000, 1, 500));
+  const int gpu2[] = {2}, gpu0[] = {0};
+  // On GPU#2 (500 → 0): .5·200 + .3·200 + .2·2200 = 600, Δ = −250.
+  EXPECT_DOUBLE_EQ(s.FragmentationAfter(0, pod, gpu2), 600);
+  // On GPU#0 (1000 → 500): .5·200 + .3·1200 + .2·2200 = 900, Δ = +50.
+  EXPECT_DOUBLE_EQ(s.FragmentationAfter(0, pod, gpu0), 900);
+  EXPECT_EQ(FgdScore(600 - 850, 1000), 56);
+  EXPECT_EQ(FgdScore(900 - 850, 1000), 48);
+}
+
+TEST(ClusterState, ApplyUpdatesTotalsIncrementally) {
+  WorkedExample ex;
+  ClusterState s(ex.nodes, ex.m);
+  EXPECT_EQ(s.total_capacity(), 4000);
+  EXPECT_EQ(s.allocated(), 1300);
+  Demand pod = *s.DemandOf(Pod("p", 4000, 1, 500));
+  s.Apply(Choice{0, {2}}, pod);
+  EXPECT_EQ(s.allocated(), 1800);
+  EXPECT_EQ(s.idle(), 2200);
+  EXPECT_DOUBLE_EQ(s.fragmentation(), 600);
+  EXPECT_EQ(s.nodes()[0].cpu_free, 12000);
+  // A whole-GPU pod takes a device exclusively; then only one empty GPU is left for spec b.
+  Demand whole = *s.DemandOf(Pod("w", 8000, 1, 0));
+  EXPECT_TRUE(s.Fits(0, whole));
+  s.Apply(Choice{0, {0}}, whole);
+  EXPECT_EQ(s.allocated(), 2800);
+  // CPU left 4000: spec b (8 CPU) now lacks CPU (all 1200 idle is a fragment for it), spec a fits.
+  // F = .5·200 + .3·1200 + .2·1200 = 700.
+  EXPECT_DOUBLE_EQ(s.fragmentation(), 700);
+  EXPECT_FALSE(s.Fits(0, whole));  // CPU 4000 < 8000
+}
+
+TEST(ClusterState, FitChecksCpuMemoryModelsAndDeviceCounts) {
+  std::vector<core::Node> nodes{TraceNode("t4", 8000, {0, 900}, "T4")};
+  nodes[0].memory_bytes = 1000;
+  ClusterState s(nodes, core::TypicalWorkload{});
+  core::PodRequest p = Pod("p", 1000, 1, 100);
+  EXPECT_TRUE(s.Fits(0, *s.DemandOf(p)));
+  p.memory_bytes = 1001;
+  EXPECT_FALSE(s.Fits(0, *s.DemandOf(p)));
+  p.memory_bytes = 0;
+  p.gpu_models = {"V100M16", "V100M32"};
+  EXPECT_FALSE(s.Fits(0, *s.DemandOf(p)));
+  p.gpu_models = {"P100", "T4"};
+  EXPECT_TRUE(s.Fits(0, *s.DemandOf(p)));
+  EXPECT_FALSE(s.Fits(0, *s.DemandOf(Pod("two", 0, 2, 0))));   // only one empty GPU
+  EXPECT_TRUE(s.Fits(0, *s.DemandOf(Pod("two", 0, 2, 100))));  // 100 fits on both
+  EXPECT_FALSE(s.Fits(0, *s.DemandOf(Pod("cpu", 9000, 0, 0))));
+}
+
+TEST(Policy, FgdScoreIsTheQuantisedSigmoid) {
+  EXPECT_EQ(FgdScore(1000, 1000), 26);
+  EXPECT_EQ(FgdScore(0, 1000), 50);
+  EXPECT_EQ(FgdScore(-1000, 1000), 73);
+  EXPECT_EQ(FgdScore(-3000, 1000), 95);
+  EXPECT_EQ(FgdScore(-5000, 1000), 99);
+}
+
+struct Picked {
+  int node;
+  std::vector<int> slots;
+};
+
+Picked PickWith(const std::string& policy, const std::vector<core::Node>& nodes, const core::TypicalWorkload& m,
+                const core::PodRequest& pod, std::vector<int> rank = {}) {
+  ClusterState s(nodes, m);
+  if (rank.empty()) {
+    for (size_t i = 0; i < nodes.size(); ++i) rank.push_back(static_cast<int>(i));
+  }
+  auto p = MakePolicy(policy, m);
+  EXPECT_TRUE(p.ok()) << p.status();
+  EXPECT_TRUE((*p)->Start(s, nodes, rank).ok());
+  SimPod sp{&pod, *s.DemandOf(pod), pod.name};
+  Rng rng(1);
+  auto choice = (*p)->Choose(s, sp, rng);
+  EXPECT_TRUE(choice.ok());
+  if (!choice->has_value()) return {-1, {}};
+  return {(**choice).node, (**choice).slots};
+}
+
+TEST(Policy, FgdAndGpupackPickTheExactFitOfTheWorkedExample) {
+  WorkedExample ex;
+  core::PodRequest pod = Pod("p", 4000, 1, 500);
+  EXPECT_EQ(PickWith("fgd", ex.nodes, ex.m, pod).slots, std::vector<int>{2});
+  EXPECT_EQ(PickWith("gpupack", ex.nodes, ex.m, pod).slots, std::vector<int>{2});
+  EXPECT_EQ(PickWith("bestfit", ex.nodes, ex.m, pod).slots, std::vector<int>{2});
+}
+
+TEST(Policy, NodeChoiceFollowsEachDefinition) {
+  // a: 2 GPUs, one half used; b: 2 empty GPUs. CPU 64 each (the normaliser is the max, 64000).
+  std::vector<core::Node> nodes{TraceNode("a", 64000, {500, 0}), TraceNode("b", 64000, {0, 0})};
+  core::TypicalWorkload m{{Spec(1000, 1, 500, 1.0)}};
+  core::PodRequest half = Pod("half", 1000, 1, 500);
+  // BestFit: raw_a = .5·63/64 + .5·(1500−500)/2000 = .742 → 25; raw_b = .5·63/64 + .5·1500/2000 = .867 → 13.
+  EXPECT_EQ(PickWith("bestfit", nodes, m, half).node, 0);
+  // DotProd: a: (64/64)(1/64)+(1500/2000)(500/2000) = .203 → 89; b: .0156+.25 = .266 → 86. Smaller dot wins.
+  EXPECT_EQ(PickWith("dotprod", nodes, m, half).node, 0);
+  // Packing: a fits in its used GPU (case 1: 100 − 50/10 = 95); b is all free (case 3: max(33−2, 2) = 31).
+  EXPECT_EQ(PickWith("packing", nodes, m, half).node, 0);
+  // Clustering: a has no GPU-pod tag recorded yet (the old share predates the replay): 25 + 25·500/2000 = 31;
+  // b: 25 + 0 = 25.
+  EXPECT_EQ(PickWith("clustering", nodes, m, half).node, 0);
+  // FGD: on a's GPU#0 the half fills it: F_a 500 → 0 (Δ −500, score 62); on b Δ = 0 (score 50).
+  EXPECT_EQ(PickWith("fgd", nodes, m, half).node, 0);
+  EXPECT_EQ(PickWith("gpupack", nodes, m, half).node, 0);
+  // Whole-GPU pods take the first empty GPU by index.
+  EXPECT_EQ(PickWith("bestfit", nodes, m, Pod("w", 1000, 1, 0)).slots, std::vector<int>{1});
+  // Ties go to the seed's node order: two empty nodes, rank puts node 1 first.
+  std::vector<core::Node> twins{TraceNode("x", 64000, {0}), TraceNode("y", 64000, {0})};
+  EXPECT_EQ(PickWith("fgd", twins, m, half, {1, 0}).node, 1);
+  EXPECT_EQ(PickWith("gpupack", twins, m, half, {1, 0}).node, 1);
+  EXPECT_EQ(PickWith("bestfit", twins, m, half, {0, 1}).node, 0);
+}
+
+TEST(Policy, NothingFitsGivesNoChoice) {
+  std::vector<core::Node> nodes{TraceNode("a", 1000, {0})};
+  for (const auto& name : PolicyNames()) {
+    EXPECT_EQ(PickWith(name, nodes, {}, Pod("big", 2000, 1, 0)).node, -1) << name;
+  }
+  EXPECT_FALSE(MakePolicy("tetris", {}).ok());
+}
+
+TEST(Inputs, AlibabaNodesModelEachGpuWith1000MiB) {
+  auto nodes = ParseAlibabaNodes("sn,cpu_milli,memory_mib,gpu,model\nn0,64000,262144,2,P100\nn1,8000,1024,0,\n", "x.csv");
+  ASSERT_TRUE(nodes.ok()) << nodes.status();
+  ASSERT_EQ(nodes->size(), 2u);
+  EXPECT_EQ((*nodes)[0].cpu_milli, 64000);
+  EXPECT_EQ((*nodes)[0].memory_bytes, int64_t{262144} << 20);
+  ASSERT_EQ((*nodes)[0].devices.size(), 2u);
+  EXPECT_EQ((*nodes)[0].devices[1].capacity_mib, 1000);
+  EXPECT_EQ((*nodes)[0].devices[1].model, "P100");
+  EXPECT_TRUE((*nodes)[1].devices.empty());
+}
+
+TEST(Inputs, AlibabaErrorsNameFileLineAndColumn) {
+  auto bad = ParseAlibabaNodes("sn,cpu_milli,memory_mib,gpu,model\nn0,64000,2x,2,P100\n", "nodes.csv");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "nodes.csv:2:10: memory_mib: \"2x\" is not a non-negative integer");
+  auto missing = ParseAlibabaPods("name,cpu_milli,num_gpu\np,1,1\n", "pods.csv");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().message(), "pods.csv:1:1: missing column \"memory_mib\"");
+  auto short_row = ParseAlibabaPods("name,cpu_milli,memory_mib,num_gpu,gpu_milli\np,1,2,1\n", "pods.csv");
+  ASSERT_FALSE(short_row.ok());
+  EXPECT_EQ(short_row.status().message(), "pods.csv:2:8: missing value for column \"gpu_milli\"");
+  auto dup = ParseAlibabaNodes("sn,cpu_milli,memory_mib,gpu,model\nn,1,1,1,T4\nn,1,1,1,T4\n", "n.csv");
+  ASSERT_FALSE(dup.ok());
+  EXPECT_EQ(dup.status().message(), "n.csv:3:1: duplicate node \"n\" (first on line 2)");
+}
+
+TEST(Inputs, AlibabaPodsBecomeSharesWholeDevicesOrCpuOnly) {
+  auto pods = ParseAlibabaPods(
+      "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos\n"
+      "share,3152,1024,1,810,,LS\n"
+      "whole,8000,2048,8,1000,V100M16|V100M32,LS\n"
+      "cpu,12500,4096,0,0,,BE\n",
+      "p.csv");
+  ASSERT_TRUE(pods.ok()) << pods.status();
+  ASSERT_EQ(pods->size(), 3u);
+  EXPECT_EQ((*pods)[0].containers[0].device_count, 1);
+  EXPECT_EQ((*pods)[0].containers[0].mem_per_device_mib, 810);
+  EXPECT_EQ((*pods)[0].memory_bytes, int64_t{1024} << 20);
+  EXPECT_EQ((*pods)[1].containers[0].device_count, 8);
+  EXPECT_EQ((*pods)[1].containers[0].mem_per_device_mib, 0);
+  EXPECT_EQ((*pods)[1].gpu_models, (std::vector<std::string>{"V100M16", "V100M32"}));
+  EXPECT_TRUE((*pods)[2].containers.empty());
+  // The multigpu files have only five columns.
+  auto five = ParseAlibabaPods("name,cpu_milli,memory_mib,num_gpu,gpu_milli\np,1,1,2,1000\n", "m.csv");
+  ASSERT_TRUE(five.ok()) << five.status();
+  EXPECT_TRUE((*five)[0].gpu_models.empty());
+  auto zero = ParseAlibabaPods("name,cpu_milli,memory_mib,num_gpu,gpu_milli\np,1,1,1,0\n", "z.csv");
+  ASSERT_FALSE(zero.ok());
+  EXPECT_EQ(zero.status().message(), "z.csv:2:9: gpu_milli: 0 for a pod with num_gpu 1");
+}
+
+TEST(Inputs, WorkloadYamlExpandsCountsAndSplitsMemory) {
+  auto pods = ParseWorkloadYaml(
+      "pods:\n"
+      "  - {name: infer, gpuMemory: 10Gi, gpus: 1, cpu: \"4\", memory: 16Gi, count: 3}\n"
+      "  - {name: train, gpus: 2, cpu: \"16\"}\n"
+      "  - {name: pair, gpuMemory: 20Gi, gpus: 2, gpuModel: A100|H100}\n"
+      "  - {name: small, gpuMemory: 5Gi, migProfile: 1g.10gb}\n"
+      "  - {name: web, cpu: 500m}\n",
+      "w.yaml");
+  ASSERT_TRUE(pods.ok()) << pods.status();
+  ASSERT_EQ(pods->size(), 7u);
+  EXPECT_EQ((*pods)[0].name, "infer-0");
+  EXPECT_EQ((*pods)[2].name, "infer-2");
+  EXPECT_EQ((*pods)[0].containers[0].mem_per_device_mib, 10240);
+  EXPECT_EQ((*pods)[0].cpu_milli, 4000);
+  EXPECT_EQ((*pods)[0].memory_bytes, int64_t{16} << 30);
+  EXPECT_EQ((*pods)[3].containers[0].device_count, 2);
+  EXPECT_EQ((*pods)[3].containers[0].mem_per_device_mib, 0);
+  EXPECT_EQ((*pods)[4].containers[0].mem_per_device_mib, 10240);  // 20Gi over 2 devices
+  EXPECT_EQ((*pods)[4].gpu_models, (std::vector<std::string>{"A100", "H100"}));
+  EXPECT_EQ((*pods)[5].mig_profile, "1g.10gb");
+  EXPECT_TRUE((*pods)[6].containers.empty());
+  EXPECT_EQ((*pods)[6].cpu_milli, 500);
+}
+
+TEST(Inputs, WorkloadYamlErrorsNameLineAndColumn) {
+  auto unknown = ParseWorkloadYaml("pods:\n  - {name: a, gpuMem: 1Gi}\n", "w.yaml");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.status().message(), "w.yaml:2:15: unknown key \"gpuMem\"");
+  auto quantity = ParseWorkloadYaml("pods:\n  - name: a\n    gpuMemory: 10GB\n", "w.yaml");
+  ASSERT_FALSE(quantity.ok());
+  EXPECT_NE(quantity.status().message().find("w.yaml:3:16: "), std::string::npos) << quantity.status();
+  EXPECT_NE(quantity.status().message().find("gpuMemory"), std::string::npos);
+  auto dup = ParseWorkloadYaml("pods:\n  - {name: a}\n  - {name: a}\n", "w.yaml");
+  ASSERT_FALSE(dup.ok());
+  EXPECT_NE(dup.status().message().find("duplicate pod name \"a\""), std::string::npos);
+  EXPECT_FALSE(ParseWorkloadYaml("pods: [\n", "w.yaml").ok());
+  EXPECT_FALSE(ParseWorkloadYaml("nodes: []\n", "w.yaml").ok());
+}
+
+TEST(Replay, InflationAppendsCopiesUntilTheNextWouldPassTheTarget) {
+  // 2 GPUs = 2000 MiB; target 1.3 × 2000 = 2600. Two 500 pods (1000) + copies of 500:
+  // 1500, 2000, 2500; a fourth would make 3000 > 2600. So 5 arrivals.
+  std::vector<core::Node> nodes{TraceNode("n", 64000, {0, 0})};
+  auto r = Replayer::Create(nodes, {Pod("a", 1, 1, 500), Pod("b", 1, 1, 500)}, ReplayOptions{});
+  ASSERT_TRUE(r.ok()) << r.status();
+  Rng rng(42);
+  EXPECT_EQ(r->Arrivals(rng).size(), 5u);
+}
+
+TEST(Replay, InflationChecksThePerDeviceRequestLikeTheArtifact) {
+  // 4 GPUs, target 5200. Two 2-GPU pods = 4000; a drawn copy is tested with 1000 (per device):
+  // 5000 ≤ 5200, so it is appended and the total overshoots to 6000; the next test fails.
+  std::vector<core::Node> nodes{TraceNode("n", 64000, {0, 0, 0, 0})};
+  auto r = Replayer::Create(nodes, {Pod("a", 1, 2, 0), Pod("b", 1, 2, 0)}, ReplayOptions{});
+  ASSERT_TRUE(r.ok());
+  Rng rng(7);
+  EXPECT_EQ(r->Arrivals(rng).size(), 3u);
+}
+
+TEST(Replay, DeflationRemovesPodsUntilAtOrBelowTheTarget) {
+  // 2 GPUs, target 2600; six whole-GPU pods (6000) shrink to two (2000).
+  std::vector<core::Node> nodes{TraceNode("n", 64000, {0, 0})};
+  std::vector<core::PodRequest> pods;
+  for (int i = 0; i < 6; ++i) pods.push_back(Pod(Numbered("p", i), 1, 1, 0));
+  auto r = Replayer::Create(nodes, pods, ReplayOptions{});
+  ASSERT_TRUE(r.ok());
+  Rng rng(3);
+  std::vector<int> arrivals = r->Arrivals(rng);
+  EXPECT_EQ(arrivals.size(), 2u);
+  // Shuffling is a permutation: no pod appears twice.
+  EXPECT_NE(arrivals[0], arrivals[1]);
+}
+
+TEST(Replay, CurveIsDiscretisedByArrivedPercent) {
+  // One node, 2 GPUs, two whole-GPU pods in file order, no inflation.
+  // Pod 1: arrived 50 %, allocated 50 % → unallocated 50. Pod 2: arrived 100 %, unallocated 0.
+  std::vector<core::Node> nodes{TraceNode("n", 64000, {0, 0})};
+  ReplayOptions opts;
+  opts.tune = 0;
+  opts.shuffle = false;
+  auto r = Replayer::Create(nodes, {Pod("a", 1, 1, 0), Pod("b", 1, 1, 0)}, opts);
+  ASSERT_TRUE(r.ok());
+  auto policy = MakePolicy("fgd", r->typical());
+  auto run = r->RunSeed(**policy, 1);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->pods, 2);
+  EXPECT_EQ(run->failed, 0);
+  ASSERT_EQ(run->curve.size(), 101u);
+  EXPECT_DOUBLE_EQ(run->curve[50].unallocated_pct, 50);
+  EXPECT_DOUBLE_EQ(run->curve[49].unallocated_pct, 50);  // empty x: mean over 48..50
+  EXPECT_DOUBLE_EQ(run->curve[51].unallocated_pct, 50);  // mean over 50..52
+  EXPECT_DOUBLE_EQ(run->curve[75].unallocated_pct, 50);  // wider gap: the last value holds
+  EXPECT_DOUBLE_EQ(run->curve[99].unallocated_pct, 0);
+  EXPECT_DOUBLE_EQ(run->curve[100].unallocated_pct, 0);
+  // Idle 1000 of which the typical whole-GPU pod can use all: frag rate 0 at 50 %.
+  EXPECT_DOUBLE_EQ(run->curve[50].frag_rate_pct, 0);
+}
+
+TEST(Replay, FailedPodsCountAsArrivedButNotAllocated) {
+  // 1 GPU; pods 600, 600 in order: the second fails. Arrived 60 % then 120 %; unallocated 40 both times.
+  std::vector<core::Node> nodes{TraceNode("n", 64000, {0})};
+  ReplayOptions opts;
+  opts.tune = 0;
+  opts.shuffle = false;
+  auto r = Replayer::Create(nodes, {Pod("a", 1, 1, 600), Pod("b", 1, 1, 600)}, opts);
+  ASSERT_TRUE(r.ok());
+  auto policy = MakePolicy("gpupack", r->typical());
+  auto run = r->RunSeed(**policy, 1);
+  ASSERT_TRUE(run.ok());
+  EXPECT_EQ(run->failed, 1);
+  ASSERT_EQ(run->curve.size(), 121u);
+  EXPECT_NEAR(run->curve[60].unallocated_pct, 40, 1e-9);
+  EXPECT_NEAR(run->curve[120].unallocated_pct, 40, 1e-9);
+}
+
+TEST(Replay, SeedsReproduceAndDiffer) {
+  std::vector<core::Node> nodes;
+  for (int i = 0; i < 6; ++i) nodes.push_back(TraceNode(Numbered("n", i), 32000, {0, 0}));
+  std::vector<core::PodRequest> pods;
+  for (int i = 0; i < 20; ++i) pods.push_back(Pod(Numbered("p", i), 4000, 1, 100 + 37 * i % 900));
+  auto r = Replayer::Create(nodes, pods, ReplayOptions{});
+  ASSERT_TRUE(r.ok());
+  auto make = [&]() { return MakePolicy("random", r->typical()); };
+  auto a = r->Run("random", make, {1, 2});
+  auto b = r->Run("random", make, {1, 2});
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_EQ(a->seeds.size(), 2u);
+  EXPECT_EQ(a->seeds[0].pods, b->seeds[0].pods);
+  for (size_t x = 0; x < a->seeds[0].curve.size(); ++x) {
+    EXPECT_EQ(a->seeds[0].curve[x].unallocated_pct, b->seeds[0].curve[x].unallocated_pct);
+  }
+  Rng r1(1), r2(2);
+  EXPECT_NE(r->Arrivals(r1), r->Arrivals(r2));
+}
+
+TEST(Replay, StatisticsAreMedianMeanAndSampleSd) {
+  Stat s = Summarize({4, 1, 3, 2});
+  EXPECT_DOUBLE_EQ(s.median, 2.5);
+  EXPECT_DOUBLE_EQ(s.mean, 2.5);
+  EXPECT_NEAR(s.sd, std::sqrt(5.0 / 3.0), 1e-12);
+  EXPECT_DOUBLE_EQ(Summarize({7}).sd, 0);
+  EXPECT_DOUBLE_EQ(Summarize({3, 1, 2}).median, 2);
+}
+
+TEST(Replay, SeedListsParse) {
+  EXPECT_EQ(*ParseSeeds("42-44,50"), (std::vector<uint64_t>{42, 43, 44, 50}));
+  EXPECT_EQ(*ParseSeeds("7"), std::vector<uint64_t>{7});
+  EXPECT_FALSE(ParseSeeds("44-42").ok());
+  EXPECT_FALSE(ParseSeeds("a").ok());
+  EXPECT_FALSE(ParseSeeds("1,,2").ok());
+}
+
+TEST(Report, JsonFollowsTheContract) {
+  std::vector<core::Node> nodes{TraceNode("n", 64000, {0, 0})};
+  ReplayOptions opts;
+  opts.tune = 0;
+  auto r = Replayer::Create(nodes, {Pod("a", 1, 1, 0), Pod("b", 1, 1, 0)}, opts);
+  ASSERT_TRUE(r.ok());
+  auto run = r->Run("fgd", [&]() { return MakePolicy("fgd", r->typical()); }, {42, 43});
+  ASSERT_TRUE(run.ok());
+  nlohmann::json j = RunJson(*run);
+  EXPECT_EQ(j["policy"], "fgd");
+  EXPECT_EQ(j["seeds"], nlohmann::json::array({42, 43}));
+  EXPECT_EQ(j["pods"], 2);
+  ASSERT_EQ(j["curve"].size(), 101u);
+  EXPECT_EQ(j["curve"][100]["arrivedPct"], 100);
+  EXPECT_EQ(j["curve"][100]["unallocatedGpuPct"]["median"], 0.0);
+  EXPECT_TRUE(j["curve"][100]["fragRatePct"].contains("sd"));
+  EXPECT_TRUE(j["seconds"].is_number());
+  const std::string html = HtmlReport({*run}, "t");
+  EXPECT_NE(html.find("<svg"), std::string::npos);
+  EXPECT_NE(html.find("<polyline fill=\"none\" stroke=\"#d62728\""), std::string::npos);
+  EXPECT_NE(FormatTable({*run}).find("fgd"), std::string::npos);
+}
+
+TEST(Extender, PodJsonCarriesTheGpupackLimits) {
+  core::PodRequest p = Pod("p", 3152, 1, 810);
+  p.gpu_models = {"T4", "P100"};
+  nlohmann::json j = PodJson(p, "p-tuned-1");
+  EXPECT_EQ(j["metadata"]["name"], "p-tuned-1");
+  EXPECT_EQ(j["spec"]["containers"][0]["resources"]["limits"]["gpupack.io/gpu-memory"], "810Mi");
+  EXPECT_EQ(j["spec"]["containers"][0]["resources"]["limits"]["gpupack.io/gpu"], "1");
+  EXPECT_EQ(j["spec"]["containers"][0]["resources"]["requests"]["cpu"], "3152m");
+  EXPECT_EQ(j["metadata"]["annotations"]["gpupack.io/gpu-model"], "T4|P100");
+  nlohmann::json whole = PodJson(Pod("w", 1000, 2, 0), "w");
+  EXPECT_FALSE(whole["spec"]["containers"][0]["resources"]["limits"].contains("gpupack.io/gpu-memory"));
+  EXPECT_FALSE(MakeExtenderPolicy("ftp://x", 1, {}).ok());
+}
+
+}  // namespace
+}  // namespace gpupack::sim
