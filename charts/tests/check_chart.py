@@ -1007,7 +1007,7 @@ def main():
                                "webhook CA kept across upgrades (lookup)")
     missing = [b for b in ("extender", "agent", "webhook") if not getattr(args, b)]
     if missing or not args.cluster:
-        print(f"note: binaries not built here: {missing}" + ("" if args.cluster else ", no examples/cluster.yaml")
+        print(f"note: binaries not built here: {missing}" + ("" if args.cluster else ", no --cluster")
               + "; their live checks were skipped")
     return 1 if failed else 0
 
