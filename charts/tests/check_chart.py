@@ -878,12 +878,19 @@ def check_live_extender(m, ns, extender, cluster):
     errs = []
     dep, cfg, cm = scheduler_config(m, ns)
     ext = cfg["extenders"][0]
+    # The chart's config and command line, on free loopback ports (tests may run in parallel).
+    ext_cfg = yaml.safe_load(cm["data"]["extender.yaml"])
+    ext_cfg["metricsListen"] = "127.0.0.1:0"
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
-        f.write(cm["data"]["extender.yaml"])
+        yaml.safe_dump(ext_cfg, f)
+    cmd = list(container(dep, "extender")["command"])
+    cmd[0] = extender
+    cmd[cmd.index("--config") + 1] = f.name
+    cmd[cmd.index("--listen") + 1] = "127.0.0.1:0"
     try:
-        proc, addr = start([extender, "--config", f.name, "--standalone-cluster", cluster, "--listen", "127.0.0.1:0"])
+        proc, addr = start(cmd + ["--standalone-cluster", cluster])
     except AssertionError as e:
-        return [f"extender with the chart's extender.yaml: {e}"]
+        return [f"extender with the chart's command line and extender.yaml: {e}"]
     try:
         path = re.match(r"^http://[^/]+(.*)$", ext["urlPrefix"]).group(1).rstrip("/")
         pod = {"metadata": {"name": "p", "namespace": "default", "uid": "u-1"},
@@ -921,6 +928,27 @@ def agent_status(agent, cluster):
         raise AssertionError(f"gpupack-agent --once --print failed: {p.stderr[:300]}")
     report = json.loads(p.stdout)
     return report.get("status", report)
+
+
+def check_live_agent_flags(m, agent, cluster):
+    """The agent accepts the DaemonSet's command line (extraArgs included): run it once with the
+    file backend and --print instead of NVML and the API server."""
+    ds = workload_of(m, "agent")
+    if ds is None:
+        return []
+    with open(cluster) as f:
+        node = yaml.safe_load(f)["nodes"][0]
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        yaml.safe_dump(node, f)
+    cmd = list(container(ds, "agent")["command"])
+    cmd = [node["name"] if a == "$(NODE_NAME)" else a for a in cmd]
+    cmd[cmd.index("--backend") + 1] = "file:" + f.name
+    cmd[0] = agent
+    p = subprocess.run(cmd + ["--once", "--print"], capture_output=True, text=True, timeout=30)
+    os.unlink(f.name)
+    if p.returncode != 0:
+        return [f"gpupack-agent refuses the DaemonSet's command line {cmd[1:]}: {p.stderr.strip()[:300]}"]
+    return []
 
 
 def check_live_webhook(m, ns, webhook):
@@ -992,6 +1020,8 @@ def main():
         if args.extender and args.cluster:
             failed += chartlib.fail_if(check_live_extender(m, ns, args.extender, args.cluster),
                                        f"{title}: extender routes (live)")
+        if args.agent and args.cluster and values["agent"]["enabled"]:
+            failed += chartlib.fail_if(check_live_agent_flags(m, args.agent, args.cluster), f"{title}: agent command line (live)")
         if args.webhook and values["webhook"]["enabled"]:
             failed += chartlib.fail_if(check_live_webhook(m, ns, args.webhook), f"{title}: webhook config (live)")
         if title == "default values":
