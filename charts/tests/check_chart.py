@@ -20,6 +20,7 @@ import hashlib
 import json
 import os
 import re
+import select
 import subprocess
 import sys
 import tempfile
@@ -726,6 +727,26 @@ def check_schema_coverage(chart_dir):
     return errs
 
 
+def check_chart_metadata(chart_dir):
+    """What `helm lint` checks in Chart.yaml."""
+    with open(os.path.join(chart_dir, "Chart.yaml")) as f:
+        chart = yaml.safe_load(f)
+    errs = []
+    if chart.get("apiVersion") != "v2":
+        errs.append("Chart.yaml: apiVersion must be v2")
+    if chart.get("name") != os.path.basename(os.path.normpath(chart_dir)):
+        errs.append("Chart.yaml: name must equal the chart directory's name")
+    if not re.fullmatch(r"\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?", str(chart.get("version", ""))):
+        errs.append(f"Chart.yaml: version {chart.get('version')!r} is not SemVer 2")
+    if not isinstance(chart.get("appVersion"), str):
+        errs.append("Chart.yaml: appVersion must be a (quoted) string")
+    if not re.fullmatch(r">=\s*1\.\d+\.\d+(-0)?", str(chart.get("kubeVersion", ""))):
+        errs.append("Chart.yaml: kubeVersion must state the oldest supported Kubernetes (>=1.26.0-0)")
+    if chart.get("type", "application") != "application" or not chart.get("description"):
+        errs.append("Chart.yaml: an application chart with a description")
+    return errs
+
+
 def check_value_references(chart_dir):
     """Every .Values path a template reads (directly or through a `$x := .Values...` alias) exists
     in values.yaml: with missingkey=zero a typo would silently render as empty."""
@@ -851,17 +872,17 @@ def check_notes(r, m, values, ns):
 
 def start(cmd, timeout=10):
     """Starts a binary whose first stdout line is its bound address; returns (proc, addr)."""
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + timeout
-    line = ""
-    while time.time() < deadline:
-        line = p.stdout.readline()
-        if line or p.poll() is not None:
-            break
+    log = tempfile.TemporaryFile("w+")  # a file, not a pipe: a chatty process never blocks on it
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True)
+    ready, _, _ = select.select([p.stdout], [], [], timeout)  # never block on a silent process
+    line = p.stdout.readline() if ready else ""
     m = re.search(r"(\d+\.\d+\.\d+\.\d+|\[[0-9a-f:]+\]|localhost):(\d+)", line)
     if not m:
         p.kill()
-        raise AssertionError(f"{cmd[0]} did not print its address: {line!r} {p.stderr.read()[:500]}")
+        p.wait(timeout=10)
+        log.seek(0)
+        raise AssertionError(f"{cmd[0]} did not print its address within {timeout}s: {line!r} "
+                             f"(exit {p.returncode}; stderr: {log.read()[-300:]!r})")
     return p, f"{m.group(1)}:{m.group(2)}"
 
 
@@ -1031,6 +1052,7 @@ def main():
                                    "RBAC covers every resource the kube client addresses")
     failed += chartlib.fail_if(check_schema_coverage(args.chart), "values.schema.json covers values.yaml")
     failed += chartlib.fail_if(check_value_references(args.chart), "templates read only values that exist")
+    failed += chartlib.fail_if(check_chart_metadata(args.chart), "Chart.yaml")
     failed += chartlib.fail_if(check_refusals(r), "bad values are refused")
     failed += chartlib.fail_if(check_versions_and_checksum(r), "kube-scheduler version and config checksum")
     failed += chartlib.fail_if(check_webhook_cert_reuse(chartlib.Renderer(args.render, args.chart, prefer_helm=False)),
