@@ -335,6 +335,22 @@ def check_live(catalog, used, live, binaries):
     return errs
 
 
+def check_sources(catalog, source_root):
+    """Every gpupack_ metric name in the C++ sources (tests excluded) is in the catalog, so a
+    metric added in code without a catalog row fails even before the binaries are built."""
+    errs = []
+    for path in glob.glob(os.path.join(source_root, "**", "*.cc"), recursive=True) + \
+            glob.glob(os.path.join(source_root, "**", "*.h"), recursive=True):
+        rel = os.path.relpath(path, source_root)
+        if rel.startswith(("build", "charts", ".")) or rel.endswith("_test.cc") or "/testing/" in rel:
+            continue
+        with open(path, errors="replace") as f:
+            for name in re.findall(r'"(gpupack_[a-z0-9_]+)"', f.read()):
+                if name not in catalog and chartlib.base_metric(name)[0] not in catalog:
+                    errs.append(f"{rel}: metric {name} is not in docs/metrics.md")
+    return sorted(set(errs))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--render", required=True)
@@ -345,6 +361,7 @@ def main():
     ap.add_argument("--webhook")
     ap.add_argument("--cluster")
     ap.add_argument("--test-apiserver", help="e2e/gpupack-test-apiserver, the API server the agent needs")
+    ap.add_argument("--source-root", help="repository root: metric names in the C++ sources must be catalogued")
     args = ap.parse_args()
     catalog = chartlib.load_catalog(args.catalog)
     renderer = chartlib.Renderer(args.render, args.chart)
@@ -384,6 +401,8 @@ def main():
             used.setdefault(metric, f"alert {alert}")
     failed += chartlib.fail_if(rule_errs, "alert expressions use catalogued metrics")
     failed += chartlib.fail_if(check_shipped(renderer, args.chart), "dashboards shipped as sidecar ConfigMaps")
+    if args.source_root:
+        failed += chartlib.fail_if(check_sources(catalog, args.source_root), "metric names in the sources are catalogued")
 
     try:
         live = live_metrics(args)
