@@ -40,6 +40,7 @@ def panels_of(board):
             yield q
 
 
+PANEL_TYPES = {"row", "timeseries", "stat", "gauge", "bargauge", "table", "text", "heatmap", "piechart"}
 RATE_UNITS = {"reqps", "cps", "ops", "rps", "wps", "short"}
 
 
@@ -97,7 +98,22 @@ def check_board(path, catalog):
                     errs.append(f"{where}: variable {v['name']}: {metric} has no label {m.group(2)}")
     ids = set()
     exprs = []
+    cells = {}
     for p in panels_of(board):
+        g = p.get("gridPos", {})
+        if p.get("type") not in PANEL_TYPES:
+            errs.append(f"{where} panel {p.get('title')!r}: type {p.get('type')!r} is not a core panel")
+        if g.get("x", 0) + g.get("w", 0) > 24 or g.get("w", 0) <= 0 or g.get("h", 0) <= 0:
+            errs.append(f"{where} panel {p.get('title')!r}: gridPos {g} is outside the 24-column grid")
+        for x in range(g.get("x", 0), g.get("x", 0) + g.get("w", 0)):
+            for y in range(g.get("y", 0), g.get("y", 0) + g.get("h", 0)):
+                if (x, y) in cells:
+                    errs.append(f"{where} panel {p.get('title')!r} overlaps {cells[(x, y)]!r}")
+                    break
+                cells[(x, y)] = p.get("title")
+            else:
+                continue
+            break
         pw = f"{where} panel {p.get('title')!r}"
         if p.get("id") in ids:
             errs.append(f"{pw}: duplicate panel id")
