@@ -16,7 +16,6 @@ the webhook must accept the rendered webhook.yaml.
 import argparse
 import base64
 import glob
-import hashlib
 import json
 import os
 import re
@@ -24,7 +23,6 @@ import select
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.error
 import urllib.request
 
@@ -205,7 +203,7 @@ def check_structure(m, ns, values):
             errs.append(f"PodDisruptionBudget/{p['metadata']['name']}: selects {len(targets)} Deployments")
         elif p["spec"]["minAvailable"] >= targets[0]["spec"]["replicas"]:
             errs.append(f"PodDisruptionBudget/{p['metadata']['name']}: minAvailable >= replicas blocks every eviction")
-    for kind, spec_key in (("ClusterRoleBinding", None), ("RoleBinding", None)):
+    for kind in ("ClusterRoleBinding", "RoleBinding"):
         for b in m.of(kind):
             ref = b["roleRef"]
             if (ref["kind"], ref["name"]) not in SYSTEM_ROLES and not m.get(ref["kind"], ref["name"]):
@@ -720,8 +718,6 @@ def check_schema_coverage(chart_dir):
                     walk(child, s["additionalProperties"], path)
                 elif "properties" in s or s.get("additionalProperties") is False:
                     errs.append(f"values.schema.json: {path} (in values.yaml) is not described")
-        if "description" not in s and "$ref" not in s and at and isinstance(v, (str, int, bool)) and False:
-            pass
 
     walk(values, schema, "")
     return errs
