@@ -20,9 +20,11 @@ import json
 import os
 import re
 import select
+import socket
 import subprocess
 import sys
 import tempfile
+import time
 import urllib.error
 import urllib.request
 
@@ -897,7 +899,10 @@ def check_live_extender(m, ns, extender, cluster):
     ext = cfg["extenders"][0]
     # The chart's config and command line, on free loopback ports (tests may run in parallel).
     ext_cfg = yaml.safe_load(cm["data"]["extender.yaml"])
-    ext_cfg["metricsListen"] = "127.0.0.1:0"
+    with socket.socket() as probe:  # a free port for the metrics listener, to probe it below
+        probe.bind(("127.0.0.1", 0))
+        metrics_addr = f"127.0.0.1:{probe.getsockname()[1]}"
+    ext_cfg["metricsListen"] = metrics_addr
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
         yaml.safe_dump(ext_cfg, f)
     cmd = list(container(dep, "extender")["command"])
@@ -928,6 +933,24 @@ def check_live_extender(m, ns, extender, cluster):
                 errs.append(f"extender: POST {url} -> {e.code}: route missing or refused")
             except Exception as e:  # noqa: BLE001 - any failure is a finding
                 errs.append(f"extender: POST {url}: {e}")
+        # The metrics listener (the pod IP in the chart) serves the probes' paths, never the verbs.
+        for probe_path in ("/healthz", "/readyz", "/metrics"):
+            last = None
+            for _ in range(20):  # the second listener may come up just after the first line
+                try:
+                    with urllib.request.urlopen(f"http://{metrics_addr}{probe_path}", timeout=5) as resp:
+                        last = resp.status
+                        break
+                except (urllib.error.URLError, OSError) as e:
+                    last = e
+                    time.sleep(0.1)
+            if last != 200:
+                errs.append(f"extender: metricsListen {probe_path}: {last}")
+        try:
+            post_json(f"http://{metrics_addr}{path}/bind", bodies["bindVerb"])
+            errs.append("extender: the metrics listener answers the bind verb; it must stay on loopback")
+        except urllib.error.HTTPError:
+            pass
     finally:
         proc.terminate()
         proc.wait(timeout=10)
