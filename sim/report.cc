@@ -110,11 +110,11 @@ std::string SvgChart(const std::vector<PolicyRun>& runs, const std::string& titl
   for (const auto& r : runs) {
     max_x = std::max(max_x, static_cast<int>(r.curve.size()) - 1);
     for (const auto& p : r.curve) {
-      if (p.arrived_pct >= 50) max_y = std::max(max_y, Quantile(r, p.arrived_pct, 0.75));
+      if (p.arrived_pct >= 75) max_y = std::max(max_y, Quantile(r, p.arrived_pct, 0.75));
     }
   }
-  // Like Fig. 9(a): the interesting part is where the cluster fills, from 50 % arrived on.
-  const int x0 = std::min(50, std::max(0, max_x - 1));
+  // Like Fig. 9(a): the interesting part is where the cluster fills, from 75 % arrived on.
+  const int x0 = std::min(75, std::max(0, max_x - 1));
   const int x1 = std::max(x0 + 1, max_x);
   max_y = std::ceil(std::min(100.0, max_y * 1.1) / 5.0) * 5.0;
   auto px = [&](double x) { return left + (x - x0) / (x1 - x0) * (width - left - right); };
