@@ -843,6 +843,13 @@ def check_webhook_cert_reuse(r):
     return errs
 
 
+def include_name(m, kind, component):
+    for d in m.of(kind):
+        if d["metadata"].get("labels", {}).get("app.kubernetes.io/component") == component:
+            return d["metadata"]["name"]
+    return None
+
+
 def check_notes(r, m, values, ns):
     ok, out, err = r.render(notes=True)
     if not ok:
@@ -863,6 +870,11 @@ def check_notes(r, m, values, ns):
     tests = [p for p in m.of("Pod") if p["metadata"].get("annotations", {}).get("helm.sh/hook") == "test"]
     if len(tests) != 1:
         errs.append("want one helm test Pod (helm.sh/hook: test)")
+    else:
+        script = " ".join(tests[0]["spec"]["containers"][0]["command"])
+        svc = workload_of(m, "scheduler") and include_name(m, "Service", "scheduler")
+        if svc and svc not in script:
+            errs.append(f"helm test does not query the scheduler Service {svc}")
     return errs
 
 
