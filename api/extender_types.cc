@@ -1,5 +1,6 @@
 #include "api/extender_types.h"
 
+#include <algorithm>
 #include <set>
 #include <strings.h>
 
@@ -59,15 +60,16 @@ StatusOr<std::vector<std::string>> ReadNames(const json& arr, const std::string&
   if (!arr.is_array()) return Bad(where, "must be an array of strings");
   std::vector<std::string> out;
   out.reserve(arr.size());
-  std::set<std::string_view> seen;
   for (size_t i = 0; i < arr.size(); ++i) {
     if (!arr[i].is_string()) return Bad(where + "[" + std::to_string(i) + "]", "must be a string");
     out.push_back(arr[i].get<std::string>());
+    if (out.back().empty()) return Bad(where + "[" + std::to_string(i) + "]", "empty node name");
   }
-  for (const std::string& name : out) {
-    if (name.empty()) return Bad(where, "contains an empty node name");
-    if (!seen.insert(name).second) return Bad(where, "node \"" + name + "\" appears twice");
-  }
+  // Sorting views is several times cheaper than a set of 5,000 names.
+  std::vector<std::string_view> sorted(out.begin(), out.end());
+  std::sort(sorted.begin(), sorted.end());
+  auto twice = std::adjacent_find(sorted.begin(), sorted.end());
+  if (twice != sorted.end()) return Bad(where, "node \"" + std::string(*twice) + "\" appears twice");
   return out;
 }
 

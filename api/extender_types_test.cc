@@ -107,7 +107,7 @@ TEST(ExtenderTypes, WrongInputIsRefusedNamingTheField) {
       {R"({"NodeNames":"a"})", "ExtenderArgs.NodeNames"},
       {R"({"NodeNames":["a",3]})", "ExtenderArgs.NodeNames[1]"},
       {R"({"NodeNames":["a","a"]})", "appears twice"},
-      {R"({"NodeNames":[""]})", "empty node name"},
+      {R"({"NodeNames":["a",""]})", "ExtenderArgs.NodeNames[1]: empty node name"},
       {R"({"Pod":[]})", "ExtenderArgs.Pod"},
       {R"({"Nodes":{"items":[{"metadata":{}}]}})", "ExtenderArgs.Nodes.items[0].metadata.name"},
       {R"({"Nodes":{"items":[{"metadata":{"name":"x"}},{"metadata":{"name":"x"}}]}})", "appears twice"},

@@ -41,6 +41,47 @@ void ClusterState::Resummarize(NodeEntry& entry) const {
   auto [policy, generation] = PolicyAndGeneration();
   entry.summary = policy->Summarize(entry.node);
   entry.summary_generation = generation;
+  ++entry.version;  // every mutation ends here, so the memo can never serve a stale answer
+}
+
+std::string ClusterState::ShapeKey(const core::PodRequest& pod) {
+  std::string key = std::to_string(pod.cpu_milli) + "/" + std::to_string(pod.memory_bytes) + "/" +
+                    std::to_string(static_cast<int>(pod.device_kind)) + "/" + pod.mig_profile + "/" +
+                    (pod.hard_isolation ? "h" : "b");
+  for (const std::string& model : pod.gpu_models) key += "/m:" + model;
+  for (const core::ContainerRequest& c : pod.containers) {
+    key += "/c" + std::to_string(c.index) + (c.init ? "i" : "a") + std::to_string(c.device_count) + "x" +
+           std::to_string(c.mem_per_device_mib);
+  }
+  return key;
+}
+
+std::optional<ClusterState::Assessment> ClusterState::Assess(std::string_view node, const core::PodRequest& pod,
+                                                             const std::string& shape) const {
+  std::shared_ptr<NodeEntry> entry = FindNode(node);
+  if (!entry) return std::nullopt;
+  std::shared_lock lock(entry->mu);
+  if (std::optional<core::Verdict> stale = StaleVerdict(*entry)) return Assessment{*stale, 0};
+  auto [policy, generation] = PolicyAndGeneration();
+  if (entry->summary_generation != generation) {
+    core::NodeEvaluation e = policy->Evaluate(entry->node, pod);  // a SetPolicy is re-summarising
+    return Assessment{std::move(e.verdict), e.cost};
+  }
+  {
+    std::lock_guard memo_lock(entry->memo_mu);
+    for (const NodeEntry::Memo& m : entry->memo) {
+      if (m.version == entry->version && m.shape == shape) return m.assessment;
+    }
+  }
+  core::NodeEvaluation e = policy->Evaluate(entry->node, entry->summary, pod);
+  Assessment assessment{std::move(e.verdict), e.cost};
+  std::lock_guard memo_lock(entry->memo_mu);
+  NodeEntry::Memo& slot = entry->memo[entry->memo_next];
+  entry->memo_next = (entry->memo_next + 1) % NodeEntry::kMemoSlots;
+  slot.shape = shape;
+  slot.version = entry->version;
+  slot.assessment = assessment;
+  return assessment;
 }
 
 std::shared_ptr<ClusterState::NodeEntry> ClusterState::FindNode(std::string_view name) const {

@@ -16,6 +16,7 @@
 // ledger. Evaluate takes only a shared lock on one node.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -65,6 +66,17 @@ class ClusterState {
   // Evaluates `pod` on `node` under the node's shared lock, reservations included. A node whose
   // heartbeat is older than the TTL gets a kNodeStale verdict. nullopt for an unknown node.
   std::optional<core::NodeEvaluation> Evaluate(std::string_view node, const core::PodRequest& pod) const;
+  // Verdict and cost only, for filter and prioritize: memoised per node for the last few pod
+  // shapes until the node changes, so prioritize after filter, and the next replica of the same
+  // shape, cost one lookup per node. `shape` must be ShapeKey(pod).
+  struct Assessment {
+    core::Verdict verdict;
+    double cost = 0;
+  };
+  std::optional<Assessment> Assess(std::string_view node, const core::PodRequest& pod, const std::string& shape) const;
+  // Everything about a pod that Evaluate depends on (not its name or UID).
+  static std::string ShapeKey(const core::PodRequest& pod);
+
   // Evaluates `pod` on `node` as if the pods `victim_uids` were gone (preemption dry run).
   // nullopt for an unknown node.
   std::optional<core::NodeEvaluation> EvaluateWithout(std::string_view node, const core::PodRequest& pod,
@@ -107,6 +119,17 @@ class ClusterState {
     core::NodeSummary summary;
     uint64_t summary_generation = 0;  // the policy generation `summary` was computed with
     std::optional<Clock::TimePoint> heartbeat;
+    uint64_t version = 0;  // bumped by every change of node or summary (under mu, exclusively)
+    // Assess's memo; its own lock because Assess holds `mu` only shared.
+    struct Memo {
+      std::string shape;
+      uint64_t version = 0;
+      Assessment assessment;
+    };
+    static constexpr int kMemoSlots = 4;
+    mutable std::mutex memo_mu;
+    mutable std::array<Memo, kMemoSlots> memo;
+    mutable int memo_next = 0;
   };
   enum class PodState { kReserved, kBound };
   struct PodRecord {

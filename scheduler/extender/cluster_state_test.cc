@@ -56,6 +56,23 @@ TEST_F(ClusterStateTest, ReservationIsVisibleToEvaluateAtOnce) {
   EXPECT_FALSE(e->verdict.fits()) << "the in-flight reservation must count";
 }
 
+TEST_F(ClusterStateTest, AssessIsMemoisedButNeverStale) {
+  state_.UpsertNode(GpuNode("n1", 1, 16384));
+  const core::PodRequest pod = Pod("a", 10000);
+  const std::string shape = ClusterState::ShapeKey(pod);
+  EXPECT_EQ(shape, ClusterState::ShapeKey(Pod("other-uid", 10000))) << "the UID is not part of the shape";
+  EXPECT_NE(shape, ClusterState::ShapeKey(Pod("a", 10001)));
+  std::optional<ClusterState::Assessment> first = state_.Assess("n1", pod, shape);
+  ASSERT_TRUE(first && first->verdict.fits());
+  EXPECT_EQ(first->cost, state_.Evaluate("n1", pod)->cost);
+  EXPECT_TRUE(state_.Assess("n1", pod, shape)->verdict.fits());
+  ASSERT_TRUE(state_.Reserve(Pod("b", 8000), "n1").ok());
+  EXPECT_FALSE(state_.Assess("n1", pod, shape)->verdict.fits()) << "the reservation must invalidate the memo";
+  state_.Release("b");
+  EXPECT_TRUE(state_.Assess("n1", pod, shape)->verdict.fits());
+  EXPECT_FALSE(state_.Assess("missing", pod, shape).has_value());
+}
+
 TEST_F(ClusterStateTest, RepeatedReserveOfABoundPodIsIdempotent) {
   state_.UpsertNode(GpuNode("n1", 2, 16384));
   ASSERT_TRUE(state_.Reserve(Pod("a", 8000), "n1").ok());

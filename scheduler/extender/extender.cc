@@ -192,8 +192,9 @@ Reply Extender::Filter(std::string_view body) {
   std::vector<double> costs(names.size(), 0);
   double best = 0;
   bool any_fit = false;
+  const std::string shape = ClusterState::ShapeKey(*pod);
   for (size_t i = 0; i < names.size(); ++i) {
-    std::optional<core::NodeEvaluation> evaluation = state_.Evaluate(names[i], *pod);
+    std::optional<ClusterState::Assessment> evaluation = state_.Assess(names[i], *pod, shape);
     if (!evaluation) {
       result.failed_and_unresolvable_nodes[std::string(names[i])] = "node has no GPUs known to gpupack";
       if (metrics_ != nullptr) metrics_->CountRejection(core::RejectReason::kNoDevices);
@@ -241,8 +242,9 @@ Reply Extender::Prioritize(std::string_view body) {
   }
   Remember(*pod);
   std::vector<std::pair<double, size_t>> fits;  // (cost, index into list)
+  const std::string shape = ClusterState::ShapeKey(*pod);
   for (size_t i = 0; i < names.size(); ++i) {
-    std::optional<core::NodeEvaluation> evaluation = state_.Evaluate(names[i], *pod);
+    std::optional<ClusterState::Assessment> evaluation = state_.Assess(names[i], *pod, shape);
     if (evaluation && evaluation->verdict.fits()) fits.emplace_back(evaluation->cost, i);
   }
   std::sort(fits.begin(), fits.end());

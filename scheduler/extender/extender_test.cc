@@ -1,8 +1,11 @@
 #include "scheduler/extender/extender.h"
 
+#include <random>
+
 #include <gtest/gtest.h>
 
 #include "api/annotations.h"
+#include "api/pod_request.h"
 #include "scheduler/extender/test_util.h"
 
 namespace gpupack::extender {
@@ -225,6 +228,70 @@ TEST_F(ExtenderTest, PreemptKeepsOnlyNodesWhereTheVictimsFreeEnoughMemory) {
   r = Parse(ext.Preempt(args.dump()));
   EXPECT_EQ(r["NodeNameToMetaVictims"].size(), 2u);
   EXPECT_EQ(state_.PodCount(), 3u) << "preempt is a dry run";
+}
+
+// Plays kube-scheduler against the extender (filter; prioritize when more than one node is left;
+// score × weight × 10; highest total wins, ties broken at random) and checks that every pick is
+// a node of minimal FGD cost, with and without the decisive filter.
+TEST(ExtenderRanking, SurvivesQuantisationAndRandomTieBreaks) {
+  for (bool decisive : {true, false}) {
+    FakeClock clock;
+    ClusterState state(std::make_shared<core::Policy>(core::PolicyKind::kFgd, core::DefaultPriorWorkload(81920),
+                                                      core::PlacementOptions{}),
+                       clock, std::chrono::seconds(0));
+    ScriptedBackend backend;
+    std::vector<std::string> names;
+    for (int i = 0; i < 24; ++i) {
+      const std::string name = "node-" + std::to_string(i);
+      state.UpsertNode(i % 3 == 0 ? GpuNode(name, 4, 40960) : GpuNode(name, 8, 81920));
+      names.push_back(name);
+    }
+    ExtenderOptions options;
+    options.decisive_filter = decisive;
+    options.learner.refresh_pods = 0;  // one fixed policy, so costs are comparable across the run
+    Extender ext(state, backend, options, clock, nullptr);
+    std::mt19937 rng(7);
+    const char* sizes[] = {"5Gi", "10Gi", "10Gi", "20Gi", "40Gi", "70Gi"};
+    int placed = 0;
+    for (int p = 0; p < 150; ++p) {
+      const std::string uid = "pod-" + std::to_string(p);
+      const json pod = PodJson(uid, uid, sizes[rng() % 6]);
+      StatusOr<core::PodRequest> request = api::ParsePodRequest(pod);
+      ASSERT_TRUE(request.ok());
+      const std::string shape = ClusterState::ShapeKey(*request);
+      double best = 0;
+      bool any = false;
+      for (const std::string& n : names) {
+        auto a = state.Assess(n, *request, shape);
+        if (a->verdict.fits() && (!any || a->cost < best)) best = a->cost;
+        any = any || a->verdict.fits();
+      }
+      json filtered = json::parse(ext.Filter(FilterBody(pod, names)).body);
+      std::vector<std::string> feasible = filtered["NodeNames"];
+      ASSERT_EQ(feasible.empty(), !any);
+      if (feasible.empty()) continue;
+      std::string chosen = feasible[0];
+      if (feasible.size() > 1) {
+        json scores = json::parse(ext.Prioritize(FilterBody(pod, feasible)).body);
+        int64_t top = -1;
+        std::vector<std::string> tied;
+        for (const json& hp : scores) {
+          const int64_t total = hp["Score"].get<int64_t>() * 10 * 10;  // weight 10, × MaxNodeScore/10
+          if (total > top) tied.clear();
+          if (total >= top) {
+            top = total;
+            tied.push_back(hp["Host"]);
+          }
+        }
+        chosen = tied[rng() % tied.size()];
+      }
+      const double cost = state.Assess(chosen, *request, shape)->cost;
+      EXPECT_NEAR(cost, best, 1e-6) << "pod " << p << " went to " << chosen << (decisive ? " (decisive)" : "");
+      ASSERT_EQ(json::parse(ext.Bind(BindBody(uid, uid, chosen)).body)["Error"], "");
+      ++placed;
+    }
+    EXPECT_GT(placed, 50);
+  }
 }
 
 TEST_F(ExtenderTest, MetricsCountRequestsByVerbAndResult) {
