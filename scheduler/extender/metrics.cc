@@ -58,7 +58,7 @@ ExtenderMetrics::~ExtenderMetrics() = default;
 void ExtenderMetrics::ObserveRequest(std::string_view verb, std::string_view result, double seconds) {
   requests_->Add({{"verb", std::string(verb)}, {"result", std::string(result)}}).Increment();
   static const prometheus::Histogram::BucketBoundaries kBuckets = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
-                                                                   0.01,   0.025,   0.05,   0.1,   0.25,   1};
+                                                                   0.01,   0.025,   0.05,   0.1,   0.25,   1, 2.5, 5, 10};
   durations_->Add({{"verb", std::string(verb)}}, kBuckets).Observe(seconds);
 }
 
