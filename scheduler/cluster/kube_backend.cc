@@ -15,6 +15,9 @@ namespace {
 using Json = nlohmann::json;
 constexpr std::string_view kComponent = "kube-backend";
 constexpr size_t kMaxQueuedEvents = 1000;
+// A fresh read older than this cannot be in flight any more (the client's call deadline is far
+// shorter), so older tombstones can go.
+constexpr std::chrono::minutes kTombstoneTtl{10};
 // Staleness is judged by the ClusterState at evaluation time from the heartbeat it is given, so
 // the conversion must not bake a verdict in.
 constexpr std::chrono::seconds kNeverStale{std::numeric_limits<int32_t>::max()};
@@ -175,8 +178,19 @@ void KubeBackend::OnPod(const Json& pod) {
 
 void KubeBackend::OnPodDeleted(const Json& pod) {
   const std::string uid = Str(pod, {"metadata", "uid"});
-  if (!uid.empty()) state_->RemovePod(uid);
+  if (uid.empty()) return;
+  std::lock_guard<std::mutex> l(tombstone_mu_);
+  const auto now = clock_.Now();
+  while (!tombstone_order_.empty() && now - tombstone_order_.front().first > kTombstoneTtl) {
+    tombstones_.erase(tombstone_order_.front().second);
+    tombstone_order_.pop_front();
+  }
+  tombstones_[uid] = now;
+  tombstone_order_.emplace_back(now, uid);
+  state_->RemovePod(uid);
 }
+
+bool KubeBackend::Tombstoned(const std::string& uid) const { return tombstones_.count(uid) > 0; }
 
 StatusOr<core::PodRequest> KubeBackend::LookupPod(const extender::BindTarget& target) {
   std::optional<Json> pod;
@@ -208,7 +222,8 @@ Status KubeBackend::FreshReadCheck(const extender::BindTarget& target, const std
     if (uid.empty() || uid == target.uid) continue;
     auto alloc = PodAllocation(pod);
     if (!alloc.ok() || !alloc->has_value()) continue;
-    if (state_->NodeOfPod(uid) != std::optional<std::string>(node)) {
+    std::lock_guard<std::mutex> tl(tombstone_mu_);
+    if (!Tombstoned(uid) && state_->NodeOfPod(uid) != std::optional<std::string>(node)) {
       state_->UpsertPodAllocation(uid, PodKey(pod), **alloc);
       ++unseen;
     }

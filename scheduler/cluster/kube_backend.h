@@ -29,6 +29,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -100,12 +101,21 @@ class KubeBackend final : public extender::ClusterBackend {
   void QueueEvent(kube::EventSpec event);
   void EventLoop();
 
+  // Pods the watch reported deleted, so that a fresh read that raced with the deletion cannot
+  // bring a deleted pod's allocation back. REQUIRES: tombstone_mu_ held.
+  bool Tombstoned(const std::string& uid) const;
+
   std::unique_ptr<kube::Client> client_;
   const KubeBackendConfig config_;
   const Clock& clock_;
   extender::ClusterState* state_ = nullptr;
   std::unique_ptr<kube::Informer> gpunodes_;
   std::unique_ptr<kube::Informer> pods_;
+
+  // Serialises "tombstone + remove" (watch) against "check tombstone + upsert" (fresh read).
+  mutable std::mutex tombstone_mu_;
+  std::unordered_map<std::string, Clock::TimePoint> tombstones_;
+  std::deque<std::pair<Clock::TimePoint, std::string>> tombstone_order_;
 
   mutable std::mutex mu_;
   KubeBackendStats stats_;
