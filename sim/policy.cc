@@ -222,10 +222,14 @@ class BaselinePolicy final : public SimPolicy {
 
 // gpupack's own placement: the placement core's Policy, exactly as the extender runs it. The
 // cost (ΔF for fgd) is compared unquantised; ties go to the seed's node order.
+//
+// With `fgd_levels`, costs are compared on FGD's integer scale int(100·σ(−cost/one GPU)) instead
+// (one level ≈ 0.04 GPU of ΔF near 0), so nodes whose ΔF differ by noise tie and the seed's node
+// order decides among them, as kube-scheduler's random tie-break would among equal scores.
 class CorePolicy final : public SimPolicy {
  public:
-  CorePolicy(core::PolicyKind kind, const core::TypicalWorkload& typical)
-      : policy_(kind, typical, core::PlacementOptions{}) {}
+  CorePolicy(core::PolicyKind kind, const core::TypicalWorkload& typical, bool fgd_levels)
+      : policy_(kind, typical, core::PlacementOptions{}), fgd_levels_(fgd_levels) {}
 
   Status Start(const ClusterState&, const std::vector<core::Node>& nodes, std::span<const int> rank) override {
     nodes_ = nodes;
@@ -245,9 +249,10 @@ class CorePolicy final : public SimPolicy {
       if (!s.Fits(n, pod.demand)) continue;
       core::NodeEvaluation eval = policy_.Evaluate(nodes_[n], summaries_[n], *pod.request);
       if (!eval.verdict.fits()) continue;
-      if (best < 0 || eval.cost < best_cost || (eval.cost == best_cost && rank_[n] < rank_[best])) {
+      const double cost = fgd_levels_ ? -static_cast<double>(FgdScore(eval.cost, s.unit_mib())) : eval.cost;
+      if (best < 0 || cost < best_cost || (cost == best_cost && rank_[n] < rank_[best])) {
         best = n;
-        best_cost = eval.cost;
+        best_cost = cost;
         best_placement = std::move(eval.placement);
       }
     }
@@ -274,18 +279,22 @@ class CorePolicy final : public SimPolicy {
   std::vector<core::NodeSummary> summaries_;
   std::vector<int> rank_;
   core::Placement pending_;
+  bool fgd_levels_;
 };
 
 }  // namespace
 
 std::vector<std::string> PolicyNames() {
-  return {"gpupack", "gpupack-binpack", "gpupack-spread", "random", "dotprod", "clustering", "packing", "bestfit", "fgd"};
+  return {"gpupack", "gpupack-levels", "gpupack-binpack", "gpupack-spread", "random", "dotprod", "clustering", "packing", "bestfit", "fgd"};
 }
 
 StatusOr<std::unique_ptr<SimPolicy>> MakePolicy(std::string_view name, const core::TypicalWorkload& typical) {
-  if (name == "gpupack") return std::unique_ptr<SimPolicy>(new CorePolicy(core::PolicyKind::kFgd, typical));
-  if (name == "gpupack-binpack") return std::unique_ptr<SimPolicy>(new CorePolicy(core::PolicyKind::kBinpack, typical));
-  if (name == "gpupack-spread") return std::unique_ptr<SimPolicy>(new CorePolicy(core::PolicyKind::kSpread, typical));
+  if (name == "gpupack") return std::unique_ptr<SimPolicy>(new CorePolicy(core::PolicyKind::kFgd, typical, false));
+  if (name == "gpupack-levels") return std::unique_ptr<SimPolicy>(new CorePolicy(core::PolicyKind::kFgd, typical, true));
+  if (name == "gpupack-binpack") {
+    return std::unique_ptr<SimPolicy>(new CorePolicy(core::PolicyKind::kBinpack, typical, false));
+  }
+  if (name == "gpupack-spread") return std::unique_ptr<SimPolicy>(new CorePolicy(core::PolicyKind::kSpread, typical, false));
   static const std::pair<const char*, Baseline> kBaselines[] = {
       {"random", Baseline::kRandom},   {"dotprod", Baseline::kDotProd}, {"clustering", Baseline::kClustering},
       {"packing", Baseline::kPacking}, {"bestfit", Baseline::kBestFit}, {"fgd", Baseline::kFgd}};

@@ -65,7 +65,9 @@ class SimPolicy {
 // The policy names accepted by MakePolicy, in the order the report lists them.
 std::vector<std::string> PolicyNames();
 
-// "gpupack" (placement core, FGD cost against `typical`), "gpupack-binpack" and "gpupack-spread"
+// "gpupack" (placement core, FGD cost against `typical`, lowest cost wins: what the extender
+// does today), "gpupack-levels" (the same costs compared on FGD's integer score levels, ties to the
+// node order), "gpupack-binpack" and "gpupack-spread"
 // (the core's simple policies), and the baselines "random", "dotprod", "clustering", "packing",
 // "bestfit", "fgd". InvalidArgument for anything else.
 StatusOr<std::unique_ptr<SimPolicy>> MakePolicy(std::string_view name, const core::TypicalWorkload& typical);

@@ -187,6 +187,19 @@ TEST(Policy, NodeChoiceFollowsEachDefinition) {
   EXPECT_EQ(PickWith("bestfit", twins, m, half, {0, 1}).node, 0);
 }
 
+TEST(Policy, LevelsTieNoiseSizedCostDifferences) {
+  // M = {2 CPU × 500 MiB}. A 20 MiB pod into a's 30 MiB fragment: ΔF = −20; onto an empty GPU of
+  // b: ΔF = 0 (980 still holds a 500). Exact costs prefer a; on FGD's levels both score
+  // int(100·σ(0.02)) = 50 = int(100·σ(0)), so the node order (b first) decides.
+  std::vector<core::Node> nodes{TraceNode("a", 64000, {0, 970}), TraceNode("b", 64000, {0, 0})};
+  core::TypicalWorkload m{{Spec(2000, 1, 500, 1.0)}};
+  core::PodRequest pod = Pod("s", 0, 1, 20);
+  EXPECT_EQ(PickWith("gpupack", nodes, m, pod, {1, 0}).node, 0);
+  EXPECT_EQ(PickWith("gpupack", nodes, m, pod, {1, 0}).slots, std::vector<int>{1});
+  EXPECT_EQ(PickWith("gpupack-levels", nodes, m, pod, {1, 0}).node, 1);
+  EXPECT_EQ(PickWith("fgd", nodes, m, pod, {1, 0}).node, 1);
+}
+
 TEST(Policy, NothingFitsGivesNoChoice) {
   std::vector<core::Node> nodes{TraceNode("a", 1000, {0})};
   for (const auto& name : PolicyNames()) {
