@@ -18,6 +18,8 @@ constexpr size_t kMaxQueuedEvents = 1000;
 // A fresh read older than this cannot be in flight any more (the client's call deadline is far
 // shorter), so older tombstones can go.
 constexpr std::chrono::minutes kTombstoneTtl{10};
+constexpr int kFenceAttempts = 8;
+constexpr std::string_view kIntentsAnnotation = "gpupack.io/binds-in-flight";
 // Staleness is judged by the ClusterState at evaluation time from the heartbeat it is given, so
 // the conversion must not bake a verdict in.
 constexpr std::chrono::seconds kNeverStale{std::numeric_limits<int32_t>::max()};
@@ -208,36 +210,105 @@ StatusOr<core::PodRequest> KubeBackend::LookupPod(const extender::BindTarget& ta
   return api::ParsePodRequest(*pod, config_.max_devices_per_container);
 }
 
-Status KubeBackend::FreshReadCheck(const extender::BindTarget& target, const std::string& node,
-                                   const std::string& allocation_text) {
+std::mutex& KubeBackend::NodeMutex(const std::string& node) {
+  std::lock_guard<std::mutex> l(node_mu_table_mu_);
+  std::unique_ptr<std::mutex>& m = node_mu_[node];
+  if (!m) m = std::make_unique<std::mutex>();
+  return *m;
+}
+
+Status KubeBackend::FencedCheck(const extender::BindTarget& target, const std::string& node,
+                                const std::string& allocation_text) {
   StatusOr<api::Allocation> ours = api::DecodeAllocation(allocation_text);
   if (!ours.ok()) return ours.status().WithContext("our own allocation annotation");
-  kube::ListOptions lo;
-  lo.field_selector = "spec.nodeName=" + node;  // resourceVersion unset: a quorum read
-  StatusOr<kube::ListResult> fresh = client_->List(kube::PodsResource(), "", lo);
-  if (!fresh.ok()) return fresh.status().WithContext("fresh read of node " + node + "'s pods before the bind");
-  int unseen = 0;
-  for (const Json& pod : fresh->items) {
-    const std::string uid = Str(pod, {"metadata", "uid"});
-    if (uid.empty() || uid == target.uid) continue;
-    auto alloc = PodAllocation(pod);
-    if (!alloc.ok() || !alloc->has_value()) continue;
-    std::lock_guard<std::mutex> tl(tombstone_mu_);
-    if (!Tombstoned(uid) && state_->NodeOfPod(uid) != std::optional<std::string>(node)) {
-      state_->UpsertPodAllocation(uid, PodKey(pod), **alloc);
-      ++unseen;
+  const std::string lease_name = "gpupack-fence-" + node;
+  const std::string lease_ns = FenceNamespace();
+  const std::string intents_key(kIntentsAnnotation);
+  Status last = Status::Unavailable("fence of node " + node + " is contended");
+  for (int attempt = 0; attempt < kFenceAttempts; ++attempt) {
+    // 1. The node's fence (a Lease whose annotation lists binds in flight), read before the pods,
+    //    so that a bind that wrote its intent after this read makes our write below conflict.
+    Json lease;
+    if (config_.fencing) {
+      StatusOr<Json> got = client_->Get(kube::LeasesResource(), lease_ns, lease_name);
+      if (!got.ok() && got.status().code() == StatusCode::kNotFound) {
+        got = client_->Create(kube::LeasesResource(), lease_ns,
+                              {{"apiVersion", "coordination.k8s.io/v1"}, {"kind", "Lease"},
+                               {"metadata", {{"name", lease_name}, {"namespace", lease_ns}}}, {"spec", Json::object()}});
+        if (!got.ok() && got.status().code() == StatusCode::kAlreadyExists) continue;
+      }
+      if (!got.ok()) return got.status().WithContext("fence of node " + node);
+      lease = std::move(got).value();
     }
+    // 2. A quorum read of the node's pods.
+    kube::ListOptions lo;
+    lo.field_selector = "spec.nodeName=" + node;
+    StatusOr<kube::ListResult> fresh = client_->List(kube::PodsResource(), "", lo);
+    if (!fresh.ok()) return fresh.status().WithContext("fresh read of node " + node + "'s pods before the bind");
+    int unseen = 0;
+    std::set<std::string> listed;
+    for (const Json& pod : fresh->items) {
+      const std::string uid = Str(pod, {"metadata", "uid"});
+      listed.insert(uid);
+      if (uid.empty() || uid == target.uid) continue;
+      auto alloc = PodAllocation(pod);
+      if (!alloc.ok() || !alloc->has_value()) continue;
+      std::lock_guard<std::mutex> tl(tombstone_mu_);
+      if (!Tombstoned(uid) && state_->NodeOfPod(uid) != std::optional<std::string>(node)) {
+        state_->UpsertPodAllocation(uid, PodKey(pod), **alloc);
+        ++unseen;
+      }
+    }
+    // 3. Other binds in flight on this node count as if bound (until they show up as pods, or
+    //    their intent expires).
+    const int64_t now_s = std::chrono::duration_cast<std::chrono::seconds>(clock_.Now().time_since_epoch()).count();
+    Json intents = Json::object();
+    if (config_.fencing) {
+      Json stored = Json::parse(Str(lease, {"metadata", "annotations", intents_key.c_str()}), nullptr, false);
+      if (stored.is_object()) {
+        for (const auto& [uid, intent] : stored.items()) {
+          if (uid == target.uid || listed.count(uid) || !intent.is_object()) continue;
+          if (now_s - intent.value("at", int64_t{0}) > config_.intent_ttl.count()) continue;
+          intents[uid] = intent;
+        }
+      }
+    }
+    std::vector<Json> holders = fresh->items;
+    for (const auto& [uid, intent] : intents.items()) {
+      holders.push_back({{"metadata", {{"uid", uid}, {"namespace", "(in flight)"}, {"name", intent.value("pod", uid)},
+                                       {"annotations", {{std::string(api::kAnnotationAllocation), intent.value("alloc", "")}}}}},
+                         {"spec", {{"nodeName", node}}}});
+    }
+    std::optional<Json> gpunode = gpunodes_ ? gpunodes_->Get(node) : std::nullopt;
+    Status fits = Status::Ok();
+    if (gpunode) {
+      StatusOr<core::Node> inventory = api::NodeFromGpuNode(*gpunode, kNeverStale, clock_);
+      if (inventory.ok()) fits = CheckNodeFits(*inventory, holders, target.uid, *ours);
+    }
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stats_.unseen_allocations += static_cast<uint64_t>(unseen);
+      if (!fits.ok()) ++stats_.failover_conflicts;
+    }
+    if (!fits.ok() || !config_.fencing) return fits;
+    // 4. Record our intent with the fence's resourceVersion as precondition: a concurrent bind on
+    //    this node from another replica makes one of the two writes conflict and re-check.
+    intents[target.uid] = {{"alloc", allocation_text}, {"at", now_s}, {"pod", target.ns + "/" + target.name}};
+    lease["metadata"]["annotations"][intents_key] = intents.dump();
+    StatusOr<Json> written = client_->Update(kube::LeasesResource(), lease_ns, lease);
+    if (written.ok()) return Status::Ok();
+    if (written.status().code() != StatusCode::kConflict) return written.status().WithContext("fence of node " + node);
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      ++stats_.fence_conflicts;
+    }
+    last = written.status();
   }
-  std::optional<Json> gpunode = gpunodes_ ? gpunodes_->Get(node) : std::nullopt;
-  Status fits = Status::Ok();
-  if (gpunode) {
-    StatusOr<core::Node> inventory = api::NodeFromGpuNode(*gpunode, kNeverStale, clock_);
-    if (inventory.ok()) fits = CheckNodeFits(*inventory, fresh->items, target.uid, *ours);
-  }
-  std::lock_guard<std::mutex> l(mu_);
-  stats_.unseen_allocations += static_cast<uint64_t>(unseen);
-  if (!fits.ok()) ++stats_.failover_conflicts;
-  return fits;
+  return Status::Unavailable("fence of node " + node + " stayed contended: " + last.message());
+}
+
+std::string KubeBackend::FenceNamespace() const {
+  return config_.fence_namespace.empty() ? client_->config().default_namespace : config_.fence_namespace;
 }
 
 bool KubeBackend::AlreadyBoundAsAsked(const extender::BindTarget& target, const std::string& node,
@@ -252,8 +323,11 @@ Status KubeBackend::Bind(const extender::BindTarget& target, const std::string& 
                          const std::map<std::string, std::string>& annotations) {
   auto alloc_it = annotations.find(std::string(api::kAnnotationAllocation));
   const std::string allocation_text = alloc_it == annotations.end() ? "" : alloc_it->second;
+  // One bind per node at a time in this replica: the fence would make them conflict anyway.
+  std::unique_lock<std::mutex> node_lock(NodeMutex(node), std::defer_lock);
   if (config_.fresh_read_before_bind && !allocation_text.empty()) {
-    Status fresh = FreshReadCheck(target, node, allocation_text);
+    node_lock.lock();
+    Status fresh = FencedCheck(target, node, allocation_text);
     if (!fresh.ok()) {
       std::lock_guard<std::mutex> l(mu_);
       ++stats_.bind_failures;

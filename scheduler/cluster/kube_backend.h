@@ -4,13 +4,19 @@
 // node and the device decision land on the pod in one atomic write.
 //
 // Failover safety (DESIGN.md §5): kube-scheduler's leader election gives no fencing, so a newly
-// active extender may not yet have seen the last binds of the previous one. Before every bind this
-// backend re-reads the target node's pods from the API server (a quorum list with
-// fieldSelector=spec.nodeName=<node>), records any allocation it had not seen, and refuses the
-// bind (Conflict) if the device(s) it reserved would then be overbooked. The extender releases the
-// reservation and kube-scheduler retries the pod against the corrected ledger. What remains is the
-// window between that read and the Binding write (milliseconds) while two replicas are active at
-// once; docs/kubernetes.md discusses it.
+// active extender may not yet have seen the last binds of the previous one, and the previous
+// one's binds may still be in flight. Before every bind to node N this backend
+//   1. reads N's fence, a coordination.k8s.io Lease "gpupack-fence-N" whose annotation
+//      gpupack.io/binds-in-flight lists binds in flight on N (pod UID → allocation, time);
+//   2. re-reads N's pods from the API server (a quorum list with fieldSelector=spec.nodeName=N)
+//      and records any allocation it had not seen;
+//   3. refuses the bind (Conflict) if its allocation does not fit beside those pods and the
+//      unexpired intents of other pods; the extender releases its reservation and kube-scheduler
+//      retries the pod against the corrected ledger;
+//   4. adds its own intent to the fence with the fence's resourceVersion as a precondition, so
+//      that of two replicas binding onto N at once one write conflicts and re-checks;
+//   5. posts the Binding.
+// An intent is ignored once its pod shows up bound in step 2, or after `intent_ttl`.
 //
 // Idempotent binds: a Binding whose response was lost (timeout, 5xx after commit) is retried by
 // the client; the retry's 409 "already assigned" is turned into success when the pod is bound to
@@ -48,6 +54,10 @@ struct KubeBackendConfig {
   int max_devices_per_container = 16;
   // Re-read the node's pods before each bind (failover safety). Off only for benchmarks.
   bool fresh_read_before_bind = true;
+  // With the fresh read: also serialise binds per node across replicas through a Lease.
+  bool fencing = true;
+  std::string fence_namespace;  // empty: the client's namespace (in-cluster: the pod's)
+  std::chrono::seconds intent_ttl{60};  // longer than any Binding call can take
   // Emit a Normal event on the pod naming the chosen devices and caps (asynchronously).
   bool emit_events = true;
   kube::InformerOptions informer;  // ns/selectors are set by the backend
@@ -60,6 +70,7 @@ struct KubeBackendStats {
   uint64_t bind_failures = 0;
   uint64_t idempotent_rebinds = 0;      // 409 turned into success: our own earlier write had landed
   uint64_t failover_conflicts = 0;      // binds refused by the fresh read (unseen allocations)
+  uint64_t fence_conflicts = 0;         // fence writes that lost a race and re-checked
   uint64_t unseen_allocations = 0;      // allocations learnt from fresh reads before the watch
   uint64_t bad_annotations = 0;         // pods whose gpupack.io/allocation did not decode
   uint64_t events_dropped = 0;
@@ -95,7 +106,10 @@ class KubeBackend final : public extender::ClusterBackend {
   void OnPod(const nlohmann::json& pod);
   void OnPodDeleted(const nlohmann::json& pod);
   void OnGpuNode(const nlohmann::json& gpunode);
-  Status FreshReadCheck(const extender::BindTarget& pod, const std::string& node, const std::string& allocation_text);
+  // Steps 1–4 above. REQUIRES: NodeMutex(node) held.
+  Status FencedCheck(const extender::BindTarget& pod, const std::string& node, const std::string& allocation_text);
+  std::string FenceNamespace() const;
+  std::mutex& NodeMutex(const std::string& node);
   // After a failed Binding: true when the pod is in fact bound to `node` with `allocation_text`.
   bool AlreadyBoundAsAsked(const extender::BindTarget& pod, const std::string& node, const std::string& allocation_text);
   void QueueEvent(kube::EventSpec event);
@@ -116,6 +130,9 @@ class KubeBackend final : public extender::ClusterBackend {
   mutable std::mutex tombstone_mu_;
   std::unordered_map<std::string, Clock::TimePoint> tombstones_;
   std::deque<std::pair<Clock::TimePoint, std::string>> tombstone_order_;
+
+  std::mutex node_mu_table_mu_;
+  std::map<std::string, std::unique_ptr<std::mutex>> node_mu_;
 
   mutable std::mutex mu_;
   KubeBackendStats stats_;

@@ -224,6 +224,35 @@ TEST_F(KubeBackendTest, FreshReadRefusesDeviceBoundByAnotherReplica) {
   server_->SetFaults({});
 }
 
+TEST_F(KubeBackendTest, FenceIntentsOfOtherReplicasCountUntilTheyExpire) {
+  CreateBoundPod("p0", 40 * kGiB);
+  StartBackend();
+  // Another replica announced a 40 GiB bind on n1 whose Binding has not landed yet.
+  const int64_t now_s = std::chrono::duration_cast<std::chrono::seconds>(clock_.Now().time_since_epoch()).count();
+  Json intents = {{"other-uid", {{"alloc", api::EncodeAllocation(OneDevice("n1", "GPU-n1-0", 40 * kGiB))},
+                                 {"at", now_s}, {"pod", "default/other"}}}};
+  ASSERT_TRUE(api_->Create(kube::LeasesResource(), "default",
+                           {{"metadata", {{"name", "gpupack-fence-n1"}, {"annotations", {{"gpupack.io/binds-in-flight", intents.dump()}}}}},
+                            {"spec", Json::object()}}).ok());
+  const std::string uid = CreatePod("p1", 10 * kGiB);
+  Status s = ExtenderBind("p1", uid);
+  EXPECT_EQ(s.code(), StatusCode::kConflict) << s;
+  // Once the intent is older than its TTL it no longer blocks, and our own intent is recorded.
+  clock_.Advance(std::chrono::seconds(61));
+  ASSERT_TRUE(api_->UpsertGpuNodeStatus("n1", [&] {
+    auto g = api_->GetGpuNode("n1");
+    Json st = (*g)["status"];
+    st["heartbeatTime"] = api::FormatRfc3339(clock_.Now());
+    return st;
+  }()).ok());
+  ASSERT_TRUE(ExtenderBind("p1", uid).ok());
+  auto lease = api_->Get(kube::LeasesResource(), "default", "gpupack-fence-n1");
+  ASSERT_TRUE(lease.ok());
+  Json stored = Json::parse((*lease)["metadata"]["annotations"]["gpupack.io/binds-in-flight"].get<std::string>());
+  EXPECT_TRUE(stored.contains(uid));
+  EXPECT_FALSE(stored.contains("other-uid"));
+}
+
 TEST_F(KubeBackendTest, LostBindResponseIsNotAFailure) {
   StartBackend();
   e2e::Faults lossy;
