@@ -72,42 +72,34 @@ WEBHOOK_CONFIG_KEYS = {"schedulerName", "allowCustomSchedulerName", "failurePoli
                        "maxDevicesPerContainer", "maxDeviceMemory", "certCheckIntervalSeconds",
                        "workerThreads"}
 
-# ---- the API calls each binary makes (DESIGN.md §3.3, §5; reference/extender-protocol.md §4) ----
-# (apiGroup, resource[/subresource], verb, namespace or None for cluster scope / all namespaces,
-#  resourceName or None)
+# ---- the API calls each binary makes ------------------------------------------------------------
+# From the code (scheduler/cluster/kube_backend.cc, agent/kube_sink.cc, cmd/agent/main.cc,
+# kube/client.cc) and DESIGN.md §3.3, §5. (apiGroup, resource[/subresource], verb, namespace or
+# None for cluster scope / all namespaces, resourceName or None)
 def extender_calls(ns, scheduler_name):
     return [
-        ("", "pods", "list", None, None), ("", "pods", "watch", None, None),
-        ("", "pods", "get", None, None),
+        ("", "pods", "list", None, None), ("", "pods", "watch", None, None),  # informer, fresh read
+        ("", "pods", "get", None, None),                                      # the pod before a bind
         ("", "pods/binding", "create", None, None),
-        ("", "nodes", "list", None, None), ("", "nodes", "watch", None, None),
-        ("", "nodes", "get", None, None),
         ("gpupack.io", "gpunodes", "list", None, None), ("gpupack.io", "gpunodes", "watch", None, None),
-        ("gpupack.io", "gpunodes", "get", None, None),
-        ("", "events", "create", None, None), ("", "events", "patch", None, None),
-        ("events.k8s.io", "events", "create", None, None), ("events.k8s.io", "events", "patch", None, None),
-        # kube-scheduler's leader election on its own Lease (the system role only covers
-        # kube-system/kube-scheduler); the extender reads the same Lease to know who is active.
+        ("", "events", "create", None, None),
+        # kube-scheduler's leader election on its own Lease (client-go leaselock: get, create,
+        # update; the system role only covers kube-system/kube-scheduler), and the extender's
+        # per-node bind fences "gpupack-fence-<node>" (scheduler/cluster/kube_backend.h).
         ("coordination.k8s.io", "leases", "create", ns, None),
         ("coordination.k8s.io", "leases", "get", ns, scheduler_name),
         ("coordination.k8s.io", "leases", "update", ns, scheduler_name),
-        ("coordination.k8s.io", "leases", "patch", ns, scheduler_name),
-        ("coordination.k8s.io", "leases", "list", ns, scheduler_name),
-        ("coordination.k8s.io", "leases", "watch", ns, scheduler_name),
+        ("coordination.k8s.io", "leases", "get", ns, "gpupack-fence-gpu-a1"),
+        ("coordination.k8s.io", "leases", "update", ns, "gpupack-fence-gpu-a1"),
     ]
 
 
 AGENT_CALLS = [
     ("gpupack.io", "gpunodes", "get", None, None), ("gpupack.io", "gpunodes", "create", None, None),
-    ("gpupack.io", "gpunodes", "update", None, None), ("gpupack.io", "gpunodes", "patch", None, None),
-    ("gpupack.io", "gpunodes/status", "get", None, None),
-    ("gpupack.io", "gpunodes/status", "update", None, None),
-    ("gpupack.io", "gpunodes/status", "patch", None, None),
-    ("", "nodes", "get", None, None),
-    ("", "nodes/status", "get", None, None), ("", "nodes/status", "patch", None, None),
-    ("", "pods", "get", None, None), ("", "pods", "list", None, None), ("", "pods", "watch", None, None),
-    ("", "events", "create", None, None), ("", "events", "patch", None, None),
-    ("events.k8s.io", "events", "create", None, None), ("events.k8s.io", "events", "patch", None, None),
+    ("gpupack.io", "gpunodes/status", "update", None, None),  # UpsertGpuNodeStatus
+    ("", "nodes", "get", None, None), ("", "nodes/status", "patch", None, None),  # capacity
+    ("", "pods", "list", None, None), ("", "pods", "watch", None, None),  # informer on its node
+    ("", "events", "create", None, None),
 ]
 # Roles the scheduler pod may be bound to besides its own (kube-scheduler's built-ins).
 SYSTEM_ROLES = {("ClusterRole", "system:kube-scheduler"), ("ClusterRole", "system:volume-scheduler"),
@@ -467,6 +459,70 @@ def check_rbac(m, ns, values):
                     for verb in r.get("verbs", []):
                         if (g, res, verb) not in needed:
                             errs.append(f"{comp}: grants {verb} {res} (group {g!r}) that it never calls")
+    return errs
+
+
+# kube::Client calls → the (group, resource, verb) they need (kube/client.h and client.cc).
+CLIENT_METHOD_CALLS = {
+    "GetPod": [("", "pods", "get")],
+    "CreateBinding": [("", "pods/binding", "create")],
+    "CreateEvent": [("", "events", "create")],
+    "GetNode": [("", "nodes", "get")],
+    "PatchNodeStatus": [("", "nodes/status", "patch")],
+    "GetGpuNode": [("gpupack.io", "gpunodes", "get")],
+    "UpsertGpuNodeStatus": [("gpupack.io", "gpunodes", "get"), ("gpupack.io", "gpunodes", "create"),
+                            ("gpupack.io", "gpunodes/status", "update")],
+}
+GENERIC_VERBS = {"Get": ["get"], "List": ["list"], "Create": ["create"], "Update": ["update"],
+                 "Patch": ["patch"], "Delete": ["delete"], "Watch": ["watch"]}
+RESOURCE_FUNCS = {"PodsResource": ("", "pods"), "NodesResource": ("", "nodes"), "EventsResource": ("", "events"),
+                  "LeasesResource": ("coordination.k8s.io", "leases"), "GpuNodesResource": ("gpupack.io", "gpunodes")}
+COMPONENT_SOURCES = {"extender": ["scheduler/cluster", "scheduler/extender", "cmd/extender"],
+                     "agent": ["agent", "cmd/agent"]}
+
+
+def calls_in_sources(source_root, dirs):
+    """(group, resource, verb) of every kube client call in the component's sources (tests excluded)."""
+    found = set()
+    for d in dirs:
+        for path in glob.glob(os.path.join(source_root, d, "*.cc")):
+            if path.endswith("_test.cc"):
+                continue
+            with open(path, errors="replace") as f:
+                text = f.read()
+            for method, needs in CLIENT_METHOD_CALLS.items():
+                if re.search(r"(->|\.)" + method + r"\(", text):
+                    found.update(needs)
+            for m in re.finditer(r"(->|\.)(Get|List|Create|Update|Patch|Delete|Watch)\(\s*kube::(\w+)\(\)", text):
+                group, res = RESOURCE_FUNCS[m.group(3)]
+                sub = ""
+                tail = text[m.end():m.end() + 200].split(";")[0]
+                if m.group(2) in ("Update", "Patch") and '"status"' in tail:
+                    sub = "/status"
+                found.update((group, res + sub, v) for v in GENERIC_VERBS[m.group(2)])
+            for m in re.finditer(r"\bInformer\b[^;]{0,120}?kube::(\w+Resource)\(\)", text):
+                group, res = RESOURCE_FUNCS[m.group(1)]
+                found.update({(group, res, "list"), (group, res, "watch")})
+    return found
+
+
+def check_calls_in_code(source_root, ns, scheduler_name):
+    """The kube client calls each binary's code makes are in its permission table above (which
+    the rendered RBAC must grant): a new call in the code without a chart permission fails."""
+    errs = []
+    tables = {"extender": extender_calls(ns, scheduler_name), "agent": AGENT_CALLS}
+    for component, dirs in COMPONENT_SOURCES.items():
+        table = {(c[0], c[1], c[2]) for c in tables[component]}
+        found = calls_in_sources(source_root, dirs)
+        if not found:
+            errs.append(f"{component}: no kube client calls found in {dirs} (did the code move?)")
+        for group, res, verb in sorted(found - table):
+            errs.append(f"{component} code calls {verb} {res} (group {group!r}) but the chart does not grant it")
+        # And the reverse, so a permission the code stopped using is dropped (leases excepted:
+        # kube-scheduler in the same pod needs them whatever the extender does).
+        for group, res, verb in sorted(table - found):
+            if found and res != "leases":
+                errs.append(f"the chart grants {component} {verb} {res} (group {group!r}), which its code never calls")
     return errs
 
 
@@ -1079,8 +1135,11 @@ def main():
         if title == "default values":
             failed += chartlib.fail_if(check_notes(r, m, values, ns), "NOTES.txt and helm test")
     if args.source_root:
-        failed += chartlib.fail_if(check_client_resources(args.source_root, ns, chartlib.merged_values(args.chart)["schedulerName"]),
+        scheduler_name = chartlib.merged_values(args.chart)["schedulerName"]
+        failed += chartlib.fail_if(check_client_resources(args.source_root, ns, scheduler_name),
                                    "RBAC covers every resource the kube client addresses")
+        failed += chartlib.fail_if(check_calls_in_code(args.source_root, ns, scheduler_name),
+                                   "RBAC covers every kube client call in the extender's and agent's code")
     failed += chartlib.fail_if(check_schema_coverage(args.chart), "values.schema.json covers values.yaml")
     failed += chartlib.fail_if(check_value_references(args.chart), "templates read only values that exist")
     failed += chartlib.fail_if(check_chart_metadata(args.chart), "Chart.yaml")
