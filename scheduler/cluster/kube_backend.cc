@@ -229,13 +229,18 @@ Status KubeBackend::FencedCheck(const extender::BindTarget& target, const std::s
     // 1. The node's fence (a Lease whose annotation lists binds in flight), read before the pods,
     //    so that a bind that wrote its intent after this read makes our write below conflict.
     Json lease;
-    if (config_.fencing) {
+    const bool fencing = config_.fencing && !fence_forbidden_.load();
+    if (fencing) {
       StatusOr<Json> got = client_->Get(kube::LeasesResource(), lease_ns, lease_name);
       if (!got.ok() && got.status().code() == StatusCode::kNotFound) {
         got = client_->Create(kube::LeasesResource(), lease_ns,
                               {{"apiVersion", "coordination.k8s.io/v1"}, {"kind", "Lease"},
                                {"metadata", {{"name", lease_name}, {"namespace", lease_ns}}}, {"spec", Json::object()}});
         if (!got.ok() && got.status().code() == StatusCode::kAlreadyExists) continue;
+      }
+      if (!got.ok() && got.status().code() == StatusCode::kPermissionDenied) {
+        ForbidFence(got.status());
+        continue;  // fresh read only
       }
       if (!got.ok()) return got.status().WithContext("fence of node " + node);
       lease = std::move(got).value();
@@ -263,7 +268,7 @@ Status KubeBackend::FencedCheck(const extender::BindTarget& target, const std::s
     //    their intent expires).
     const int64_t now_s = std::chrono::duration_cast<std::chrono::seconds>(clock_.Now().time_since_epoch()).count();
     Json intents = Json::object();
-    if (config_.fencing) {
+    if (fencing) {
       Json stored = Json::parse(Str(lease, {"metadata", "annotations", intents_key.c_str()}), nullptr, false);
       if (stored.is_object()) {
         for (const auto& [uid, intent] : stored.items()) {
@@ -290,13 +295,17 @@ Status KubeBackend::FencedCheck(const extender::BindTarget& target, const std::s
       stats_.unseen_allocations += static_cast<uint64_t>(unseen);
       if (!fits.ok()) ++stats_.failover_conflicts;
     }
-    if (!fits.ok() || !config_.fencing) return fits;
+    if (!fits.ok() || !fencing) return fits;
     // 4. Record our intent with the fence's resourceVersion as precondition: a concurrent bind on
     //    this node from another replica makes one of the two writes conflict and re-check.
     intents[target.uid] = {{"alloc", allocation_text}, {"at", now_s}, {"pod", target.ns + "/" + target.name}};
     lease["metadata"]["annotations"][intents_key] = intents.dump();
     StatusOr<Json> written = client_->Update(kube::LeasesResource(), lease_ns, lease);
     if (written.ok()) return Status::Ok();
+    if (written.status().code() == StatusCode::kPermissionDenied) {
+      ForbidFence(written.status());
+      return Status::Ok();  // the fresh read above passed
+    }
     if (written.status().code() != StatusCode::kConflict) return written.status().WithContext("fence of node " + node);
     {
       std::lock_guard<std::mutex> l(mu_);
@@ -305,6 +314,14 @@ Status KubeBackend::FencedCheck(const extender::BindTarget& target, const std::s
     last = written.status();
   }
   return Status::Unavailable("fence of node " + node + " stayed contended: " + last.message());
+}
+
+void KubeBackend::ForbidFence(const Status& why) {
+  if (!fence_forbidden_.exchange(true)) {
+    GPUPACK_LOG(kWarning, kComponent) << "per-node fences disabled (" << why
+                                      << "); grant get/update on leases in namespace " << FenceNamespace()
+                                      << " to close the failover window; binds keep the fresh read";
+  }
 }
 
 std::string KubeBackend::FenceNamespace() const {

@@ -16,7 +16,8 @@
 //   4. adds its own intent to the fence with the fence's resourceVersion as a precondition, so
 //      that of two replicas binding onto N at once one write conflicts and re-checks;
 //   5. posts the Binding.
-// An intent is ignored once its pod shows up bound in step 2, or after `intent_ttl`.
+// An intent is ignored once its pod shows up bound in step 2, or after `intent_ttl`. Without RBAC
+// on leases (403), the fence switches itself off with a warning and binds keep steps 2–3.
 //
 // Idempotent binds: a Binding whose response was lost (timeout, 5xx after commit) is retried by
 // the client; the retry's 409 "already assigned" is turned into success when the pod is bound to
@@ -109,6 +110,8 @@ class KubeBackend final : public extender::ClusterBackend {
   // Steps 1–4 above. REQUIRES: NodeMutex(node) held.
   Status FencedCheck(const extender::BindTarget& pod, const std::string& node, const std::string& allocation_text);
   std::string FenceNamespace() const;
+  // Without RBAC on leases the fence is switched off (logged once) rather than failing binds.
+  void ForbidFence(const Status& why);
   std::mutex& NodeMutex(const std::string& node);
   // After a failed Binding: true when the pod is in fact bound to `node` with `allocation_text`.
   bool AlreadyBoundAsAsked(const extender::BindTarget& pod, const std::string& node, const std::string& allocation_text);
@@ -131,6 +134,7 @@ class KubeBackend final : public extender::ClusterBackend {
   std::unordered_map<std::string, Clock::TimePoint> tombstones_;
   std::deque<std::pair<Clock::TimePoint, std::string>> tombstone_order_;
 
+  std::atomic<bool> fence_forbidden_{false};
   std::mutex node_mu_table_mu_;
   std::map<std::string, std::unique_ptr<std::mutex>> node_mu_;
 
