@@ -840,8 +840,9 @@ def check_refusals(r):
         (["prometheus.serviceMonitor.enabled=true"], (), "monitoring.coreos.com"),
         (["scheduler.replicas=2", "scheduler.podDisruptionBudget.minAvailable=2"], CI_API_VERSIONS, "minAvailable"),
     ]
-    for sets, api, needle in cases:
-        ok, _, err = r.render(sets=sets, api_versions=api)
+    cases.append(([], (), "kubeVersion", "v1.25.9"))  # Chart.yaml kubeVersion: >=1.26.0-0
+    for sets, api, needle, *kube in cases:
+        ok, _, err = r.render(sets=sets, api_versions=api, kube_version=(kube or [chartlib.KUBE_VERSION])[0])
         if ok:
             errs.append(f"render with {sets} succeeded; it must be refused")
         elif needle not in err:

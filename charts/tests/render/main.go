@@ -36,6 +36,7 @@ import (
 	"strings"
 	"text/template"
 
+	semver "github.com/Masterminds/semver"
 	"github.com/Masterminds/sprig"
 	yaml "gopkg.in/yaml.v2"
 )
@@ -118,6 +119,16 @@ func render(chartDir, namespace, release, kubeVersion string, notes bool,
 	kv, err := parseKubeVersion(kubeVersion)
 	if err != nil {
 		return "", err
+	}
+	if constraint, ok := chart["KubeVersion"].(string); ok && constraint != "" {
+		c, err := semver.NewConstraint(constraint)
+		if err != nil {
+			return "", fmt.Errorf("Chart.yaml kubeVersion %q: %v", constraint, err)
+		}
+		v, err := semver.NewVersion(kv.Version)
+		if err != nil || !c.Check(v) {
+			return "", fmt.Errorf("chart requires kubeVersion: %s which is incompatible with Kubernetes %s", constraint, kv.Version)
+		}
 	}
 	files, err := loadFiles(chartDir)
 	if err != nil {

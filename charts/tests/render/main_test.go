@@ -101,3 +101,13 @@ func TestLookupAnswersFromGivenObjects(t *testing.T) {
 		t.Errorf("lookup found %v keys, want the 3 of the given Secret", doc["lookup"])
 	}
 }
+
+func TestChartKubeVersionIsEnforced(t *testing.T) {
+	if _, err := render("../../gpupack", "ns", "rel", "v1.25.9", false, nil, nil, nil); err == nil ||
+		!strings.Contains(err.Error(), "incompatible with Kubernetes v1.25.9") {
+		t.Errorf("gpupack on v1.25.9: error %v, want the kubeVersion refusal", err)
+	}
+	if _, err := render("../../gpupack", "ns", "rel", "v1.31.1+k3s1", false, nil, nil, nil); err != nil {
+		t.Errorf("gpupack on v1.31.1+k3s1: %v", err)
+	}
+}
