@@ -256,7 +256,8 @@ def check_workload(m, w, ns):
         sc = c.get("securityContext", {})
         if sc.get("allowPrivilegeEscalation") is not False and not sc.get("privileged"):
             errs.append(f"{cw}: allowPrivilegeEscalation must be false")
-        if sc.get("readOnlyRootFilesystem") is not True:
+        # The agent's root filesystem stays writable: the NVIDIA runtime hook runs ldconfig in it.
+        if sc.get("readOnlyRootFilesystem") is not True and c.get("name") != "agent":
             errs.append(f"{cw}: readOnlyRootFilesystem must be true")
     return errs
 
