@@ -2,6 +2,9 @@
 
 #include <httplib.h>
 
+#include <algorithm>
+#include <optional>
+
 #include "api/annotations.h"
 #include "api/extender_types.h"
 #include "scheduler/core/placement.h"
@@ -11,14 +14,19 @@ namespace {
 
 class ExtenderPolicy final : public SimPolicy {
  public:
-  ExtenderPolicy(std::string base, std::string prefix, int weight, const core::TypicalWorkload& typical)
-      : client_(base), prefix_(std::move(prefix)), weight_(weight), mirror_(core::PolicyKind::kFgd, typical, {}) {
+  ExtenderPolicy(std::string base, std::string prefix, int weight)
+      : client_(base), prefix_(std::move(prefix)), weight_(weight), mirror_(core::PolicyKind::kFgd, {}, {}) {
     client_.set_keep_alive(true);
     client_.set_connection_timeout(5);
     client_.set_read_timeout(30);
   }
 
-  Status Start(const ClusterState&, const std::vector<core::Node>& nodes, std::span<const int>) override {
+  Status Start(const ClusterState& s, const std::vector<core::Node>& nodes, std::span<const int>) override {
+    // Mirror the extender's own typical workload: its cold-start prior for the cluster's device
+    // size, learned from bound pods with its default settings (see gpupack-learned).
+    learner_.emplace(core::DefaultPriorWorkload(s.unit_mib()), 1000, 100, std::max<core::MiB>(1, s.unit_mib() / 1000));
+    mirror_ = core::Policy(core::PolicyKind::kFgd, learner_->Snapshot(), {});
+    since_refresh_ = 0;
     nodes_ = nodes;
     summaries_.clear();
     for (const auto& n : nodes_) summaries_.push_back(mirror_.Summarize(n));
@@ -100,6 +108,11 @@ class ExtenderPolicy final : public SimPolicy {
     Status st = core::ApplyPlacement(nodes_[choice.node], request, pending_, mirror_.options());
     GPUPACK_CHECK(st.ok());
     summaries_[choice.node] = mirror_.Summarize(nodes_[choice.node]);
+    learner_->Observe(request);
+    if (++since_refresh_ < kRefreshPods) return;
+    since_refresh_ = 0;
+    mirror_ = core::Policy(core::PolicyKind::kFgd, learner_->Snapshot(), {});
+    for (size_t n = 0; n < nodes_.size(); ++n) summaries_[n] = mirror_.Summarize(nodes_[n]);
   }
 
  private:
@@ -119,6 +132,9 @@ class ExtenderPolicy final : public SimPolicy {
   std::vector<core::Node> nodes_;
   std::vector<core::NodeSummary> summaries_;
   core::Placement pending_;
+  static constexpr int kRefreshPods = 50;
+  std::optional<core::WorkloadLearner> learner_;
+  int since_refresh_ = 0;
 };
 
 }  // namespace
@@ -153,8 +169,7 @@ nlohmann::json PodJson(const core::PodRequest& request, const std::string& name)
           {"spec", {{"schedulerName", "gpupack"}, {"containers", nlohmann::json::array({container})}}}};
 }
 
-StatusOr<std::unique_ptr<SimPolicy>> MakeExtenderPolicy(const std::string& url, int weight,
-                                                        const core::TypicalWorkload& typical) {
+StatusOr<std::unique_ptr<SimPolicy>> MakeExtenderPolicy(const std::string& url, int weight) {
   const size_t scheme = url.find("://");
   if (url.rfind("http://", 0) != 0 || scheme == std::string::npos) {
     return Status::InvalidArgument("--extender: \"" + url + "\" is not an http:// URL");
@@ -164,7 +179,7 @@ StatusOr<std::unique_ptr<SimPolicy>> MakeExtenderPolicy(const std::string& url, 
   std::string prefix = path == std::string::npos ? "" : url.substr(path);
   while (!prefix.empty() && prefix.back() == '/') prefix.pop_back();
   if (base.size() <= 7) return Status::InvalidArgument("--extender: \"" + url + "\" has no host");
-  return std::unique_ptr<SimPolicy>(new ExtenderPolicy(base, prefix, weight, typical));
+  return std::unique_ptr<SimPolicy>(new ExtenderPolicy(base, prefix, weight));
 }
 
 }  // namespace gpupack::sim

@@ -7,9 +7,10 @@
 //      taken as disabled, as in the FGD paper's runs); the highest total wins, ties at random;
 //   4. POST {url}/bind.
 // The extender picks the devices at bind and does not return them; the simulator mirrors the
-// choice with the same placement core (gpupack's FGD against the replay's typical workload) on the
-// bound node. When the extender learns its typical workload itself, its device choice may differ
-// from the mirror; node choice, which dominates packing, is exactly the extender's.
+// choice with the same placement core on the bound node, learning the typical workload the way the
+// extender does with its defaults (prior for the cluster's device size, half-life 1000 pods, prior
+// weight 100 pods, refresh every 50 binds; buckets of 1/1000 device). If the extender is configured
+// otherwise the mirrored device may differ; node choice, which dominates packing, is the extender's.
 #pragma once
 
 #include <memory>
@@ -18,14 +19,12 @@
 #include <nlohmann/json.hpp>
 
 #include "common/status.h"
-#include "scheduler/core/workload.h"
 #include "sim/policy.h"
 
 namespace gpupack::sim {
 
 // `url` is e.g. "http://127.0.0.1:8888" or "http://host:port/prefix".
-StatusOr<std::unique_ptr<SimPolicy>> MakeExtenderPolicy(const std::string& url, int weight,
-                                                        const core::TypicalWorkload& typical);
+StatusOr<std::unique_ptr<SimPolicy>> MakeExtenderPolicy(const std::string& url, int weight);
 
 // The v1.Pod kube-scheduler would send for `request`, named `name`.
 nlohmann::json PodJson(const core::PodRequest& request, const std::string& name);

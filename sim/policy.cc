@@ -226,12 +226,31 @@ class BaselinePolicy final : public SimPolicy {
 // With `fgd_levels`, costs are compared on FGD's integer scale int(100·σ(−cost/one GPU)) instead
 // (one level ≈ 0.04 GPU of ΔF near 0), so nodes whose ΔF differ by noise tie and the seed's node
 // order decides among them, as kube-scheduler's random tie-break would among equal scores.
+//
+// With `learn`, the typical workload is not the trace's M but what the extender uses: the core's
+// cold-start prior for the cluster's device size, blended with a WorkloadLearner fed every bound
+// pod and re-derived every `refresh` binds (the extender's defaults: half-life 1000 pods, prior
+// 100 pods, refresh 50). Learning buckets requests by 1/1000 of a device (1 MiB on the trace).
 class CorePolicy final : public SimPolicy {
  public:
-  CorePolicy(core::PolicyKind kind, const core::TypicalWorkload& typical, bool fgd_levels)
-      : policy_(kind, typical, core::PlacementOptions{}), fgd_levels_(fgd_levels) {}
+  struct Learning {
+    bool enabled = false;
+    double half_life_pods = 1000;
+    double prior_pods = 100;
+    int refresh = 50;
+  };
 
-  Status Start(const ClusterState&, const std::vector<core::Node>& nodes, std::span<const int> rank) override {
+  CorePolicy(core::PolicyKind kind, const core::TypicalWorkload& typical, bool fgd_levels, Learning learning)
+      : policy_(kind, typical, core::PlacementOptions{}), fgd_levels_(fgd_levels), learning_(learning) {}
+
+  Status Start(const ClusterState& s, const std::vector<core::Node>& nodes, std::span<const int> rank) override {
+    if (learning_.enabled) {
+      const MiB granularity = std::max<MiB>(1, s.unit_mib() / 1000);
+      learner_.emplace(core::DefaultPriorWorkload(s.unit_mib()), learning_.half_life_pods, learning_.prior_pods,
+                       granularity);
+      policy_ = core::Policy(policy_.kind(), learner_->Snapshot(), policy_.options());
+      since_refresh_ = 0;
+    }
     nodes_ = nodes;
     rank_.assign(rank.begin(), rank.end());
     summaries_.clear();
@@ -271,6 +290,12 @@ class CorePolicy final : public SimPolicy {
     Status st = core::ApplyPlacement(node, *pod.request, pending_, policy_.options());
     GPUPACK_CHECK(st.ok());
     summaries_[choice.node] = policy_.Summarize(node);
+    if (!learner_.has_value()) return;
+    learner_->Observe(*pod.request);
+    if (++since_refresh_ < learning_.refresh) return;
+    since_refresh_ = 0;
+    policy_ = core::Policy(policy_.kind(), learner_->Snapshot(), policy_.options());
+    for (size_t n = 0; n < nodes_.size(); ++n) summaries_[n] = policy_.Summarize(nodes_[n]);
   }
 
  private:
@@ -280,21 +305,27 @@ class CorePolicy final : public SimPolicy {
   std::vector<int> rank_;
   core::Placement pending_;
   bool fgd_levels_;
+  Learning learning_;
+  std::optional<core::WorkloadLearner> learner_;
+  int since_refresh_ = 0;
 };
 
 }  // namespace
 
 std::vector<std::string> PolicyNames() {
-  return {"gpupack", "gpupack-levels", "gpupack-binpack", "gpupack-spread", "random", "dotprod", "clustering", "packing", "bestfit", "fgd"};
+  return {"gpupack", "gpupack-levels", "gpupack-learned", "gpupack-binpack", "gpupack-spread", "random", "dotprod", "clustering", "packing", "bestfit", "fgd"};
 }
 
 StatusOr<std::unique_ptr<SimPolicy>> MakePolicy(std::string_view name, const core::TypicalWorkload& typical) {
-  if (name == "gpupack") return std::unique_ptr<SimPolicy>(new CorePolicy(core::PolicyKind::kFgd, typical, false));
-  if (name == "gpupack-levels") return std::unique_ptr<SimPolicy>(new CorePolicy(core::PolicyKind::kFgd, typical, true));
-  if (name == "gpupack-binpack") {
-    return std::unique_ptr<SimPolicy>(new CorePolicy(core::PolicyKind::kBinpack, typical, false));
+  if (name == "gpupack") return std::unique_ptr<SimPolicy>(new CorePolicy(core::PolicyKind::kFgd, typical, false, {}));
+  if (name == "gpupack-levels") return std::unique_ptr<SimPolicy>(new CorePolicy(core::PolicyKind::kFgd, typical, true, {}));
+  if (name == "gpupack-learned") {
+    return std::unique_ptr<SimPolicy>(new CorePolicy(core::PolicyKind::kFgd, typical, false, CorePolicy::Learning{true, 1000, 100, 50}));
   }
-  if (name == "gpupack-spread") return std::unique_ptr<SimPolicy>(new CorePolicy(core::PolicyKind::kSpread, typical, false));
+  if (name == "gpupack-binpack") {
+    return std::unique_ptr<SimPolicy>(new CorePolicy(core::PolicyKind::kBinpack, typical, false, {}));
+  }
+  if (name == "gpupack-spread") return std::unique_ptr<SimPolicy>(new CorePolicy(core::PolicyKind::kSpread, typical, false, {}));
   static const std::pair<const char*, Baseline> kBaselines[] = {
       {"random", Baseline::kRandom},   {"dotprod", Baseline::kDotProd}, {"clustering", Baseline::kClustering},
       {"packing", Baseline::kPacking}, {"bestfit", Baseline::kBestFit}, {"fgd", Baseline::kFgd}};

@@ -447,7 +447,7 @@ TEST(Extender, PodJsonCarriesTheGpupackLimits) {
   EXPECT_EQ(j["metadata"]["annotations"]["gpupack.io/gpu-model"], "T4|P100");
   nlohmann::json whole = PodJson(Pod("w", 1000, 2, 0), "w");
   EXPECT_FALSE(whole["spec"]["containers"][0]["resources"]["limits"].contains("gpupack.io/gpu-memory"));
-  EXPECT_FALSE(MakeExtenderPolicy("ftp://x", 1, {}).ok());
+  EXPECT_FALSE(MakeExtenderPolicy("ftp://x", 1).ok());
 }
 
 }  // namespace

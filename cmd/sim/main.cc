@@ -132,7 +132,7 @@ int main(int argc, char** argv) {
     std::function<StatusOr<std::unique_ptr<sim::SimPolicy>>()> make;
     if (!extender_url.empty()) {
       make = [&]() -> StatusOr<std::unique_ptr<sim::SimPolicy>> {
-        return sim::MakeExtenderPolicy(extender_url, extender_weight, replayer->typical());
+        return sim::MakeExtenderPolicy(extender_url, extender_weight);
       };
     } else {
       auto probe = sim::MakePolicy(name, replayer->typical());
