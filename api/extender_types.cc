@@ -89,7 +89,7 @@ StatusOr<WireNode> ReadWireNode(const json& item, const std::string& where) {
   if (name == nullptr || !name->is_string() || name->get_ref<const std::string&>().empty()) {
     return Bad(where + ".metadata.name", "missing, empty or not a string");
   }
-  return WireNode{name->get<std::string>(), item.dump()};
+  return WireNode{name->get<std::string>(), item.dump(-1, ' ', false, json::error_handler_t::replace)};
 }
 
 StatusOr<std::vector<WireNode>> ReadNodeList(const json& list, const std::string& where) {
@@ -150,6 +150,7 @@ json MetaVictimsJson(const std::map<std::string, MetaVictims>& victims) {
   return out;
 }
 
+// Every dump replaces invalid UTF-8 instead of throwing: a reply must never fail to encode.
 // Appends `"Key":` then the value; the encoders build their documents by hand so the field
 // order matches Go's (struct order) and large echoed Nodes are not re-parsed.
 void Key(std::string& out, std::string_view key) {
@@ -171,12 +172,38 @@ void AppendNodeList(std::string& out, const std::optional<std::vector<WireNode>>
   out += "]}";
 }
 
+// A JSON string literal. Hand-written because building a json value per node name costs an
+// allocation each, and a filter reply can list 5,000 names.
+void AppendString(std::string& out, std::string_view text) {
+  static const char kHex[] = "0123456789abcdef";
+  out += '"';
+  for (char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (c < 0x20) {
+      out += "\\u00";
+      out += kHex[c >> 4];
+      out += kHex[c & 0xf];
+    } else {
+      out += ch;
+    }
+  }
+  out += '"';
+}
+
 void AppendNames(std::string& out, const std::optional<std::vector<std::string>>& names) {
   if (!names) {
     out += "null";
     return;
   }
-  out += json(*names).dump();
+  out += '[';
+  for (size_t i = 0; i < names->size(); ++i) {
+    if (i > 0) out += ',';
+    AppendString(out, (*names)[i]);
+  }
+  out += ']';
 }
 
 }  // namespace
@@ -233,13 +260,13 @@ std::string EncodeFilterResult(const ExtenderFilterResult& result) {
   AppendNames(out, result.node_names);
   out += ',';
   Key(out, "FailedNodes");
-  out += json(result.failed_nodes).dump();
+  out += json(result.failed_nodes).dump(-1, ' ', false, json::error_handler_t::replace);
   out += ',';
   Key(out, "FailedAndUnresolvableNodes");
-  out += json(result.failed_and_unresolvable_nodes).dump();
+  out += json(result.failed_and_unresolvable_nodes).dump(-1, ' ', false, json::error_handler_t::replace);
   out += ',';
   Key(out, "Error");
-  out += json(result.error).dump();
+  out += json(result.error).dump(-1, ' ', false, json::error_handler_t::replace);
   out += '}';
   return out;
 }
@@ -248,24 +275,28 @@ std::string EncodeHostPriorityList(const HostPriorityList& list) {
   std::string out = "[";
   for (size_t i = 0; i < list.size(); ++i) {
     if (i > 0) out += ',';
-    out += "{\"Host\":" + json(list[i].host).dump() + ",\"Score\":" + std::to_string(list[i].score) + "}";
+    out += "{\"Host\":";
+    AppendString(out, list[i].host);
+    out += ",\"Score\":";
+    out += std::to_string(list[i].score);
+    out += '}';
   }
   out += ']';
   return out;
 }
 
 std::string EncodeBindingResult(const ExtenderBindingResult& result) {
-  return "{\"Error\":" + json(result.error).dump() + "}";
+  return "{\"Error\":" + json(result.error).dump(-1, ' ', false, json::error_handler_t::replace) + "}";
 }
 
 std::string EncodePreemptionResult(const ExtenderPreemptionResult& result) {
-  return "{\"NodeNameToMetaVictims\":" + MetaVictimsJson(result.node_name_to_meta_victims).dump() + "}";
+  return "{\"NodeNameToMetaVictims\":" + MetaVictimsJson(result.node_name_to_meta_victims).dump(-1, ' ', false, json::error_handler_t::replace) + "}";
 }
 
 std::string EncodeExtenderArgs(const ExtenderArgs& args) {
   std::string out = "{";
   Key(out, "Pod");
-  out += args.pod.dump();
+  out += args.pod.dump(-1, ' ', false, json::error_handler_t::replace);
   out += ',';
   Key(out, "Nodes");
   AppendNodeList(out, args.nodes);
@@ -277,13 +308,13 @@ std::string EncodeExtenderArgs(const ExtenderArgs& args) {
 }
 
 std::string EncodeBindingArgs(const ExtenderBindingArgs& args) {
-  return "{\"PodName\":" + json(args.pod_name).dump() + ",\"PodNamespace\":" + json(args.pod_namespace).dump() +
-         ",\"PodUID\":" + json(args.pod_uid).dump() + ",\"Node\":" + json(args.node).dump() + "}";
+  return "{\"PodName\":" + json(args.pod_name).dump(-1, ' ', false, json::error_handler_t::replace) + ",\"PodNamespace\":" + json(args.pod_namespace).dump(-1, ' ', false, json::error_handler_t::replace) +
+         ",\"PodUID\":" + json(args.pod_uid).dump(-1, ' ', false, json::error_handler_t::replace) + ",\"Node\":" + json(args.node).dump(-1, ' ', false, json::error_handler_t::replace) + "}";
 }
 
 std::string EncodePreemptionArgs(const ExtenderPreemptionArgs& args) {
-  return "{\"Pod\":" + args.pod.dump() + ",\"NodeNameToVictims\":null,\"NodeNameToMetaVictims\":" +
-         MetaVictimsJson(args.victims).dump() + "}";
+  return "{\"Pod\":" + args.pod.dump(-1, ' ', false, json::error_handler_t::replace) + ",\"NodeNameToVictims\":null,\"NodeNameToMetaVictims\":" +
+         MetaVictimsJson(args.victims).dump(-1, ' ', false, json::error_handler_t::replace) + "}";
 }
 
 StatusOr<ExtenderFilterResult> DecodeFilterResult(std::string_view body) {

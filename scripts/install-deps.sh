@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake pkg-config git ca-certificates
-  libcpp-httplib-dev libssl-dev zlib1g-dev libbrotli-dev
+  libcpp-httplib-dev libssl-dev zlib1g-dev libbrotli-dev libsimdjson-dev
   nlohmann-json3-dev libyaml-cpp-dev prometheus-cpp-dev
   libboost-dev libboost-system-dev
   libgtest-dev libgmock-dev libbenchmark-dev

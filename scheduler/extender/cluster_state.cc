@@ -56,37 +56,52 @@ std::string ClusterState::ShapeKey(const core::PodRequest& pod) {
   return key;
 }
 
-std::optional<ClusterState::Assessment> ClusterState::Assess(std::string_view node, const core::PodRequest& pod,
-                                                             const std::string& shape) const {
-  std::shared_ptr<NodeEntry> entry = FindNode(node);
-  if (!entry) return std::nullopt;
-  std::shared_lock lock(entry->mu);
-  if (std::optional<core::Verdict> stale = StaleVerdict(*entry)) return Assessment{*stale, 0};
+ClusterState::Assessment ClusterState::AssessEntry(const NodeEntry& entry, const core::PodRequest& pod,
+                                                   const std::string& shape) const {
+  std::shared_lock lock(entry.mu);
+  if (std::optional<core::Verdict> stale = StaleVerdict(entry)) return Assessment{*stale, 0};
   auto [policy, generation] = PolicyAndGeneration();
-  if (entry->summary_generation != generation) {
-    core::NodeEvaluation e = policy->Evaluate(entry->node, pod);  // a SetPolicy is re-summarising
+  if (entry.summary_generation != generation) {
+    core::NodeEvaluation e = policy->Evaluate(entry.node, pod);  // a SetPolicy is re-summarising
     return Assessment{std::move(e.verdict), e.cost};
   }
   {
-    std::lock_guard memo_lock(entry->memo_mu);
-    for (const NodeEntry::Memo& m : entry->memo) {
-      if (m.version == entry->version && m.shape == shape) return m.assessment;
+    std::lock_guard memo_lock(entry.memo_mu);
+    for (const NodeEntry::Memo& m : entry.memo) {
+      if (m.version == entry.version && m.shape == shape) return m.assessment;
     }
   }
-  core::NodeEvaluation e = policy->Evaluate(entry->node, entry->summary, pod);
+  core::NodeEvaluation e = policy->Evaluate(entry.node, entry.summary, pod);
   Assessment assessment{std::move(e.verdict), e.cost};
-  std::lock_guard memo_lock(entry->memo_mu);
-  NodeEntry::Memo& slot = entry->memo[entry->memo_next];
-  entry->memo_next = (entry->memo_next + 1) % NodeEntry::kMemoSlots;
+  std::lock_guard memo_lock(entry.memo_mu);
+  NodeEntry::Memo& slot = entry.memo[entry.memo_next];
+  entry.memo_next = (entry.memo_next + 1) % NodeEntry::kMemoSlots;
   slot.shape = shape;
-  slot.version = entry->version;
+  slot.version = entry.version;
   slot.assessment = assessment;
   return assessment;
 }
 
+std::optional<ClusterState::Assessment> ClusterState::Assess(std::string_view node, const core::PodRequest& pod,
+                                                             const std::string& shape) const {
+  std::shared_ptr<NodeEntry> entry = FindNode(node);
+  if (!entry) return std::nullopt;
+  return AssessEntry(*entry, pod, shape);
+}
+
+void ClusterState::AssessMany(const std::vector<std::string_view>& names, const core::PodRequest& pod,
+                              const std::string& shape, std::vector<std::optional<Assessment>>& out) const {
+  out.assign(names.size(), std::nullopt);
+  std::shared_lock table(nodes_mu_);
+  for (size_t i = 0; i < names.size(); ++i) {
+    auto it = nodes_.find(names[i]);
+    if (it != nodes_.end()) out[i] = AssessEntry(*it->second, pod, shape);
+  }
+}
+
 std::shared_ptr<ClusterState::NodeEntry> ClusterState::FindNode(std::string_view name) const {
   std::shared_lock table(nodes_mu_);
-  auto it = nodes_.find(std::string(name));
+  auto it = nodes_.find(name);
   return it == nodes_.end() ? nullptr : it->second;
 }
 

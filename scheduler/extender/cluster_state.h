@@ -74,6 +74,10 @@ class ClusterState {
     double cost = 0;
   };
   std::optional<Assessment> Assess(std::string_view node, const core::PodRequest& pod, const std::string& shape) const;
+  // Assess for many nodes under one table lock: out[i] is Assess(names[i], …). The filter's and
+  // prioritize's path, so it takes the table lock once, not once per node.
+  void AssessMany(const std::vector<std::string_view>& names, const core::PodRequest& pod, const std::string& shape,
+                  std::vector<std::optional<Assessment>>& out) const;
   // Everything about a pod that Evaluate depends on (not its name or UID).
   static std::string ShapeKey(const core::PodRequest& pod);
 
@@ -141,6 +145,8 @@ class ClusterState {
   };
 
   std::shared_ptr<NodeEntry> FindNode(std::string_view name) const;
+  // REQUIRES: the entry is kept alive by the caller (table lock or shared_ptr).
+  Assessment AssessEntry(const NodeEntry& entry, const core::PodRequest& pod, const std::string& shape) const;
   // REQUIRES: entry.mu held exclusively and ledger_mu_ held.
   void ReattachShares(NodeEntry& entry);
   // REQUIRES: entry.mu held exclusively.
@@ -155,8 +161,13 @@ class ClusterState {
   std::shared_ptr<const core::Policy> policy_;
   uint64_t policy_generation_ = 1;
 
+  // Lets the table be searched by string_view without building a std::string per lookup.
+  struct NameHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view name) const { return std::hash<std::string_view>{}(name); }
+  };
   mutable std::shared_mutex nodes_mu_;  // guards the table, not the entries
-  std::unordered_map<std::string, std::shared_ptr<NodeEntry>> nodes_;
+  std::unordered_map<std::string, std::shared_ptr<NodeEntry>, NameHash, std::equal_to<>> nodes_;
 
   mutable std::mutex ledger_mu_;
   std::unordered_map<std::string, PodRecord> pods_;             // by UID

@@ -7,6 +7,7 @@
 #include "api/allocation.h"
 #include "api/pod_request.h"
 #include "common/log.h"
+#include "scheduler/extender/args_decoder.h"
 
 namespace gpupack::extender {
 
@@ -143,7 +144,7 @@ Reply Extender::Filter(std::string_view body) {
     result.error = kNotSynced;
     return reply();
   }
-  StatusOr<api::ExtenderArgs> args = api::DecodeExtenderArgs(body);
+  StatusOr<api::ExtenderArgs> args = DecodeExtenderArgsFast(body);
   if (!args.ok()) {
     result.error = args.status().message();
     return reply();
@@ -192,9 +193,10 @@ Reply Extender::Filter(std::string_view body) {
   std::vector<double> costs(names.size(), 0);
   double best = 0;
   bool any_fit = false;
-  const std::string shape = ClusterState::ShapeKey(*pod);
+  std::vector<std::optional<ClusterState::Assessment>> assessments;
+  state_.AssessMany(names, *pod, ClusterState::ShapeKey(*pod), assessments);
   for (size_t i = 0; i < names.size(); ++i) {
-    std::optional<ClusterState::Assessment> evaluation = state_.Assess(names[i], *pod, shape);
+    const std::optional<ClusterState::Assessment>& evaluation = assessments[i];
     if (!evaluation) {
       result.failed_and_unresolvable_nodes[std::string(names[i])] = "node has no GPUs known to gpupack";
       if (metrics_ != nullptr) metrics_->CountRejection(core::RejectReason::kNoDevices);
@@ -223,7 +225,7 @@ Reply Extender::Filter(std::string_view body) {
 Reply Extender::Prioritize(std::string_view body) {
   VerbTimer timer(metrics_, "prioritize");
   if (!Ready()) return PlainError(503, kNotSynced);
-  StatusOr<api::ExtenderArgs> args = api::DecodeExtenderArgs(body);
+  StatusOr<api::ExtenderArgs> args = DecodeExtenderArgsFast(body);
   if (!args.ok()) return PlainError(400, args.status().message());
   std::vector<std::string> names;
   if (args->node_names) {
@@ -242,10 +244,11 @@ Reply Extender::Prioritize(std::string_view body) {
   }
   Remember(*pod);
   std::vector<std::pair<double, size_t>> fits;  // (cost, index into list)
-  const std::string shape = ClusterState::ShapeKey(*pod);
+  std::vector<std::optional<ClusterState::Assessment>> assessments;
+  state_.AssessMany(std::vector<std::string_view>(names.begin(), names.end()), *pod, ClusterState::ShapeKey(*pod),
+                    assessments);
   for (size_t i = 0; i < names.size(); ++i) {
-    std::optional<ClusterState::Assessment> evaluation = state_.Assess(names[i], *pod, shape);
-    if (evaluation && evaluation->verdict.fits()) fits.emplace_back(evaluation->cost, i);
+    if (assessments[i] && assessments[i]->verdict.fits()) fits.emplace_back(assessments[i]->cost, i);
   }
   std::sort(fits.begin(), fits.end());
   std::vector<size_t> level_of(fits.size());

@@ -1,0 +1,150 @@
+#include "scheduler/extender/args_decoder.h"
+
+#include <strings.h>
+
+#include <algorithm>
+
+#include <simdjson.h>
+
+namespace gpupack::extender {
+
+namespace {
+
+namespace od = simdjson::ondemand;
+
+Status Bad(const std::string& where, const std::string& what) { return Status::InvalidArgument(where + ": " + what); }
+
+Status NotJson() { return Bad("ExtenderArgs", "body is not valid JSON"); }
+
+bool KeyIs(std::string_view key, std::string_view name) {
+  return key.size() == name.size() && strncasecmp(key.data(), name.data(), name.size()) == 0;
+}
+
+// True when the value is JSON null (and consumes it).
+bool IsNull(od::value& value) {
+  bool null = false;
+  return !value.is_null().get(null) && null;
+}
+
+// metadata.name of one Node object's text, using a second parser (the first is mid-document).
+StatusOr<std::string> NodeName(std::string_view raw, const std::string& where) {
+  thread_local od::parser parser;
+  simdjson::padded_string padded(raw);
+  od::document doc;
+  od::object node;
+  if (parser.iterate(padded).get(doc) || doc.get_object().get(node)) return NotJson();
+  for (auto field : node) {
+    std::string_view key;
+    if (field.unescaped_key().get(key)) return NotJson();
+    if (!KeyIs(key, "metadata")) continue;
+    od::value value = field.value();
+    od::object metadata;
+    if (value.get_object().get(metadata)) return Bad(where + ".metadata", "missing or not an object");
+    for (auto meta_field : metadata) {
+      std::string_view meta_key;
+      if (meta_field.unescaped_key().get(meta_key)) return NotJson();
+      if (!KeyIs(meta_key, "name")) continue;
+      std::string_view name;
+      if (meta_field.value().get_string().get(name) || name.empty()) {
+        return Bad(where + ".metadata.name", "missing, empty or not a string");
+      }
+      return std::string(name);
+    }
+    return Bad(where + ".metadata.name", "missing, empty or not a string");
+  }
+  return Bad(where + ".metadata", "missing or not an object");
+}
+
+Status ReadNodes(od::value& value, std::vector<api::WireNode>& out) {
+  const std::string where = "ExtenderArgs.Nodes";
+  od::object list;
+  if (value.get_object().get(list)) return Bad(where, "must be a NodeList object");
+  for (auto field : list) {
+    std::string_view key;
+    if (field.unescaped_key().get(key)) return NotJson();
+    if (!KeyIs(key, "items")) continue;
+    od::value items_value = field.value();
+    if (IsNull(items_value)) continue;
+    od::array items;
+    if (items_value.get_array().get(items)) return Bad(where + ".items", "must be an array");
+    size_t i = 0;
+    for (auto item : items) {
+      const std::string iwhere = where + ".items[" + std::to_string(i++) + "]";
+      od::object node;
+      if (item.get_object().get(node)) return Bad(iwhere, "must be a Node object");
+      std::string_view raw;
+      if (node.raw_json().get(raw)) return NotJson();
+      GPUPACK_ASSIGN_OR_RETURN(std::string name, NodeName(raw, iwhere));
+      out.push_back({std::move(name), std::string(raw)});
+    }
+  }
+  std::vector<std::string_view> sorted;
+  for (const api::WireNode& node : out) sorted.push_back(node.name);
+  std::sort(sorted.begin(), sorted.end());
+  auto twice = std::adjacent_find(sorted.begin(), sorted.end());
+  if (twice != sorted.end()) return Bad(where + ".items", "node \"" + std::string(*twice) + "\" appears twice");
+  return Status::Ok();
+}
+
+Status ReadNames(od::value& value, std::vector<std::string>& out) {
+  const std::string where = "ExtenderArgs.NodeNames";
+  od::array names;
+  if (value.get_array().get(names)) return Bad(where, "must be an array of strings");
+  size_t i = 0;
+  for (auto element : names) {
+    std::string_view name;
+    if (element.get_string().get(name)) return Bad(where + "[" + std::to_string(i) + "]", "must be a string");
+    if (name.empty()) return Bad(where + "[" + std::to_string(i) + "]", "empty node name");
+    out.emplace_back(name);
+    ++i;
+  }
+  std::vector<std::string_view> sorted(out.begin(), out.end());
+  std::sort(sorted.begin(), sorted.end());
+  auto twice = std::adjacent_find(sorted.begin(), sorted.end());
+  if (twice != sorted.end()) return Bad(where, "node \"" + std::string(*twice) + "\" appears twice");
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<api::ExtenderArgs> DecodeExtenderArgsFast(std::string_view body) {
+  thread_local od::parser parser;
+  simdjson::padded_string padded(body);
+  od::document doc;
+  if (parser.iterate(padded).get(doc)) return NotJson();
+  od::json_type type;
+  if (doc.type().get(type)) return NotJson();
+  if (type != od::json_type::object) return Bad("ExtenderArgs", "body must be a JSON object");
+  od::object top;
+  if (doc.get_object().get(top)) return NotJson();
+  api::ExtenderArgs args;
+  for (auto field : top) {
+    std::string_view key;
+    if (field.unescaped_key().get(key)) return NotJson();
+    od::value value;
+    if (field.value().get(value)) return NotJson();
+    if (KeyIs(key, "Pod")) {
+      if (IsNull(value)) continue;
+      od::object pod;
+      if (value.get_object().get(pod)) return Bad("ExtenderArgs.Pod", "must be an object");
+      std::string_view raw;
+      if (pod.raw_json().get(raw)) return NotJson();
+      args.pod = nlohmann::json::parse(raw, nullptr, /*allow_exceptions=*/false);
+      if (args.pod.is_discarded()) return NotJson();
+    } else if (KeyIs(key, "Nodes")) {
+      if (IsNull(value)) continue;
+      args.nodes.emplace();
+      GPUPACK_RETURN_IF_ERROR(ReadNodes(value, *args.nodes));
+    } else if (KeyIs(key, "NodeNames")) {
+      if (IsNull(value)) continue;
+      args.node_names.emplace();
+      GPUPACK_RETURN_IF_ERROR(ReadNames(value, *args.node_names));
+    }
+  }
+  // The on-demand parser reads lazily: make sure the whole body was one well-formed document.
+  const char* trailing = nullptr;
+  if (doc.current_location().get(trailing) != simdjson::OUT_OF_BOUNDS) return NotJson();
+  return args;
+}
+
+}  // namespace gpupack::extender

@@ -1,0 +1,94 @@
+#include "scheduler/extender/args_decoder.h"
+
+#include <random>
+
+#include <gtest/gtest.h>
+
+namespace gpupack::extender {
+namespace {
+
+// The fast decoder must agree with api::DecodeExtenderArgs: same values for good bodies, an
+// error (with the same field named) for bad ones.
+TEST(ArgsDecoder, AgreesWithTheReferenceDecoder) {
+  const char* good[] = {
+      R"({"Pod":{"metadata":{"name":"p","uid":"u1"}},"Nodes":null,"NodeNames":["a","b"]})",
+      R"({"pod":{},"nodenames":["a"]})",
+      R"({"Pod":null,"Nodes":null,"NodeNames":null})",
+      R"( {"Pod":{},"Nodes":{"metadata":{},"items":[{"metadata":{"name":"a","labels":{"x":"y"}},"status":{}},{"metadata":{"name":"b"}}]},"NodeNames":null} )",
+      R"({"Nodes":{"items":null},"Extra":[1,{"x":null}]})",
+  };
+  for (const char* body : good) {
+    StatusOr<api::ExtenderArgs> want = api::DecodeExtenderArgs(body);
+    StatusOr<api::ExtenderArgs> got = DecodeExtenderArgsFast(body);
+    ASSERT_TRUE(want.ok()) << want.status();
+    ASSERT_TRUE(got.ok()) << got.status() << " for " << body;
+    EXPECT_EQ(got->pod, want->pod) << body;
+    EXPECT_EQ(got->node_names, want->node_names) << body;
+    ASSERT_EQ(got->nodes.has_value(), want->nodes.has_value()) << body;
+    if (got->nodes) {
+      ASSERT_EQ(got->nodes->size(), want->nodes->size());
+      for (size_t i = 0; i < got->nodes->size(); ++i) {
+        EXPECT_EQ((*got->nodes)[i].name, (*want->nodes)[i].name);
+        // The raw text is echoed as sent; it must denote the same object.
+        EXPECT_EQ(nlohmann::json::parse((*got->nodes)[i].raw), nlohmann::json::parse((*want->nodes)[i].raw));
+      }
+    }
+  }
+  struct Bad {
+    const char* body;
+    const char* mentions;
+  } bad[] = {
+      {"", "not valid JSON"},
+      {"{", "not valid JSON"},
+      {"[1]", "JSON object"},
+      {R"({"a":1} trailing)", "not valid JSON"},
+      {R"({"NodeNames":"a"})", "ExtenderArgs.NodeNames"},
+      {R"({"NodeNames":["a",3]})", "ExtenderArgs.NodeNames[1]"},
+      {R"({"NodeNames":["a","a"]})", "appears twice"},
+      {R"({"NodeNames":["a",""]})", "ExtenderArgs.NodeNames[1]: empty node name"},
+      {R"({"Pod":[]})", "ExtenderArgs.Pod"},
+      {R"({"Nodes":{"items":[{"metadata":{}}]}})", "ExtenderArgs.Nodes.items[0].metadata.name"},
+      {R"({"Nodes":{"items":[{"metadata":{"name":"x"}},{"metadata":{"name":"x"}}]}})", "appears twice"},
+      {R"({"Nodes":{"items":[7]}})", "ExtenderArgs.Nodes.items[0]"},
+  };
+  for (const Bad& b : bad) {
+    StatusOr<api::ExtenderArgs> got = DecodeExtenderArgsFast(b.body);
+    ASSERT_FALSE(got.ok()) << b.body;
+    EXPECT_NE(got.status().message().find(b.mentions), std::string::npos) << got.status() << " for " << b.body;
+    EXPECT_FALSE(api::DecodeExtenderArgs(b.body).ok()) << b.body;
+  }
+}
+
+// Bounded randomized input (fixed seed): mutated bodies decode or fail cleanly; whenever the
+// fast decoder accepts one, the reference decoder accepts it too and finds the same names.
+TEST(ArgsDecoder, RandomizedInputNeverCrashesAndNeverDisagreesOnAcceptedBodies) {
+  const std::vector<std::string> seeds = {
+      R"({"Pod":{"metadata":{"name":"p","uid":"u"},"spec":{"containers":[{"name":"m"}]}},"Nodes":null,"NodeNames":["a","b"]})",
+      R"({"Pod":{},"Nodes":{"metadata":{},"items":[{"metadata":{"name":"a"}},{"metadata":{"name":"b"}}]},"NodeNames":null})",
+  };
+  const std::string alphabet = "{}[]\":,0123456789.eE+-nulltruefalse \\u00\x01\xff";
+  std::mt19937 rng(4242);
+  int accepted = 0;
+  for (int i = 0; i < 4000; ++i) {
+    std::string body = seeds[i % seeds.size()];
+    const int edits = 1 + static_cast<int>(rng() % 6);
+    for (int e = 0; e < edits && !body.empty(); ++e) {
+      const size_t pos = rng() % body.size();
+      switch (rng() % 3) {
+        case 0: body[pos] = alphabet[rng() % alphabet.size()]; break;
+        case 1: body.erase(pos, 1 + rng() % 4); break;
+        default: body.insert(pos, 1, alphabet[rng() % alphabet.size()]); break;
+      }
+    }
+    StatusOr<api::ExtenderArgs> got = DecodeExtenderArgsFast(body);
+    if (!got.ok()) continue;
+    ++accepted;
+    StatusOr<api::ExtenderArgs> want = api::DecodeExtenderArgs(body);
+    if (!want.ok()) continue;  // the on-demand parser skips what it need not read; never worse than that
+    EXPECT_EQ(got->node_names, want->node_names) << body;
+  }
+  EXPECT_GT(accepted, 0);
+}
+
+}  // namespace
+}  // namespace gpupack::extender
