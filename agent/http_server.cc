@@ -2,6 +2,8 @@
 
 #include <httplib.h>
 
+#include <chrono>
+
 namespace gpupack::agent {
 
 StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string& host, int port, AgentMetrics* metrics,
@@ -21,6 +23,11 @@ StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string& host,
   s->port_ = bound;
   httplib::Server* server = s->server_.get();
   s->thread_ = std::thread([server] { server->listen_after_bind(); });
+  // stop() is a no-op until the accept loop runs, so a Stop right after Start would hang the
+  // join: wait for it to run.
+  for (int waited_ms = 0; !server->is_running() && waited_ms < 5000; ++waited_ms) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   return s;
 }
 
