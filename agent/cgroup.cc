@@ -141,6 +141,12 @@ ContainerCgroups ScanContainerCgroups(const std::string& cgroup_root) {
   fs::recursive_directory_iterator it(cgroup_root, fs::directory_options::skip_permission_denied, ec);
   for (; !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
     if (it.depth() >= kMaxDepth) it.disable_recursion_pending();
+    // Pods live under kubepods (kubepods.slice, kubelet.slice/kubelet-kubepods.slice, ...);
+    // skip system.slice, user.slice and the like without walking them.
+    if (it.depth() == 0 && it->path().filename().string().find("kube") == std::string::npos) {
+      it.disable_recursion_pending();
+      continue;
+    }
     if (!it->is_directory(ec) || it->is_symlink(ec)) continue;
     const std::string rel = "/" + fs::relative(it->path(), cgroup_root, ec).generic_string();
     auto owner = ParseKubeCgroupPath(rel);

@@ -1,6 +1,8 @@
 #include "agent/discovery.h"
 
+#include <algorithm>
 #include <fstream>
+#include <tuple>
 #include <sstream>
 
 #include <yaml-cpp/yaml.h>
@@ -164,6 +166,12 @@ StatusOr<api::GpuNodeStatus> NvmlBackend::DiscoverAll() {
     }
     status.devices.push_back(std::move(dev).value());
   }
+  // NVML lists processes in no particular order; a stable order keeps the reporter from seeing a
+  // "change" in every pass.
+  std::sort(status.processes.begin(), status.processes.end(),
+            [](const api::GpuNodeProcess& a, const api::GpuNodeProcess& b) {
+              return std::tie(a.device, a.pid) < std::tie(b.device, b.pid);
+            });
   return status;
 }
 

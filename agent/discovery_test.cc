@@ -14,7 +14,8 @@ using namespace testing;  // NOLINT: the helpers' constants
 
 Json NodeState() {
   Json h100 = {{"uuid", "GPU-1"}, {"name", "NVIDIA H100 80GB HBM3"}, {"memoryMiB", 81559}, {"usedMiB", 1000}};
-  h100["processes"] = Json::array({Json{{"pid", 42}, {"usedMiB", 900}}, Json{{"pid", 43}, {"usedMiB", 100}},
+  // Listed out of order: discovery sorts by (device, pid).
+  h100["processes"] = Json::array({Json{{"pid", 43}, {"usedMiB", 100}}, Json{{"pid", 42}, {"usedMiB", 900}},
                                    Json{{"pid", 44}, {"usedMiB", 0}}});
   Json mig = {{"uuid", "MIG-a"}, {"gpuInstanceId", 2}, {"profileId", 9}, {"start", 4}, {"size", 4},
               {"memoryMiB", 19968}, {"usedMiB", 50}};
