@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -165,7 +166,23 @@ int main(int argc, char** argv) {
   agent::Reporter reporter(ro, &sink, &SystemClock::Instance());
   kube::InformerOptions io;
   io.field_selector = "spec.nodeName=" + node_name;
-  kube::Informer pods(client->get(), kube::PodsResource(), io, {});
+  // A pod change on this node (a container started, a pod terminating) runs a pass early, so caps
+  // are applied as soon as the container exists and soft limits are zeroed while the cgroup is
+  // still there.
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stopping = false;
+  bool pods_changed = false;
+  auto wake = [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    pods_changed = true;
+    cv.notify_all();
+  };
+  kube::InformerHandlers handlers;
+  handlers.on_add = [&](const nlohmann::json&) { wake(); };
+  handlers.on_update = [&](const nlohmann::json&, const nlohmann::json&) { wake(); };
+  handlers.on_delete = [&](const nlohmann::json&) { wake(); };
+  kube::Informer pods(client->get(), kube::PodsResource(), io, handlers);
   agent::PodLister lister = [&pods]() -> StatusOr<std::vector<nlohmann::json>> {
     if (!pods.HasSynced()) return Status::Unavailable("pod informer has not synced yet");
     return pods.List();
@@ -193,9 +210,6 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
-  std::mutex mu;
-  std::condition_variable cv;
-  bool stopping = false;
   Clock::TimePoint last_pass = SystemClock::Instance().Now();
   auto server = agent::HttpServer::Start(host, port, &metrics, [&]() -> std::string {
     std::lock_guard<std::mutex> lock(mu);
@@ -225,7 +239,10 @@ int main(int argc, char** argv) {
     if (!status.ok()) GPUPACK_LOG(kError, "agent") << "discovery failed (retrying): " << status.status();
     std::unique_lock<std::mutex> lock(mu);
     last_pass = SystemClock::Instance().Now();
-    if (cv.wait_for(lock, poll, [&] { return stopping; })) break;
+    // At most one early pass per second, however busy the pods are.
+    if (cv.wait_for(lock, std::chrono::seconds(1), [&] { return stopping; })) break;
+    if (cv.wait_for(lock, poll - std::min(poll, seconds(1)), [&] { return stopping || pods_changed; }) && stopping) break;
+    pods_changed = false;
   }
   waiter.join();
   pods.Stop();
