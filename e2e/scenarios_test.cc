@@ -238,7 +238,7 @@ TEST_F(Scenario, PodsDeletedUnderLoad) {
   // the last deletions through its watch.)
   std::vector<Json> wave = CreatePods("wave", 16, "4Gi");
   SchedulerOptions patient;
-  patient.max_no_fit_attempts = 20;
+  patient.max_no_fit_attempts = 6;
   patient.no_fit_pause = std::chrono::milliseconds(50);
   FakeKubeScheduler sched2(*cluster_, patient);
   sched2.SetExtender(ext.url);

@@ -273,6 +273,10 @@ Status KubeBackend::FencedCheck(const extender::BindTarget& target, const std::s
       if (stored.is_object()) {
         for (const auto& [uid, intent] : stored.items()) {
           if (uid == target.uid || listed.count(uid) || !intent.is_object()) continue;
+          {
+            std::lock_guard<std::mutex> tl(tombstone_mu_);
+            if (Tombstoned(uid)) continue;  // deleted: its bind can no longer land
+          }
           if (now_s - intent.value("at", int64_t{0}) > config_.intent_ttl.count()) continue;
           intents[uid] = intent;
         }
@@ -314,6 +318,23 @@ Status KubeBackend::FencedCheck(const extender::BindTarget& target, const std::s
     last = written.status();
   }
   return Status::Unavailable("fence of node " + node + " stayed contended: " + last.message());
+}
+
+void KubeBackend::WithdrawIntent(const std::string& node, const std::string& uid) {
+  if (!config_.fencing || fence_forbidden_.load()) return;
+  const std::string lease_name = "gpupack-fence-" + node;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    StatusOr<Json> lease = client_->Get(kube::LeasesResource(), FenceNamespace(), lease_name);
+    if (!lease.ok()) return;
+    const std::string key(kIntentsAnnotation);
+    Json intents = Json::parse(Str(*lease, {"metadata", "annotations", key.c_str()}), nullptr, false);
+    if (!intents.is_object() || !intents.contains(uid)) return;
+    intents.erase(uid);
+    (*lease)["metadata"]["annotations"][key] = intents.dump();
+    StatusOr<Json> written = client_->Update(kube::LeasesResource(), FenceNamespace(), *lease);
+    if (written.ok() || written.status().code() != StatusCode::kConflict) return;
+  }
+  // Best effort: an intent left behind expires after intent_ttl.
 }
 
 void KubeBackend::ForbidFence(const Status& why) {
@@ -365,7 +386,10 @@ Status KubeBackend::Bind(const extender::BindTarget& target, const std::string& 
     std::lock_guard<std::mutex> l(mu_);
     if (bound.ok()) ++stats_.binds; else ++stats_.bind_failures;
   }
-  if (!bound.ok()) return bound;
+  if (!bound.ok()) {
+    if (node_lock.owns_lock()) WithdrawIntent(node, target.uid);  // so it blocks nobody
+    return bound;
+  }
   if (config_.emit_events && !allocation_text.empty()) {
     std::ostringstream msg;
     msg << "gpupack assigned";

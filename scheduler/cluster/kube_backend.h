@@ -110,6 +110,8 @@ class KubeBackend final : public extender::ClusterBackend {
   // Steps 1–4 above. REQUIRES: NodeMutex(node) held.
   Status FencedCheck(const extender::BindTarget& pod, const std::string& node, const std::string& allocation_text);
   std::string FenceNamespace() const;
+  // Removes a failed bind's intent from the node's fence (best effort). REQUIRES: NodeMutex(node).
+  void WithdrawIntent(const std::string& node, const std::string& uid);
   // Without RBAC on leases the fence is switched off (logged once) rather than failing binds.
   void ForbidFence(const Status& why);
   std::mutex& NodeMutex(const std::string& node);
