@@ -505,6 +505,7 @@ Status Client::Watch(const Resource& r, std::string_view ns, const WatchOptions&
   if (stopped_by_handler) return Status::Ok();
   if (!stream_status.ok()) return stream_status;
   if (canceller != nullptr && canceller->cancelled()) return Status::Ok();
+  if (http_status == 401) BearerToken(/*force_reread=*/true);  // the next watch uses a rotated token
   if (http_status != 0 && http_status != 200) return StatusFromHttp(http_status, error_body, what);
   if (!res) {
     return Status::Unavailable(what + ": stream ended: " + httplib::to_string(res.error()));

@@ -283,6 +283,22 @@ TEST_F(ClientTest, DroppedWatchIsUnavailable) {
   EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s;
 }
 
+TEST(ClientStallTest, SilentWatchStreamIsDetected) {
+  e2e::TestApiServerOptions o;
+  o.bookmark_interval = std::chrono::hours(1);  // the stream stays silent
+  e2e::TestApiServer server(o);
+  ASSERT_TRUE(server.Start().ok());
+  Config c;
+  c.server = server.url();
+  auto client = Client::Create(c, FastRetries());
+  ASSERT_TRUE(client.ok());
+  WatchOptions wo;
+  wo.resource_version = std::to_string(server.resource_version());
+  wo.stall_timeout = std::chrono::milliseconds(200);
+  Status s = (*client)->Watch(PodsResource(), "", wo, [](const WatchEvent&) { return true; });
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s;
+}
+
 // A server that accepts one bearer token only, to check the token file is re-read.
 TEST(ClientTokenTest, RereadsTokenFileAfter401AndPeriodically) {
   httplib::Server srv;
