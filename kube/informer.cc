@@ -131,6 +131,7 @@ Status Informer::ListAndReplace() {
 
   std::map<std::string, Json> fresh;
   for (Json& item : list.items) {
+    if (options_.transform && !options_.transform(item)) continue;
     std::string key = ObjectKey(item);
     fresh.emplace(std::move(key), std::move(item));
   }
@@ -187,8 +188,11 @@ Status Informer::WatchOnce() {
   }, &canceller_);
 }
 
-void Informer::Apply(const WatchEvent& ev) {
-  const std::string rv = ResourceVersionOf(ev.object);
+void Informer::Apply(const WatchEvent& event) {
+  const std::string rv = ResourceVersionOf(event.object);
+  WatchEvent ev = event;
+  bool refused = false;
+  if (ev.type != WatchEvent::Type::kBookmark && options_.transform) refused = !options_.transform(ev.object);
   std::optional<Json> old;
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -198,6 +202,11 @@ void Informer::Apply(const WatchEvent& ev) {
     const std::string key = ObjectKey(ev.object);
     auto it = cache_.find(key);
     if (it != cache_.end()) old = it->second;
+    if (refused && ev.type != WatchEvent::Type::kDeleted) {
+      if (it == cache_.end()) return;  // never cached: nothing to tell
+      ev.type = WatchEvent::Type::kDeleted;
+      ev.object = *old;
+    }
     if (ev.type == WatchEvent::Type::kDeleted) {
       if (it != cache_.end()) cache_.erase(it);
     } else {

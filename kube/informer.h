@@ -41,6 +41,11 @@ struct InformerHandlers {
 
 struct InformerOptions {
   std::string ns;  // empty = all namespaces (or a cluster-scoped resource)
+  // Applied to every listed or watched object before it is cached and handed to the handlers
+  // (client-go's SetTransform): may trim the object in place; returning false keeps it out of the
+  // cache (an object that was cached and is now refused is delivered as a deletion). Lets a
+  // cluster-wide pod informer hold only the pods that matter, trimmed. Null = keep everything.
+  std::function<bool(Json& obj)> transform;
   std::string label_selector;
   std::string field_selector;
   int list_page_size = 500;

@@ -124,6 +124,28 @@ TEST_F(InformerTest, RelistsOnGoneAndDeliversMissedDeletes) {
   inf.Stop();
 }
 
+TEST_F(InformerTest, TransformTrimsAndFilters) {
+  ASSERT_TRUE(client_->Create(PodsResource(), "ns", {{"metadata", {{"name", "kept"}, {"labels", {{"gpu", "yes"}}}}}, {"spec", Json::object()}}).ok());
+  ASSERT_TRUE(CreatePod("ignored").ok());
+  opts_.transform = [](Json& o) {
+    o["metadata"].erase("uid");  // trimmed
+    return o["metadata"].value("labels", Json::object()).contains("gpu");
+  };
+  Recorder rec;
+  Informer inf(client_.get(), PodsResource(), opts_, rec.Handlers());
+  inf.Start();
+  ASSERT_TRUE(inf.WaitForSync(std::chrono::seconds(10)));
+  EXPECT_EQ(rec.AddedCount("ns/kept"), 1u);
+  EXPECT_EQ(rec.AddedCount("ns/ignored"), 0u);
+  ASSERT_TRUE(inf.Get("ns/kept").has_value());
+  EXPECT_FALSE(inf.Get("ns/kept")->at("metadata").contains("uid"));
+  // The label goes away: the object leaves the cache as a deletion.
+  ASSERT_TRUE(client_->Patch(PodsResource(), "ns", "kept", PatchType::kMerge, {{"metadata", {{"labels", {{"gpu", nullptr}}}}}}).ok());
+  ASSERT_TRUE(Eventually([&] { return rec.DeletedCount("ns/kept") == 1; }));
+  EXPECT_FALSE(inf.Get("ns/kept").has_value());
+  inf.Stop();
+}
+
 TEST_F(InformerTest, KeepsRetryingUntilTheServerAnswers) {
   e2e::Faults f;
   f.error_rate = 1.0;

@@ -116,6 +116,16 @@ Status KubeBackend::Start(extender::ClusterState& state) {
   kube::InformerOptions pod_opts = gpu_opts;
   // kube-scheduler's own pod informer selector: terminated pods hold no devices.
   pod_opts.field_selector = "status.phase!=Succeeded,status.phase!=Failed";
+  // Cache only the pods gpupack cares about (they ask for gpupack resources or hold an
+  // allocation), without the fields it never reads: on a large cluster most pods are neither.
+  pod_opts.transform = [](Json& pod) {
+    if (!api::PodAsksForGpupack(pod) && AllocationText(pod).empty()) return false;
+    if (pod.contains("metadata") && pod["metadata"].is_object()) pod["metadata"].erase("managedFields");
+    if (pod.contains("status") && pod["status"].is_object()) {
+      pod["status"] = Json{{"phase", pod["status"].value("phase", "")}};
+    }
+    return true;
+  };
   pods_ = std::make_unique<kube::Informer>(
       client_.get(), kube::PodsResource(), pod_opts,
       kube::InformerHandlers{[this](const Json& o) { OnPod(o); }, [this](const Json&, const Json& o) { OnPod(o); },
