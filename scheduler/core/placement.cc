@@ -131,18 +131,21 @@ void ChangeDevice(const Columns& c, const NodeSummary& sum, WorkState& st, int s
 class DeltaEvaluator {
  public:
   // `feasible` bit m: spec m is satisfied in `st` (enough usable devices and CPU).
-  DeltaEvaluator(const Columns& c, const NodeSummary& sum, const WorkState& st, uint64_t cpu_short, uint64_t feasible)
-      : c_(c), sum_(sum), st_(st), cpu_short_(cpu_short), feasible_(feasible) {}
+  // The per-spec tallies come from `usable` / `unusable_free` (the summary's until the first
+  // pick changes them, so the common single-pick case copies nothing).
+  DeltaEvaluator(const Columns& c, const NodeSummary& sum, const WorkState& st, const int16_t* usable,
+                 const MiB* unusable_free, uint64_t cpu_short, uint64_t feasible)
+      : c_(c), sum_(sum), st_(st), usable_(usable), unusable_free_(unusable_free), cpu_short_(cpu_short),
+        feasible_(feasible) {}
 
   double Delta(int slot, MiB new_free) {
     const MiB old_free = st_.free[slot];
     const MiB df = new_free - old_free;
     const uint64_t match = sum_.spec_match[slot];
-    const double* prefix = PrefixFor(match);
     const MiB* mem = c_.mem;
     const int ub_new = static_cast<int>(std::upper_bound(mem, mem + c_.n_fractional, new_free) - mem);
     const int ub_old = static_cast<int>(std::upper_bound(mem, mem + c_.n_fractional, old_free) - mem);
-    double delta = static_cast<double>(df) * (c_.total_weight - prefix[ub_new]);
+    double delta = static_cast<double>(df) * (c_.total_weight - Prefix(match, ub_new));
     for (int m = ub_new; m < ub_old; ++m) {
       if ((match >> m) & 1) delta += Flip(m, new_free, df);
     }
@@ -158,34 +161,44 @@ class DeltaEvaluator {
   // Spec m loses the device: its exact change, minus the w·Δf already counted for it.
   double Flip(int m, MiB new_free, MiB df) const {
     const bool before = (feasible_ >> m) & 1;
-    const bool after = !((cpu_short_ >> m) & 1) && st_.usable[m] - 1 >= c_.count[m];
-    const MiB frag_before = before ? st_.unusable_free[m] : st_.total_free;
-    const MiB frag_after = after ? st_.unusable_free[m] + new_free : st_.total_free + df;
+    const bool after = !((cpu_short_ >> m) & 1) && usable_[m] - 1 >= c_.count[m];
+    const MiB frag_before = before ? unusable_free_[m] : st_.total_free;
+    const MiB frag_after = after ? unusable_free_[m] + new_free : st_.total_free + df;
     return c_.weight[m] * static_cast<double>(frag_after - frag_before - df);
   }
 
-  // prefix[i] = Σ weight of fractional specs j < i that the mask matches and that are satisfied.
-  const double* PrefixFor(uint64_t match) {
+  // Σ weight of fractional specs j < upto that the mask matches and that are satisfied. Prefix
+  // sums are kept per mask and extended only as far as a query needs.
+  double Prefix(uint64_t match, int upto) {
+    if (match == sum_.prefix_mask && feasible_ == (sum_.satisfied & ~sum_.cpu_short)) return sum_.satisfied_prefix[upto];
+    int slot = -1;
     for (int i = 0; i < cached_; ++i) {
-      if (masks_[i] == match) return prefixes_[i].data();
+      if (masks_[i] == match) slot = i;
     }
-    const int slot = cached_ < kCache ? cached_++ : 0;
-    masks_[slot] = match;
+    if (slot < 0) {
+      slot = cached_ < kCache ? cached_++ : 0;
+      masks_[slot] = match;
+      filled_[slot] = 0;
+      prefixes_[slot][0] = 0;
+    }
     auto& p = prefixes_[slot];
     const uint64_t bits = match & feasible_;
-    p[0] = 0;
-    for (int m = 0; m < c_.n_fractional; ++m) p[m + 1] = p[m] + (((bits >> m) & 1) ? c_.weight[m] : 0.0);
-    return p.data();
+    for (int m = filled_[slot]; m < upto; ++m) p[m + 1] = p[m] + (((bits >> m) & 1) ? c_.weight[m] : 0.0);
+    filled_[slot] = std::max(filled_[slot], upto);
+    return p[upto];
   }
 
   static constexpr int kCache = 4;
   const Columns& c_;
   const NodeSummary& sum_;
   const WorkState& st_;
+  const int16_t* usable_;
+  const MiB* unusable_free_;
   const uint64_t cpu_short_;
   const uint64_t feasible_;
   int cached_ = 0;
   std::array<uint64_t, kCache> masks_;
+  std::array<int, kCache> filled_;
   std::array<std::array<double, kMaxTypicalSpecs + 1>, kCache> prefixes_;
 };
 
@@ -361,6 +374,13 @@ NodeSummary Policy::Summarize(const Node& node) const {
   st.unusable_free = sum.unusable_free;
   st.total_free = sum.total_free;
   sum.cpu_short = CpuShortMask(cols, columns_.cpu.data(), sum.free_cpu_milli, columns_.max_cpu);
+  if (n > 0) {
+    sum.prefix_mask = sum.spec_match[0];
+    const uint64_t bits = sum.prefix_mask & sum.satisfied & ~sum.cpu_short;
+    for (int m = 0; m < cols.n_fractional; ++m) {
+      sum.satisfied_prefix[m + 1] = sum.satisfied_prefix[m] + (((bits >> m) & 1) ? cols.weight[m] : 0.0);
+    }
+  }
   sum.fragmentation = Fragmentation(cols, st, sum.cpu_short);
   return sum;
 }
@@ -403,10 +423,9 @@ NodeEvaluation Policy::EvaluateImpl(const Node& node, const NodeSummary& sum, co
     st.free[g] = sum.free[g];
     st.empty[g] = sum.empty[g];
   }
-  if (fgd) {
-    std::copy_n(sum.usable.begin(), cols.n, st.usable.begin());
-    std::copy_n(sum.unusable_free.begin(), cols.n, st.unusable_free.begin());
-  }
+  // The per-spec tallies start as the summary's; copied into st only when a pick changes them.
+  const int16_t* tally_usable = sum.usable.data();
+  const MiB* tally_unusable = sum.unusable_free.data();
   st.total_free = sum.total_free;
   st.free_cpu = sum.free_cpu_milli < 0 ? -1 : sum.free_cpu_milli - pod.cpu_milli;
   st.free_mem = sum.free_memory_bytes < 0 ? -1 : sum.free_memory_bytes - pod.memory_bytes;
@@ -416,7 +435,13 @@ NodeEvaluation Policy::EvaluateImpl(const Node& node, const NodeSummary& sum, co
   double fgd_cost = 0;
   uint64_t feasible = 0;
   if (fgd) {
-    if (cpu_short != sum.cpu_short) fgd_cost = Fragmentation(cols, st, cpu_short) - sum.fragmentation;
+    if (cpu_short != sum.cpu_short) {
+      WorkState cpu_only;  // the node's devices as they are, with the pod's CPU taken
+      std::copy_n(sum.usable.begin(), cols.n, cpu_only.usable.begin());
+      std::copy_n(sum.unusable_free.begin(), cols.n, cpu_only.unusable_free.begin());
+      cpu_only.total_free = sum.total_free;
+      fgd_cost = Fragmentation(cols, cpu_only, cpu_short) - sum.fragmentation;
+    }
     feasible = sum.satisfied & ~cpu_short;
   }
   const bool constrained = !DemandOfContainer(pod, ContainerRequest{}).Unconstrained();
@@ -484,7 +509,7 @@ NodeEvaluation Policy::EvaluateImpl(const Node& node, const NodeSummary& sum, co
     std::copy_n(st.free.begin(), n, free_before.begin());
     std::copy_n(st.empty.begin(), n, empty_before.begin());
     for (int round = 0; round < c.device_count; ++round) {
-      DeltaEvaluator delta(cols, sum, st, cpu_short, feasible);
+      DeltaEvaluator delta(cols, sum, st, tally_usable, tally_unusable, cpu_short, feasible);
       int best = -1;
       double best_cost = 0;
       MiB best_new_free = 0;
@@ -538,6 +563,12 @@ NodeEvaluation Policy::EvaluateImpl(const Node& node, const NodeSummary& sum, co
         fgd_cost += best_cost;
         // The state only matters for later picks.
         if (picks_left > 0) {
+          if (tally_usable != st.usable.data()) {
+            std::copy_n(sum.usable.begin(), cols.n, st.usable.begin());
+            std::copy_n(sum.unusable_free.begin(), cols.n, st.unusable_free.begin());
+            tally_usable = st.usable.data();
+            tally_unusable = st.unusable_free.data();
+          }
           ChangeDevice(cols, sum, st, best, best_new_free);
           feasible = 0;
           for (int m = 0; m < cols.n; ++m) {

@@ -51,6 +51,11 @@ struct NodeSummary {
   double fragmentation = 0;                        // F_n(M) in MiB
   uint64_t satisfied = 0;  // bit m: at least count_m devices can hold spec m (CPU not considered)
   uint64_t cpu_short = 0;  // bit m: the node's free CPU is below spec m's
+  // For the first device's match mask: satisfied_prefix[i] = Σ weight of fractional specs j < i
+  // that the mask matches and that are satisfied (devices and CPU). FGD's per-pick delta needs
+  // it; precomputing it here keeps it off the per-pod path.
+  uint64_t prefix_mask = 0;
+  std::array<double, kMaxTypicalSpecs + 1> satisfied_prefix{};
 };
 
 // The node-level result without the device placement: what filter and prioritize need.
