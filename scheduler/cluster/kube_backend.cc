@@ -101,6 +101,14 @@ KubeBackend::~KubeBackend() { Stop(); }
 
 Status KubeBackend::Start(extender::ClusterState& state) {
   GPUPACK_CHECK(state_ == nullptr);
+  // Calls on the bind path get a short deadline of their own, so that a slow API server fails a
+  // bind within kube-scheduler's extender timeout instead of hanging it; lists keep `client_`'s.
+  kube::RetryPolicy bind_policy;
+  bind_policy.call_timeout = config_.bind_timeout / 2;
+  bind_policy.max_attempts = 3;
+  bind_policy.initial_backoff = std::chrono::milliseconds(50);
+  bind_policy.max_backoff = std::chrono::milliseconds(400);
+  GPUPACK_ASSIGN_OR_RETURN(bind_client_, kube::Client::Create(client_->config(), bind_policy, &clock_));
   state_ = &state;
   kube::InformerOptions gpu_opts = config_.informer;
   gpu_opts.ns.clear();
@@ -209,7 +217,7 @@ StatusOr<core::PodRequest> KubeBackend::LookupPod(const extender::BindTarget& ta
   if (pods_) pod = pods_->Get(target.ns + "/" + target.name);
   if (!pod || Str(*pod, {"metadata", "uid"}) != target.uid) {
     // Not seen yet (a watch lags a fresh pod): ask the API server.
-    StatusOr<Json> fetched = client_->GetPod(target.ns, target.name);
+    StatusOr<Json> fetched = bind_client_->GetPod(target.ns, target.name);
     if (!fetched.ok()) return fetched.status();
     pod = std::move(fetched).value();
   }
@@ -235,15 +243,19 @@ Status KubeBackend::FencedCheck(const extender::BindTarget& target, const std::s
   const std::string lease_ns = FenceNamespace();
   const std::string intents_key(kIntentsAnnotation);
   Status last = Status::Unavailable("fence of node " + node + " is contended");
+  const auto deadline = std::chrono::steady_clock::now() + config_.bind_timeout;
   for (int attempt = 0; attempt < kFenceAttempts; ++attempt) {
+    if (attempt > 0 && std::chrono::steady_clock::now() > deadline) {
+      return Status::DeadlineExceeded("fence of node " + node + ": bind budget spent: " + last.message());
+    }
     // 1. The node's fence (a Lease whose annotation lists binds in flight), read before the pods,
     //    so that a bind that wrote its intent after this read makes our write below conflict.
     Json lease;
     const bool fencing = config_.fencing && !fence_forbidden_.load();
     if (fencing) {
-      StatusOr<Json> got = client_->Get(kube::LeasesResource(), lease_ns, lease_name);
+      StatusOr<Json> got = bind_client_->Get(kube::LeasesResource(), lease_ns, lease_name);
       if (!got.ok() && got.status().code() == StatusCode::kNotFound) {
-        got = client_->Create(kube::LeasesResource(), lease_ns,
+        got = bind_client_->Create(kube::LeasesResource(), lease_ns,
                               {{"apiVersion", "coordination.k8s.io/v1"}, {"kind", "Lease"},
                                {"metadata", {{"name", lease_name}, {"namespace", lease_ns}}}, {"spec", Json::object()}});
         if (!got.ok() && got.status().code() == StatusCode::kAlreadyExists) continue;
@@ -258,7 +270,7 @@ Status KubeBackend::FencedCheck(const extender::BindTarget& target, const std::s
     // 2. A quorum read of the node's pods.
     kube::ListOptions lo;
     lo.field_selector = "spec.nodeName=" + node;
-    StatusOr<kube::ListResult> fresh = client_->List(kube::PodsResource(), "", lo);
+    StatusOr<kube::ListResult> fresh = bind_client_->List(kube::PodsResource(), "", lo);
     if (!fresh.ok()) return fresh.status().WithContext("fresh read of node " + node + "'s pods before the bind");
     int unseen = 0;
     std::set<std::string> listed;
@@ -314,7 +326,7 @@ Status KubeBackend::FencedCheck(const extender::BindTarget& target, const std::s
     //    this node from another replica makes one of the two writes conflict and re-check.
     intents[target.uid] = {{"alloc", allocation_text}, {"at", now_s}, {"pod", target.ns + "/" + target.name}};
     lease["metadata"]["annotations"][intents_key] = intents.dump();
-    StatusOr<Json> written = client_->Update(kube::LeasesResource(), lease_ns, lease);
+    StatusOr<Json> written = bind_client_->Update(kube::LeasesResource(), lease_ns, lease);
     if (written.ok()) return Status::Ok();
     if (written.status().code() == StatusCode::kPermissionDenied) {
       ForbidFence(written.status());
@@ -334,14 +346,14 @@ void KubeBackend::WithdrawIntent(const std::string& node, const std::string& uid
   if (!config_.fencing || fence_forbidden_.load()) return;
   const std::string lease_name = "gpupack-fence-" + node;
   for (int attempt = 0; attempt < 3; ++attempt) {
-    StatusOr<Json> lease = client_->Get(kube::LeasesResource(), FenceNamespace(), lease_name);
+    StatusOr<Json> lease = bind_client_->Get(kube::LeasesResource(), FenceNamespace(), lease_name);
     if (!lease.ok()) return;
     const std::string key(kIntentsAnnotation);
     Json intents = Json::parse(Str(*lease, {"metadata", "annotations", key.c_str()}), nullptr, false);
     if (!intents.is_object() || !intents.contains(uid)) return;
     intents.erase(uid);
     (*lease)["metadata"]["annotations"][key] = intents.dump();
-    StatusOr<Json> written = client_->Update(kube::LeasesResource(), FenceNamespace(), *lease);
+    StatusOr<Json> written = bind_client_->Update(kube::LeasesResource(), FenceNamespace(), *lease);
     if (written.ok() || written.status().code() != StatusCode::kConflict) return;
   }
   // Best effort: an intent left behind expires after intent_ttl.
@@ -361,7 +373,7 @@ std::string KubeBackend::FenceNamespace() const {
 
 bool KubeBackend::AlreadyBoundAsAsked(const extender::BindTarget& target, const std::string& node,
                                       const std::string& allocation_text) {
-  StatusOr<Json> pod = client_->GetPod(target.ns, target.name);
+  StatusOr<Json> pod = bind_client_->GetPod(target.ns, target.name);
   if (!pod.ok()) return false;
   return Str(*pod, {"metadata", "uid"}) == target.uid && Str(*pod, {"spec", "nodeName"}) == node &&
          AllocationText(*pod) == allocation_text;
@@ -382,7 +394,7 @@ Status KubeBackend::Bind(const extender::BindTarget& target, const std::string& 
       return fresh;
     }
   }
-  Status bound = client_->CreateBinding(target.ns, target.name, target.uid, node, annotations);
+  Status bound = bind_client_->CreateBinding(target.ns, target.name, target.uid, node, annotations);
   if (!bound.ok() && (bound.code() == StatusCode::kConflict || bound.code() == StatusCode::kUnavailable ||
                       bound.code() == StatusCode::kDeadlineExceeded)) {
     // Our own earlier attempt may have landed (a lost response, then a retry that met 409).
@@ -464,7 +476,9 @@ KubeBackendStats KubeBackend::stats() const {
 
 StatusOr<std::unique_ptr<KubeBackend>> NewKubeBackend(const std::string& kubeconfig, KubeBackendConfig config) {
   GPUPACK_ASSIGN_OR_RETURN(kube::Config kc, kube::ConfigFromFlagOrCluster(kubeconfig));
-  GPUPACK_ASSIGN_OR_RETURN(std::unique_ptr<kube::Client> client, kube::Client::Create(std::move(kc)));
+  kube::RetryPolicy list_policy;
+  list_policy.call_timeout = std::chrono::seconds(60);  // a first list of a large cluster takes a while
+  GPUPACK_ASSIGN_OR_RETURN(std::unique_ptr<kube::Client> client, kube::Client::Create(std::move(kc), list_policy));
   return std::make_unique<KubeBackend>(std::move(client), std::move(config));
 }
 

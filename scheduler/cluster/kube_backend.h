@@ -59,6 +59,9 @@ struct KubeBackendConfig {
   bool fencing = true;
   std::string fence_namespace;  // empty: the client's namespace (in-cluster: the pod's)
   std::chrono::seconds intent_ttl{60};  // longer than any Binding call can take
+  // Budget for the API calls of one bind (fence, fresh read, Binding); each call gets half of it.
+  // Below kube-scheduler's extender httpTimeout (the chart's default is 5s).
+  std::chrono::milliseconds bind_timeout{4000};
   // Emit a Normal event on the pod naming the chosen devices and caps (asynchronously).
   bool emit_events = true;
   kube::InformerOptions informer;  // ns/selectors are set by the backend
@@ -124,7 +127,8 @@ class KubeBackend final : public extender::ClusterBackend {
   // bring a deleted pod's allocation back. REQUIRES: tombstone_mu_ held.
   bool Tombstoned(const std::string& uid) const;
 
-  std::unique_ptr<kube::Client> client_;
+  std::unique_ptr<kube::Client> client_;       // informers, events
+  std::unique_ptr<kube::Client> bind_client_;  // the bind path, with short deadlines
   const KubeBackendConfig config_;
   const Clock& clock_;
   extender::ClusterState* state_ = nullptr;
