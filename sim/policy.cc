@@ -313,14 +313,15 @@ class CorePolicy final : public SimPolicy {
 }  // namespace
 
 std::vector<std::string> PolicyNames() {
-  return {"gpupack", "gpupack-levels", "gpupack-learned", "gpupack-binpack", "gpupack-spread", "random", "dotprod", "clustering", "packing", "bestfit", "fgd"};
+  return {"gpupack", "gpupack-levels", "gpupack-learned", "gpupack-learned-levels", "gpupack-binpack", "gpupack-spread", "random", "dotprod", "clustering", "packing", "bestfit", "fgd"};
 }
 
 StatusOr<std::unique_ptr<SimPolicy>> MakePolicy(std::string_view name, const core::TypicalWorkload& typical) {
   if (name == "gpupack") return std::unique_ptr<SimPolicy>(new CorePolicy(core::PolicyKind::kFgd, typical, false, {}));
   if (name == "gpupack-levels") return std::unique_ptr<SimPolicy>(new CorePolicy(core::PolicyKind::kFgd, typical, true, {}));
-  if (name == "gpupack-learned") {
-    return std::unique_ptr<SimPolicy>(new CorePolicy(core::PolicyKind::kFgd, typical, false, CorePolicy::Learning{true, 1000, 100, 50}));
+  if (name == "gpupack-learned" || name == "gpupack-learned-levels") {
+    return std::unique_ptr<SimPolicy>(new CorePolicy(core::PolicyKind::kFgd, typical, name == "gpupack-learned-levels",
+                                                     CorePolicy::Learning{true, 1000, 100, 50}));
   }
   if (name == "gpupack-binpack") {
     return std::unique_ptr<SimPolicy>(new CorePolicy(core::PolicyKind::kBinpack, typical, false, {}));

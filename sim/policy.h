@@ -68,7 +68,8 @@ std::vector<std::string> PolicyNames();
 // "gpupack" (placement core, FGD cost against `typical`, lowest cost wins: what the extender
 // does today), "gpupack-levels" (the same costs compared on FGD's integer score levels, ties to the
 // node order), "gpupack-learned" (FGD against the workload the extender learns from bound pods,
-// starting from the core's prior), "gpupack-binpack" and "gpupack-spread"
+// starting from the core's prior), "gpupack-learned-levels" (both), "gpupack-binpack" and
+// "gpupack-spread"
 // (the core's simple policies), and the baselines "random", "dotprod", "clustering", "packing",
 // "bestfit", "fgd". InvalidArgument for anything else.
 StatusOr<std::unique_ptr<SimPolicy>> MakePolicy(std::string_view name, const core::TypicalWorkload& typical);

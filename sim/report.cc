@@ -77,7 +77,7 @@ std::string FormatTable(const std::vector<PolicyRun>& runs) {
   std::ostringstream out;
   out << "unallocated GPU % (median over seeds) at arrived workload % of GPU capacity\n";
   char line[512];
-  std::snprintf(line, sizeof(line), "%-16s", "policy");
+  std::snprintf(line, sizeof(line), "%-22s", "policy");
   out << line;
   for (int x : kLevels) {
     std::snprintf(line, sizeof(line), " %7d", x);
@@ -85,7 +85,7 @@ std::string FormatTable(const std::vector<PolicyRun>& runs) {
   }
   out << "   @100 mean±sd   failed  s/seed\n";
   for (const auto& run : runs) {
-    std::snprintf(line, sizeof(line), "%-16s", run.policy.c_str());
+    std::snprintf(line, sizeof(line), "%-22s", run.policy.c_str());
     out << line;
     for (int x : kLevels) {
       const AggregatePoint* p = PointAt(run, x);
