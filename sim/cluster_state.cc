@@ -50,7 +50,6 @@ ClusterState::ClusterState(const std::vector<core::Node>& nodes, const core::Typ
     sn.name = node.name;
     sn.stale = !node.stale_reason.empty();
     if (node.cpu_milli >= 0) {
-      sn.cpu_capacity = node.cpu_milli;
       sn.cpu_free = std::max<int64_t>(0, node.cpu_milli - node.requested_cpu_milli);
       max_node_cpu_ = std::max(max_node_cpu_, node.cpu_milli);
     }

@@ -27,9 +27,8 @@ using core::MiB;
 
 inline constexpr int64_t kUnlimited = std::numeric_limits<int64_t>::max() / 4;
 
-// A pod's demand in the compact form: one device group (the simulator replays single-container
-// device requests; multi-container pods are summed into the largest container's shape by the
-// readers, which refuse anything else).
+// A pod's demand in the compact form: one device group (the simulator replays pods with at most
+// one device-requesting app container; DemandOf refuses others).
 struct Demand {
   int64_t cpu_milli = 0;
   int64_t memory_bytes = 0;
@@ -51,7 +50,6 @@ struct SimNode {
   std::string name;
   int64_t cpu_free = kUnlimited;
   int64_t memory_free = kUnlimited;
-  int64_t cpu_capacity = kUnlimited;
   bool stale = false;
   std::vector<SimDevice> devices;
   MiB total_free = 0;   // R_n

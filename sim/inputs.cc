@@ -350,7 +350,13 @@ std::string ClusterYaml(const std::vector<core::Node>& nodes) {
       }
       if (std::find(parents.begin(), parents.end(), d.parent_uuid) != parents.end()) continue;
       parents.push_back(d.parent_uuid);
-      out << "      - {model: \"" << d.model << "\", uuid: \"" << d.parent_uuid << "\", mig: [";
+      // The parent's own memory is not kept in core::Node; the instances' sum is a valid lower bound.
+      core::MiB parent_mib = 0;
+      for (const auto& m : node.devices) {
+        if (m.kind == core::DeviceKind::kMig && m.parent_uuid == d.parent_uuid) parent_mib += m.capacity_mib;
+      }
+      out << "      - {model: \"" << d.model << "\", memory: " << parent_mib << "Mi, uuid: \"" << d.parent_uuid
+          << "\", mig: [";
       bool first = true;
       for (const auto& m : node.devices) {
         if (m.kind != core::DeviceKind::kMig || m.parent_uuid != d.parent_uuid) continue;

@@ -80,8 +80,9 @@ class Replayer {
   // The seed's arrival list: indices into pods(), copies included.
   std::vector<int> Arrivals(Rng& rng) const;
 
-  // One replay. `make_policy` is called once per seed for a fresh policy.
+  // One replay of `seed` with `policy` (Start is called on it first).
   StatusOr<SeedRun> RunSeed(SimPolicy& policy, uint64_t seed) const;
+  // Every seed with a fresh policy from `make_policy`, then the per-x statistics.
   StatusOr<PolicyRun> Run(const std::string& policy_name,
                           const std::function<StatusOr<std::unique_ptr<SimPolicy>>()>& make_policy,
                           const std::vector<uint64_t>& seeds) const;

@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "api/cluster_file.h"
 #include "sim/cluster_state.h"
 #include "sim/extender_policy.h"
 #include "sim/inputs.h"
@@ -218,6 +219,20 @@ TEST(Inputs, AlibabaNodesModelEachGpuWith1000MiB) {
   EXPECT_EQ((*nodes)[0].devices[1].capacity_mib, 1000);
   EXPECT_EQ((*nodes)[0].devices[1].model, "P100");
   EXPECT_TRUE((*nodes)[1].devices.empty());
+}
+
+TEST(Inputs, ClusterYamlRoundTripsThroughTheClusterFileParser) {
+  auto nodes = ParseAlibabaNodes("sn,cpu_milli,memory_mib,gpu,model\nn0,64000,1024,2,T4\nn1,8000,512,0,\n", "x.csv");
+  ASSERT_TRUE(nodes.ok());
+  auto back = api::ParseClusterYaml(ClusterYaml(*nodes));
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_EQ(back->size(), 2u);
+  EXPECT_EQ((*back)[0].cpu_milli, 64000);
+  EXPECT_EQ((*back)[0].memory_bytes, int64_t{1024} << 20);
+  ASSERT_EQ((*back)[0].devices.size(), 2u);
+  EXPECT_EQ((*back)[0].devices[1].capacity_mib, 1000);
+  EXPECT_EQ((*back)[0].devices[1].uuid, (*nodes)[0].devices[1].uuid);
+  EXPECT_TRUE((*back)[1].devices.empty());
 }
 
 TEST(Inputs, AlibabaErrorsNameFileLineAndColumn) {
