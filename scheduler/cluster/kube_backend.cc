@@ -1,5 +1,6 @@
 #include "scheduler/cluster/kube_backend.h"
 
+#include <iomanip>
 #include <limits>
 #include <set>
 #include <sstream>
@@ -472,6 +473,32 @@ KubeBackendStats KubeBackend::stats() const {
     }
   }
   return out;
+}
+
+std::string KubeBackend::MetricsText() const {
+  std::vector<std::pair<std::string, kube::InformerStats>> per_resource;
+  if (pods_) per_resource.emplace_back("pods", pods_->stats());
+  if (gpunodes_) per_resource.emplace_back("gpunodes", gpunodes_->stats());
+  std::ostringstream out;
+  auto family = [&](const char* name, const char* type, const char* help, auto value) {
+    out << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n";
+    for (const auto& [resource, stats] : per_resource) {
+      out << name << "{resource=\"" << resource << "\"} " << value(stats) << "\n";
+    }
+  };
+  family("gpupack_kube_watch_restarts_total", "counter", "Watches started after the first, per informer.",
+         [](const kube::InformerStats& s) { return std::to_string(s.watch_restarts); });
+  family("gpupack_kube_relists_total", "counter", "Lists after the first (410 Gone or errors), per informer.",
+         [](const kube::InformerStats& s) { return std::to_string(s.relists); });
+  family("gpupack_kube_last_sync_timestamp_seconds", "gauge",
+         "When the informer last received a list, an event or a bookmark (Unix seconds).",
+         [](const kube::InformerStats& s) {
+           const auto secs = std::chrono::duration_cast<std::chrono::milliseconds>(s.last_event_time.time_since_epoch());
+           std::ostringstream v;
+           v << secs.count() / 1000 << "." << std::setw(3) << std::setfill('0') << secs.count() % 1000;
+           return v.str();
+         });
+  return out.str();
 }
 
 StatusOr<std::unique_ptr<KubeBackend>> NewKubeBackend(const std::string& kubeconfig, KubeBackendConfig config) {

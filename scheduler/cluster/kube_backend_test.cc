@@ -183,6 +183,15 @@ TEST_F(KubeBackendTest, RebuildsLedgerFromPodsAndGpuNodes) {
   EXPECT_TRUE(Fits(80 * kGiB));
 }
 
+TEST_F(KubeBackendTest, MetricsTextNamesEachInformer) {
+  StartBackend();
+  server_->DropWatches();
+  ASSERT_TRUE(Eventually([&] { return backend_->MetricsText().find("gpupack_kube_watch_restarts_total{resource=\"pods\"} 1") != std::string::npos; }));
+  const std::string text = backend_->MetricsText();
+  EXPECT_NE(text.find("gpupack_kube_relists_total{resource=\"gpunodes\"} 0"), std::string::npos) << text;
+  EXPECT_NE(text.find("# TYPE gpupack_kube_last_sync_timestamp_seconds gauge"), std::string::npos) << text;
+}
+
 TEST_F(KubeBackendTest, BindWritesAllocationAndWatchKeepsIt) {
   StartBackend();
   const std::string uid = CreatePod("p1", 30 * kGiB);
