@@ -250,13 +250,13 @@ TEST_F(Scenario, PodsDeletedUnderLoad) {
 
 TEST_F(Scenario, StaleAgentMakesItsNodeUnschedulable) {
   Up(kTightCluster);
-  ExtenderProcess ext = StartExtender("heartbeatTTL: 3s\n");
+  ExtenderProcess ext = StartExtender("heartbeatTTL: 5s\n");
   cluster_->KillAgent("t4-b");
   // Wait (bounded) until the extender sees t4-b's heartbeat go stale.
   auto probe = cluster_->CreatePod("probe", "1Gi", 1);
   ASSERT_TRUE(probe.ok());
   bool stale = false;
-  for (int i = 0; i < 300 && !stale; ++i) {
+  for (int i = 0; i < 400 && !stale; ++i) {
     StatusOr<Json> reply = PostToExtender(ext.url, "/filter", {{"Pod", *probe}, {"Nodes", nullptr}, {"NodeNames", {"t4-a", "t4-b"}}});
     ASSERT_TRUE(reply.ok()) << reply.status();
     // Staleness cannot be fixed by preemption: the node is reported unresolvable.
