@@ -217,6 +217,16 @@ def scheduler():
             [("topk(10, time() - max by (node) (max_over_time(gpupack_agent_report_timestamp_seconds[1h])))", "{{node}}")],
             "s", w=6, h=6, thresholds=[{"color": "green", "value": None}, {"color": "red", "value": 120}],
             options={"orientation": "horizontal", "reduceOptions": {"calcs": ["lastNotNull"], "values": False}})
+    b.panel("timeseries", "Informer sync age",
+            "Seconds since the extender's informers last received a list, an event or a bookmark (cluster "
+            "mode). A growing age means the cache, and so every verdict, is going stale.",
+            [(f"time() - max by (resource) (gpupack_kube_last_sync_timestamp_seconds{{{EXT}}})", "{{resource}}")],
+            "s", w=12, h=6, min=0)
+    b.panel("timeseries", "Watch restarts and relists",
+            "Watch restarts every few minutes are normal; frequent relists mean 410 Gone or API-server trouble.",
+            [(f"sum by (resource) (rate(gpupack_kube_watch_restarts_total{{{EXT}}}[{RI}]))", "restart {{resource}}"),
+             (f"sum by (resource) (rate(gpupack_kube_relists_total{{{EXT}}}[{RI}]))", "relist {{resource}}")],
+            "cps", w=12, h=6)
     b.panel("timeseries", "Webhook reviews by result",
             "AdmissionReviews per second: patched (gpupack pod routed and capped), skipped, denied, error.",
             [(f"sum by (result) (rate(gpupack_webhook_requests_total[{RI}]))", "{{result}}")],
