@@ -92,7 +92,11 @@ struct State {
 };
 
 std::mutex mu;
-State* state = new State();  // never freed: handles must outlive any caller
+State state_storage;
+State* const state = &state_storage;
+// Devices of earlier nvmlInit_v2 calls: kept until the library is unloaded, so a handle a caller
+// still holds never dangles.
+std::vector<std::unique_ptr<FakeDevice>> retired;
 
 std::vector<FakeProcess> ReadProcesses(const Json& j) {
   std::vector<FakeProcess> out;
@@ -154,8 +158,7 @@ int Load() {
       dev->processes = ReadProcesses(d);
       s.devices.push_back(std::move(dev));
     }
-    // Old handles stay valid (never freed) so a stale handle cannot crash a test.
-    for (auto& d : state->devices) d.release();
+    for (auto& d : state->devices) retired.push_back(std::move(d));
     state->devices.clear();
     *state = std::move(s);
     state->initialised = true;
