@@ -49,6 +49,15 @@ TEST(CgroupTest, OtherRuntimesAndPrefixes) {
   }
 }
 
+TEST(CgroupTest, PathsSeenFromAPrivateCgroupNamespace) {
+  // An agent in its own cgroup namespace sees host processes relative to its own cgroup.
+  const std::string path = "/../../.." + SystemdContainerPath(kPodUid1, kContainerA);
+  auto owner = ParseKubeCgroupPath(*CgroupPathFromProcFile("0::" + path + "\n"));
+  ASSERT_TRUE(owner.has_value());
+  EXPECT_EQ(owner->pod_uid, kPodUid1);
+  EXPECT_EQ(owner->container_id, kContainerA);
+}
+
 TEST(CgroupTest, NonPodPathsAreNotOwned) {
   for (const std::string& path :
        {std::string("/"), std::string("/system.slice/sshd.service"), std::string("/user.slice/user-0.slice"),
