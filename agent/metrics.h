@@ -55,7 +55,6 @@ class AgentMetrics {
 
   // Prometheus text exposition of everything.
   std::string Serialize() const;
-  prometheus::Registry& registry() { return *registry_; }
 
  private:
   // A gauge family whose series are replaced wholesale each pass.

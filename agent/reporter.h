@@ -67,9 +67,6 @@ class Reporter {
   // next call.
   StatusOr<Outcome> Report(api::GpuNodeStatus status);
 
-  const std::optional<api::GpuNodeStatus>& last_written() const { return last_; }
-  Clock::TimePoint last_write_time() const { return last_write_; }
-
  private:
   void MaybeEnsureCapacity(const api::GpuNodeStatus& status);
 
