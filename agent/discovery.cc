@@ -88,13 +88,19 @@ StatusOr<api::GpuNodeDevice> NvmlBackend::DiscoverDevice(unsigned int i, std::ve
     dev.memory_mib = BytesToMiBFloor(memory->total_bytes);
     dev.used_mib = BytesToMiBCeil(memory->used_bytes);
     last_total_mib_[dev.uuid] = dev.memory_mib;
-  } else {
+  } else if (memory.status().code() == StatusCode::kUnavailable) {
     // A GPU that stops answering (fallen off the bus, needs a reset) is reported unhealthy so
     // the extender stops placing pods on it; its size stays what it was.
     GPUPACK_LOG(kWarning, "agent") << "GPU " << dev.uuid << " marked unhealthy: " << memory.status();
     dev.healthy = false;
-    dev.memory_mib = last_total_mib_[dev.uuid];
+  } else {
+    // Refused, not broken: in MIG mode the parent's aggregate needs privilege. The MIG instances
+    // below fill in the figures.
+    GPUPACK_LOG(kDebug, "agent") << "memory of " << dev.uuid << ": " << memory.status();
   }
+  const auto last_total = last_total_mib_.find(dev.uuid);
+  if (!memory.ok() && last_total != last_total_mib_.end()) dev.memory_mib = last_total->second;
+  const bool parent_memory_known = memory.ok();
   auto mig = nvml_->MigEnabled(handle);
   if (!mig.ok()) {
     GPUPACK_LOG(kWarning, "agent") << "MIG mode of " << dev.uuid << ": " << mig.status();
@@ -129,6 +135,10 @@ StatusOr<api::GpuNodeDevice> NvmlBackend::DiscoverDevice(unsigned int i, std::ve
       if (auto n = nvml_->Name(mh); n.ok()) inst.profile = ProfileFromMigName(*n);
     }
     AddProcesses(mh, inst.uuid, processes);
+    if (!parent_memory_known) {
+      dev.used_mib += inst.used_mib;
+      if (last_total == last_total_mib_.end()) dev.memory_mib += inst.memory_mib;
+    }
     dev.mig_instances.push_back(std::move(inst));
   }
   return dev;

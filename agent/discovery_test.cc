@@ -115,6 +115,21 @@ TEST_F(DiscoveryTest, BrokenOrForbiddenGpusDoNotHideTheOthers) {
   EXPECT_NE(std::find(errors_.begin(), errors_.end(), "nvmlDeviceGetMemoryInfo_v2"), errors_.end());
 }
 
+TEST_F(DiscoveryTest, UnprivilegedMigParentStaysHealthy) {
+  Json state = NodeState();
+  state["errors"] = {{"nvmlDeviceGetMemoryInfo_v2@GPU-2", 4}};  // NO_PERMISSION on the MIG parent
+  SetFakeNvmlState(dir_, state);
+  NvmlBackend backend(Options(GPUPACK_FAKE_NVML_R615));
+  auto status = backend.Discover();
+  ASSERT_TRUE(status.ok()) << status.status();
+  const api::GpuNodeDevice& a100 = status->devices[1];
+  EXPECT_TRUE(a100.healthy);
+  EXPECT_EQ(a100.memory_mib, 19968);  // Σ instances
+  EXPECT_EQ(a100.used_mib, 50);
+  ASSERT_EQ(a100.mig_instances.size(), 1u);
+  EXPECT_EQ(a100.mig_instances[0].memory_mib, 19968);
+}
+
 TEST_F(DiscoveryTest, OlderDriverCannotEnforce) {
   Json state = NodeState();
   state["driverVersion"] = "580.65.06";
