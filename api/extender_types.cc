@@ -193,6 +193,21 @@ void AppendString(std::string& out, std::string_view text) {
   out += '"';
 }
 
+// Node names and our messages are valid UTF-8 (the decoders refuse anything else), so escaping
+// quotes, backslashes and control characters is all JSON needs.
+void AppendStringMap(std::string& out, const FailedNodesMap& map) {
+  out += '{';
+  bool first = true;
+  for (const auto& [key, value] : map) {
+    if (!first) out += ',';
+    first = false;
+    AppendString(out, key);
+    out += ':';
+    AppendString(out, value);
+  }
+  out += '}';
+}
+
 void AppendNames(std::string& out, const std::optional<std::vector<std::string>>& names) {
   if (!names) {
     out += "null";
@@ -260,13 +275,13 @@ std::string EncodeFilterResult(const ExtenderFilterResult& result) {
   AppendNames(out, result.node_names);
   out += ',';
   Key(out, "FailedNodes");
-  out += json(result.failed_nodes).dump(-1, ' ', false, json::error_handler_t::replace);
+  AppendStringMap(out, result.failed_nodes);
   out += ',';
   Key(out, "FailedAndUnresolvableNodes");
-  out += json(result.failed_and_unresolvable_nodes).dump(-1, ' ', false, json::error_handler_t::replace);
+  AppendStringMap(out, result.failed_and_unresolvable_nodes);
   out += ',';
   Key(out, "Error");
-  out += json(result.error).dump(-1, ' ', false, json::error_handler_t::replace);
+  AppendString(out, result.error);
   out += '}';
   return out;
 }

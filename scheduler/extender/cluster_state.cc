@@ -57,13 +57,14 @@ std::string ClusterState::ShapeKey(const core::PodRequest& pod) {
 }
 
 ClusterState::Assessment ClusterState::AssessEntry(const NodeEntry& entry, const core::PodRequest& pod,
-                                                   const std::string& shape) const {
+                                                   const std::string& shape, const core::Policy& policy,
+                                                   uint64_t generation) const {
   std::shared_lock lock(entry.mu);
   if (std::optional<core::Verdict> stale = StaleVerdict(entry)) return Assessment{*stale, 0};
-  auto [policy, generation] = PolicyAndGeneration();
   if (entry.summary_generation != generation) {
-    core::NodeEvaluation e = policy->Evaluate(entry.node, pod);  // a SetPolicy is re-summarising
-    return Assessment{std::move(e.verdict), e.cost};
+    // A SetPolicy is re-summarising right now: score against a summary made on the spot.
+    core::NodeScore s = policy.Score(entry.node, policy.Summarize(entry.node), pod);
+    return Assessment{std::move(s.verdict), s.cost};
   }
   {
     std::lock_guard memo_lock(entry.memo_mu);
@@ -71,8 +72,9 @@ ClusterState::Assessment ClusterState::AssessEntry(const NodeEntry& entry, const
       if (m.version == entry.version && m.shape == shape) return m.assessment;
     }
   }
-  core::NodeEvaluation e = policy->Evaluate(entry.node, entry.summary, pod);
-  Assessment assessment{std::move(e.verdict), e.cost};
+  // Score, not Evaluate: the per-node path needs no placement and so allocates nothing.
+  core::NodeScore s = policy.Score(entry.node, entry.summary, pod);
+  Assessment assessment{std::move(s.verdict), s.cost};
   std::lock_guard memo_lock(entry.memo_mu);
   NodeEntry::Memo& slot = entry.memo[entry.memo_next];
   entry.memo_next = (entry.memo_next + 1) % NodeEntry::kMemoSlots;
@@ -86,16 +88,19 @@ std::optional<ClusterState::Assessment> ClusterState::Assess(std::string_view no
                                                              const std::string& shape) const {
   std::shared_ptr<NodeEntry> entry = FindNode(node);
   if (!entry) return std::nullopt;
-  return AssessEntry(*entry, pod, shape);
+  auto [policy, generation] = PolicyAndGeneration();
+  return AssessEntry(*entry, pod, shape, *policy, generation);
 }
 
 void ClusterState::AssessMany(const std::vector<std::string_view>& names, const core::PodRequest& pod,
                               const std::string& shape, std::vector<std::optional<Assessment>>& out) const {
   out.assign(names.size(), std::nullopt);
+  // One policy snapshot for the whole call: every node is ranked by the same policy.
+  auto [policy, generation] = PolicyAndGeneration();
   std::shared_lock table(nodes_mu_);
   for (size_t i = 0; i < names.size(); ++i) {
     auto it = nodes_.find(names[i]);
-    if (it != nodes_.end()) out[i] = AssessEntry(*it->second, pod, shape);
+    if (it != nodes_.end()) out[i] = AssessEntry(*it->second, pod, shape, *policy, generation);
   }
 }
 

@@ -146,7 +146,9 @@ class ClusterState {
 
   std::shared_ptr<NodeEntry> FindNode(std::string_view name) const;
   // REQUIRES: the entry is kept alive by the caller (table lock or shared_ptr).
-  Assessment AssessEntry(const NodeEntry& entry, const core::PodRequest& pod, const std::string& shape) const;
+  // `policy` / `generation`: one snapshot of PolicyAndGeneration(), taken once per call.
+  Assessment AssessEntry(const NodeEntry& entry, const core::PodRequest& pod, const std::string& shape,
+                         const core::Policy& policy, uint64_t generation) const;
   // REQUIRES: entry.mu held exclusively and ledger_mu_ held.
   void ReattachShares(NodeEntry& entry);
   // REQUIRES: entry.mu held exclusively.
