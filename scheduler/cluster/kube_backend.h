@@ -109,7 +109,7 @@ class KubeBackend final : public extender::ClusterBackend {
   // gpupack_kube_watch_restarts_total, gpupack_kube_relists_total and
   // gpupack_kube_last_sync_timestamp_seconds, each with resource="pods"|"gpunodes". For the
   // extender's /metrics to append.
-  std::string MetricsText() const;
+  std::string MetricsText() const override;
 
  private:
   void OnPod(const nlohmann::json& pod);

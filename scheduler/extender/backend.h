@@ -52,6 +52,9 @@ class ClusterBackend {
                       const std::map<std::string, std::string>& annotations) = 0;
   // Stops background work; no calls into the state after it returns.
   virtual void Stop() = 0;
+  // The backend's own metrics in Prometheus text format (e.g. watch restarts, relists, sync
+  // age), appended to the extender's /metrics. Empty when it has none.
+  virtual std::string MetricsText() const { return ""; }
 };
 
 // The Kubernetes backend's factory. Declared here so the extender's main can wire it; defined by

@@ -75,6 +75,7 @@ class Extender {
   Reply Preempt(std::string_view body);
 
   bool Ready() const { return backend_.Synced(); }
+  std::string BackendMetricsText() const { return backend_.MetricsText(); }
   // Periodic housekeeping (the server calls it every few seconds): releases expired
   // reservations and forgets expired remembered requests.
   void Maintain();

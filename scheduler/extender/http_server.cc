@@ -62,7 +62,7 @@ void ExtenderServer::Route() {
       return;
     }
     metrics_->SetReady(extender_.Ready());
-    res.set_content(metrics_->Render(), "text/plain; version=0.0.4");
+    res.set_content(metrics_->Render() + extender_.BackendMetricsText(), "text/plain; version=0.0.4");
   });
   s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
