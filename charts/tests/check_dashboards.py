@@ -213,6 +213,11 @@ def live_metrics(args):
     result = {}
     if args.extender and args.cluster:
         result["extender"] = scrape_extender(args)
+        if args.test_apiserver:
+            for fam, labels in scrape_extender_on_cluster(args).items():
+                merged = result["extender"].setdefault(fam, {})
+                for label, values in labels.items():
+                    merged.setdefault(label, set()).update(values)
     if args.agent and args.cluster and args.test_apiserver:
         result["agent"] = scrape_agent(args)
     if args.webhook:
@@ -239,6 +244,27 @@ def scrape_extender(args):
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def scrape_extender_on_cluster(args):
+    """The extender against the e2e test API server: the cluster-mode families (informers)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        kubeconfig = os.path.join(tmp, "kubeconfig")
+        api, _ = start([args.test_apiserver, "--kubeconfig-out", kubeconfig])
+        ext = None
+        try:
+            ext, addr = start([args.extender, "--kubeconfig", kubeconfig, "--listen", "127.0.0.1:0"])
+            deadline = time.time() + 15
+            while True:
+                fams = families(scrape(f"http://{addr}/metrics"))
+                if "gpupack_kube_last_sync_timestamp_seconds" in fams or time.time() > deadline:
+                    return fams
+                time.sleep(0.2)
+        finally:
+            for p in (ext, api):
+                if p is not None:
+                    p.terminate()
+                    p.wait(timeout=10)
 
 
 def scrape_agent(args):
