@@ -116,10 +116,14 @@ void ClusterState::ReattachShares(NodeEntry& entry) {
     device.shares.clear();
     by_uuid.emplace(device.uuid, &device);
   }
+  entry.node.requested_cpu_milli = 0;
+  entry.node.requested_memory_bytes = 0;
   auto pods = pods_by_node_.find(entry.node.name);
   if (pods == pods_by_node_.end()) return;
   for (const std::string& uid : pods->second) {
     const PodRecord& record = pods_.at(uid);
+    entry.node.requested_cpu_milli += record.cpu_milli;
+    entry.node.requested_memory_bytes += record.memory_bytes;
     for (auto& [uuid, share] : api::AllocationShares(record.allocation, uid, record.pod_key)) {
       auto device = by_uuid.find(uuid);
       if (device != by_uuid.end()) device->second->shares.push_back(std::move(share));
@@ -202,13 +206,23 @@ void ClusterState::RemovePod(std::string_view pod_uid) {
   // Re-check under the locks: the pod may have moved or gone meanwhile.
   if (it == pods_.end() || it->second.node != *node) return;
   if (it->second.state == PodState::kReserved) --reservations_;
+  const int64_t cpu = it->second.cpu_milli, memory = it->second.memory_bytes;
   pods_.erase(it);
   auto by_node = pods_by_node_.find(*node);
   by_node->second.erase(uid);
   if (by_node->second.empty()) pods_by_node_.erase(by_node);
   if (!entry) return;
   core::RemovePod(entry->node, uid);
+  entry->node.requested_cpu_milli -= cpu;
+  entry->node.requested_memory_bytes -= memory;
   Resummarize(*entry);
+}
+
+bool ClusterState::TracksHostResources(std::string_view node) const {
+  std::shared_ptr<NodeEntry> entry = FindNode(node);
+  if (!entry) return false;
+  std::shared_lock lock(entry->mu);
+  return entry->node.cpu_milli >= 0 || entry->node.memory_bytes >= 0;
 }
 
 std::optional<core::NodeEvaluation> ClusterState::Evaluate(std::string_view node, const core::PodRequest& pod) const {
@@ -270,6 +284,8 @@ StatusOr<ClusterState::Reservation> ClusterState::Reserve(const core::PodRequest
   record.allocation = api::AllocationFromPlacement(entry->node, evaluation.placement);
   record.state = PodState::kReserved;
   record.since = clock_.Now();
+  record.cpu_milli = pod.cpu_milli;  // ApplyPlacement added these to the node
+  record.memory_bytes = pod.memory_bytes;
   Reservation reservation{record.allocation, /*repeated=*/false};
   pods_.emplace(pod.uid, std::move(record));
   pods_by_node_[std::string(node)].insert(pod.uid);

@@ -95,6 +95,9 @@ class ClusterState {
   // message when the pod does not fit (any more), FailedPrecondition when the UID is already
   // reserved or bound on another node. The ledger is unchanged on every error.
   StatusOr<Reservation> Reserve(const core::PodRequest& pod, std::string_view node);
+  // True when the node's inventory knows its allocatable CPU or memory, so pods without devices
+  // should be Reserved too: their requests are CPU that GPU pods will lack (FGD counts it).
+  bool TracksHostResources(std::string_view node) const;
   // The reservation's binding was persisted: it becomes a bound allocation.
   void Confirm(std::string_view pod_uid);
   // The binding failed: the reservation's shares are removed. Bound pods are not touched.
@@ -142,6 +145,10 @@ class ClusterState {
     api::Allocation allocation;
     PodState state = PodState::kReserved;
     Clock::TimePoint since;
+    // The pod's host requests, counted into its node's requested CPU / memory (only meaningful
+    // where the inventory knows the node's allocatable, i.e. standalone cluster files).
+    int64_t cpu_milli = 0;
+    int64_t memory_bytes = 0;
   };
 
   std::shared_ptr<NodeEntry> FindNode(std::string_view name) const;

@@ -56,6 +56,31 @@ TEST_F(ClusterStateTest, ReservationIsVisibleToEvaluateAtOnce) {
   EXPECT_FALSE(e->verdict.fits()) << "the in-flight reservation must count";
 }
 
+// A node with 8 CPUs: two 3-CPU pods fit (6 ≤ 8), a third does not (9 > 8), whether they hold
+// devices or not; releasing one gives its CPU back, and a node refresh keeps the count.
+TEST_F(ClusterStateTest, HostRequestsOfEveryReservedPodCount) {
+  core::Node node = GpuNode("n1", 2, 16384);
+  node.cpu_milli = 8000;
+  state_.UpsertNode(node);
+  ASSERT_TRUE(state_.TracksHostResources("n1"));
+  core::PodRequest gpu = Pod("g", 1024);
+  gpu.cpu_milli = 3000;
+  core::PodRequest cpu_only = Pod("c", 0);
+  cpu_only.containers.clear();
+  cpu_only.cpu_milli = 3000;
+  ASSERT_TRUE(state_.Reserve(gpu, "n1").ok());
+  ASSERT_TRUE(state_.Reserve(cpu_only, "n1").ok());
+  core::PodRequest third = Pod("t", 0);
+  third.containers.clear();
+  third.cpu_milli = 3000;
+  EXPECT_EQ(state_.Evaluate("n1", third)->verdict.Message(), "insufficient cpu: pod needs 3000m, node has 2000m free");
+  state_.UpsertNode(node);  // the inventory is refreshed: reservations keep their CPU
+  EXPECT_FALSE(state_.Evaluate("n1", third)->verdict.fits());
+  state_.Release("c");
+  EXPECT_TRUE(state_.Evaluate("n1", third)->verdict.fits());
+  EXPECT_FALSE(state_.TracksHostResources("n-unknown"));
+}
+
 TEST_F(ClusterStateTest, AssessIsMemoisedButNeverStale) {
   state_.UpsertNode(GpuNode("n1", 1, 16384));
   const core::PodRequest pod = Pod("a", 10000);

@@ -289,8 +289,26 @@ Reply Extender::Bind(std::string_view body) {
   if (request->name.empty()) request->name = target.name;
 
   if (!request->WantsDevices()) {
-    // No devices to reserve: only the binding itself.
-    if (Status bound = backend_.Bind(target, args->node, {}); !bound.ok()) return error(bound.ToString());
+    // No devices, so no annotations. Where gpupack knows the node's CPU and memory (standalone
+    // cluster files), the pod's requests still count: they are CPU that GPU pods will lack.
+    bool reserved = false;
+    if (state_.TracksHostResources(args->node)) {
+      StatusOr<ClusterState::Reservation> host = state_.Reserve(*request, args->node);
+      if (!host.ok()) {
+        timer.set_result(host.status().code() == StatusCode::kFailedPrecondition ? "no_fit" : "error");
+        return error(host.status().message());
+      }
+      if (host->repeated) {
+        timer.set_result("ok");
+        return Reply{200, api::EncodeBindingResult({})};
+      }
+      reserved = true;
+    }
+    if (Status bound = backend_.Bind(target, args->node, {}); !bound.ok()) {
+      if (reserved) state_.Release(target.uid);
+      return error(bound.ToString());
+    }
+    if (reserved) state_.Confirm(target.uid);
     Learn(*request);
     timer.set_result("ok");
     return Reply{200, api::EncodeBindingResult({})};
