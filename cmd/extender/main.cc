@@ -140,6 +140,9 @@ int main(int argc, char** argv) {
   extender::ExtenderOptions options;
   options.decisive_filter = config.decisive_filter;
   options.band_mib = config.filter_band_mib;
+  if (config.fgd_score_levels) {
+    options.fgd_score_unit_mib = config.fgd_score_unit_mib > 0 ? config.fgd_score_unit_mib : typical_device_mib;
+  }
   options.neutral_non_gpu_pods = config.neutral_non_gpu_pods;
   options.request_ratio = config.request_ratio;
   options.max_devices_per_container = config.max_devices_per_container;

@@ -1,6 +1,7 @@
 #include "scheduler/core/placement.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 namespace gpupack::core {
@@ -283,6 +284,12 @@ std::string_view PolicyKindName(PolicyKind kind) {
     case PolicyKind::kSpread: return "spread";
   }
   return "?";
+}
+
+int64_t FgdScoreLevel(double delta_mib, MiB unit_mib) {
+  GPUPACK_CHECK(unit_mib > 0);
+  const double x = -delta_mib / static_cast<double>(unit_mib);
+  return static_cast<int64_t>(100.0 / (1.0 + std::exp(-x)));
 }
 
 MiB DeviceFreeMiB(const Device& d, const PlacementOptions& o) {

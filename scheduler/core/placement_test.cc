@@ -86,6 +86,20 @@ TEST(FgdScore, WorkedExampleFromThePaperArtifact) {
   EXPECT_EQ(e2.placement.containers[0].device_slots, std::vector<int>{0});
 }
 
+// fragmentation.md §2.5: "Δ=+1 GPU → 26, Δ=0 → 50, Δ=−1 GPU → 73, −3 → 95, −5 → 99", and the
+// worked example's −250 → int(100·σ(0.25)) = 56, +50 → int(100·σ(−0.05)) = 48.
+TEST(FgdScore, IntegerLevelsMatchThePaper) {
+  EXPECT_EQ(FgdScoreLevel(1000, 1000), 26);
+  EXPECT_EQ(FgdScoreLevel(0, 1000), 50);
+  EXPECT_EQ(FgdScoreLevel(-1000, 1000), 73);
+  EXPECT_EQ(FgdScoreLevel(-3000, 1000), 95);
+  EXPECT_EQ(FgdScoreLevel(-5000, 1000), 99);
+  EXPECT_EQ(FgdScoreLevel(-250, 1000), 56);
+  EXPECT_EQ(FgdScoreLevel(50, 1000), 48);
+  // The unit scales it: −20480 MiB on 81920 MiB devices is −0.25 device.
+  EXPECT_EQ(FgdScoreLevel(-20480, 81920), 56);
+}
+
 TEST(FgdScore, CpuShortageMakesEveryIdleDeviceAFragment) {
   // 8 CPUs free; spec b needs 8 CPUs and a whole GPU. A CPU-only pod taking 4 CPUs turns b from
   // satisfied (F(b) = 0: both GPUs empty) into lacking CPU (F(b) = R = 2000): Δ = .5 · 2000 = 1000.

@@ -172,6 +172,13 @@ StatusOr<ExtenderConfig> ParseExtenderConfig(std::string_view yaml_text) {
        }},
       {"decisiveFilter", [](auto& n, auto& k, auto& c) { return ReadBool(n, k, c.decisive_filter); }},
       {"filterBandMiB", [](auto& n, auto& k, auto& c) { return ReadDouble(n, k, 0, 1e12, c.filter_band_mib); }},
+      {"fgdScoreLevels", [](auto& n, auto& k, auto& c) { return ReadBool(n, k, c.fgd_score_levels); }},
+      {"fgdScoreUnit",
+       [](auto& n, auto& k, auto& c) {
+         GPUPACK_RETURN_IF_ERROR(ReadBytes(n, k, 1 << 20, c.fgd_score_unit_mib));
+         if (c.fgd_score_unit_mib < 1) return BadKey(k, "must be at least 1Mi");
+         return Status::Ok();
+       }},
       {"neutralNonGpuPods", [](auto& n, auto& k, auto& c) { return ReadBool(n, k, c.neutral_non_gpu_pods); }},
       {"reservePerDevice", [](auto& n, auto& k, auto& c) { return ReadBytes(n, k, 1 << 20, c.reserve_per_device_mib); }},
       {"requestGranularity",

@@ -23,6 +23,10 @@ struct ExtenderConfig {
   core::PolicyKind policy = core::PolicyKind::kFgd;
   bool decisive_filter = true;
   double filter_band_mib = 0;
+  // FGD costs are ranked on FGD's integer score levels with this device size as the unit;
+  // 0 = the most common device size (standalone: from the cluster file; on a cluster: 80Gi).
+  core::MiB fgd_score_unit_mib = 0;
+  bool fgd_score_levels = true;  // false: rank FGD by the exact cost (with filterBandMiB)
   bool neutral_non_gpu_pods = false;
   core::MiB reserve_per_device_mib = 0;
   core::MiB request_granularity_mib = 1024;  // workload learner's bucket size

@@ -54,6 +54,7 @@ Extender::Extender(ClusterState& state, ClusterBackend& backend, ExtenderOptions
       options_(std::move(options)),
       clock_(clock),
       metrics_(metrics),
+      fgd_levels_(options_.fgd_score_unit_mib > 0 && state.policy()->kind() == core::PolicyKind::kFgd),
       learner_(state.policy()->workload(), options_.learner.half_life_pods, options_.learner.prior_pods,
                options_.learner.granularity_mib) {}
 
@@ -65,6 +66,11 @@ void Extender::Learn(const core::PodRequest& request) {
   binds_since_refresh_ = 0;
   std::shared_ptr<const core::Policy> current = state_.policy();
   state_.SetPolicy(std::make_shared<core::Policy>(current->kind(), learner_.Snapshot(), current->options()));
+}
+
+double Extender::RankCost(double cost) const {
+  if (!fgd_levels_) return cost;
+  return -static_cast<double>(core::FgdScoreLevel(cost, options_.fgd_score_unit_mib));
 }
 
 std::vector<int64_t> Extender::RankScores(size_t levels) {
@@ -210,8 +216,8 @@ Reply Extender::Filter(std::string_view body) {
       continue;
     }
     passes[i] = true;
-    costs[i] = evaluation->cost;
-    if (!any_fit || evaluation->cost < best) best = evaluation->cost;
+    costs[i] = RankCost(evaluation->cost);
+    if (!any_fit || costs[i] < best) best = costs[i];
     any_fit = true;
   }
   if (options_.decisive_filter && any_fit) {
@@ -248,7 +254,7 @@ Reply Extender::Prioritize(std::string_view body) {
   state_.AssessMany(std::vector<std::string_view>(names.begin(), names.end()), *pod, ClusterState::ShapeKey(*pod),
                     assessments);
   for (size_t i = 0; i < names.size(); ++i) {
-    if (assessments[i] && assessments[i]->verdict.fits()) fits.emplace_back(assessments[i]->cost, i);
+    if (assessments[i] && assessments[i]->verdict.fits()) fits.emplace_back(RankCost(assessments[i]->cost), i);
   }
   std::sort(fits.begin(), fits.end());
   std::vector<size_t> level_of(fits.size());

@@ -36,6 +36,9 @@ namespace gpupack::extender {
 struct ExtenderOptions {
   bool decisive_filter = true;
   double band_mib = 0;  // decisive filter tolerance on the policy's cost (MiB)
+  // > 0: FGD costs are ranked by core::FgdScoreLevel(cost, unit) instead of exactly, so nodes
+  // within one FGD level tie and kube-scheduler's random tie-break chooses among them.
+  core::MiB fgd_score_unit_mib = 0;
   // Pods without a gpupack request: false = score them by the policy (keeps CPU-only pods off
   // nodes whose CPU the GPU pods will need, as FGD does); true = every node scores 0.
   bool neutral_non_gpu_pods = false;
@@ -75,6 +78,8 @@ class Extender {
   Reply Preempt(std::string_view body);
 
   bool Ready() const { return backend_.Synced(); }
+  // The cost the verbs rank by: the policy's cost, or minus its FGD level (see ExtenderOptions).
+  double RankCost(double cost) const;
   std::string BackendMetricsText() const { return backend_.MetricsText(); }
   // Periodic housekeeping (the server calls it every few seconds): releases expired
   // reservations and forgets expired remembered requests.
@@ -102,6 +107,7 @@ class Extender {
   const ExtenderOptions options_;
   const Clock& clock_;
   ExtenderMetrics* metrics_;
+  const bool fgd_levels_;  // rank FGD costs by core::FgdScoreLevel (options_.fgd_score_unit_mib)
 
   std::mutex remembered_mu_;
   std::unordered_map<std::string, Remembered> remembered_;

@@ -233,8 +233,12 @@ TEST_F(ExtenderTest, PreemptKeepsOnlyNodesWhereTheVictimsFreeEnoughMemory) {
 // Plays kube-scheduler against the extender (filter; prioritize when more than one node is left;
 // score × weight × 10; highest total wins, ties broken at random) and checks that every pick is
 // a node of minimal FGD cost, with and without the decisive filter.
+// kube-scheduler sees only scores 0–10 and breaks ties at random; every pick must still be a
+// best node: the exact minimum cost, or, when ranking on FGD levels, a node on the best level.
 TEST(ExtenderRanking, SurvivesQuantisationAndRandomTieBreaks) {
-  for (bool decisive : {true, false}) {
+  for (int variant = 0; variant < 4; ++variant) {
+    const bool decisive = variant % 2 == 0;
+    const core::MiB level_unit = variant < 2 ? 0 : 81920;
     FakeClock clock;
     ClusterState state(std::make_shared<core::Policy>(core::PolicyKind::kFgd, core::DefaultPriorWorkload(81920),
                                                       core::PlacementOptions{}),
@@ -248,6 +252,7 @@ TEST(ExtenderRanking, SurvivesQuantisationAndRandomTieBreaks) {
     }
     ExtenderOptions options;
     options.decisive_filter = decisive;
+    options.fgd_score_unit_mib = level_unit;
     options.learner.refresh_pods = 0;  // one fixed policy, so costs are comparable across the run
     Extender ext(state, backend, options, clock, nullptr);
     std::mt19937 rng(7);
@@ -286,7 +291,12 @@ TEST(ExtenderRanking, SurvivesQuantisationAndRandomTieBreaks) {
         chosen = tied[rng() % tied.size()];
       }
       const double cost = state.Assess(chosen, *request, shape)->cost;
-      EXPECT_NEAR(cost, best, 1e-6) << "pod " << p << " went to " << chosen << (decisive ? " (decisive)" : "");
+      if (level_unit == 0) {
+        EXPECT_NEAR(cost, best, 1e-6) << "pod " << p << " went to " << chosen << (decisive ? " (decisive)" : "");
+      } else {
+        EXPECT_EQ(core::FgdScoreLevel(cost, level_unit), core::FgdScoreLevel(best, level_unit))
+            << "pod " << p << " went to " << chosen << (decisive ? " (decisive)" : "");
+      }
       ASSERT_EQ(json::parse(ext.Bind(BindBody(uid, uid, chosen)).body)["Error"], "");
       ++placed;
     }
