@@ -68,19 +68,24 @@ std::string Rfc3339(Clock::TimePoint t) {
 
 // ---------------------------------------------------------------- Resource
 
+// Paths are built by appending to one string: GCC 12 at -O3 reports a false -Wrestrict on
+// `"literal" + std::string` temporaries here.
 std::string Resource::ApiPrefix() const {
-  return group.empty() ? "/api/" + version : "/apis/" + group + "/" + version;
+  std::string p = group.empty() ? "/api/" : "/apis/";
+  if (!group.empty()) p.append(group).append("/");
+  return p.append(version);
 }
 
 std::string Resource::CollectionPath(std::string_view ns) const {
   std::string p = ApiPrefix();
-  if (namespaced && !ns.empty()) p += "/namespaces/" + UrlEncode(ns);
-  return p + "/" + plural;
+  if (namespaced && !ns.empty()) p.append("/namespaces/").append(UrlEncode(ns));
+  return p.append("/").append(plural);
 }
 
 std::string Resource::ObjectPath(std::string_view ns, std::string_view name, std::string_view subresource) const {
-  std::string p = CollectionPath(ns) + "/" + UrlEncode(name);
-  if (!subresource.empty()) p += "/" + std::string(subresource);
+  std::string p = CollectionPath(ns);
+  p.append("/").append(UrlEncode(name));
+  if (!subresource.empty()) p.append("/").append(subresource);
   return p;
 }
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Replays the Alibaba default trace through a real gpupack-extender over HTTP (gpupack-sim
-# --extender) and in-process with the same policy (gpupack-learned: FGD against the workload the
+# --extender) and in-process with the same policy (gpupack: FGD against the workload the
 # extender learns), one fresh standalone extender per seed, and prints both results at arrived
 # 100 % (issue 3 goal: within 0.2 percentage points).
 #
@@ -56,6 +56,6 @@ for seed in $seeds; do
   http=$("$sim" --cluster "$nodes" --workload "$pods" --seeds "$seed" --extender "http://$addr" | at100)
   end=$(date +%s%N)
   kill "$ext_pid"; wait "$ext_pid" 2>/dev/null || true; ext_pid=""
-  local_=$("$sim" --cluster "$nodes" --workload "$pods" --seeds "$seed" --policy gpupack-learned | at100)
+  local_=$("$sim" --cluster "$nodes" --workload "$pods" --seeds "$seed" --policy gpupack | at100)
   printf "%-6s %-22s %-22s %d\n" "$seed" "$http" "$local_" "$(( (end - start) / 1000000000 ))"
 done

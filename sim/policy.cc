@@ -18,10 +18,6 @@ uint64_t Rng::Below(uint64_t n) {
   return r % n;
 }
 
-int64_t FgdScore(double delta_mib, MiB unit_mib) {
-  const double x = -delta_mib / static_cast<double>(unit_mib);
-  return static_cast<int64_t>(100.0 / (1.0 + std::exp(-x)));
-}
 
 namespace {
 
@@ -185,11 +181,11 @@ class BaselinePolicy final : public SimPolicy {
     const double before = s.NodeFragmentation(n);
     if (d.device_count == 0) {
       scratch_.clear();
-      return FgdScore(s.FragmentationAfter(n, d, {}) - before, s.unit_mib());
+      return core::FgdScoreLevel(s.FragmentationAfter(n, d, {}) - before, s.unit_mib());
     }
     if (d.whole() || d.device_count > 1) {
       DefaultDevices(s, n, d, scratch_);
-      return FgdScore(s.FragmentationAfter(n, d, scratch_) - before, s.unit_mib());
+      return core::FgdScoreLevel(s.FragmentationAfter(n, d, scratch_) - before, s.unit_mib());
     }
     const auto& devs = s.nodes()[n].devices;
     int64_t best = std::numeric_limits<int64_t>::min();
@@ -203,7 +199,7 @@ class BaselinePolicy final : public SimPolicy {
       }
       if (duplicate) continue;
       const int slot[1] = {g};
-      const int64_t score = FgdScore(s.FragmentationAfter(n, d, slot) - before, s.unit_mib());
+      const int64_t score = core::FgdScoreLevel(s.FragmentationAfter(n, d, slot) - before, s.unit_mib());
       if (score > best) {
         best = score;
         best_slot = g;
@@ -262,20 +258,20 @@ class CorePolicy final : public SimPolicy {
   StatusOr<std::optional<Choice>> Choose(const ClusterState& s, const SimPod& pod, Rng&) override {
     int best = -1;
     double best_cost = 0;
-    core::Placement best_placement;
     for (int n = 0; n < static_cast<int>(nodes_.size()); ++n) {
       // The compact filter is the same fit; it only saves the core the infeasible nodes.
       if (!s.Fits(n, pod.demand)) continue;
-      core::NodeEvaluation eval = policy_.Evaluate(nodes_[n], summaries_[n], *pod.request);
-      if (!eval.verdict.fits()) continue;
-      const double cost = fgd_levels_ ? -static_cast<double>(FgdScore(eval.cost, s.unit_mib())) : eval.cost;
+      core::NodeScore score = policy_.Score(nodes_[n], summaries_[n], *pod.request);
+      if (!score.verdict.fits()) continue;
+      const double cost = fgd_levels_ ? -static_cast<double>(core::FgdScoreLevel(score.cost, s.unit_mib())) : score.cost;
       if (best < 0 || cost < best_cost || (cost == best_cost && rank_[n] < rank_[best])) {
         best = n;
         best_cost = cost;
-        best_placement = std::move(eval.placement);
       }
     }
     if (best < 0) return std::optional<Choice>();
+    // Only the winner's devices are needed; Evaluate makes the same choice Score costed.
+    core::Placement best_placement = policy_.Evaluate(nodes_[best], summaries_[best], *pod.request).placement;
     Choice choice;
     choice.node = best;
     for (const auto& cp : best_placement.containers) {
@@ -313,15 +309,18 @@ class CorePolicy final : public SimPolicy {
 }  // namespace
 
 std::vector<std::string> PolicyNames() {
-  return {"gpupack", "gpupack-levels", "gpupack-learned", "gpupack-learned-levels", "gpupack-binpack", "gpupack-spread", "random", "dotprod", "clustering", "packing", "bestfit", "fgd"};
+  return {"gpupack", "gpupack-pinned", "gpupack-exact", "gpupack-pinned-exact", "gpupack-binpack", "gpupack-spread",
+          "random", "dotprod", "clustering", "packing", "bestfit", "fgd"};
 }
 
 StatusOr<std::unique_ptr<SimPolicy>> MakePolicy(std::string_view name, const core::TypicalWorkload& typical) {
-  if (name == "gpupack") return std::unique_ptr<SimPolicy>(new CorePolicy(core::PolicyKind::kFgd, typical, false, {}));
-  if (name == "gpupack-levels") return std::unique_ptr<SimPolicy>(new CorePolicy(core::PolicyKind::kFgd, typical, true, {}));
-  if (name == "gpupack-learned" || name == "gpupack-learned-levels") {
-    return std::unique_ptr<SimPolicy>(new CorePolicy(core::PolicyKind::kFgd, typical, name == "gpupack-learned-levels",
+  // The extender's defaults: learned workload, FGD levels.
+  if (name == "gpupack" || name == "gpupack-exact") {
+    return std::unique_ptr<SimPolicy>(new CorePolicy(core::PolicyKind::kFgd, typical, name == "gpupack",
                                                      CorePolicy::Learning{true, 1000, 100, 50}));
+  }
+  if (name == "gpupack-pinned" || name == "gpupack-pinned-exact") {
+    return std::unique_ptr<SimPolicy>(new CorePolicy(core::PolicyKind::kFgd, typical, name == "gpupack-pinned", {}));
   }
   if (name == "gpupack-binpack") {
     return std::unique_ptr<SimPolicy>(new CorePolicy(core::PolicyKind::kBinpack, typical, false, {}));

@@ -65,18 +65,14 @@ class SimPolicy {
 // The policy names accepted by MakePolicy, in the order the report lists them.
 std::vector<std::string> PolicyNames();
 
-// "gpupack" (placement core, FGD cost against `typical`, lowest cost wins: what the extender
-// does today), "gpupack-levels" (the same costs compared on FGD's integer score levels, ties to the
-// node order), "gpupack-learned" (FGD against the workload the extender learns from bound pods,
-// starting from the core's prior), "gpupack-learned-levels" (both), "gpupack-binpack" and
-// "gpupack-spread"
-// (the core's simple policies), and the baselines "random", "dotprod", "clustering", "packing",
+// "gpupack" (what the extender does by default: the placement core's FGD against the workload it
+// learns from bound pods, starting from the core's prior, with costs compared on FGD's integer
+// score levels and ties to the node order), "gpupack-exact" (the same, lowest exact cost wins),
+// "gpupack-pinned" / "gpupack-pinned-exact" (FGD against the trace's own typical set `typical`
+// instead of the learned one), "gpupack-binpack" and "gpupack-spread" (the core's simple
+// policies), and the baselines "random", "dotprod", "clustering", "packing",
 // "bestfit", "fgd". InvalidArgument for anything else.
 StatusOr<std::unique_ptr<SimPolicy>> MakePolicy(std::string_view name, const core::TypicalWorkload& typical);
 
-// The baselines' building blocks, exposed for tests.
-// FGD's integer score for a fragmentation change of `delta_mib` on a `unit_mib` device:
-// int(100 · sigmoid(−Δ/unit)).
-int64_t FgdScore(double delta_mib, MiB unit_mib);
 
 }  // namespace gpupack::sim

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "api/cluster_file.h"
+#include "scheduler/core/placement.h"
 #include "sim/cluster_state.h"
 #include "sim/extender_policy.h"
 #include "sim/inputs.h"
@@ -80,8 +81,8 @@ TEST(ClusterState, FragmentationMatchesWorkedExample) {
   EXPECT_DOUBLE_EQ(s.FragmentationAfter(0, pod, gpu2), 600);
   // On GPU#0 (1000 → 500): .5·200 + .3·1200 + .2·2200 = 900, Δ = +50.
   EXPECT_DOUBLE_EQ(s.FragmentationAfter(0, pod, gpu0), 900);
-  EXPECT_EQ(FgdScore(600 - 850, 1000), 56);
-  EXPECT_EQ(FgdScore(900 - 850, 1000), 48);
+  EXPECT_EQ(core::FgdScoreLevel(600 - 850, 1000), 56);
+  EXPECT_EQ(core::FgdScoreLevel(900 - 850, 1000), 48);
 }
 
 TEST(ClusterState, ApplyUpdatesTotalsIncrementally) {
@@ -122,14 +123,6 @@ TEST(ClusterState, FitChecksCpuMemoryModelsAndDeviceCounts) {
   EXPECT_FALSE(s.Fits(0, *s.DemandOf(Pod("two", 0, 2, 0))));   // only one empty GPU
   EXPECT_TRUE(s.Fits(0, *s.DemandOf(Pod("two", 0, 2, 100))));  // 100 fits on both
   EXPECT_FALSE(s.Fits(0, *s.DemandOf(Pod("cpu", 9000, 0, 0))));
-}
-
-TEST(Policy, FgdScoreIsTheQuantisedSigmoid) {
-  EXPECT_EQ(FgdScore(1000, 1000), 26);
-  EXPECT_EQ(FgdScore(0, 1000), 50);
-  EXPECT_EQ(FgdScore(-1000, 1000), 73);
-  EXPECT_EQ(FgdScore(-3000, 1000), 95);
-  EXPECT_EQ(FgdScore(-5000, 1000), 99);
 }
 
 struct Picked {
@@ -197,7 +190,7 @@ TEST(Policy, LevelsTieNoiseSizedCostDifferences) {
   core::PodRequest pod = Pod("s", 0, 1, 20);
   EXPECT_EQ(PickWith("gpupack", nodes, m, pod, {1, 0}).node, 0);
   EXPECT_EQ(PickWith("gpupack", nodes, m, pod, {1, 0}).slots, std::vector<int>{1});
-  EXPECT_EQ(PickWith("gpupack-levels", nodes, m, pod, {1, 0}).node, 1);
+  EXPECT_EQ(PickWith("gpupack-pinned", nodes, m, pod, {1, 0}).node, 1);
   EXPECT_EQ(PickWith("fgd", nodes, m, pod, {1, 0}).node, 1);
 }
 
