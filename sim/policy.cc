@@ -239,7 +239,7 @@ class CorePolicy final : public SimPolicy {
   CorePolicy(core::PolicyKind kind, const core::TypicalWorkload& typical, bool fgd_levels, Learning learning)
       : policy_(kind, typical, core::PlacementOptions{}), fgd_levels_(fgd_levels), learning_(learning) {}
 
-  Status Start(const ClusterState& s, const std::vector<core::Node>& nodes, std::span<const int> rank) override {
+  Status Start(const ClusterState& s, const std::vector<core::Node>& nodes, std::span<const int> /*seed_rank*/) override {
     if (learning_.enabled) {
       const MiB granularity = std::max<MiB>(1, s.unit_mib() / 1000);
       learner_.emplace(core::DefaultPriorWorkload(s.unit_mib()), learning_.half_life_pods, learning_.prior_pods,
@@ -248,7 +248,10 @@ class CorePolicy final : public SimPolicy {
       since_refresh_ = 0;
     }
     nodes_ = nodes;
-    rank_.assign(rank.begin(), rank.end());
+    // Ties go to the extender's fixed node order (its default tieBreak: nodeOrder), so the
+    // in-process replay and an HTTP replay through a standalone extender make the same choices.
+    rank_.clear();
+    for (const core::Node& node : nodes_) rank_.push_back(core::NodeTieBreakRank(node.name, 0));
     summaries_.clear();
     summaries_.reserve(nodes_.size());
     for (const core::Node& node : nodes_) summaries_.push_back(policy_.Summarize(node));
@@ -298,7 +301,7 @@ class CorePolicy final : public SimPolicy {
   core::Policy policy_;
   std::vector<core::Node> nodes_;
   std::vector<core::NodeSummary> summaries_;
-  std::vector<int> rank_;
+  std::vector<uint64_t> rank_;
   core::Placement pending_;
   bool fgd_levels_;
   Learning learning_;

@@ -292,6 +292,20 @@ int64_t FgdScoreLevel(double delta_mib, MiB unit_mib) {
   return static_cast<int64_t>(100.0 / (1.0 + std::exp(-x)));
 }
 
+uint64_t NodeTieBreakRank(std::string_view node_name, uint64_t salt) {
+  uint64_t h = 1469598103934665603ULL ^ (salt * 0x9e3779b97f4a7c15ULL);
+  for (unsigned char c : node_name) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  // Finalise (splitmix64) so names that differ only in the last characters spread evenly.
+  h ^= h >> 30;
+  h *= 0xbf58476d1ce4e5b9ULL;
+  h ^= h >> 27;
+  h *= 0x94d049bb133111ebULL;
+  return h ^ (h >> 31);
+}
+
 MiB DeviceFreeMiB(const Device& d, const PlacementOptions& o) {
   if (!d.healthy) return 0;
   MiB caps = 0;

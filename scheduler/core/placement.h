@@ -126,6 +126,12 @@ class Policy {
 // Alibaba trace), so the extender ranks FGD costs by this level. REQUIRES: unit_mib > 0.
 int64_t FgdScoreLevel(double delta_mib, MiB unit_mib);
 
+// A fixed pseudo-random order of nodes (FNV-1a of the name, salted): the tie-break among nodes on
+// the same FGD level. A fixed order, like the FGD artifact's seeded node-name order, fills one node
+// before the next among equals; a fresh random pick per pod (kube-scheduler's own tie-break)
+// spreads pods and packs worse (docs/simulator.md). Lower rank wins.
+uint64_t NodeTieBreakRank(std::string_view node_name, uint64_t salt);
+
 // Applies a placement to a node (adds the shares and the pod's CPU / memory requests). Returns FailedPrecondition, leaving the node
 // unchanged, if it no longer fits (a concurrent change): the ledger invariant Σ caps ≤ capacity
 // is never broken.

@@ -100,6 +100,17 @@ TEST(FgdScore, IntegerLevelsMatchThePaper) {
   EXPECT_EQ(FgdScoreLevel(-20480, 81920), 56);
 }
 
+TEST(FgdScore, TieBreakRankIsAFixedOrderPerSalt) {
+  EXPECT_EQ(NodeTieBreakRank("gpu-a1", 0), NodeTieBreakRank("gpu-a1", 0));
+  EXPECT_NE(NodeTieBreakRank("gpu-a1", 0), NodeTieBreakRank("gpu-a2", 0));
+  EXPECT_NE(NodeTieBreakRank("gpu-a1", 0), NodeTieBreakRank("gpu-a1", 1));
+  // Roughly uniform: of 1000 names about half rank below the midpoint.
+  int low = 0;
+  for (int i = 0; i < 1000; ++i) low += NodeTieBreakRank("node-" + std::to_string(i), 0) < (uint64_t{1} << 63);
+  EXPECT_GT(low, 430);
+  EXPECT_LT(low, 570);
+}
+
 TEST(FgdScore, CpuShortageMakesEveryIdleDeviceAFragment) {
   // 8 CPUs free; spec b needs 8 CPUs and a whole GPU. A CPU-only pod taking 4 CPUs turns b from
   // satisfied (F(b) = 0: both GPUs empty) into lacking CPU (F(b) = R = 2000): Δ = .5 · 2000 = 1000.

@@ -172,6 +172,20 @@ StatusOr<ExtenderConfig> ParseExtenderConfig(std::string_view yaml_text) {
        }},
       {"decisiveFilter", [](auto& n, auto& k, auto& c) { return ReadBool(n, k, c.decisive_filter); }},
       {"filterBandMiB", [](auto& n, auto& k, auto& c) { return ReadDouble(n, k, 0, 1e12, c.filter_band_mib); }},
+      {"tieBreak",
+       [](auto& n, auto& k, auto& c) {
+         const std::string v = Scalar(n);
+         if (v != "nodeOrder" && v != "random") return BadKey(k, "expected nodeOrder or random, got \"" + v + "\"");
+         c.fixed_tie_break = v == "nodeOrder";
+         return Status::Ok();
+       }},
+      {"tieBreakSeed",
+       [](auto& n, auto& k, auto& c) {
+         int64_t seed = 0;
+         GPUPACK_RETURN_IF_ERROR(ReadInt(n, k, 0, int64_t{1} << 62, seed));
+         c.tie_break_seed = static_cast<uint64_t>(seed);
+         return Status::Ok();
+       }},
       {"fgdScoreLevels", [](auto& n, auto& k, auto& c) { return ReadBool(n, k, c.fgd_score_levels); }},
       {"fgdScoreUnit",
        [](auto& n, auto& k, auto& c) {

@@ -27,6 +27,8 @@ struct ExtenderConfig {
   // 0 = the most common device size (standalone: from the cluster file; on a cluster: 80Gi).
   core::MiB fgd_score_unit_mib = 0;
   bool fgd_score_levels = true;  // false: rank FGD by the exact cost (with filterBandMiB)
+  bool fixed_tie_break = true;   // tieBreak: nodeOrder (true) | random
+  uint64_t tie_break_seed = 0;
   bool neutral_non_gpu_pods = false;
   core::MiB reserve_per_device_mib = 0;
   core::MiB request_granularity_mib = 1024;  // workload learner's bucket size
