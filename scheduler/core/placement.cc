@@ -350,6 +350,7 @@ NodeSummary Policy::Summarize(const Node& node) const {
   NodeSummary sum;
   const int n = std::min<int>(static_cast<int>(node.devices.size()), kMaxDevicesPerNode);
   sum.device_count = n;
+  sum.stale = !node.stale_reason.empty();
   auto& empty = sum.empty;
   for (int g = 0; g < n; ++g) {
     const Device& d = node.devices[g];
@@ -420,11 +421,13 @@ NodeEvaluation Policy::EvaluateImpl(const Node& node, const NodeSummary& sum, co
   const Columns cols{columns_.n, columns_.mem.data(), columns_.count.data(), columns_.weight.data(),
                      columns_.n_fractional, columns_.n_device, columns_.total_weight};
   NodeEvaluation out;
-  if (!node.stale_reason.empty()) {
+  // The summary answers these, so a fitting node's Node object is never touched (cache misses
+  // on 5,000 nodes cost more than the arithmetic).
+  if (sum.stale) {
     out.verdict = Verdict::Reject(RejectReason::kNodeStale, true, 0, 0, node.stale_reason);
     return out;
   }
-  if (pod.WantsDevices() && node.devices.empty()) {
+  if (pod.WantsDevices() && sum.device_count == 0) {
     out.verdict = Verdict::Reject(RejectReason::kNoDevices, true);
     return out;
   }

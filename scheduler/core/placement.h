@@ -40,6 +40,7 @@ MiB DeviceFreeMiB(const Device& device, const PlacementOptions& options);
 // Per-node precomputation against a policy's typical workload (FGD's F_n(M) ingredients).
 struct NodeSummary {
   int device_count = 0;
+  bool stale = false;  // node.stale_reason is set: Score reads the Node only to explain it
   std::array<MiB, kMaxDevicesPerNode> free{};      // per device slot
   std::array<bool, kMaxDevicesPerNode> empty{};    // healthy, no shares, no foreign use
   std::array<uint64_t, kMaxDevicesPerNode> spec_match{};  // bit m: device can serve spec m at all
