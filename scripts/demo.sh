@@ -31,4 +31,8 @@ echo "demo: gpupack-extender (standalone, $cluster) listening on $address"
 echo "demo: replaying $workload through it as kube-scheduler would"
 "$build_dir"/cmd/sim/gpupack-sim --cluster "$cluster" --workload "$workload" \
   --extender "http://$address" --report out/demo-report.html
-echo "demo: HTML report in out/demo-report.html; extender log in $log"
+echo
+echo "demo: the same workload in process, gpupack against the published baselines (10 seeds)"
+"$build_dir"/cmd/sim/gpupack-sim --cluster "$cluster" --workload "$workload" \
+  --policy gpupack,fgd,bestfit,packing,random --report out/demo-policies.html
+echo "demo: HTML reports in out/demo-report.html and out/demo-policies.html; extender log in $log"

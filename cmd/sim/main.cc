@@ -60,6 +60,7 @@ int main(int argc, char** argv) {
                                            write_cluster;
   sim::ReplayOptions options;
   int extender_weight = 1;
+  bool seeds_given = false;
   bool json = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -84,6 +85,7 @@ int main(int argc, char** argv) {
       if (!value(policies)) return Fail("--policy needs a name");
     } else if (arg == "--seeds") {
       if (!value(seeds_text)) return Fail("--seeds needs a list");
+      seeds_given = true;
     } else if (arg == "--report") {
       if (!value(report_path)) return Fail("--report needs a file");
     } else if (arg == "--extender") {
@@ -118,9 +120,15 @@ int main(int argc, char** argv) {
   if (workload_path.empty()) return Fail(std::string("--workload is required\n") + kUsage);
   auto pods = sim::LoadWorkload(workload_path);
   if (!pods.ok()) return Fail(pods.status().message());
+  // A running extender keeps its ledger, and a replay starts from an empty cluster: one seed per
+  // fresh extender.
+  if (!extender_url.empty() && !seeds_given) seeds_text = "42";
   auto seeds = sim::ParseSeeds(seeds_text);
   if (!seeds.ok()) return Fail(seeds.status().message());
   if (seeds->empty()) return Fail("--seeds: no seeds");
+  if (!extender_url.empty() && seeds->size() > 1) {
+    return Fail("--extender replays one seed per extender (the extender keeps what it bound); restart it for each seed");
+  }
 
   auto replayer = sim::Replayer::Create(std::move(*nodes), std::move(*pods), options);
   if (!replayer.ok()) return Fail(replayer.status().message());
