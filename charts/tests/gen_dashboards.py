@@ -296,6 +296,15 @@ def capacity():
              (f"max by (node) (max by ({dev}) (gpupack_gpu_memory_bytes{{{sel}}}) - max by ({dev}) (gpupack_gpu_memory_allocated_bytes{{{sel}}}))",
               "{{node}} largest free device")],
             "bytes", w=12, h=9, min=0)
+    b.panel("timeseries", "Fragmented free memory by node",
+            "Per node, the free GPU memory the typical pod (the learned request mix) could not use: FGD's "
+            "expected fragmentation. A node high here has free memory in pieces too small for what arrives.",
+            [(f"max by (node) (gpupack_node_fragmented_gpu_memory_bytes{{{sel}}})", "{{node}}")],
+            "bytes", w=12, h=9, min=0)
+    b.panel("timeseries", "Pods per device",
+            "How many pods share each device (bound or reserved).",
+            [(f"max by (node, gpu_index, gpu_uuid) (gpupack_gpu_pods{{{sel}}})", "{{node}} #{{gpu_index}}")],
+            "none", w=12, h=9, min=0)
 
     b.row("Per GPU / MIG instance")
     keys = "node, gpu_index, gpu_uuid, gpu_model"

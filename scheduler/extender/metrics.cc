@@ -1,5 +1,8 @@
 #include "scheduler/extender/metrics.h"
 
+#include <set>
+#include <string_view>
+
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
 #include <prometheus/histogram.h>
@@ -91,9 +94,13 @@ std::string ExtenderMetrics::Render() const {
     prometheus::MetricFamily dev_capacity = Gauge("gpupack_gpu_memory_bytes", "GPU memory of one device.");
     prometheus::MetricFamily dev_allocated = Gauge("gpupack_gpu_memory_allocated_bytes", "GPU memory caps allocated on one device.");
     prometheus::MetricFamily dev_used = Gauge("gpupack_gpu_memory_used_bytes", "GPU memory in use on one device (agent report).");
+    prometheus::MetricFamily dev_pods = Gauge("gpupack_gpu_pods", "Pods holding a share of one device (bound or reserved).");
+    prometheus::MetricFamily node_frag = Gauge("gpupack_node_fragmented_gpu_memory_bytes",
+                                               "Expected free GPU memory of the node a typical pod could not use (FGD).");
     double total = 0, total_allocated = 0, total_used = 0, fragmented = 0, free = 0;
     state_->ForEachNode([&](const core::Node& node, const core::NodeSummary& summary) {
       fragmented += summary.fragmentation;
+      AddSample(node_frag, summary.fragmentation * kBytesPerMiB, {{"node", node.name}});
       free += static_cast<double>(summary.total_free);
       for (const core::Device& device : node.devices) {
         core::MiB caps = 0;
@@ -108,7 +115,10 @@ std::string ExtenderMetrics::Render() const {
                                                                {"gpu_model", device.model}};
         AddSample(dev_capacity, static_cast<double>(device.capacity_mib) * kBytesPerMiB, labels);
         AddSample(dev_allocated, static_cast<double>(caps) * kBytesPerMiB, labels);
-        AddSample(dev_used, static_cast<double>(device.used_mib) * kBytesPerMiB, std::move(labels));
+        AddSample(dev_used, static_cast<double>(device.used_mib) * kBytesPerMiB, labels);
+        std::set<std::string_view> pod_uids;
+        for (const core::DeviceShare& share : device.shares) pod_uids.insert(share.pod_uid);
+        AddSample(dev_pods, static_cast<double>(pod_uids.size()), std::move(labels));
       }
     });
     AddSample(nodes, static_cast<double>(state_->NodeCount()));
@@ -118,11 +128,11 @@ std::string ExtenderMetrics::Render() const {
     AddSample(allocated, total_allocated * kBytesPerMiB);
     AddSample(used, total_used * kBytesPerMiB);
     AddSample(frag, free > 0 ? fragmented / free : 0);
-    for (auto* family : {&nodes, &pods, &reservations, &capacity, &allocated, &used, &frag}) {
+    for (auto* family : {&nodes, &pods, &reservations, &capacity, &allocated, &used, &frag, &node_frag}) {
       families.push_back(std::move(*family));
     }
     if (per_device_) {
-      for (auto* family : {&dev_capacity, &dev_allocated, &dev_used}) families.push_back(std::move(*family));
+      for (auto* family : {&dev_capacity, &dev_allocated, &dev_used, &dev_pods}) families.push_back(std::move(*family));
     }
   }
   return prometheus::TextSerializer().Serialize(families);
