@@ -143,13 +143,19 @@ class DeltaEvaluator {
     const MiB old_free = st_.free[slot];
     const MiB df = new_free - old_free;
     const uint64_t match = sum_.spec_match[slot];
+    // Specs [ub_new, ub_old) could use the device before and cannot after: walk down from
+    // ub_old (precomputed in the summary while the device is unchanged) over exactly those.
     const MiB* mem = c_.mem;
-    const int ub_new = static_cast<int>(std::upper_bound(mem, mem + c_.n_fractional, new_free) - mem);
-    const int ub_old = static_cast<int>(std::upper_bound(mem, mem + c_.n_fractional, old_free) - mem);
-    double delta = static_cast<double>(df) * (c_.total_weight - Prefix(match, ub_new));
-    for (int m = ub_new; m < ub_old; ++m) {
-      if ((match >> m) & 1) delta += Flip(m, new_free, df);
+    const int ub_old = old_free == sum_.free[slot]
+                           ? sum_.fractional_fit[slot]
+                           : static_cast<int>(std::upper_bound(mem, mem + c_.n_fractional, old_free) - mem);
+    double flips = 0;
+    int ub_new = ub_old;
+    while (ub_new > 0 && mem[ub_new - 1] > new_free) {
+      --ub_new;
+      if ((match >> ub_new) & 1) flips += Flip(ub_new, new_free, df);
     }
+    double delta = static_cast<double>(df) * (c_.total_weight - Prefix(match, ub_new)) + flips;
     if (st_.empty[slot]) {
       for (int m = c_.n_fractional; m < c_.n_device; ++m) {
         if ((match >> m) & 1) delta += Flip(m, new_free, df);
@@ -376,6 +382,10 @@ NodeSummary Policy::Summarize(const Node& node) const {
       mask |= uint64_t{1} << m;
     }
     sum.spec_match[g] = mask;
+  }
+  for (int g = 0; g < n; ++g) {
+    sum.fractional_fit[g] = static_cast<int8_t>(
+        std::upper_bound(cols.mem, cols.mem + cols.n_fractional, sum.free[g]) - cols.mem);
   }
   for (int m = 0; m < cols.n; ++m) {
     int16_t usable = 0;

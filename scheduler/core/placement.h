@@ -43,6 +43,8 @@ struct NodeSummary {
   bool stale = false;  // node.stale_reason is set: Score reads the Node only to explain it
   std::array<MiB, kMaxDevicesPerNode> free{};      // per device slot
   std::array<bool, kMaxDevicesPerNode> empty{};    // healthy, no shares, no foreign use
+  // How many fractional specs (the memory-sorted prefix) a device's free memory could hold.
+  std::array<int8_t, kMaxDevicesPerNode> fractional_fit{};
   std::array<uint64_t, kMaxDevicesPerNode> spec_match{};  // bit m: device can serve spec m at all
   std::array<int16_t, kMaxTypicalSpecs> usable{};  // q_n(m): devices with room for spec m
   std::array<MiB, kMaxTypicalSpecs> unusable_free{};// Σ free of devices that cannot hold spec m
