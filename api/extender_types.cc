@@ -301,7 +301,11 @@ std::string EncodeHostPriorityList(const HostPriorityList& list) {
 }
 
 std::string EncodeBindingResult(const ExtenderBindingResult& result) {
-  return "{\"Error\":" + json(result.error).dump(-1, ' ', false, json::error_handler_t::replace) + "}";
+  std::string out = "{";
+  Key(out, "Error");
+  AppendString(out, result.error);
+  out += '}';
+  return out;
 }
 
 std::string EncodePreemptionResult(const ExtenderPreemptionResult& result) {
@@ -323,8 +327,16 @@ std::string EncodeExtenderArgs(const ExtenderArgs& args) {
 }
 
 std::string EncodeBindingArgs(const ExtenderBindingArgs& args) {
-  return "{\"PodName\":" + json(args.pod_name).dump(-1, ' ', false, json::error_handler_t::replace) + ",\"PodNamespace\":" + json(args.pod_namespace).dump(-1, ' ', false, json::error_handler_t::replace) +
-         ",\"PodUID\":" + json(args.pod_uid).dump(-1, ' ', false, json::error_handler_t::replace) + ",\"Node\":" + json(args.node).dump(-1, ' ', false, json::error_handler_t::replace) + "}";
+  std::string out = "{";
+  const std::pair<const char*, const std::string*> fields[] = {
+      {"PodName", &args.pod_name}, {"PodNamespace", &args.pod_namespace}, {"PodUID", &args.pod_uid}, {"Node", &args.node}};
+  for (size_t i = 0; i < std::size(fields); ++i) {
+    if (i > 0) out += ',';
+    Key(out, fields[i].first);
+    AppendString(out, *fields[i].second);
+  }
+  out += '}';
+  return out;
 }
 
 std::string EncodePreemptionArgs(const ExtenderPreemptionArgs& args) {

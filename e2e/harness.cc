@@ -31,18 +31,7 @@ std::string Env(const char* name) {
   return v == nullptr ? "" : v;
 }
 
-std::string Str(const Json& obj, std::initializer_list<const char*> path) {
-  const Json* cur = &obj;
-  for (const char* p : path) {
-    if (!cur->is_object()) return "";
-    auto it = cur->find(p);
-    if (it == cur->end()) return "";
-    cur = &*it;
-  }
-  return cur->is_string() ? cur->get<std::string>() : "";
-}
 
-std::string Key(const Json& pod) { return Str(pod, {"metadata", "namespace"}) + "/" + Str(pod, {"metadata", "name"}); }
 
 // Splits "http://host:port" for httplib.
 std::pair<std::string, int> HostPort(const std::string& url) {
@@ -67,7 +56,7 @@ StatusOr<Json> PostJsonImpl(const std::string& url, const std::string& path, con
 int64_t PodCpuMilli(const Json& pod) {
   int64_t total = 0;
   for (const Json& c : pod["spec"].value("containers", Json::array())) {
-    const std::string cpu = Str(c, {"resources", "requests", "cpu"});
+    const std::string cpu = kube::StringAt(c, {"resources", "requests", "cpu"});
     if (auto v = ParseMilliValue(cpu.empty() ? "0" : cpu, "cpu"); v.ok()) total += *v;
   }
   return total;
@@ -76,7 +65,7 @@ int64_t PodCpuMilli(const Json& pod) {
 int64_t PodMemory(const Json& pod) {
   int64_t total = 0;
   for (const Json& c : pod["spec"].value("containers", Json::array())) {
-    const std::string mem = Str(c, {"resources", "requests", "memory"});
+    const std::string mem = kube::StringAt(c, {"resources", "requests", "memory"});
     if (auto v = ParseBytes(mem.empty() ? "0" : mem, "memory"); v.ok()) total += *v;
   }
   return total;
@@ -178,7 +167,7 @@ void Cluster::Cleanup() {
   lo.label_selector = "gpupack-e2e-run=" + run_label_;
   auto pods = api_->List(kube::PodsResource(), ns_, lo);
   if (!pods.ok()) return;
-  for (const Json& p : pods->items) (void)api_->Delete(kube::PodsResource(), ns_, Str(p, {"metadata", "name"}));
+  for (const Json& p : pods->items) (void)api_->Delete(kube::PodsResource(), ns_, kube::StringAt(p, {"metadata", "name"}));
 }
 
 Status Cluster::StartAgents() {
@@ -195,7 +184,7 @@ Status Cluster::StartAgents() {
     if (list.ok()) {
       std::set<std::string> seen;
       for (const Json& g : list->items) {
-        if (g.contains("status") && g["status"].contains("heartbeatTime")) seen.insert(Str(g, {"metadata", "name"}));
+        if (g.contains("status") && g["status"].contains("heartbeatTime")) seen.insert(kube::StringAt(g, {"metadata", "name"}));
       }
       if (std::all_of(nodes_.begin(), nodes_.end(), [&](const std::string& n) { return seen.count(n) > 0; })) {
         return Status::Ok();
@@ -269,7 +258,7 @@ StatusOr<LedgerReport> CheckLedger(kube::Client& api, const std::string& ns, con
   GPUPACK_ASSIGN_OR_RETURN(kube::ListResult gpunodes, api.List(kube::GpuNodesResource(), ""));
   for (const Json& g : gpunodes.items) {
     GPUPACK_ASSIGN_OR_RETURN(api::GpuNodeStatus s, api::GpuNodeStatusFromJson(g.value("status", Json::object())));
-    const std::string node = Str(g, {"metadata", "name"});
+    const std::string node = kube::StringAt(g, {"metadata", "name"});
     for (const api::GpuNodeDevice& d : s.devices) {
       if (!d.mig_enabled) devices[d.uuid] = Dev{node, d.memory_mib, 0, false, {}};
       for (const api::GpuNodeMigInstance& m : d.mig_instances) devices[m.uuid] = Dev{node, m.memory_mib, 0, false, {}};
@@ -281,25 +270,25 @@ StatusOr<LedgerReport> CheckLedger(kube::Client& api, const std::string& ns, con
   GPUPACK_ASSIGN_OR_RETURN(kube::ListResult pods, api.List(kube::PodsResource(), ns, lo));
   for (const Json& pod : pods.items) {
     ++report.pods_total;
-    const std::string node = Str(pod, {"spec", "nodeName"});
-    const std::string phase = Str(pod, {"status", "phase"});
+    const std::string node = kube::StringAt(pod, {"spec", "nodeName"});
+    const std::string phase = kube::StringAt(pod, {"status", "phase"});
     if (node.empty()) continue;
     ++report.pods_bound;
     ++report.bound_per_node[node];
     if (phase == "Succeeded" || phase == "Failed") continue;
-    const std::string text = Str(pod, {"metadata", "annotations", std::string(api::kAnnotationAllocation).c_str()});
-    if (text.empty()) return Status::Internal("pod " + Key(pod) + " is bound to " + node + " without gpupack.io/allocation");
+    const std::string text = kube::StringAt(pod, {"metadata", "annotations", std::string(api::kAnnotationAllocation).c_str()});
+    if (text.empty()) return Status::Internal("pod " + kube::ObjectKey(pod) + " is bound to " + node + " without gpupack.io/allocation");
     StatusOr<api::Allocation> alloc = api::DecodeAllocation(text);
-    if (!alloc.ok()) return alloc.status().WithContext("pod " + Key(pod));
-    if (alloc->node != node) return Status::Internal("pod " + Key(pod) + ": allocation names node " + alloc->node + " but it is bound to " + node);
+    if (!alloc.ok()) return alloc.status().WithContext("pod " + kube::ObjectKey(pod));
+    if (alloc->node != node) return Status::Internal("pod " + kube::ObjectKey(pod) + ": allocation names node " + alloc->node + " but it is bound to " + node);
     ++report.pods_with_allocation;
-    for (const auto& [uuid, share] : api::AllocationShares(*alloc, Str(pod, {"metadata", "uid"}), Key(pod))) {
+    for (const auto& [uuid, share] : api::AllocationShares(*alloc, kube::StringAt(pod, {"metadata", "uid"}), kube::ObjectKey(pod))) {
       auto it = devices.find(uuid);
-      if (it == devices.end()) return Status::Internal("pod " + Key(pod) + " holds unknown device " + uuid);
-      if (it->second.node != node) return Status::Internal("pod " + Key(pod) + " on " + node + " holds device " + uuid + " of node " + it->second.node);
+      if (it == devices.end()) return Status::Internal("pod " + kube::ObjectKey(pod) + " holds unknown device " + uuid);
+      if (it->second.node != node) return Status::Internal("pod " + kube::ObjectKey(pod) + " on " + node + " holds device " + uuid + " of node " + it->second.node);
       it->second.used += share.mem_mib;
       it->second.exclusive = it->second.exclusive || share.exclusive;
-      it->second.pods.insert(Key(pod));
+      it->second.pods.insert(kube::ObjectKey(pod));
     }
   }
   for (const auto& [uuid, d] : devices) {
@@ -340,18 +329,18 @@ Status FakeKubeScheduler::RefreshNodes() {
   std::lock_guard<std::mutex> l(mu_);
   nodes_.clear();
   for (const Json& n : nodes.items) {
-    const std::string name = Str(n, {"metadata", "name"});
+    const std::string name = kube::StringAt(n, {"metadata", "name"});
     if (std::find(cluster_.node_names().begin(), cluster_.node_names().end(), name) == cluster_.node_names().end()) continue;
     NodeInfo info;
-    info.cpu_milli = ParseMilliValue(Str(n, {"status", "allocatable", "cpu"}), "cpu").ok()
-                         ? *ParseMilliValue(Str(n, {"status", "allocatable", "cpu"}), "cpu") : 0;
-    info.memory = ParseBytes(Str(n, {"status", "allocatable", "memory"}), "memory").ok()
-                      ? *ParseBytes(Str(n, {"status", "allocatable", "memory"}), "memory") : 0;
+    info.cpu_milli = ParseMilliValue(kube::StringAt(n, {"status", "allocatable", "cpu"}), "cpu").ok()
+                         ? *ParseMilliValue(kube::StringAt(n, {"status", "allocatable", "cpu"}), "cpu") : 0;
+    info.memory = ParseBytes(kube::StringAt(n, {"status", "allocatable", "memory"}), "memory").ok()
+                      ? *ParseBytes(kube::StringAt(n, {"status", "allocatable", "memory"}), "memory") : 0;
     nodes_[name] = info;
   }
   for (const Json& p : pods.items) {
-    auto it = nodes_.find(Str(p, {"spec", "nodeName"}));
-    const std::string phase = Str(p, {"status", "phase"});
+    auto it = nodes_.find(kube::StringAt(p, {"spec", "nodeName"}));
+    const std::string phase = kube::StringAt(p, {"status", "phase"});
     if (it == nodes_.end() || phase == "Succeeded" || phase == "Failed") continue;
     it->second.used_cpu_milli += PodCpuMilli(p);
     it->second.used_memory += PodMemory(p);
@@ -370,7 +359,7 @@ ScheduleResult FakeKubeScheduler::Schedule(const std::vector<Json>& pods, const 
   const auto deadline = std::chrono::steady_clock::now() + options_.deadline;
   if (Status s = RefreshNodes(); !s.ok()) {
     GPUPACK_LOG(kError, kComponent) << "cannot list nodes: " << s;
-    for (const Item& i : queue) result.unfinished.insert(Key(i.pod));
+    for (const Item& i : queue) result.unfinished.insert(kube::ObjectKey(i.pod));
     return result;
   }
 
@@ -398,25 +387,25 @@ ScheduleResult FakeKubeScheduler::Schedule(const std::vector<Json>& pods, const 
     for (BindOutcome& o : outcomes) {
       const int64_t cpu = PodCpuMilli(o.item.pod), mem = PodMemory(o.item.pod);
       if (o.status.ok()) {
-        result.bound[Key(o.item.pod)] = o.node;
+        result.bound[kube::ObjectKey(o.item.pod)] = o.node;
         continue;
       }
       ++result.bind_errors;
       // Like kube-scheduler's informer: a pod deleted meanwhile is dropped; one that is in fact
       // bound (a lost response) is done.
-      StatusOr<Json> now = cluster_.api().GetPod(Str(o.item.pod, {"metadata", "namespace"}), Str(o.item.pod, {"metadata", "name"}));
+      StatusOr<Json> now = cluster_.api().GetPod(kube::StringAt(o.item.pod, {"metadata", "namespace"}), kube::StringAt(o.item.pod, {"metadata", "name"}));
       const bool gone = (!now.ok() && now.status().code() == StatusCode::kNotFound) ||
-                        (now.ok() && Str(*now, {"metadata", "uid"}) != Str(o.item.pod, {"metadata", "uid"}));
-      const std::string bound_to = now.ok() && !gone ? Str(*now, {"spec", "nodeName"}) : "";
-      if (gone) result.deleted.insert(Key(o.item.pod));
-      if (!bound_to.empty()) result.bound[Key(o.item.pod)] = bound_to;
+                        (now.ok() && kube::StringAt(*now, {"metadata", "uid"}) != kube::StringAt(o.item.pod, {"metadata", "uid"}));
+      const std::string bound_to = now.ok() && !gone ? kube::StringAt(*now, {"spec", "nodeName"}) : "";
+      if (gone) result.deleted.insert(kube::ObjectKey(o.item.pod));
+      if (!bound_to.empty()) result.bound[kube::ObjectKey(o.item.pod)] = bound_to;
       if (bound_to != o.node) {
         std::lock_guard<std::mutex> l(mu_);  // forget the assumption
         nodes_[o.node].used_cpu_milli -= cpu;
         nodes_[o.node].used_memory -= mem;
       }
       if (gone || !bound_to.empty()) continue;
-      GPUPACK_LOG(kInfo, kComponent) << "bind of " << Key(o.item.pod) << " to " << o.node << " failed: " << o.status;
+      GPUPACK_LOG(kInfo, kComponent) << "bind of " << kube::ObjectKey(o.item.pod) << " to " << o.node << " failed: " << o.status;
       queue.push_back(std::move(o.item));
     }
   };
@@ -430,7 +419,7 @@ ScheduleResult FakeKubeScheduler::Schedule(const std::vector<Json>& pods, const 
     }
     if (std::chrono::steady_clock::now() > deadline) {
       drain(true);
-      for (const Item& i : queue) result.unfinished.insert(Key(i.pod));
+      for (const Item& i : queue) result.unfinished.insert(kube::ObjectKey(i.pod));
       break;
     }
     Item item = std::move(queue.front());
@@ -453,7 +442,7 @@ ScheduleResult FakeKubeScheduler::Schedule(const std::vector<Json>& pods, const 
     const std::string url = ExtenderUrl();
     auto requeue_error = [&](const Status& s) {
       ++result.extender_errors;
-      GPUPACK_LOG(kInfo, kComponent) << "extender error for " << Key(pod) << ": " << s;
+      GPUPACK_LOG(kInfo, kComponent) << "extender error for " << kube::ObjectKey(pod) << ": " << s;
       queue.push_back(std::move(item));
       std::this_thread::sleep_for(options_.retry_pause);
     };
@@ -465,7 +454,7 @@ ScheduleResult FakeKubeScheduler::Schedule(const std::vector<Json>& pods, const 
     if ((*filtered)["NodeNames"].is_array()) passing = (*filtered)["NodeNames"].get<std::vector<std::string>>();
     if (passing.empty()) {
       if (++item.no_fit >= options_.max_no_fit_attempts) {
-        result.unschedulable.insert(Key(pod));
+        result.unschedulable.insert(kube::ObjectKey(pod));
       } else {
         queue.push_back(std::move(item));  // capacity may free up (deletions, failed binds)
         std::this_thread::sleep_for(options_.no_fit_pause);
@@ -501,8 +490,8 @@ ScheduleResult FakeKubeScheduler::Schedule(const std::vector<Json>& pods, const 
     }
     in_flight.push_back(std::async(std::launch::async, [this, url, node, it = std::move(item), &done, &done_mu]() mutable {
       const Json& p = it.pod;
-      Json args = {{"PodName", Str(p, {"metadata", "name"})}, {"PodNamespace", Str(p, {"metadata", "namespace"})},
-                   {"PodUID", Str(p, {"metadata", "uid"})}, {"Node", node}};
+      Json args = {{"PodName", kube::StringAt(p, {"metadata", "name"})}, {"PodNamespace", kube::StringAt(p, {"metadata", "namespace"})},
+                   {"PodUID", kube::StringAt(p, {"metadata", "uid"})}, {"Node", node}};
       StatusOr<Json> r = PostToExtender(url, "/bind", args);
       Status s = r.ok() ? (r->value("Error", "").empty() ? Status::Ok() : Status::Unavailable(r->value("Error", ""))) : r.status();
       std::lock_guard<std::mutex> l(done_mu);

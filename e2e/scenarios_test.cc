@@ -193,7 +193,8 @@ TEST_F(Scenario, ConcurrentBindsToOneNode) {
 
 TEST_F(Scenario, ApiFaultsDuringBindAndWatch) {
   Up(kMixedCluster);
-  if (cluster_->server() == nullptr) GTEST_SKIP() << "fault injection needs the in-tree API server";
+  if (cluster_->server() == nullptr) GTEST_SKIP() << "fault injection needs the in-tree API server; this run targets the real cluster "
+                                                     "named by GPUPACK_E2E_KUBECONFIG";
   ExtenderProcess ext = StartExtender();
   std::vector<Json> pods;
   const char* sizes[] = {"2Gi", "4Gi", "8Gi"};

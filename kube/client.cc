@@ -101,6 +101,17 @@ const Resource& GpuNodesResource() {
   return r;
 }
 
+std::string StringAt(const Json& object, std::initializer_list<const char*> path) {
+  const Json* cur = &object;
+  for (const char* p : path) {
+    if (!cur->is_object()) return "";
+    auto it = cur->find(p);
+    if (it == cur->end()) return "";
+    cur = &*it;
+  }
+  return cur->is_string() ? cur->get<std::string>() : "";
+}
+
 std::string ObjectKey(const Json& object) {
   const Json& md = object.value("metadata", Json::object());
   std::string ns = md.value("namespace", "");

@@ -22,6 +22,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 
@@ -205,5 +206,8 @@ Status StatusFromHttp(int http_status, std::string_view body, std::string_view w
 // "ns/name" for namespaced objects, "name" for cluster-scoped ones: the informer's cache key.
 std::string ObjectKey(const Json& object);
 std::string ResourceVersionOf(const Json& object);
+// The string at `path` (e.g. {"metadata", "name"}), or "" when a step is missing or not an
+// object, or the value is not a string. Never throws, whatever the object's shape.
+std::string StringAt(const Json& object, std::initializer_list<const char*> path);
 
 }  // namespace gpupack::kube

@@ -25,33 +25,22 @@ constexpr std::string_view kIntentsAnnotation = "gpupack.io/binds-in-flight";
 // the conversion must not bake a verdict in.
 constexpr std::chrono::seconds kNeverStale{std::numeric_limits<int32_t>::max()};
 
-std::string Str(const Json& obj, std::initializer_list<const char*> path) {
-  const Json* cur = &obj;
-  for (const char* p : path) {
-    if (!cur->is_object()) return "";
-    auto it = cur->find(p);
-    if (it == cur->end()) return "";
-    cur = &*it;
-  }
-  return cur->is_string() ? cur->get<std::string>() : "";
-}
 
-std::string PodKey(const Json& pod) { return Str(pod, {"metadata", "namespace"}) + "/" + Str(pod, {"metadata", "name"}); }
 
 std::string AllocationText(const Json& pod) {
-  return Str(pod, {"metadata", "annotations", std::string(api::kAnnotationAllocation).c_str()});
+  return kube::StringAt(pod, {"metadata", "annotations", std::string(api::kAnnotationAllocation).c_str()});
 }
 
 }  // namespace
 
 StatusOr<std::optional<api::Allocation>> PodAllocation(const Json& pod) {
-  const std::string phase = Str(pod, {"status", "phase"});
+  const std::string phase = kube::StringAt(pod, {"status", "phase"});
   if (phase == "Succeeded" || phase == "Failed") return std::optional<api::Allocation>();
-  if (Str(pod, {"spec", "nodeName"}).empty()) return std::optional<api::Allocation>();
+  if (kube::StringAt(pod, {"spec", "nodeName"}).empty()) return std::optional<api::Allocation>();
   const std::string text = AllocationText(pod);
   if (text.empty()) return std::optional<api::Allocation>();
   StatusOr<api::Allocation> alloc = api::DecodeAllocation(text);
-  if (!alloc.ok()) return alloc.status().WithContext("pod " + PodKey(pod) + " annotation gpupack.io/allocation");
+  if (!alloc.ok()) return alloc.status().WithContext("pod " + kube::ObjectKey(pod) + " annotation gpupack.io/allocation");
   return std::optional<api::Allocation>(std::move(alloc).value());
 }
 
@@ -72,11 +61,11 @@ Status CheckNodeFits(const core::Node& node, const std::vector<Json>& pods, std:
     }
   };
   for (const Json& pod : pods) {
-    const std::string uid = Str(pod, {"metadata", "uid"});
+    const std::string uid = kube::StringAt(pod, {"metadata", "uid"});
     if (uid == our_uid) continue;
     auto alloc = PodAllocation(pod);
     if (!alloc.ok() || !alloc->has_value()) continue;  // undecodable annotations are not ours to judge here
-    add(**alloc, uid, PodKey(pod));
+    add(**alloc, uid, kube::ObjectKey(pod));
   }
   add(ours, std::string(our_uid), "(this bind)");
   for (const core::Device& d : node.devices) {
@@ -119,7 +108,7 @@ Status KubeBackend::Start(extender::ClusterState& state) {
       client_.get(), kube::GpuNodesResource(), gpu_opts,
       kube::InformerHandlers{[this](const Json& o) { OnGpuNode(o); },
                              [this](const Json&, const Json& o) { OnGpuNode(o); },
-                             [this](const Json& o) { state_->RemoveNode(Str(o, {"metadata", "name"})); },
+                             [this](const Json& o) { state_->RemoveNode(kube::StringAt(o, {"metadata", "name"})); },
                              nullptr},
       &clock_);
   kube::InformerOptions pod_opts = gpu_opts;
@@ -172,13 +161,13 @@ void KubeBackend::OnGpuNode(const Json& gpunode) {
     return;
   }
   std::optional<Clock::TimePoint> heartbeat;
-  if (auto t = api::ParseRfc3339(Str(gpunode, {"status", "heartbeatTime"})); t.ok()) heartbeat = *t;
+  if (auto t = api::ParseRfc3339(kube::StringAt(gpunode, {"status", "heartbeatTime"})); t.ok()) heartbeat = *t;
   else heartbeat = Clock::TimePoint{};  // never reported: as stale as it gets
   state_->UpsertNode(std::move(node).value(), heartbeat);
 }
 
 void KubeBackend::OnPod(const Json& pod) {
-  const std::string uid = Str(pod, {"metadata", "uid"});
+  const std::string uid = kube::StringAt(pod, {"metadata", "uid"});
   if (uid.empty()) return;
   auto alloc = PodAllocation(pod);
   if (!alloc.ok()) {
@@ -188,9 +177,9 @@ void KubeBackend::OnPod(const Json& pod) {
     return;
   }
   if (alloc->has_value()) {
-    state_->UpsertPodAllocation(uid, PodKey(pod), **alloc);
-  } else if (!Str(pod, {"spec", "nodeName"}).empty() || Str(pod, {"status", "phase"}) == "Succeeded" ||
-             Str(pod, {"status", "phase"}) == "Failed") {
+    state_->UpsertPodAllocation(uid, kube::ObjectKey(pod), **alloc);
+  } else if (!kube::StringAt(pod, {"spec", "nodeName"}).empty() || kube::StringAt(pod, {"status", "phase"}) == "Succeeded" ||
+             kube::StringAt(pod, {"status", "phase"}) == "Failed") {
     // Bound without an allocation, or terminated: it holds nothing. (An unbound pod may hold a
     // reservation of an in-flight bind, which must survive.)
     state_->RemovePod(uid);
@@ -198,7 +187,7 @@ void KubeBackend::OnPod(const Json& pod) {
 }
 
 void KubeBackend::OnPodDeleted(const Json& pod) {
-  const std::string uid = Str(pod, {"metadata", "uid"});
+  const std::string uid = kube::StringAt(pod, {"metadata", "uid"});
   if (uid.empty()) return;
   std::lock_guard<std::mutex> l(tombstone_mu_);
   const auto now = clock_.Now();
@@ -216,14 +205,14 @@ bool KubeBackend::Tombstoned(const std::string& uid) const { return tombstones_.
 StatusOr<core::PodRequest> KubeBackend::LookupPod(const extender::BindTarget& target) {
   std::optional<Json> pod;
   if (pods_) pod = pods_->Get(target.ns + "/" + target.name);
-  if (!pod || Str(*pod, {"metadata", "uid"}) != target.uid) {
+  if (!pod || kube::StringAt(*pod, {"metadata", "uid"}) != target.uid) {
     // Not seen yet (a watch lags a fresh pod): ask the API server.
     StatusOr<Json> fetched = bind_client_->GetPod(target.ns, target.name);
     if (!fetched.ok()) return fetched.status();
     pod = std::move(fetched).value();
   }
-  if (!target.uid.empty() && Str(*pod, {"metadata", "uid"}) != target.uid) {
-    return Status::NotFound("pod " + target.ns + "/" + target.name + " has uid " + Str(*pod, {"metadata", "uid"}) +
+  if (!target.uid.empty() && kube::StringAt(*pod, {"metadata", "uid"}) != target.uid) {
+    return Status::NotFound("pod " + target.ns + "/" + target.name + " has uid " + kube::StringAt(*pod, {"metadata", "uid"}) +
                             ", not " + target.uid + " (re-created)");
   }
   return api::ParsePodRequest(*pod, config_.max_devices_per_container);
@@ -276,14 +265,14 @@ Status KubeBackend::FencedCheck(const extender::BindTarget& target, const std::s
     int unseen = 0;
     std::set<std::string> listed;
     for (const Json& pod : fresh->items) {
-      const std::string uid = Str(pod, {"metadata", "uid"});
+      const std::string uid = kube::StringAt(pod, {"metadata", "uid"});
       listed.insert(uid);
       if (uid.empty() || uid == target.uid) continue;
       auto alloc = PodAllocation(pod);
       if (!alloc.ok() || !alloc->has_value()) continue;
       std::lock_guard<std::mutex> tl(tombstone_mu_);
       if (!Tombstoned(uid) && state_->NodeOfPod(uid) != std::optional<std::string>(node)) {
-        state_->UpsertPodAllocation(uid, PodKey(pod), **alloc);
+        state_->UpsertPodAllocation(uid, kube::ObjectKey(pod), **alloc);
         ++unseen;
       }
     }
@@ -292,7 +281,7 @@ Status KubeBackend::FencedCheck(const extender::BindTarget& target, const std::s
     const int64_t now_s = std::chrono::duration_cast<std::chrono::seconds>(clock_.Now().time_since_epoch()).count();
     Json intents = Json::object();
     if (fencing) {
-      Json stored = Json::parse(Str(lease, {"metadata", "annotations", intents_key.c_str()}), nullptr, false);
+      Json stored = Json::parse(kube::StringAt(lease, {"metadata", "annotations", intents_key.c_str()}), nullptr, false);
       if (stored.is_object()) {
         for (const auto& [uid, intent] : stored.items()) {
           if (uid == target.uid || listed.count(uid) || !intent.is_object()) continue;
@@ -350,7 +339,7 @@ void KubeBackend::WithdrawIntent(const std::string& node, const std::string& uid
     StatusOr<Json> lease = bind_client_->Get(kube::LeasesResource(), FenceNamespace(), lease_name);
     if (!lease.ok()) return;
     const std::string key(kIntentsAnnotation);
-    Json intents = Json::parse(Str(*lease, {"metadata", "annotations", key.c_str()}), nullptr, false);
+    Json intents = Json::parse(kube::StringAt(*lease, {"metadata", "annotations", key.c_str()}), nullptr, false);
     if (!intents.is_object() || !intents.contains(uid)) return;
     intents.erase(uid);
     (*lease)["metadata"]["annotations"][key] = intents.dump();
@@ -376,7 +365,7 @@ bool KubeBackend::AlreadyBoundAsAsked(const extender::BindTarget& target, const 
                                       const std::string& allocation_text) {
   StatusOr<Json> pod = bind_client_->GetPod(target.ns, target.name);
   if (!pod.ok()) return false;
-  return Str(*pod, {"metadata", "uid"}) == target.uid && Str(*pod, {"spec", "nodeName"}) == node &&
+  return kube::StringAt(*pod, {"metadata", "uid"}) == target.uid && kube::StringAt(*pod, {"spec", "nodeName"}) == node &&
          AllocationText(*pod) == allocation_text;
 }
 
