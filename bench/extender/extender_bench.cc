@@ -99,7 +99,11 @@ struct World {
       }
     }
     metrics = std::make_unique<ExtenderMetrics>(state.get(), false);
-    extender = std::make_unique<Extender>(*state, *backend, ExtenderOptions{}, clock, metrics.get());
+    // The binary's defaults for policy: fgd: FGD score levels on the 80 GiB unit, fixed node-order
+    // tie-break.
+    ExtenderOptions extender_options;
+    extender_options.fgd_score_unit_mib = 81920;
+    extender = std::make_unique<Extender>(*state, *backend, extender_options, clock, metrics.get());
     ServerOptions options;
     options.threads = 8;
     server = std::make_unique<ExtenderServer>(*extender, metrics.get(), options);

@@ -135,13 +135,12 @@ int main(int argc, char** argv) {
   placement.reserve_mib_per_device = config.reserve_per_device_mib;
   auto policy = std::make_shared<core::Policy>(config.policy, core::DefaultPriorWorkload(typical_device_mib), placement);
   const Clock& clock = SystemClock::Instance();
-  extender::ClusterState state(policy, clock, config.heartbeat_ttl);
+  extender::ClusterState state(policy, clock, config.heartbeat_ttl, config.tie_break_seed);
   extender::ExtenderMetrics metrics(&state, config.per_device_metrics);
   extender::ExtenderOptions options;
   options.decisive_filter = config.decisive_filter;
   options.band_mib = config.filter_band_mib;
   options.fixed_tie_break = config.fixed_tie_break;
-  options.tie_break_salt = config.tie_break_seed;
   if (config.fgd_score_levels) {
     options.fgd_score_unit_mib = config.fgd_score_unit_mib > 0 ? config.fgd_score_unit_mib : typical_device_mib;
   }

@@ -45,6 +45,7 @@ TEST(ArgsDecoder, AgreesWithTheReferenceDecoder) {
       {R"({"NodeNames":"a"})", "ExtenderArgs.NodeNames"},
       {R"({"NodeNames":["a",3]})", "ExtenderArgs.NodeNames[1]"},
       {R"({"NodeNames":["a","a"]})", "appears twice"},
+      {R"({"NodeNames":["b","a","c","a"]})", R"(node "a" appears twice)"},
       {R"({"NodeNames":["a",""]})", "ExtenderArgs.NodeNames[1]: empty node name"},
       {R"({"Pod":[]})", "ExtenderArgs.Pod"},
       {R"({"Nodes":{"items":[{"metadata":{}}]}})", "ExtenderArgs.Nodes.items[0].metadata.name"},
@@ -57,6 +58,21 @@ TEST(ArgsDecoder, AgreesWithTheReferenceDecoder) {
     EXPECT_NE(got.status().message().find(b.mentions), std::string::npos) << got.status() << " for " << b.body;
     EXPECT_FALSE(api::DecodeExtenderArgs(b.body).ok()) << b.body;
   }
+}
+
+// Among thousands of names that share a long prefix, one repeat far from its first occurrence is
+// found and named; without it the same list decodes.
+TEST(ArgsDecoder, FindsTheOneRepeatedNameAmongThousands) {
+  std::vector<std::string> names;
+  for (int i = 0; i < 5000; ++i) names.push_back("gpu-node-" + std::to_string(i));
+  const std::string unique = nlohmann::json{{"NodeNames", names}}.dump();
+  StatusOr<api::ExtenderArgs> ok = DecodeExtenderArgsFast(unique);
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->node_names->size(), 5000u);
+  names.push_back("gpu-node-17");
+  StatusOr<api::ExtenderArgs> twice = DecodeExtenderArgsFast(nlohmann::json{{"NodeNames", names}}.dump());
+  ASSERT_FALSE(twice.ok());
+  EXPECT_EQ(twice.status().message(), R"(ExtenderArgs.NodeNames: node "gpu-node-17" appears twice)");
 }
 
 // Bounded randomized input (fixed seed): mutated bodies decode or fail cleanly; whenever the

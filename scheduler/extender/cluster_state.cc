@@ -7,8 +7,8 @@
 namespace gpupack::extender {
 
 ClusterState::ClusterState(std::shared_ptr<const core::Policy> policy, const Clock& clock,
-                           std::chrono::nanoseconds heartbeat_ttl)
-    : clock_(clock), heartbeat_ttl_(heartbeat_ttl), policy_(std::move(policy)) {
+                           std::chrono::nanoseconds heartbeat_ttl, uint64_t tie_break_salt)
+    : clock_(clock), heartbeat_ttl_(heartbeat_ttl), tie_break_salt_(tie_break_salt), policy_(std::move(policy)) {
   GPUPACK_CHECK(policy_ != nullptr);
 }
 
@@ -56,29 +56,39 @@ std::string ClusterState::ShapeKey(const core::PodRequest& pod) {
   return key;
 }
 
+uint64_t ClusterState::ShapeId(const std::string& shape) const {
+  // Far more than the shapes of one scheduling burst; each id costs one string.
+  constexpr size_t kMaxShapes = 4096;
+  std::lock_guard lock(shapes_mu_);
+  auto it = shape_ids_.find(shape);
+  if (it != shape_ids_.end()) return it->second;
+  if (shape_ids_.size() >= kMaxShapes) shape_ids_.clear();
+  return shape_ids_.emplace(shape, next_shape_id_++).first->second;
+}
+
 ClusterState::Assessment ClusterState::AssessEntry(const NodeEntry& entry, const core::PodRequest& pod,
-                                                   const std::string& shape, const core::Policy& policy,
-                                                   uint64_t generation) const {
+                                                   uint64_t shape_id, const core::Policy& policy,
+                                                   uint64_t generation, Clock::TimePoint now) const {
   std::shared_lock lock(entry.mu);
-  if (std::optional<core::Verdict> stale = StaleVerdict(entry)) return Assessment{*stale, 0};
+  if (std::optional<core::Verdict> stale = StaleVerdict(entry, now)) return Assessment{*stale, 0, entry.tie_break_rank};
   if (entry.summary_generation != generation) {
     // A SetPolicy is re-summarising right now: score against a summary made on the spot.
     core::NodeScore s = policy.Score(entry.node, policy.Summarize(entry.node), pod);
-    return Assessment{std::move(s.verdict), s.cost};
+    return Assessment{std::move(s.verdict), s.cost, entry.tie_break_rank};
   }
   {
     std::lock_guard memo_lock(entry.memo_mu);
     for (const NodeEntry::Memo& m : entry.memo) {
-      if (m.version == entry.version && m.shape == shape) return m.assessment;
+      if (m.version == entry.version && m.shape_id == shape_id) return m.assessment;
     }
   }
   // Score, not Evaluate: the per-node path needs no placement and so allocates nothing.
   core::NodeScore s = policy.Score(entry.node, entry.summary, pod);
-  Assessment assessment{std::move(s.verdict), s.cost};
+  Assessment assessment{std::move(s.verdict), s.cost, entry.tie_break_rank};
   std::lock_guard memo_lock(entry.memo_mu);
   NodeEntry::Memo& slot = entry.memo[entry.memo_next];
   entry.memo_next = (entry.memo_next + 1) % NodeEntry::kMemoSlots;
-  slot.shape = shape;
+  slot.shape_id = shape_id;
   slot.version = entry.version;
   slot.assessment = assessment;
   return assessment;
@@ -89,7 +99,7 @@ std::optional<ClusterState::Assessment> ClusterState::Assess(std::string_view no
   std::shared_ptr<NodeEntry> entry = FindNode(node);
   if (!entry) return std::nullopt;
   auto [policy, generation] = PolicyAndGeneration();
-  return AssessEntry(*entry, pod, shape, *policy, generation);
+  return AssessEntry(*entry, pod, ShapeId(shape), *policy, generation, clock_.Now());
 }
 
 void ClusterState::AssessMany(const std::vector<std::string_view>& names, const core::PodRequest& pod,
@@ -97,11 +107,50 @@ void ClusterState::AssessMany(const std::vector<std::string_view>& names, const 
   out.assign(names.size(), std::nullopt);
   // One policy snapshot for the whole call: every node is ranked by the same policy.
   auto [policy, generation] = PolicyAndGeneration();
+  const uint64_t shape_id = ShapeId(shape);
+  const Clock::TimePoint now = clock_.Now();
   std::shared_lock table(nodes_mu_);
   for (size_t i = 0; i < names.size(); ++i) {
-    auto it = nodes_.find(names[i]);
-    if (it != nodes_.end()) out[i] = AssessEntry(*it->second, pod, shape, *policy, generation);
+    if (const NodeEntry* entry = IndexedNode(names[i])) {
+      out[i] = AssessEntry(*entry, pod, shape_id, *policy, generation, now);
+    }
   }
+}
+
+const ClusterState::NodeEntry* ClusterState::IndexedNode(std::string_view name) const {
+  if (index_.empty()) return nullptr;
+  const size_t hash = NameHash{}(name);
+  const size_t mask = index_.size() - 1;
+  for (size_t i = hash & mask;; i = (i + 1) & mask) {
+    const IndexSlot& slot = index_[i];
+    if (slot.entry == nullptr) return nullptr;
+    if (slot.hash == hash && slot.entry->name == name) return slot.entry;
+  }
+}
+
+void ClusterState::AddToIndex(const NodeEntry& entry) {
+  const size_t mask = index_.size() - 1;
+  const size_t hash = NameHash{}(entry.name);
+  size_t i = hash & mask;
+  while (index_[i].entry != nullptr) i = (i + 1) & mask;
+  index_[i] = IndexSlot{hash, &entry};
+}
+
+void ClusterState::IndexNewNode(const NodeEntry& entry) {
+  if (index_.size() >= 2 * nodes_.size()) {
+    AddToIndex(entry);
+  } else {
+    RebuildIndex();  // includes `entry`, already in nodes_
+  }
+}
+
+void ClusterState::RebuildIndex() {
+  // Load ≤ 1/4 after a rebuild, so the next one comes after the node count doubles: adding
+  // thousands of nodes at start-up stays linear.
+  size_t size = 16;
+  while (size < 4 * nodes_.size()) size *= 2;
+  index_.assign(size, IndexSlot{});
+  for (const auto& [name, entry] : nodes_) AddToIndex(*entry);
 }
 
 std::shared_ptr<ClusterState::NodeEntry> ClusterState::FindNode(std::string_view name) const {
@@ -131,9 +180,9 @@ void ClusterState::ReattachShares(NodeEntry& entry) {
   }
 }
 
-std::optional<core::Verdict> ClusterState::StaleVerdict(const NodeEntry& entry) const {
+std::optional<core::Verdict> ClusterState::StaleVerdict(const NodeEntry& entry, Clock::TimePoint now) const {
   if (!entry.heartbeat || heartbeat_ttl_.count() <= 0) return std::nullopt;
-  const auto age = clock_.Now() - *entry.heartbeat;
+  const auto age = now - *entry.heartbeat;
   if (age <= heartbeat_ttl_) return std::nullopt;
   const int64_t age_s = std::chrono::duration_cast<std::chrono::seconds>(age).count();
   const int64_t ttl_s = std::chrono::duration_cast<std::chrono::seconds>(heartbeat_ttl_).count();
@@ -146,7 +195,10 @@ std::optional<core::Verdict> ClusterState::StaleVerdict(const NodeEntry& entry) 
 void ClusterState::UpsertNode(core::Node inventory, std::optional<Clock::TimePoint> heartbeat) {
   std::unique_lock table(nodes_mu_);
   std::shared_ptr<NodeEntry>& slot = nodes_[inventory.name];
-  if (!slot) slot = std::make_shared<NodeEntry>();
+  if (!slot) {
+    slot = std::make_shared<NodeEntry>(inventory.name, core::NodeTieBreakRank(inventory.name, tie_break_salt_));
+    IndexNewNode(*slot);
+  }
   std::shared_ptr<NodeEntry> entry = slot;
   // Lock the entry before the table is released so nobody evaluates a half-filled new node.
   std::unique_lock node_lock(entry->mu);
@@ -162,7 +214,7 @@ void ClusterState::UpsertNode(core::Node inventory, std::optional<Clock::TimePoi
 
 void ClusterState::RemoveNode(std::string_view name) {
   std::unique_lock table(nodes_mu_);
-  nodes_.erase(std::string(name));
+  if (nodes_.erase(std::string(name)) > 0) RebuildIndex();
 }
 
 void ClusterState::UpsertPodAllocation(std::string_view pod_uid, std::string_view pod_key,
@@ -229,7 +281,7 @@ std::optional<core::NodeEvaluation> ClusterState::Evaluate(std::string_view node
   std::shared_ptr<NodeEntry> entry = FindNode(node);
   if (!entry) return std::nullopt;
   std::shared_lock lock(entry->mu);
-  if (std::optional<core::Verdict> stale = StaleVerdict(*entry)) return core::NodeEvaluation{*stale, 0, {}};
+  if (std::optional<core::Verdict> stale = StaleVerdict(*entry, clock_.Now())) return core::NodeEvaluation{*stale, 0, {}};
   auto [policy, generation] = PolicyAndGeneration();
   if (entry->summary_generation == generation) return policy->Evaluate(entry->node, entry->summary, pod);
   return policy->Evaluate(entry->node, pod);  // a SetPolicy is re-summarising right now
@@ -242,7 +294,7 @@ std::optional<core::NodeEvaluation> ClusterState::EvaluateWithout(std::string_vi
   core::Node copy;
   {
     std::shared_lock lock(entry->mu);
-    if (std::optional<core::Verdict> stale = StaleVerdict(*entry)) return core::NodeEvaluation{*stale, 0, {}};
+    if (std::optional<core::Verdict> stale = StaleVerdict(*entry, clock_.Now())) return core::NodeEvaluation{*stale, 0, {}};
     copy = entry->node;
   }
   for (const std::string& uid : victim_uids) core::RemovePod(copy, uid);
@@ -267,7 +319,7 @@ StatusOr<ClusterState::Reservation> ClusterState::Reserve(const core::PodRequest
     }
     return Reservation{record.allocation, /*repeated=*/true};
   }
-  if (std::optional<core::Verdict> stale = StaleVerdict(*entry)) {
+  if (std::optional<core::Verdict> stale = StaleVerdict(*entry, clock_.Now())) {
     return Status::FailedPrecondition("node " + std::string(node) + ": " + stale->Message());
   }
   auto [policy, generation] = PolicyAndGeneration();

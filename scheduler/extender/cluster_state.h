@@ -13,7 +13,7 @@
 // with a warning if they overbook.
 //
 // Thread safety: every method may be called concurrently. Lock order: node table → one node →
-// ledger. Evaluate takes only a shared lock on one node.
+// ledger → shape table. Evaluate takes only a shared lock on one node.
 #pragma once
 
 #include <array>
@@ -41,8 +41,10 @@ namespace gpupack::extender {
 class ClusterState {
  public:
   // `heartbeat_ttl` zero: nodes never go stale. `clock` must outlive the state.
+  // `tie_break_salt` (config tieBreakSeed): each node's core::NodeTieBreakRank is computed with it
+  // once, when the node enters, and handed out with every Assessment.
   ClusterState(std::shared_ptr<const core::Policy> policy, const Clock& clock,
-               std::chrono::nanoseconds heartbeat_ttl);
+               std::chrono::nanoseconds heartbeat_ttl, uint64_t tie_break_salt = 0);
   ClusterState(const ClusterState&) = delete;
   ClusterState& operator=(const ClusterState&) = delete;
 
@@ -72,10 +74,12 @@ class ClusterState {
   struct Assessment {
     core::Verdict verdict;
     double cost = 0;
+    uint64_t tie_break_rank = 0;  // core::NodeTieBreakRank(node, tie_break_salt)
   };
   std::optional<Assessment> Assess(std::string_view node, const core::PodRequest& pod, const std::string& shape) const;
   // Assess for many nodes under one table lock: out[i] is Assess(names[i], …). The filter's and
-  // prioritize's path, so it takes the table lock once, not once per node.
+  // prioritize's path, so it takes the table lock, the clock and the shape's id once, not once
+  // per node.
   void AssessMany(const std::vector<std::string_view>& names, const core::PodRequest& pod, const std::string& shape,
                   std::vector<std::optional<Assessment>>& out) const;
   // Everything about a pod that Evaluate depends on (not its name or UID).
@@ -121,6 +125,9 @@ class ClusterState {
 
  private:
   struct NodeEntry {
+    NodeEntry(std::string name, uint64_t tie_break_rank) : name(std::move(name)), tie_break_rank(tie_break_rank) {}
+    const std::string name;  // == node.name; readable under the table lock alone
+    const uint64_t tie_break_rank;
     mutable std::shared_mutex mu;
     core::Node node;
     core::NodeSummary summary;
@@ -129,7 +136,7 @@ class ClusterState {
     uint64_t version = 0;  // bumped by every change of node or summary (under mu, exclusively)
     // Assess's memo; its own lock because Assess holds `mu` only shared.
     struct Memo {
-      std::string shape;
+      uint64_t shape_id = 0;  // ShapeId(shape); 0 = empty slot
       uint64_t version = 0;
       Assessment assessment;
     };
@@ -152,19 +159,33 @@ class ClusterState {
   };
 
   std::shared_ptr<NodeEntry> FindNode(std::string_view name) const;
+  // The entry named `name` through index_, or null. REQUIRES: nodes_mu_ held (shared suffices).
+  const NodeEntry* IndexedNode(std::string_view name) const;
+  // REQUIRES: nodes_mu_ held exclusively. IndexNewNode: `entry`, just added to nodes_, goes into
+  // index_ (rebuilt bigger when half full); RebuildIndex: index_ afresh from nodes_ (growth,
+  // removal); AddToIndex: one entry into a free slot of an index with room.
+  void IndexNewNode(const NodeEntry& entry);
+  void RebuildIndex();
+  void AddToIndex(const NodeEntry& entry);
+  // A number that stands for `shape` in the memos: equal shapes get equal ids while the shape
+  // table remembers them; the table is dropped when it grows past a bound, and ids are never
+  // reused, so a forgotten shape only costs memo misses.
+  uint64_t ShapeId(const std::string& shape) const;
   // REQUIRES: the entry is kept alive by the caller (table lock or shared_ptr).
-  // `policy` / `generation`: one snapshot of PolicyAndGeneration(), taken once per call.
-  Assessment AssessEntry(const NodeEntry& entry, const core::PodRequest& pod, const std::string& shape,
-                         const core::Policy& policy, uint64_t generation) const;
+  // `policy` / `generation`: one snapshot of PolicyAndGeneration(), and `now` one reading of the
+  // clock, taken once per call.
+  Assessment AssessEntry(const NodeEntry& entry, const core::PodRequest& pod, uint64_t shape_id,
+                         const core::Policy& policy, uint64_t generation, Clock::TimePoint now) const;
   // REQUIRES: entry.mu held exclusively and ledger_mu_ held.
   void ReattachShares(NodeEntry& entry);
   // REQUIRES: entry.mu held exclusively.
   void Resummarize(NodeEntry& entry) const;
   std::pair<std::shared_ptr<const core::Policy>, uint64_t> PolicyAndGeneration() const;
-  std::optional<core::Verdict> StaleVerdict(const NodeEntry& entry) const;
+  std::optional<core::Verdict> StaleVerdict(const NodeEntry& entry, Clock::TimePoint now) const;
 
   const Clock& clock_;
   const std::chrono::nanoseconds heartbeat_ttl_;
+  const uint64_t tie_break_salt_;
 
   mutable std::mutex policy_mu_;
   std::shared_ptr<const core::Policy> policy_;
@@ -175,8 +196,20 @@ class ClusterState {
     using is_transparent = void;
     size_t operator()(std::string_view name) const { return std::hash<std::string_view>{}(name); }
   };
-  mutable std::shared_mutex nodes_mu_;  // guards the table, not the entries
+  mutable std::shared_mutex nodes_mu_;  // guards the table and its index, not the entries
   std::unordered_map<std::string, std::shared_ptr<NodeEntry>, NameHash, std::equal_to<>> nodes_;
+  // The verbs look up thousands of names per call. std::unordered_map pays a division (prime
+  // bucket count) per probe and a pointer chase per node; this open-addressing index over the
+  // same entries (power-of-two size, linear probing, load ≤ 1/2) pays a mask and one array read.
+  struct IndexSlot {
+    size_t hash = 0;
+    const NodeEntry* entry = nullptr;  // null: empty slot
+  };
+  std::vector<IndexSlot> index_;
+
+  mutable std::mutex shapes_mu_;
+  mutable std::unordered_map<std::string, uint64_t> shape_ids_;
+  mutable uint64_t next_shape_id_ = 1;
 
   mutable std::mutex ledger_mu_;
   std::unordered_map<std::string, PodRecord> pods_;             // by UID

@@ -98,6 +98,49 @@ TEST_F(ClusterStateTest, AssessIsMemoisedButNeverStale) {
   EXPECT_FALSE(state_.Assess("missing", pod, shape).has_value());
 }
 
+// The name index must agree with the table through growth and removals: every present node is
+// found by AssessMany, every removed or unknown one is not.
+TEST_F(ClusterStateTest, AssessManyFindsExactlyThePresentNodesThroughGrowthAndRemoval) {
+  std::vector<std::string> names;
+  for (int i = 0; i < 300; ++i) {
+    names.push_back("node-" + std::to_string(i));
+    state_.UpsertNode(GpuNode(names.back(), 1, 16384));
+  }
+  for (int i = 0; i < 300; i += 3) state_.RemoveNode(names[i]);
+  state_.UpsertNode(GpuNode("node-0", 1, 16384));  // back after its removal
+  names.push_back("never-added");
+  const core::PodRequest pod = Pod("a", 1000);
+  std::vector<std::optional<ClusterState::Assessment>> out;
+  state_.AssessMany(std::vector<std::string_view>(names.begin(), names.end()), pod, ClusterState::ShapeKey(pod), out);
+  ASSERT_EQ(out.size(), names.size());
+  for (size_t i = 0; i < names.size(); ++i) {
+    const bool present = i == 0 || (i < 300 && i % 3 != 0);
+    EXPECT_EQ(out[i].has_value(), present) << names[i];
+    if (present) {
+      EXPECT_TRUE(out[i]->verdict.fits()) << names[i];
+    }
+  }
+  EXPECT_EQ(state_.NodeCount(), 201u);
+}
+
+// The fixed tie-break rank is computed once per node with the state's salt and handed out with
+// every assessment, memoised or not.
+TEST(ClusterStateTieBreak, AssessmentsCarryTheNodesSaltedRank) {
+  FakeClock clock;
+  for (uint64_t salt : {uint64_t{0}, uint64_t{7}}) {
+    ClusterState state(Binpack(), clock, std::chrono::seconds(0), salt);
+    state.UpsertNode(GpuNode("gpu-a1", 1, 16384));
+    const core::PodRequest pod = Pod("a", 1000);
+    for (int call = 0; call < 2; ++call) {  // the second call is served by the memo
+      EXPECT_EQ(state.Assess("gpu-a1", pod, ClusterState::ShapeKey(pod))->tie_break_rank,
+                core::NodeTieBreakRank("gpu-a1", salt));
+    }
+    state.UpsertNode(GpuNode("gpu-a1", 2, 16384));  // an inventory change keeps the rank
+    EXPECT_EQ(state.Assess("gpu-a1", pod, ClusterState::ShapeKey(pod))->tie_break_rank,
+              core::NodeTieBreakRank("gpu-a1", salt));
+  }
+}
+
 TEST_F(ClusterStateTest, RepeatedReserveOfABoundPodIsIdempotent) {
   state_.UpsertNode(GpuNode("n1", 2, 16384));
   ASSERT_TRUE(state_.Reserve(Pod("a", 8000), "n1").ok());

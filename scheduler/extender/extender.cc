@@ -68,13 +68,12 @@ void Extender::Learn(const core::PodRequest& request) {
   state_.SetPolicy(std::make_shared<core::Policy>(current->kind(), learner_.Snapshot(), current->options()));
 }
 
-double Extender::RankCost(double cost, std::string_view node) const {
-  if (!fgd_levels_) return cost;
-  const double level = -static_cast<double>(core::FgdScoreLevel(cost, options_.fgd_score_unit_mib));
+double Extender::RankCost(const ClusterState::Assessment& assessment) const {
+  if (!fgd_levels_) return assessment.cost;
+  const double level = -static_cast<double>(core::FgdScoreLevel(assessment.cost, options_.fgd_score_unit_mib));
   if (!options_.fixed_tie_break) return level;
   // A fraction in [0, 0.5): never reaches the next level, and distinct nodes stay distinct.
-  const double rank = static_cast<double>(core::NodeTieBreakRank(node, options_.tie_break_salt) >> 12) /
-                      static_cast<double>(uint64_t{1} << 53);
+  const double rank = static_cast<double>(assessment.tie_break_rank >> 12) / static_cast<double>(uint64_t{1} << 53);
   return level + rank;
 }
 
@@ -221,7 +220,7 @@ Reply Extender::Filter(std::string_view body) {
       continue;
     }
     passes[i] = true;
-    costs[i] = RankCost(evaluation->cost, names[i]);
+    costs[i] = RankCost(*evaluation);
     if (!any_fit || costs[i] < best) best = costs[i];
     any_fit = true;
   }
@@ -259,7 +258,7 @@ Reply Extender::Prioritize(std::string_view body) {
   state_.AssessMany(std::vector<std::string_view>(names.begin(), names.end()), *pod, ClusterState::ShapeKey(*pod),
                     assessments);
   for (size_t i = 0; i < names.size(); ++i) {
-    if (assessments[i] && assessments[i]->verdict.fits()) fits.emplace_back(RankCost(assessments[i]->cost, names[i]), i);
+    if (assessments[i] && assessments[i]->verdict.fits()) fits.emplace_back(RankCost(*assessments[i]), i);
   }
   std::sort(fits.begin(), fits.end());
   std::vector<size_t> level_of(fits.size());

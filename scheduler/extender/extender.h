@@ -39,11 +39,10 @@ struct ExtenderOptions {
   // > 0: FGD costs are ranked by core::FgdScoreLevel(cost, unit) instead of exactly, so nodes
   // within one FGD level tie and kube-scheduler's random tie-break chooses among them.
   core::MiB fgd_score_unit_mib = 0;
-  // With FGD levels: break ties inside a level by a fixed node order (core::NodeTieBreakRank with
-  // this salt), so the decisive filter keeps one node; false leaves ties to kube-scheduler's
-  // random pick.
+  // With FGD levels: break ties inside a level by a fixed node order (each node's
+  // core::NodeTieBreakRank, salted and computed by the ClusterState), so the decisive filter keeps
+  // one node; false leaves ties to kube-scheduler's random pick.
   bool fixed_tie_break = true;
-  uint64_t tie_break_salt = 0;
   // Pods without a gpupack request: false = score them by the policy (keeps CPU-only pods off
   // nodes whose CPU the GPU pods will need, as FGD does); true = every node scores 0.
   bool neutral_non_gpu_pods = false;
@@ -84,8 +83,8 @@ class Extender {
 
   bool Ready() const { return backend_.Synced(); }
   // The cost the verbs rank by: the policy's cost, or minus its FGD level plus the node's fixed
-  // tie-break rank as a fraction below one level (see ExtenderOptions).
-  double RankCost(double cost, std::string_view node) const;
+  // tie-break rank (Assessment::tie_break_rank) as a fraction below one level (see ExtenderOptions).
+  double RankCost(const ClusterState::Assessment& assessment) const;
   std::string BackendMetricsText() const { return backend_.MetricsText(); }
   // Periodic housekeeping (the server calls it every few seconds): releases expired
   // reservations and forgets expired remembered requests.

@@ -1,6 +1,7 @@
 #include "scheduler/extender/extender.h"
 
 #include <random>
+#include <set>
 
 #include <gtest/gtest.h>
 
@@ -302,6 +303,37 @@ TEST(ExtenderRanking, SurvivesQuantisationAndRandomTieBreaks) {
     }
     EXPECT_GT(placed, 50);
   }
+}
+
+// On identical nodes every FGD level ties, and the decisive filter keeps exactly the node of
+// lowest core::NodeTieBreakRank under the state's salt: a different tieBreakSeed, another node.
+TEST(ExtenderTieBreak, DecisiveFilterKeepsTheNodeOfLowestSaltedRank) {
+  std::set<std::string> winners;
+  for (uint64_t salt : {uint64_t{0}, uint64_t{1}, uint64_t{2}, uint64_t{3}}) {
+    FakeClock clock;
+    ClusterState state(std::make_shared<core::Policy>(core::PolicyKind::kFgd, core::DefaultPriorWorkload(81920),
+                                                      core::PlacementOptions{}),
+                       clock, std::chrono::seconds(0), salt);
+    ScriptedBackend backend;
+    std::vector<std::string> names;
+    for (int i = 0; i < 16; ++i) {
+      names.push_back("node-" + std::to_string(i));
+      state.UpsertNode(GpuNode(names.back(), 8, 81920));
+    }
+    std::string lowest = names[0];
+    for (const std::string& n : names) {
+      if (core::NodeTieBreakRank(n, salt) < core::NodeTieBreakRank(lowest, salt)) lowest = n;
+    }
+    ExtenderOptions options;
+    options.fgd_score_unit_mib = 81920;
+    Extender ext(state, backend, options, clock, nullptr);
+    const json filtered = json::parse(ext.Filter(FilterBody(PodJson("p", "u", "10Gi"), names)).body);
+    EXPECT_EQ(filtered["NodeNames"], json::array({lowest})) << "salt " << salt;
+    const json scores = json::parse(ext.Prioritize(FilterBody(PodJson("p", "u", "10Gi"), names)).body);
+    for (const json& hp : scores) EXPECT_EQ(hp["Score"] == 10, hp["Host"] == lowest) << hp;
+    winners.insert(lowest);
+  }
+  EXPECT_GT(winners.size(), 1u) << "the salt must change the order";
 }
 
 TEST_F(ExtenderTest, MetricsCountRequestsByVerbAndResult) {
