@@ -10,6 +10,7 @@ namespace {
 TEST(HttpServerTest, ServesMetricsAndHealth) {
   AgentMetrics metrics("n1");
   metrics.CountReport("written");
+  metrics.SetBuildInfo(BuildInfo{"0.1.0", "0123456789ab"});
   std::string reason;
   auto server = HttpServer::Start("127.0.0.1", 0, &metrics, [&] { return reason; });
   ASSERT_TRUE(server.ok()) << server.status();
@@ -18,6 +19,8 @@ TEST(HttpServerTest, ServesMetricsAndHealth) {
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 200);
   EXPECT_NE(res->body.find("gpupack_agent_reports_total{node=\"n1\",result=\"written\"} 1"), std::string::npos);
+  EXPECT_NE(res->body.find("gpupack_build_info{revision=\"0123456789ab\",version=\"0.1.0\"} 1\n"), std::string::npos)
+      << res->body;
   res = client.Get("/healthz");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 200);

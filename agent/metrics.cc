@@ -67,6 +67,12 @@ AgentMetrics::AgentMetrics(std::string node)
       findings_(Gauge(*registry_, "gpupack_agent_audit_findings",
                       "Current audit findings by kind (over-cap, unenforced, foreign-process).")) {}
 
+void AgentMetrics::SetBuildInfo(const BuildInfo& build) {
+  Gauge(*registry_, "gpupack_build_info", "The running build: version and git revision (value 1).")
+      ->Add({{"version", build.version}, {"revision", build.revision}})
+      .Set(1);
+}
+
 void AgentMetrics::CountNvmlError(std::string_view call) {
   nvml_errors_->Add({{"node", node_}, {"call", std::string(call)}}).Increment();
 }

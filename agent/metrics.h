@@ -15,6 +15,7 @@
 //   gpupack_agent_nvml_errors_total{node,call}        failed NVML calls by function       counter
 //   gpupack_agent_reports_total{node,result=written|skipped|error}                        counter
 //   gpupack_agent_report_timestamp_seconds{node}      last successful GPUNode write       gauge
+//   gpupack_build_info{version,revision}              1, once SetBuildInfo is called      gauge
 //
 // A "device" is what pods land on: a whole GPU not in MIG mode (mig_profile="") or a MIG instance
 // (gpu_uuid = the MIG UUID, gpu_index = its parent's index). Series of devices and containers that
@@ -38,6 +39,7 @@
 
 #include "agent/enforcer.h"
 #include "api/gpunode.h"
+#include "common/build_info.h"
 #include "common/clock.h"
 
 namespace gpupack::agent {
@@ -50,6 +52,8 @@ class AgentMetrics {
   void CountReport(std::string_view result);
   void SetReportTime(Clock::TimePoint t);
   void CountEnforcement(const EnforcementPass& pass);
+  // Exports gpupack_build_info{version,revision} 1 (the binary's main calls it once).
+  void SetBuildInfo(const BuildInfo& build);
   // Replaces the per-device, per-container, mode and audit series with this pass's values.
   void Update(const api::GpuNodeStatus& status, const std::vector<ContainerCap>& caps);
 

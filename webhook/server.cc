@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 #include <prometheus/counter.h>
+#include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
@@ -25,7 +26,7 @@ constexpr size_t kKeepAliveMaxRequests = 100000;
 
 class Metrics {
  public:
-  Metrics()
+  explicit Metrics(const BuildInfo& build)
       : registry_(std::make_shared<prometheus::Registry>()),
         requests_(prometheus::BuildCounter()
                       .Name("gpupack_webhook_requests_total")
@@ -42,6 +43,12 @@ class Metrics {
          {Outcome::kPatched, Outcome::kSkipped, Outcome::kDenied, Outcome::kError}) {
       counters_[int(outcome)] = &requests_.Add({{"result", std::string(OutcomeName(outcome))}});
     }
+    prometheus::BuildGauge()
+        .Name("gpupack_build_info")
+        .Help("The running build: version and git revision (value 1).")
+        .Register(*registry_)
+        .Add({{"version", build.version}, {"revision", build.revision}})
+        .Set(1);
   }
 
   void Record(Outcome outcome, std::chrono::steady_clock::duration took) {
@@ -61,8 +68,9 @@ class Metrics {
 }  // namespace
 
 struct Server::Impl {
-  Impl(const Config& config, std::unique_ptr<CertReloader> certs)
+  Impl(const Config& config, const BuildInfo& build, std::unique_ptr<CertReloader> certs)
       : mutator(config),
+        metrics(build),
         certs(std::move(certs)),
         http([this](SSL_CTX& ctx) {
           SSL_CTX_set_min_proto_version(&ctx, TLS1_2_VERSION);
@@ -97,7 +105,7 @@ StatusOr<std::unique_ptr<Server>> Server::Start(const ListenOptions& listen, con
       std::unique_ptr<CertReloader> certs,
       CertReloader::Create(listen.cert_file, listen.key_file, clock,
                            std::chrono::duration_cast<Clock::Duration>(config.cert_check_interval)));
-  auto impl = std::make_unique<Impl>(config, std::move(certs));
+  auto impl = std::make_unique<Impl>(config, listen.build, std::move(certs));
   if (!impl->http.is_valid()) return Status::Internal("cannot create the TLS server context");
   Impl& s = *impl;
 

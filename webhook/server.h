@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "common/build_info.h"
 #include "common/clock.h"
 #include "common/status.h"
 #include "webhook/config.h"
@@ -21,6 +22,7 @@ struct ListenOptions {
   int port = 0;  // 0 = any free port; port() tells which
   std::string cert_file;
   std::string key_file;
+  BuildInfo build;  // exported on /metrics as gpupack_build_info{version,revision} 1
 };
 
 class Server {

@@ -80,7 +80,7 @@ TEST(WebhookServer, AnswersAReviewOverTls) {
   f.Install(pair);
   std::string ca = f.Trust(pair, "ca.crt");
   StatusOr<std::unique_ptr<Server>> server =
-      Server::Start({"127.0.0.1", 0, f.cert, f.key}, Config{}, f.clock);
+      Server::Start({"127.0.0.1", 0, f.cert, f.key, BuildInfo{"0.1.0", "0123456789ab"}}, Config{}, f.clock);
   ASSERT_TRUE(server.ok()) << server.status();
   int port = (*server)->port();
   ASSERT_GT(port, 0);
@@ -116,6 +116,9 @@ TEST(WebhookServer, AnswersAReviewOverTls) {
             std::string::npos);
   EXPECT_NE(metrics->body.find("gpupack_webhook_request_duration_seconds_count 4"),
             std::string::npos);
+  EXPECT_NE(metrics->body.find("gpupack_build_info{revision=\"0123456789ab\",version=\"0.1.0\"} 1\n"),
+            std::string::npos)
+      << metrics->body;
 
   client.stop();  // else Stop() waits out the idle keep-alive connection
 

@@ -98,7 +98,7 @@ struct World {
         state->UpsertPodAllocation("seed-" + std::to_string(i) + "-" + std::to_string(g), "bench/seed", a);
       }
     }
-    metrics = std::make_unique<ExtenderMetrics>(state.get(), false);
+    metrics = std::make_unique<ExtenderMetrics>(state.get(), false, BuildInfo{"bench", "bench"});
     // The binary's defaults for policy: fgd: FGD score levels on the 80 GiB unit, fixed node-order
     // tie-break.
     ExtenderOptions extender_options;

@@ -155,17 +155,22 @@ def scheduler():
             "short", w=12, options={"orientation": "horizontal", "displayMode": "gradient",
                                     "reduceOptions": {"calcs": ["lastNotNull"], "values": False}})
     b.panel("timeseries", "Bind outcomes",
-            "Binds per second: ok, no_fit (the chosen node no longer had room on a device), error.",
+            "Bind verbs per second: ok, no_fit (the chosen node no longer had room on a device), error.",
             [(f"sum by (result) (rate(gpupack_extender_requests_total{{{EXT}, verb=\"bind\"}}[{RI}]))", "{{result}}")],
-            "reqps", w=8)
+            "reqps", w=6)
+    b.panel("timeseries", "API-server Bindings by result",
+            "Bindings written per second: success, conflict (a 409, or another replica's bind found by "
+            "the fresh read: failover or two active replicas), error (API server unreachable, timeouts).",
+            [(f"sum by (result) (rate(gpupack_bind_requests_total{{{EXT}}}[{RI}]))", "{{result}}")],
+            "reqps", w=6)
     b.panel("timeseries", "Reservations in flight",
             "Placements reserved at bind and not yet confirmed by the pod watch, per replica.",
             [(f"max by (instance) (gpupack_reservations{{{EXT}}})", "{{instance}}")],
-            "short", w=8, min=0)
+            "short", w=6, min=0)
     b.panel("timeseries", "Reservation expiries",
             "Reservations dropped unconfirmed after their TTL: leaked or very slow binds.",
             [(f"sum(rate(gpupack_reservations_expired_total{{{EXT}}}[{RI}]))", "expired")],
-            "cps", w=8, min=0)
+            "cps", w=6, min=0)
 
     b.row("kube-scheduler (gpupack profile)")
     b.panel("timeseries", "Scheduling attempts by result",
@@ -211,10 +216,11 @@ def scheduler():
             "Nodes in the extender's GPU inventory and pods holding devices in its ledger.",
             [(f"max(gpupack_nodes{{{EXT}}})", "nodes"), (f"max(gpupack_pods{{{EXT}}})", "pods")],
             "short", w=6, h=6, min=0)
-    b.panel("bargauge", "Oldest agent reports",
-            "Seconds since each node's agent last wrote its GPUNode; past the extender's heartbeat TTL "
-            "(120s by default) the node is unschedulable for gpupack pods.",
-            [("topk(10, time() - max by (node) (max_over_time(gpupack_agent_report_timestamp_seconds[1h])))", "{{node}}")],
+    b.panel("bargauge", "Oldest GPUNode heartbeats",
+            "Seconds since the heartbeat of each node's GPUNode as the extender last accepted it (cluster "
+            "mode); past the extender's heartbeat TTL (120s by default) the node is unschedulable for "
+            "gpupack pods, whether the agent stopped writing or the extender stopped hearing.",
+            [(f"topk(10, time() - max by (node) (gpupack_node_report_timestamp_seconds{{{EXT}}}))", "{{node}}")],
             "s", w=6, h=6, thresholds=[{"color": "green", "value": None}, {"color": "red", "value": 120}],
             options={"orientation": "horizontal", "reduceOptions": {"calcs": ["lastNotNull"], "values": False}})
     b.panel("timeseries", "Informer sync age",
@@ -240,6 +246,13 @@ def scheduler():
             [(f"sum by (result) (rate(gpupack_webhook_requests_total{{result=~\"denied|error\"}}[{RI}])) / "
               f"scalar(sum(rate(gpupack_webhook_requests_total[{RI}])))", "{{result}}")],
             "percentunit", w=8, min=0)
+    b.panel("table", "Running builds",
+            "Version and git revision of every gpupack binary Prometheus scrapes, with how many "
+            "targets run each: more than one row per job means a rollout in progress or a mixed fleet.",
+            [("count by (job, version, revision) (gpupack_build_info)", "")],
+            "none", w=24, h=6,
+            transformations=[{"id": "organize", "options": {"excludeByName": {"Time": True},
+                                                            "renameByName": {"Value": "targets"}}}])
     return b
 
 
@@ -307,9 +320,10 @@ def capacity():
             "none", w=12, h=9, min=0)
 
     b.row("Per GPU / MIG instance")
-    keys = "node, gpu_index, gpu_uuid, gpu_model"
+    keys = "node, gpu_index, gpu_uuid, gpu_model, mig_profile"
     b.panel("table", "Devices",
-            "One row per device the extender schedules on: a whole GPU, or a MIG instance (MIG-... UUID).",
+            "One row per device the extender schedules on: a whole GPU (empty mig_profile), or a MIG "
+            "instance (MIG-... UUID and its profile).",
             [(f"max by ({keys}) (gpupack_gpu_memory_bytes{{{sel}}})", ""),
              (f"max by ({keys}) (gpupack_gpu_memory_allocated_bytes{{{sel}}})", ""),
              (f"max by ({keys}) (gpupack_gpu_memory_used_bytes{{{sel}}})", "")],

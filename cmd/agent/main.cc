@@ -16,6 +16,7 @@
 #include "agent/agent.h"
 #include "agent/http_server.h"
 #include "agent/kube_sink.h"
+#include "common/build_info.h"
 #include "common/log.h"
 #include "kube/config.h"
 #include "kube/informer.h"
@@ -123,6 +124,7 @@ int main(int argc, char** argv) {
   if (print && !once) return Fail("--print needs --once");
 
   agent::AgentMetrics metrics(node_name);
+  metrics.SetBuildInfo(BuildInfo{GPUPACK_VERSION, GPUPACK_REVISION});
   std::unique_ptr<agent::GpuBackend> backend;
   if (backend_flag == "nvml") {
     agent::NvmlBackendOptions o;

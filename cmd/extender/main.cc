@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "api/cluster_file.h"
+#include "common/build_info.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "scheduler/core/placement.h"
@@ -136,7 +137,7 @@ int main(int argc, char** argv) {
   auto policy = std::make_shared<core::Policy>(config.policy, core::DefaultPriorWorkload(typical_device_mib), placement);
   const Clock& clock = SystemClock::Instance();
   extender::ClusterState state(policy, clock, config.heartbeat_ttl, config.tie_break_seed);
-  extender::ExtenderMetrics metrics(&state, config.per_device_metrics);
+  extender::ExtenderMetrics metrics(&state, config.per_device_metrics, BuildInfo{GPUPACK_VERSION, GPUPACK_REVISION});
   extender::ExtenderOptions options;
   options.decisive_filter = config.decisive_filter;
   options.band_mib = config.filter_band_mib;

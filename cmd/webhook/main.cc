@@ -7,6 +7,7 @@
 #include <iostream>
 #include <string>
 
+#include "common/build_info.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "webhook/config.h"
@@ -72,6 +73,7 @@ int main(int argc, char** argv) {
   if (!ParseListen(listen_text, &listen.host, &listen.port)) {
     return Fail("--listen " + listen_text + ": expected HOST:PORT");
   }
+  listen.build = BuildInfo{GPUPACK_VERSION, GPUPACK_REVISION};
   webhook::Config config;
   if (!config_path.empty()) {
     StatusOr<webhook::Config> loaded = webhook::LoadConfig(config_path);

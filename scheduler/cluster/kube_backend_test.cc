@@ -8,6 +8,8 @@
 #include "api/gpunode.h"
 #include "api/pod_request.h"
 #include "e2e/test_apiserver.h"
+#include "scheduler/extender/extender.h"
+#include "scheduler/extender/metrics.h"
 #include "scheduler/core/placement.h"
 #include "scheduler/core/workload.h"
 
@@ -231,6 +233,37 @@ TEST_F(KubeBackendTest, FreshReadRefusesDeviceBoundByAnotherReplica) {
   EXPECT_FALSE(Fits(1));
   EXPECT_EQ(backend_->stats().failover_conflicts, 1u);
   server_->SetFaults({});
+}
+
+// gpupack_bind_requests_total counts what the API server answered to the extender's Bindings:
+// a 201 (success), a 409 (conflict) and a 500 on every attempt (error).
+TEST_F(KubeBackendTest, ExtenderCountsTheApiServersBindingOutcomes) {
+  StartBackend();
+  extender::ExtenderMetrics metrics(&state_, true, BuildInfo{"0.1.0", "test"});
+  extender::Extender ext(state_, *backend_, extender::ExtenderOptions{}, clock_, &metrics);
+  auto bind = [&](const std::string& name) {
+    const std::string uid = CreatePod(name, 10 * kGiB);
+    const Json body = {{"PodName", name}, {"PodNamespace", "default"}, {"PodUID", uid}, {"Node", "n1"}};
+    return Json::parse(ext.Bind(body.dump()).body).value("Error", "");
+  };
+  EXPECT_EQ(bind("ok"), "");
+  e2e::Faults faults;
+  faults.path_contains = "/binding";
+  faults.conflict_rate = 1.0;
+  server_->SetFaults(faults);
+  EXPECT_NE(bind("conflicted"), "");
+  faults.conflict_rate = 0;
+  faults.error_rate = 1.0;
+  server_->SetFaults(faults);
+  EXPECT_NE(bind("failed"), "");
+  server_->SetFaults({});
+  const std::string text = metrics.Render();
+  for (const char* result : {"success", "conflict", "error"}) {
+    const std::string sample = std::string("gpupack_bind_requests_total{result=\"") + result + "\"} 1\n";
+    EXPECT_NE(text.find(sample), std::string::npos) << sample << text;
+  }
+  EXPECT_FALSE(Fits(71 * kGiB)) << "the successful bind holds its 10 GiB";
+  EXPECT_TRUE(Fits(70 * kGiB)) << "the refused binds released theirs";
 }
 
 TEST_F(KubeBackendTest, FenceIntentsOfOtherReplicasCountUntilTheyExpire) {

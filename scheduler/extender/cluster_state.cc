@@ -378,7 +378,8 @@ int ClusterState::ExpireReservations(std::chrono::nanoseconds ttl) {
   return static_cast<int>(expired.size());
 }
 
-void ClusterState::ForEachNode(const std::function<void(const core::Node&, const core::NodeSummary&)>& fn) const {
+void ClusterState::ForEachNode(const std::function<void(const core::Node&, const core::NodeSummary&,
+                                                       std::optional<Clock::TimePoint>)>& fn) const {
   std::vector<std::shared_ptr<NodeEntry>> entries;
   {
     std::shared_lock table(nodes_mu_);
@@ -387,7 +388,7 @@ void ClusterState::ForEachNode(const std::function<void(const core::Node&, const
   }
   for (const auto& entry : entries) {
     std::shared_lock lock(entry->mu);
-    fn(entry->node, entry->summary);
+    fn(entry->node, entry->summary, entry->heartbeat);
   }
 }
 

@@ -13,7 +13,8 @@
 // with a warning if they overbook.
 //
 // Thread safety: every method may be called concurrently. Lock order: node table → one node →
-// ledger → shape table. Evaluate takes only a shared lock on one node.
+// ledger; the shape table's lock is never held with another. Evaluate takes only a shared lock on
+// one node.
 #pragma once
 
 #include <array>
@@ -109,9 +110,10 @@ class ClusterState {
   // Releases reservations older than `ttl` (a bind that never finished); returns how many.
   int ExpireReservations(std::chrono::nanoseconds ttl);
 
-  // Calls `fn` for every node under its shared lock (metrics, dumps). `fn` must not call back
-  // into the state.
-  void ForEachNode(const std::function<void(const core::Node&, const core::NodeSummary&)>& fn) const;
+  // Calls `fn` for every node under its shared lock (metrics, dumps), with the heartbeat the node
+  // was last upserted with. `fn` must not call back into the state.
+  void ForEachNode(const std::function<void(const core::Node&, const core::NodeSummary&,
+                                            std::optional<Clock::TimePoint> heartbeat)>& fn) const;
   std::vector<std::string> NodeNames() const;
   size_t NodeCount() const;
   size_t ReservationCount() const;

@@ -30,7 +30,7 @@ std::shared_ptr<const core::Policy> Binpack() {
 
 core::MiB Allocated(const ClusterState& state, const std::string& node) {
   core::MiB total = 0;
-  state.ForEachNode([&](const core::Node& n, const core::NodeSummary&) {
+  state.ForEachNode([&](const core::Node& n, const core::NodeSummary&, std::optional<Clock::TimePoint>) {
     if (n.name != node) return;
     for (const auto& d : n.devices)
       for (const auto& s : d.shares) total += s.mem_mib;
@@ -234,7 +234,9 @@ TEST_F(ClusterStateTest, ConcurrentReservationsNeverOverbook) {
   }
   for (auto& th : threads) th.join();
   EXPECT_EQ(won.load(), 4 * 5);  // five 3000 MiB shares per 16384 MiB GPU
-  state_.ForEachNode([](const core::Node& n, const core::NodeSummary&) { EXPECT_TRUE(core::CheckLedgerInvariant(n).ok()); });
+  state_.ForEachNode([](const core::Node& n, const core::NodeSummary&, std::optional<Clock::TimePoint>) {
+    EXPECT_TRUE(core::CheckLedgerInvariant(n).ok());
+  });
 }
 
 }  // namespace

@@ -314,7 +314,9 @@ Reply Extender::Bind(std::string_view body) {
       }
       reserved = true;
     }
-    if (Status bound = backend_.Bind(target, args->node, {}); !bound.ok()) {
+    const Status bound = backend_.Bind(target, args->node, {});
+    if (metrics_ != nullptr) metrics_->CountBind(bound);
+    if (!bound.ok()) {
       if (reserved) state_.Release(target.uid);
       return error(bound.ToString());
     }
@@ -334,6 +336,7 @@ Reply Extender::Bind(std::string_view body) {
   }
   const Status bound =
       backend_.Bind(target, args->node, api::AllocationAnnotations(reservation->allocation, options_.request_ratio));
+  if (metrics_ != nullptr) metrics_->CountBind(bound);
   if (!bound.ok()) {
     state_.Release(target.uid);
     GPUPACK_LOG(kWarning, "extender") << "bind of " << pod_key << " to " << args->node << " failed: " << bound;

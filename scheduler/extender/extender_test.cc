@@ -58,7 +58,7 @@ class ExtenderTest : public ::testing::Test {
                                                      core::PlacementOptions{}),
                       clock_, std::chrono::seconds(0)};
   ScriptedBackend backend_;
-  ExtenderMetrics metrics_{&state_, true};
+  ExtenderMetrics metrics_{&state_, true, BuildInfo{"0.1.0", "test"}};
   const std::vector<std::string> all_ = {"n-tight", "n-mid", "n-roomy", "n-small", "cpu-only"};
 };
 
@@ -185,8 +185,17 @@ TEST_F(ExtenderTest, AFailedBindReleasesTheDevices) {
   json b = Parse(ext.Bind(BindBody("p", "u1", "n-mid")));
   EXPECT_NE(b["Error"].get<std::string>().find("API server down"), std::string::npos);
   EXPECT_EQ(state_.PodCount(), 0u);
+  backend_.bind_error = Status::Conflict("pod default/p is already assigned to node n-roomy");
+  EXPECT_NE(Parse(ext.Bind(BindBody("p", "u1", "n-mid")))["Error"], "");
+  EXPECT_EQ(state_.PodCount(), 0u);
   backend_.bind_error = Status::Ok();
   EXPECT_EQ(Parse(ext.Bind(BindBody("p", "u1", "n-mid")))["Error"], "");
+  const std::string text = metrics_.Render();
+  for (const char* sample : {"gpupack_bind_requests_total{result=\"success\"} 1\n",
+                             "gpupack_bind_requests_total{result=\"conflict\"} 1\n",
+                             "gpupack_bind_requests_total{result=\"error\"} 1\n"}) {
+    EXPECT_NE(text.find(sample), std::string::npos) << sample << text;
+  }
 }
 
 TEST_F(ExtenderTest, BindOfAnUnknownPodOrAfterTheMemoryExpiredIsRefused) {
@@ -346,7 +355,7 @@ TEST_F(ExtenderTest, MetricsCountRequestsByVerbAndResult) {
                              "gpupack_extender_requests_total{result=\"no_fit\",verb=\"filter\"} 1",
                              "gpupack_extender_requests_total{result=\"error\",verb=\"filter\"} 1",
                              "gpupack_extender_request_duration_seconds_count{verb=\"filter\"} 3",
-                             "gpupack_gpu_memory_bytes{node=\"n-mid\",gpu_uuid=\"GPU-n-mid-0\",gpu_index=\"0\",gpu_model=\"NVIDIA A100-SXM4-80GB\"} 17179869184",
+                             "gpupack_gpu_memory_bytes{node=\"n-mid\",gpu_uuid=\"GPU-n-mid-0\",gpu_index=\"0\",gpu_model=\"NVIDIA A100-SXM4-80GB\",mig_profile=\"\"} 17179869184",
                              "gpupack_cluster_gpu_memory_bytes ", "gpupack_reservations 0", "gpupack_nodes 4",
                              "gpupack_cluster_fragmentation_ratio ", "gpupack_reservations_expired_total 0"}) {
     EXPECT_NE(text.find(needle), std::string::npos) << needle << "\n" << text;

@@ -36,7 +36,7 @@ class HttpServerTest : public ::testing::Test {
                                                      core::PlacementOptions{}),
                       clock_, std::chrono::seconds(0)};
   StandaloneBackend backend_{{testing::GpuNode("a", 2, 81920), testing::GpuNode("b", 1, 40960)}};
-  ExtenderMetrics metrics_{&state_, true};
+  ExtenderMetrics metrics_{&state_, true, BuildInfo{"0.1.0", "test"}};
   Extender extender_{state_, backend_, ExtenderOptions{}, clock_, &metrics_};
   std::unique_ptr<ExtenderServer> server_;
   std::thread serving_;

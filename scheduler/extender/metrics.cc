@@ -5,6 +5,7 @@
 
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
+#include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
@@ -35,7 +36,7 @@ void AddSample(prometheus::MetricFamily& family, double value, std::vector<prome
 
 }  // namespace
 
-ExtenderMetrics::ExtenderMetrics(const ClusterState* state, bool per_device)
+ExtenderMetrics::ExtenderMetrics(const ClusterState* state, bool per_device, const BuildInfo& build)
     : state_(state), per_device_(per_device), registry_(std::make_shared<prometheus::Registry>()) {
   requests_ = &prometheus::BuildCounter()
                    .Name("gpupack_extender_requests_total")
@@ -54,6 +55,21 @@ ExtenderMetrics::ExtenderMetrics(const ClusterState* state, bool per_device)
                   .Help("Device reservations released because their bind never finished.")
                   .Register(*registry_)
                   .Add({});
+  // All three results from the start, so rates and ratios exist before the first conflict.
+  auto& binds = prometheus::BuildCounter()
+                    .Name("gpupack_bind_requests_total")
+                    .Help("Bindings the backend wrote (API-server Binding on a cluster), by result: success, "
+                          "conflict, error.")
+                    .Register(*registry_);
+  bind_success_ = &binds.Add({{"result", "success"}});
+  bind_conflict_ = &binds.Add({{"result", "conflict"}});
+  bind_error_ = &binds.Add({{"result", "error"}});
+  prometheus::BuildGauge()
+      .Name("gpupack_build_info")
+      .Help("The running build: version and git revision (value 1).")
+      .Register(*registry_)
+      .Add({{"version", build.version}, {"revision", build.revision}})
+      .Set(1);
 }
 
 ExtenderMetrics::~ExtenderMetrics() = default;
@@ -67,6 +83,16 @@ void ExtenderMetrics::ObserveRequest(std::string_view verb, std::string_view res
 
 void ExtenderMetrics::CountRejection(core::RejectReason reason) {
   rejections_->Add({{"reason", std::string(core::RejectReasonLabel(reason))}}).Increment();
+}
+
+void ExtenderMetrics::CountBind(const Status& outcome) {
+  if (outcome.ok()) {
+    bind_success_->Increment();
+  } else if (outcome.code() == StatusCode::kConflict) {
+    bind_conflict_->Increment();
+  } else {
+    bind_error_->Increment();
+  }
 }
 
 void ExtenderMetrics::CountExpiredReservations(int count) {
@@ -97,8 +123,16 @@ std::string ExtenderMetrics::Render() const {
     prometheus::MetricFamily dev_pods = Gauge("gpupack_gpu_pods", "Pods holding a share of one device (bound or reserved).");
     prometheus::MetricFamily node_frag = Gauge("gpupack_node_fragmented_gpu_memory_bytes",
                                                "Expected free GPU memory of the node a typical pod could not use (FGD).");
+    prometheus::MetricFamily node_report =
+        Gauge("gpupack_node_report_timestamp_seconds",
+              "Heartbeat of the node's GPUNode as the extender last accepted it (Unix seconds; 0 = never reported).");
     double total = 0, total_allocated = 0, total_used = 0, fragmented = 0, free = 0;
-    state_->ForEachNode([&](const core::Node& node, const core::NodeSummary& summary) {
+    state_->ForEachNode([&](const core::Node& node, const core::NodeSummary& summary,
+                            std::optional<Clock::TimePoint> heartbeat) {
+      if (heartbeat) {  // nodes from a cluster file have none
+        const std::chrono::duration<double> since_epoch = heartbeat->time_since_epoch();
+        AddSample(node_report, since_epoch.count(), {{"node", node.name}});
+      }
       fragmented += summary.fragmentation;
       AddSample(node_frag, summary.fragmentation * kBytesPerMiB, {{"node", node.name}});
       free += static_cast<double>(summary.total_free);
@@ -112,7 +146,10 @@ std::string ExtenderMetrics::Render() const {
         std::vector<prometheus::ClientMetric::Label> labels = {{"node", node.name},
                                                                {"gpu_uuid", device.uuid},
                                                                {"gpu_index", std::to_string(device.index)},
-                                                               {"gpu_model", device.model}};
+                                                               {"gpu_model", device.model},
+                                                               {"mig_profile", device.kind == core::DeviceKind::kMig
+                                                                                   ? device.mig_profile
+                                                                                   : std::string()}};
         AddSample(dev_capacity, static_cast<double>(device.capacity_mib) * kBytesPerMiB, labels);
         AddSample(dev_allocated, static_cast<double>(caps) * kBytesPerMiB, labels);
         AddSample(dev_used, static_cast<double>(device.used_mib) * kBytesPerMiB, labels);
@@ -128,7 +165,7 @@ std::string ExtenderMetrics::Render() const {
     AddSample(allocated, total_allocated * kBytesPerMiB);
     AddSample(used, total_used * kBytesPerMiB);
     AddSample(frag, free > 0 ? fragmented / free : 0);
-    for (auto* family : {&nodes, &pods, &reservations, &capacity, &allocated, &used, &frag, &node_frag}) {
+    for (auto* family : {&nodes, &pods, &reservations, &capacity, &allocated, &used, &frag, &node_frag, &node_report}) {
       families.push_back(std::move(*family));
     }
     if (per_device_) {

@@ -1,9 +1,9 @@
 // The extender's Prometheus metrics (names gpupack_…, base units, counters end in _total). The
-// exact list, with labels, is in docs/extender.md; metrics_test.cc checks the names.
+// exact list, with labels, is in docs/metrics.md; metrics_test.cc scrapes and checks them.
 //
-// Request counters and histograms are updated by the verbs; cluster gauges (capacity, allocated,
-// used, fragmentation, reservations in flight) are computed from the ClusterState at scrape time,
-// so they can never drift from the ledger.
+// Request and bind counters and histograms are updated by the verbs; cluster, node and device
+// gauges (capacity, allocated, used, fragmentation, reservations in flight, report heartbeats)
+// are computed from the ClusterState at scrape time, so they can never drift from the ledger.
 //
 // Thread safety: every method may be called concurrently.
 #pragma once
@@ -13,6 +13,8 @@
 #include <string>
 #include <string_view>
 
+#include "common/build_info.h"
+#include "common/status.h"
 #include "scheduler/core/verdict.h"
 
 namespace prometheus {
@@ -30,13 +32,18 @@ class ClusterState;
 class ExtenderMetrics {
  public:
   // `state` (may be null in tests) must outlive the metrics. `per_device`: export the per-device
-  // gauges (one series per device and metric; turn off on very large clusters).
-  ExtenderMetrics(const ClusterState* state, bool per_device);
+  // gauges (one series per device and metric; turn off on very large clusters). `build`: the
+  // labels of gpupack_build_info.
+  ExtenderMetrics(const ClusterState* state, bool per_device, const BuildInfo& build);
   ~ExtenderMetrics();
 
   // `result`: "ok", "no_fit" (filter passed no node, bind could not place), "error".
   void ObserveRequest(std::string_view verb, std::string_view result, double seconds);
   void CountRejection(core::RejectReason reason);
+  // One ClusterBackend::Bind outcome (the API-server Binding on a cluster): OK = "success",
+  // Conflict = "conflict" (the pod was already bound elsewhere, or the fresh read found the
+  // devices taken), anything else = "error".
+  void CountBind(const Status& outcome);
   void CountExpiredReservations(int count);
   void SetReady(bool ready);
 
@@ -50,6 +57,9 @@ class ExtenderMetrics {
   prometheus::Family<prometheus::Counter>* requests_;
   prometheus::Family<prometheus::Histogram>* durations_;
   prometheus::Family<prometheus::Counter>* rejections_;
+  prometheus::Counter* bind_success_;
+  prometheus::Counter* bind_conflict_;
+  prometheus::Counter* bind_error_;
   prometheus::Counter* expired_;
   std::atomic<bool> ready_{false};
 };
