@@ -216,12 +216,14 @@ class BaselinePolicy final : public SimPolicy {
   std::vector<int> scratch_;
 };
 
-// gpupack's own placement: the placement core's Policy, exactly as the extender runs it. The
-// cost (ΔF for fgd) is compared unquantised; ties go to the seed's node order.
+// gpupack's own placement: the placement core's Policy, exactly as the extender runs it. Nodes
+// are ordered by the cost (ΔF for fgd) unquantised, then by the fill fragmentation's increase in
+// half devices (core::FillLevel; 0 for the simple policies), then by the extender's fixed node
+// order.
 //
 // With `fgd_levels`, costs are compared on FGD's integer scale int(100·σ(−cost/one GPU)) instead
-// (one level ≈ 0.04 GPU of ΔF near 0), so nodes whose ΔF differ by noise tie and the seed's node
-// order decides among them, as kube-scheduler's random tie-break would among equal scores.
+// (one level ≈ 0.04 GPU of ΔF near 0), so nodes whose ΔF differ by noise tie and the fill level,
+// then the node order, decide among them.
 //
 // With `learn`, the typical workload is not the trace's M but what the extender uses: the core's
 // cold-start prior for the cluster's device size, blended with a WorkloadLearner fed every bound
@@ -261,15 +263,19 @@ class CorePolicy final : public SimPolicy {
   StatusOr<std::optional<Choice>> Choose(const ClusterState& s, const SimPod& pod, Rng&) override {
     int best = -1;
     double best_cost = 0;
+    int64_t best_fill = 0;
     for (int n = 0; n < static_cast<int>(nodes_.size()); ++n) {
       // The compact filter is the same fit; it only saves the core the infeasible nodes.
       if (!s.Fits(n, pod.demand)) continue;
       core::NodeScore score = policy_.Score(nodes_[n], summaries_[n], *pod.request);
       if (!score.verdict.fits()) continue;
       const double cost = fgd_levels_ ? -static_cast<double>(core::FgdScoreLevel(score.cost, s.unit_mib())) : score.cost;
-      if (best < 0 || cost < best_cost || (cost == best_cost && rank_[n] < rank_[best])) {
+      const int64_t fill = core::FillLevel(score.fill_cost, s.unit_mib());
+      if (best < 0 || cost < best_cost ||
+          (cost == best_cost && (fill < best_fill || (fill == best_fill && rank_[n] < rank_[best])))) {
         best = n;
         best_cost = cost;
+        best_fill = fill;
       }
     }
     if (best < 0) return std::optional<Choice>();

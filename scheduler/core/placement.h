@@ -54,6 +54,13 @@ struct NodeSummary {
   double fragmentation = 0;                        // F_n(M) in MiB
   uint64_t satisfied = 0;  // bit m: at least count_m devices can hold spec m (CPU not considered)
   uint64_t cpu_short = 0;  // bit m: the node's free CPU is below spec m's
+  // The fill fragmentation's ingredients (see Policy::Evaluate): per device spec, how many copies
+  // the node's devices could hold, CPU aside (fractional: Σ ⌊free / need⌋ over the matching
+  // devices; whole: the matching empty devices), and for whole specs the free MiB of those
+  // devices.
+  std::array<int32_t, kMaxTypicalSpecs> fill_copies{};
+  std::array<MiB, kMaxTypicalSpecs> fill_empty_free{};
+  double fill_fragmentation = 0;                   // F̂_n(M) in MiB
   // For the first device's match mask: satisfied_prefix[i] = Σ weight of fractional specs j < i
   // that the mask matches and that are satisfied (devices and CPU). FGD's per-pick delta needs
   // it; precomputing it here keeps it off the per-pod path.
@@ -65,7 +72,8 @@ struct NodeSummary {
 // Computing it allocates nothing when the pod fits.
 struct NodeScore {
   Verdict verdict;
-  double cost = 0;  // as NodeEvaluation::cost
+  double cost = 0;       // as NodeEvaluation::cost
+  double fill_cost = 0;  // as NodeEvaluation::fill_cost
 };
 
 struct NodeEvaluation {
@@ -74,6 +82,14 @@ struct NodeEvaluation {
   // FGD: the increase of expected fragmentation ΔF in MiB; binpack: free MiB left on the touched
   // devices; spread: the negative of it.
   double cost = 0;
+  // FGD only (0 otherwise): the increase of the fill fragmentation F̂ in MiB, the second key that
+  // orders nodes FGD scores equally (lower is better). F̂_n(M) = Σ_m p_m · (R_n − U_n(m)), where
+  // U_n(m) is the device memory that copies of m alone could take on the node: as many copies as
+  // its devices hold, but no more than its free CPU allows. FGD asks whether one more pod of each
+  // kind fits; F̂ asks how much of the node a stream of them would use, so it sees a node's GPUs
+  // being stranded by its CPU running out a few pods ahead, and slices that hold one pod of a
+  // kind but leave an unusable remainder.
+  double fill_cost = 0;
   Placement placement;  // empty unless verdict.fits()
 };
 
@@ -111,6 +127,8 @@ class Policy {
     std::array<MiB, kMaxTypicalSpecs> mem{};        // per-device need; 0 = whole device
     std::array<int32_t, kMaxTypicalSpecs> count{};  // devices needed; CPU-only specs: never satisfiable
     std::array<int64_t, kMaxTypicalSpecs> cpu{};
+    std::array<double, kMaxTypicalSpecs> inv_cpu{};  // 1 / cpu (0 for specs without CPU)
+    std::array<double, kMaxTypicalSpecs> inv_mem{};  // 1 / mem (0 for whole-device specs)
     std::array<double, kMaxTypicalSpecs> weight{};
   };
   NodeEvaluation EvaluateImpl(const Node& node, const NodeSummary& summary, const PodRequest& pod,
@@ -128,6 +146,14 @@ class Policy {
 // taking the exact minimum (docs/simulator.md: 4.80% vs 5.87% unallocated GPUs on the default
 // Alibaba trace), so the extender ranks FGD costs by this level. REQUIRES: unit_mib > 0.
 int64_t FgdScoreLevel(double delta_mib, MiB unit_mib);
+
+// The fill fragmentation's increase (NodeEvaluation::fill_cost) on a scale of half devices: the
+// second key, after the FGD level, by which the extender orders nodes (lower is better; the fixed
+// node order breaks the remaining ties). Finer differences are noise for this key, and a finer
+// key is harmful: it systematically prefers some node types among equals — e.g. it sends
+// CPU-heavy pods to the few CPU-rich nodes that alone can host rare 8-GPU / 120-core pods, which
+// then fail while the cluster is a third full (docs/simulator.md). REQUIRES: unit_mib > 0.
+int64_t FillLevel(double fill_cost_mib, MiB unit_mib);
 
 // A fixed pseudo-random order of nodes (FNV-1a of the name, salted): the tie-break among nodes on
 // the same FGD level. A fixed order, like the FGD artifact's seeded node-name order, fills one node

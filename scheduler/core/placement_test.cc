@@ -29,7 +29,7 @@ Node MakeNode(std::vector<Device> devices, int64_t cpu_milli = -1) {
   n.cpu_milli = cpu_milli;
   for (size_t i = 0; i < devices.size(); ++i) {
     devices[i].index = static_cast<int>(i);
-    devices[i].uuid += "-" + std::to_string(i);
+    devices[i].uuid.append("-").append(std::to_string(i));
   }
   n.devices = std::move(devices);
   return n;
@@ -345,6 +345,93 @@ TEST(FgdScore, DeviceChoiceIsTheExactArgminOnRandomNodes) {
     ASSERT_TRUE(e.verdict.fits()) << e.verdict.Message();
     EXPECT_NEAR(e.cost, best_exact, 1e-6) << "trial " << trial;
   }
+}
+
+// The fill fragmentation F̂ (NodeEvaluation::fill_cost), arithmetic written out.
+// 1000-MiB GPUs; M = {a: 4 CPU, 1×300, p=.5; b: 12 CPU, 1 whole, p=.3; c: CPU-only, p=.2}.
+TEST(FillFragmentation, CountsWhatCopiesOfEachSpecWouldLeave) {
+  Policy fgd = Fgd({Spec(4000, 1, 300, .5), Spec(12000, 1, 0, .3), Spec(8000, 0, 0, .2)});
+  struct Case {
+    const char* name;
+    std::vector<Device> devices;
+    int64_t cpu_milli;
+    double fill;
+  };
+  const Case cases[] = {
+      // a: 3+3 copies, CPU allows 9 → 1800 used of 2000 → 200. b: 2 empty, CPU allows 3 → 2000 → 0.
+      // c: uses no device → 2000.  F̂ = .5·200 + .3·0 + .2·2000 = 500.
+      {"two empty GPUs, plenty of CPU", {Gpu(1000), Gpu(1000)}, 36000, 500},
+      // Same devices, 12 CPU: a: min(6, 3) = 3 copies → 900 used → 1100. b: min(2, 1) = 1 → 1000 used → 1000.
+      // F̂ = .5·1100 + .3·1000 + .2·2000 = 1250: the GPUs the CPU cannot feed count.
+      {"two empty GPUs, CPU for one whole pod", {Gpu(1000), Gpu(1000)}, 12000, 1250},
+      // A 400-MiB remainder: a: 1 copy → 100 left; b: no empty device → 400. F̂ = .5·100 + .3·400 + .2·400 = 250.
+      {"one remainder", {Gpu(1000, 600)}, 36000, 250},
+      // Unlimited CPU (-1): a: 3 copies → 100; b: 1 → 0. F̂ = .5·100 + .2·1000 = 250.
+      {"unlimited CPU", {Gpu(1000)}, -1, 250},
+  };
+  for (const Case& c : cases) {
+    EXPECT_DOUBLE_EQ(fgd.Summarize(MakeNode(c.devices, c.cpu_milli)).fill_fragmentation, c.fill) << c.name;
+  }
+}
+
+// The CPU term is what FGD's one-pod look-ahead cannot see: a CPU-heavy half-GPU pod has the
+// same ΔF on a node with 12 CPU per GPU and on one with 24, but leaves the first with GPUs its
+// CPU cannot feed. M = {W: 12 CPU, 1 whole, p=.6; H: 12 CPU, 1×500, p=.4}; pod: 24 CPU, 1×500.
+TEST(FillFragmentation, SeesGpusStrandedByCpuAFewPodsAhead) {
+  Policy fgd = Fgd({Spec(12000, 1, 0, .6), Spec(12000, 1, 500, .4)});
+  Node lean = MakeNode({Gpu(1000), Gpu(1000), Gpu(1000), Gpu(1000)}, 48000);
+  Node rich = MakeNode({Gpu(1000), Gpu(1000), Gpu(1000), Gpu(1000)}, 96000);
+  PodRequest pod = Pod(1, 500, 24000);
+  NodeEvaluation on_lean = fgd.Evaluate(lean, pod);
+  NodeEvaluation on_rich = fgd.Evaluate(rich, pod);
+  // FGD: W loses the split GPU's 500 on both (.6·500); H still fits everywhere.
+  EXPECT_DOUBLE_EQ(on_lean.cost, 300);
+  EXPECT_DOUBLE_EQ(on_rich.cost, 300);
+  // lean before: W min(4, 4) → 0 left; H min(8, 4) → 2000 used → 2000 left: F̂ = .4·2000 = 800.
+  // after (24 CPU, free 500+3000): W min(3, 2) → 2000 → 1500 left; H min(7, 2) → 1000 → 2500:
+  // F̂ = .6·1500 + .4·2500 = 1900. ΔF̂ = 1100.
+  EXPECT_DOUBLE_EQ(on_lean.fill_cost, 1100);
+  // rich before: W 4, H min(8, 8): F̂ = 0. after (72 CPU): W min(3, 6) → 500 left; H min(7, 6)
+  // → 3000 → 500 left: F̂ = .6·500 + .4·500 = 500.
+  EXPECT_DOUBLE_EQ(on_rich.fill_cost, 500);
+  EXPECT_LT(FillLevel(on_rich.fill_cost, 1000), FillLevel(on_lean.fill_cost, 1000));
+}
+
+// Property: Score's fill cost is the exact difference of the node's F̂ before and after the
+// placement Evaluate chose, on random nodes and pods (CPU-only and multi-device included).
+TEST(FillFragmentation, ScoreIsTheExactDifferenceOnRandomNodes) {
+  std::mt19937_64 rng(11);
+  Policy fgd = Fgd({Spec(2000, 1, 100, .2), Spec(4000, 1, 250, .15), Spec(1000, 1, 500, .15), Spec(8000, 1, 0, .2),
+                    Spec(16000, 2, 0, .1), Spec(6000, 1, 810, .1), Spec(12000, 0, 0, .1)});
+  int checked = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    std::vector<Device> devices;
+    const int g = 1 + static_cast<int>(rng() % 8);
+    for (int i = 0; i < g; ++i) devices.push_back(Gpu(1000, static_cast<MiB>(rng() % 4) * static_cast<MiB>(rng() % 300)));
+    Node node = MakeNode(devices, 4000 + static_cast<int64_t>(rng() % 60) * 1000);
+    const int k = static_cast<int>(rng() % 3);
+    const MiB mem = rng() % 3 == 0 ? 0 : static_cast<MiB>(50 + rng() % 900);
+    PodRequest pod = Pod(k, mem, static_cast<int64_t>(rng() % 4) * 1000);
+    NodeSummary sum = fgd.Summarize(node);
+    NodeEvaluation e = fgd.Evaluate(node, sum, pod);
+    NodeScore score = fgd.Score(node, sum, pod);
+    if (!e.verdict.fits()) continue;
+    Node after = node;
+    ASSERT_TRUE(ApplyPlacement(after, pod, e.placement, {}).ok());
+    EXPECT_NEAR(e.fill_cost, fgd.Summarize(after).fill_fragmentation - sum.fill_fragmentation, 1e-6) << "trial " << trial;
+    EXPECT_DOUBLE_EQ(score.fill_cost, e.fill_cost) << "trial " << trial;
+    ++checked;
+  }
+  EXPECT_GT(checked, 150);
+}
+
+// Half-device steps, floored: 0..499 MiB of a 1000-MiB device → 0, 500 → 1, −1 → −1.
+TEST(FillFragmentation, LevelsAreHalfDevices) {
+  EXPECT_EQ(FillLevel(0, 1000), 0);
+  EXPECT_EQ(FillLevel(499, 1000), 0);
+  EXPECT_EQ(FillLevel(500, 1000), 1);
+  EXPECT_EQ(FillLevel(-1, 1000), -1);
+  EXPECT_EQ(FillLevel(-40960, 81920), -1);
 }
 
 TEST(Policy, ParseNames) {
