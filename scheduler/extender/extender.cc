@@ -70,11 +70,16 @@ void Extender::Learn(const core::PodRequest& request) {
 
 double Extender::RankCost(const ClusterState::Assessment& assessment) const {
   if (!fgd_levels_) return assessment.cost;
+  // Lexicographic (FGD level, fill level, node order) in one double: levels are 1024 apart, more
+  // than any fill level spans (|ΔF̂| ≤ the node's free memory, ≤ 64 devices = 128 half devices of
+  // the unit; the clamp only guards the encoding), and the rank is a fraction in [0, 0.5) that
+  // never reaches the next fill level.
   const double level = -static_cast<double>(core::FgdScoreLevel(assessment.cost, options_.fgd_score_unit_mib));
-  if (!options_.fixed_tie_break) return level;
-  // A fraction in [0, 0.5): never reaches the next level, and distinct nodes stay distinct.
+  const double fill = static_cast<double>(
+      std::clamp<int64_t>(core::FillLevel(assessment.fill_cost, options_.fgd_score_unit_mib), -500, 500));
+  if (!options_.fixed_tie_break) return level * 1024 + fill;
   const double rank = static_cast<double>(assessment.tie_break_rank >> 12) / static_cast<double>(uint64_t{1} << 53);
-  return level + rank;
+  return level * 1024 + fill + rank;
 }
 
 std::vector<int64_t> Extender::RankScores(size_t levels) {

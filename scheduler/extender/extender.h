@@ -36,10 +36,10 @@ namespace gpupack::extender {
 struct ExtenderOptions {
   bool decisive_filter = true;
   double band_mib = 0;  // decisive filter tolerance on the policy's cost (MiB)
-  // > 0: FGD costs are ranked by core::FgdScoreLevel(cost, unit) instead of exactly, so nodes
-  // within one FGD level tie and kube-scheduler's random tie-break chooses among them.
+  // > 0: FGD costs are ranked by core::FgdScoreLevel(cost, unit) instead of exactly, then by
+  // core::FillLevel(fill cost, unit); nodes equal on both tie.
   core::MiB fgd_score_unit_mib = 0;
-  // With FGD levels: break ties inside a level by a fixed node order (each node's
+  // With FGD levels: break the remaining ties by a fixed node order (each node's
   // core::NodeTieBreakRank, salted and computed by the ClusterState), so the decisive filter keeps
   // one node; false leaves ties to kube-scheduler's random pick.
   bool fixed_tie_break = true;
@@ -82,8 +82,9 @@ class Extender {
   Reply Preempt(std::string_view body);
 
   bool Ready() const { return backend_.Synced(); }
-  // The cost the verbs rank by: the policy's cost, or minus its FGD level plus the node's fixed
-  // tie-break rank (Assessment::tie_break_rank) as a fraction below one level (see ExtenderOptions).
+  // The cost the verbs rank by: the policy's cost, or (with FGD levels) minus the FGD level, then
+  // the fill level, then the node's fixed tie-break rank (Assessment::tie_break_rank), encoded in
+  // one double that orders lexicographically (see ExtenderOptions).
   double RankCost(const ClusterState::Assessment& assessment) const;
   std::string BackendMetricsText() const { return backend_.MetricsText(); }
   // Periodic housekeeping (the server calls it every few seconds): releases expired

@@ -345,6 +345,39 @@ TEST(ExtenderTieBreak, DecisiveFilterKeepsTheNodeOfLowestSaltedRank) {
   EXPECT_GT(winners.size(), 1u) << "the salt must change the order";
 }
 
+// Two nodes on the same FGD level for a CPU-heavy half-GPU pod; the fill level prefers the one
+// whose remaining GPUs its CPU can still feed, even when the node order prefers the other
+// (arithmetic in scheduler/core/placement_test.cc, SeesGpusStrandedByCpuAFewPodsAhead: ΔF = 300
+// MiB on both, FGD level 42; ΔF̂ = 1100 on the lean node, fill level 2, and 500 on the rich one,
+// fill level 1).
+TEST(ExtenderTieBreak, FillLevelDecidesWithinAnFgdLevelBeforeTheNodeOrder) {
+  FakeClock clock;
+  core::TypicalSpec whole{12000, 1, 0, core::DeviceKindPreference::kAny, "", {}, .6};
+  core::TypicalSpec half{12000, 1, 500, core::DeviceKindPreference::kAny, "", {}, .4};
+  ClusterState state(std::make_shared<core::Policy>(core::PolicyKind::kFgd, core::TypicalWorkload{{whole, half}},
+                                                    core::PlacementOptions{}),
+                     clock, std::chrono::seconds(0));
+  // The lean node gets whichever name the node order puts first.
+  std::string lean = "node-a", rich = "node-b";
+  if (core::NodeTieBreakRank(lean, 0) > core::NodeTieBreakRank(rich, 0)) std::swap(lean, rich);
+  core::Node lean_node = GpuNode(lean, 4, 1000);
+  lean_node.cpu_milli = 48000;
+  core::Node rich_node = GpuNode(rich, 4, 1000);
+  rich_node.cpu_milli = 96000;
+  state.UpsertNode(lean_node);
+  state.UpsertNode(rich_node);
+  ScriptedBackend backend;
+  ExtenderOptions options;
+  options.fgd_score_unit_mib = 1000;
+  Extender ext(state, backend, options, clock, nullptr);
+  json pod = PodJson("p", "u", "500Mi");
+  pod["spec"]["containers"][0]["resources"]["limits"]["cpu"] = "24";
+  const json filtered = json::parse(ext.Filter(FilterBody(pod, {lean, rich})).body);
+  EXPECT_EQ(filtered["NodeNames"], json::array({rich}));
+  const json scores = json::parse(ext.Prioritize(FilterBody(pod, {lean, rich})).body);
+  for (const json& hp : scores) EXPECT_EQ(hp["Score"] == 10, hp["Host"] == rich) << hp;
+}
+
 TEST_F(ExtenderTest, MetricsCountRequestsByVerbAndResult) {
   Extender ext = Make();
   Parse(ext.Filter(FilterBody(PodJson("p", "u1", "8Gi"), all_)));
