@@ -30,7 +30,7 @@ class ExtenderPolicy final : public SimPolicy {
   Status Start(const ClusterState& s, const std::vector<core::Node>& nodes, std::span<const int>) override {
     // Mirror the extender's own typical workload: its cold-start prior for the cluster's device
     // size, learned from bound pods with its default settings (see policy gpupack).
-    learner_.emplace(core::DefaultPriorWorkload(s.unit_mib()), 1000, 100, std::max<core::MiB>(1, s.unit_mib() / 1000));
+    learner_.emplace(core::DefaultPriorWorkload(s.unit_mib()), 1000, 100, std::max<core::MiB>(1, s.unit_mib() / 1000), 0.95);
     mirror_ = core::Policy(core::PolicyKind::kFgd, learner_->Snapshot(), {});
     since_refresh_ = 0;
     nodes_ = nodes;

@@ -228,13 +228,14 @@ class BaselinePolicy final : public SimPolicy {
 // With `learn`, the typical workload is not the trace's M but what the extender uses: the core's
 // cold-start prior for the cluster's device size, blended with a WorkloadLearner fed every bound
 // pod and re-derived every `refresh` binds (the extender's defaults: half-life 1000 pods, prior
-// 100 pods, refresh 50). Learning buckets requests by 1/1000 of a device (1 MiB on the trace).
+// 100 pods, coverage 0.95, refresh 50). Learning buckets requests by 1/1000 of a device (1 MiB on the trace).
 class CorePolicy final : public SimPolicy {
  public:
   struct Learning {
     bool enabled = false;
     double half_life_pods = 1000;
     double prior_pods = 100;
+    double coverage = 0.95;
     int refresh = 50;
   };
 
@@ -245,7 +246,7 @@ class CorePolicy final : public SimPolicy {
     if (learning_.enabled) {
       const MiB granularity = std::max<MiB>(1, s.unit_mib() / 1000);
       learner_.emplace(core::DefaultPriorWorkload(s.unit_mib()), learning_.half_life_pods, learning_.prior_pods,
-                       granularity);
+                       granularity, learning_.coverage);
       policy_ = core::Policy(policy_.kind(), learner_->Snapshot(), policy_.options());
       since_refresh_ = 0;
     }
@@ -326,7 +327,7 @@ StatusOr<std::unique_ptr<SimPolicy>> MakePolicy(std::string_view name, const cor
   // The extender's defaults: learned workload, FGD levels.
   if (name == "gpupack" || name == "gpupack-exact") {
     return std::unique_ptr<SimPolicy>(new CorePolicy(core::PolicyKind::kFgd, typical, name == "gpupack",
-                                                     CorePolicy::Learning{true, 1000, 100, 50}));
+                                                     CorePolicy::Learning{true, 1000, 100, 0.95, 50}));
   }
   if (name == "gpupack-pinned" || name == "gpupack-pinned-exact") {
     return std::unique_ptr<SimPolicy>(new CorePolicy(core::PolicyKind::kFgd, typical, name == "gpupack-pinned", {}));

@@ -153,6 +153,7 @@ int main(int argc, char** argv) {
   options.reservation_ttl = config.reservation_ttl;
   options.learner.half_life_pods = config.workload_half_life_pods;
   options.learner.prior_pods = config.workload_prior_pods;
+  options.learner.coverage = config.workload_coverage;
   options.learner.refresh_pods = config.workload_refresh_pods;
   options.learner.granularity_mib = config.request_granularity_mib;
   extender::Extender service(state, *backend, options, clock, &metrics);

@@ -96,7 +96,6 @@ struct Columns {
   // Only the fill fragmentation reads these.
   const int64_t* cpu = nullptr;
   const double* inv_cpu = nullptr;
-  const double* inv_mem = nullptr;
 };
 
 // ⌊a / b⌋ for a ≥ 0, b > 0 as a multiplication by the precomputed 1/b: the hot loop cannot
@@ -108,33 +107,38 @@ inline int64_t FloorDiv(int64_t a, double inverse) {
 
 // F̂_n(M) of a state (NodeEvaluation::fill_cost): Σ_m p_m · (R_n − U_n(m)). `free_cpu` < 0 means
 // unlimited.
-double FillFragmentation(const Columns& c, const int32_t* copies, const MiB* empty_free, int64_t free_cpu,
+double FillFragmentation(const Columns& c, const int32_t* empty_devices, const MiB* usable_free, int64_t free_cpu,
                          MiB total_free) {
   double f = 0;
   for (int m = 0; m < c.n; ++m) {
     MiB used = 0;
-    if (m < c.n_device && copies[m] > 0) {
-      int64_t k = copies[m] / c.count[m];
-      if (free_cpu >= 0 && c.cpu[m] > 0) k = std::min(k, FloorDiv(free_cpu, c.inv_cpu[m]));
-      const int64_t devices = k * c.count[m];
-      // Whole specs take the empty devices' free memory, in proportion when CPU allows fewer.
-      used = c.mem[m] > 0 ? devices * c.mem[m] : empty_free[m] * devices / copies[m];
+    if (m < c.n_device && usable_free[m] > 0) {
+      // Copies of m the CPU can feed; without a CPU limit, as many as the devices hold.
+      const int64_t fed = free_cpu >= 0 && c.cpu[m] > 0 ? FloorDiv(free_cpu, c.inv_cpu[m]) : int64_t{1} << 40;
+      if (c.mem[m] > 0) {
+        used = std::min<MiB>(usable_free[m], fed * c.count[m] * c.mem[m]);
+      } else {
+        // Whole devices: k copies take k·count of the empty devices, each with its free memory.
+        const int64_t devices = std::min<int64_t>(empty_devices[m] / c.count[m], fed) * c.count[m];
+        used = usable_free[m] * devices / empty_devices[m];
+      }
     }
     f += c.weight[m] * static_cast<double>(total_free - std::min(used, total_free));
   }
   return f;
 }
 
-// Moves one device's contribution to the fill copies from (old_free, old_empty) to new_free.
-void FillPick(const Columns& c, uint64_t match, MiB old_free, bool old_empty, MiB new_free, int32_t* copies,
-              MiB* empty_free) {
+// Moves one device's contribution to the fill tallies from (old_free, old_empty) to new_free (no
+// longer empty).
+void FillPick(const Columns& c, uint64_t match, MiB old_free, bool old_empty, MiB new_free, int32_t* empty_devices,
+              MiB* usable_free) {
   for (int m = 0; m < c.n_device; ++m) {
     if (!((match >> m) & 1)) continue;
     if (c.mem[m] > 0) {
-      copies[m] += static_cast<int32_t>(FloorDiv(new_free, c.inv_mem[m]) - FloorDiv(old_free, c.inv_mem[m]));
+      usable_free[m] += (new_free >= c.mem[m] ? new_free : 0) - (old_free >= c.mem[m] ? old_free : 0);
     } else if (old_empty) {
-      copies[m] -= 1;
-      empty_free[m] -= old_free;
+      empty_devices[m] -= 1;
+      usable_free[m] -= old_free;
     }
   }
 }
@@ -395,7 +399,6 @@ Policy::Policy(PolicyKind kind, TypicalWorkload workload, PlacementOptions optio
     columns_.count[m] = s.device_count == 0 ? std::numeric_limits<int32_t>::max() : s.device_count;
     columns_.cpu[m] = s.cpu_milli;
     columns_.inv_cpu[m] = s.cpu_milli > 0 ? 1.0 / static_cast<double>(s.cpu_milli) : 0.0;
-    columns_.inv_mem[m] = s.mem_per_device_mib > 0 ? 1.0 / static_cast<double>(s.mem_per_device_mib) : 0.0;
     columns_.weight[m] = s.weight;
   }
 }
@@ -403,8 +406,7 @@ Policy::Policy(PolicyKind kind, TypicalWorkload workload, PlacementOptions optio
 NodeSummary Policy::Summarize(const Node& node) const {
   const Columns cols{columns_.n,           columns_.mem.data(),   columns_.count.data(),
                      columns_.weight.data(), columns_.n_fractional, columns_.n_device,
-                     columns_.total_weight,  columns_.cpu.data(),   columns_.inv_cpu.data(),
-                     columns_.inv_mem.data()};
+                     columns_.total_weight,  columns_.cpu.data(),   columns_.inv_cpu.data()};
   NodeSummary sum;
   const int n = std::min<int>(static_cast<int>(node.devices.size()), kMaxDevicesPerNode);
   sum.device_count = n;
@@ -467,15 +469,15 @@ NodeSummary Policy::Summarize(const Node& node) const {
   }
   sum.fragmentation = Fragmentation(cols, st, sum.cpu_short);
   for (int g = 0; g < n; ++g) {
-    FillPick(cols, sum.spec_match[g], 0, false, sum.free[g], sum.fill_copies.data(), sum.fill_empty_free.data());
+    FillPick(cols, sum.spec_match[g], 0, false, sum.free[g], sum.fill_empty_devices.data(), sum.fill_usable_free.data());
     if (!empty[g]) continue;
     for (int m = cols.n_fractional; m < cols.n_device; ++m) {
       if (!((sum.spec_match[g] >> m) & 1)) continue;
-      ++sum.fill_copies[m];
-      sum.fill_empty_free[m] += sum.free[g];
+      ++sum.fill_empty_devices[m];
+      sum.fill_usable_free[m] += sum.free[g];
     }
   }
-  sum.fill_fragmentation = FillFragmentation(cols, sum.fill_copies.data(), sum.fill_empty_free.data(),
+  sum.fill_fragmentation = FillFragmentation(cols, sum.fill_empty_devices.data(), sum.fill_usable_free.data(),
                                              sum.free_cpu_milli, sum.total_free);
   return sum;
 }
@@ -493,8 +495,7 @@ NodeEvaluation Policy::EvaluateImpl(const Node& node, const NodeSummary& sum, co
                                     bool want_placement) const {
   const Columns cols{columns_.n,           columns_.mem.data(),   columns_.count.data(),
                      columns_.weight.data(), columns_.n_fractional, columns_.n_device,
-                     columns_.total_weight,  columns_.cpu.data(),   columns_.inv_cpu.data(),
-                     columns_.inv_mem.data()};
+                     columns_.total_weight,  columns_.cpu.data(),   columns_.inv_cpu.data()};
   NodeEvaluation out;
   // The summary answers these, so a fitting node's Node object is never touched (cache misses
   // on 5,000 nodes cost more than the arithmetic).
@@ -543,11 +544,11 @@ NodeEvaluation Policy::EvaluateImpl(const Node& node, const NodeSummary& sum, co
     }
     feasible = sum.satisfied & ~cpu_short;
   }
-  // The fill copies after the picks so far; copied from the summary at the first pick.
-  std::array<int32_t, kMaxTypicalSpecs> fill_copies;
-  std::array<MiB, kMaxTypicalSpecs> fill_empty_free;
-  const int32_t* fill_copies_now = sum.fill_copies.data();
-  const MiB* fill_empty_free_now = sum.fill_empty_free.data();
+  // The fill tallies after the picks so far; copied from the summary at the first pick.
+  std::array<int32_t, kMaxTypicalSpecs> fill_empty_devices;
+  std::array<MiB, kMaxTypicalSpecs> fill_usable_free;
+  const int32_t* fill_empty_devices_now = sum.fill_empty_devices.data();
+  const MiB* fill_usable_free_now = sum.fill_usable_free.data();
   MiB fill_total_free = sum.total_free;
   const bool constrained = !DemandOfContainer(pod, ContainerRequest{}).Unconstrained();
   int picks_left = 0;
@@ -666,14 +667,14 @@ NodeEvaluation Policy::EvaluateImpl(const Node& node, const NodeSummary& sum, co
       --picks_left;
       if (fgd) {
         fgd_cost += best_cost;
-        if (fill_copies_now != fill_copies.data()) {
-          std::copy_n(sum.fill_copies.begin(), cols.n_device, fill_copies.begin());
-          std::copy_n(sum.fill_empty_free.begin(), cols.n_device, fill_empty_free.begin());
-          fill_copies_now = fill_copies.data();
-          fill_empty_free_now = fill_empty_free.data();
+        if (fill_empty_devices_now != fill_empty_devices.data()) {
+          std::copy_n(sum.fill_empty_devices.begin(), cols.n_device, fill_empty_devices.begin());
+          std::copy_n(sum.fill_usable_free.begin(), cols.n_device, fill_usable_free.begin());
+          fill_empty_devices_now = fill_empty_devices.data();
+          fill_usable_free_now = fill_usable_free.data();
         }
-        FillPick(cols, sum.spec_match[best], st.free[best], st.empty[best], best_new_free, fill_copies.data(),
-                 fill_empty_free.data());
+        FillPick(cols, sum.spec_match[best], st.free[best], st.empty[best], best_new_free, fill_empty_devices.data(),
+                 fill_usable_free.data());
         fill_total_free += best_new_free - st.free[best];
         // The state only matters for later picks.
         if (picks_left > 0) {
@@ -711,7 +712,7 @@ NodeEvaluation Policy::EvaluateImpl(const Node& node, const NodeSummary& sum, co
   // Cost of the whole placement.
   if (fgd) {
     out.cost = fgd_cost;
-    out.fill_cost = FillFragmentation(cols, fill_copies_now, fill_empty_free_now, st.free_cpu, fill_total_free) -
+    out.fill_cost = FillFragmentation(cols, fill_empty_devices_now, fill_usable_free_now, st.free_cpu, fill_total_free) -
                     sum.fill_fragmentation;
   } else if (!pod.WantsDevices()) {
     out.cost = 0;  // CPU-only pods: neutral under the simple policies

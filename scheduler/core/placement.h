@@ -54,12 +54,11 @@ struct NodeSummary {
   double fragmentation = 0;                        // F_n(M) in MiB
   uint64_t satisfied = 0;  // bit m: at least count_m devices can hold spec m (CPU not considered)
   uint64_t cpu_short = 0;  // bit m: the node's free CPU is below spec m's
-  // The fill fragmentation's ingredients (see Policy::Evaluate): per device spec, how many copies
-  // the node's devices could hold, CPU aside (fractional: Σ ⌊free / need⌋ over the matching
-  // devices; whole: the matching empty devices), and for whole specs the free MiB of those
-  // devices.
-  std::array<int32_t, kMaxTypicalSpecs> fill_copies{};
-  std::array<MiB, kMaxTypicalSpecs> fill_empty_free{};
+  // The fill fragmentation's ingredients (NodeEvaluation::fill_cost), per device spec m: the free
+  // memory m could use, CPU aside (fractional: Σ free of the matching devices that hold one;
+  // whole: Σ free of the matching empty devices), and for whole specs how many such devices.
+  std::array<MiB, kMaxTypicalSpecs> fill_usable_free{};
+  std::array<int32_t, kMaxTypicalSpecs> fill_empty_devices{};
   double fill_fragmentation = 0;                   // F̂_n(M) in MiB
   // For the first device's match mask: satisfied_prefix[i] = Σ weight of fractional specs j < i
   // that the mask matches and that are satisfied (devices and CPU). FGD's per-pick delta needs
@@ -84,11 +83,11 @@ struct NodeEvaluation {
   double cost = 0;
   // FGD only (0 otherwise): the increase of the fill fragmentation F̂ in MiB, the second key that
   // orders nodes FGD scores equally (lower is better). F̂_n(M) = Σ_m p_m · (R_n − U_n(m)), where
-  // U_n(m) is the device memory that copies of m alone could take on the node: as many copies as
-  // its devices hold, but no more than its free CPU allows. FGD asks whether one more pod of each
-  // kind fits; F̂ asks how much of the node a stream of them would use, so it sees a node's GPUs
-  // being stranded by its CPU running out a few pods ahead, and slices that hold one pod of a
-  // kind but leave an unusable remainder.
+  // U_n(m) is the device memory copies of m could take on the node: the free memory of the
+  // devices that can hold m, but no more than ⌊free CPU / cpu_m⌋ copies of it. FGD counts all of a
+  // node's idle memory as fragmented for m once the node lacks the CPU for one more m, and none
+  // of it before; F̂ counts the part the node's CPU cannot feed, so it sees GPUs being stranded
+  // by CPU a few pods ahead.
   double fill_cost = 0;
   Placement placement;  // empty unless verdict.fits()
 };
@@ -128,7 +127,6 @@ class Policy {
     std::array<int32_t, kMaxTypicalSpecs> count{};  // devices needed; CPU-only specs: never satisfiable
     std::array<int64_t, kMaxTypicalSpecs> cpu{};
     std::array<double, kMaxTypicalSpecs> inv_cpu{};  // 1 / cpu (0 for specs without CPU)
-    std::array<double, kMaxTypicalSpecs> inv_mem{};  // 1 / mem (0 for whole-device specs)
     std::array<double, kMaxTypicalSpecs> weight{};
   };
   NodeEvaluation EvaluateImpl(const Node& node, const NodeSummary& summary, const PodRequest& pod,

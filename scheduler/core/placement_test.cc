@@ -349,7 +349,7 @@ TEST(FgdScore, DeviceChoiceIsTheExactArgminOnRandomNodes) {
 
 // The fill fragmentation F̂ (NodeEvaluation::fill_cost), arithmetic written out.
 // 1000-MiB GPUs; M = {a: 4 CPU, 1×300, p=.5; b: 12 CPU, 1 whole, p=.3; c: CPU-only, p=.2}.
-TEST(FillFragmentation, CountsWhatCopiesOfEachSpecWouldLeave) {
+TEST(FillFragmentation, CountsTheMemoryEachSpecCouldNotUse) {
   Policy fgd = Fgd({Spec(4000, 1, 300, .5), Spec(12000, 1, 0, .3), Spec(8000, 0, 0, .2)});
   struct Case {
     const char* name;
@@ -358,16 +358,17 @@ TEST(FillFragmentation, CountsWhatCopiesOfEachSpecWouldLeave) {
     double fill;
   };
   const Case cases[] = {
-      // a: 3+3 copies, CPU allows 9 → 1800 used of 2000 → 200. b: 2 empty, CPU allows 3 → 2000 → 0.
-      // c: uses no device → 2000.  F̂ = .5·200 + .3·0 + .2·2000 = 500.
-      {"two empty GPUs, plenty of CPU", {Gpu(1000), Gpu(1000)}, 36000, 500},
-      // Same devices, 12 CPU: a: min(6, 3) = 3 copies → 900 used → 1100. b: min(2, 1) = 1 → 1000 used → 1000.
+      // a: 2000 usable, CPU feeds 9×300 → all used. b: 2 empty, CPU feeds 3 → all used.
+      // c: uses no device → 2000.  F̂ = .2·2000 = 400.
+      {"two empty GPUs, plenty of CPU", {Gpu(1000), Gpu(1000)}, 36000, 400},
+      // 12 CPU: a: CPU feeds 3×300 = 900 → 1100 left. b: CPU feeds 1 → 1000 left.
       // F̂ = .5·1100 + .3·1000 + .2·2000 = 1250: the GPUs the CPU cannot feed count.
       {"two empty GPUs, CPU for one whole pod", {Gpu(1000), Gpu(1000)}, 12000, 1250},
-      // A 400-MiB remainder: a: 1 copy → 100 left; b: no empty device → 400. F̂ = .5·100 + .3·400 + .2·400 = 250.
-      {"one remainder", {Gpu(1000, 600)}, 36000, 250},
-      // Unlimited CPU (-1): a: 3 copies → 100; b: 1 → 0. F̂ = .5·100 + .2·1000 = 250.
-      {"unlimited CPU", {Gpu(1000)}, -1, 250},
+      // A 400-MiB remainder: a: usable (400 ≥ 300) → 0 left; b: no empty device → 400; c: 400.
+      // F̂ = .3·400 + .2·400 = 200.
+      {"one remainder", {Gpu(1000, 600)}, 36000, 200},
+      // Unlimited CPU (-1): a and b use the empty GPU; c: 1000. F̂ = .2·1000 = 200.
+      {"unlimited CPU", {Gpu(1000)}, -1, 200},
   };
   for (const Case& c : cases) {
     EXPECT_DOUBLE_EQ(fgd.Summarize(MakeNode(c.devices, c.cpu_milli)).fill_fragmentation, c.fill) << c.name;
@@ -387,12 +388,13 @@ TEST(FillFragmentation, SeesGpusStrandedByCpuAFewPodsAhead) {
   // FGD: W loses the split GPU's 500 on both (.6·500); H still fits everywhere.
   EXPECT_DOUBLE_EQ(on_lean.cost, 300);
   EXPECT_DOUBLE_EQ(on_rich.cost, 300);
-  // lean before: W min(4, 4) → 0 left; H min(8, 4) → 2000 used → 2000 left: F̂ = .4·2000 = 800.
-  // after (24 CPU, free 500+3000): W min(3, 2) → 2000 → 1500 left; H min(7, 2) → 1000 → 2500:
-  // F̂ = .6·1500 + .4·2500 = 1900. ΔF̂ = 1100.
+  // lean before: W: CPU feeds 4 → 0 left; H: 4000 usable, CPU feeds 4×500 → 2000 left:
+  // F̂ = .4·2000 = 800. after (24 CPU, free 500+3000): W: 3 empty, CPU feeds 2 → 1500 left;
+  // H: 3500 usable, CPU feeds 2×500 → 2500 left: F̂ = .6·1500 + .4·2500 = 1900. ΔF̂ = 1100.
   EXPECT_DOUBLE_EQ(on_lean.fill_cost, 1100);
-  // rich before: W 4, H min(8, 8): F̂ = 0. after (72 CPU): W min(3, 6) → 500 left; H min(7, 6)
-  // → 3000 → 500 left: F̂ = .6·500 + .4·500 = 500.
+  // rich before: W: CPU feeds 8 → 0; H: CPU feeds 8×500 → 0: F̂ = 0. after (72 CPU): W: 3
+  // empty, CPU feeds 6 → 500 left (the split GPU); H: CPU feeds 6×500 = 3000 of 3500 → 500 left:
+  // F̂ = .6·500 + .4·500 = 500.
   EXPECT_DOUBLE_EQ(on_rich.fill_cost, 500);
   EXPECT_LT(FillLevel(on_rich.fill_cost, 1000), FillLevel(on_lean.fill_cost, 1000));
 }

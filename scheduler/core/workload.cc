@@ -97,11 +97,13 @@ TypicalWorkload DefaultPriorWorkload(MiB device_mib) {
   return w;
 }
 
-WorkloadLearner::WorkloadLearner(TypicalWorkload prior, double half_life_pods, double prior_pods, MiB granularity_mib)
+WorkloadLearner::WorkloadLearner(TypicalWorkload prior, double half_life_pods, double prior_pods, MiB granularity_mib,
+                                 double coverage)
     : prior_(std::move(prior)),
       decay_(std::pow(2.0, -1.0 / std::max(1.0, half_life_pods))),
       prior_pods_(std::max(0.0, prior_pods)),
-      granularity_mib_(granularity_mib) {
+      granularity_mib_(granularity_mib),
+      coverage_(std::clamp(coverage, 1e-9, 1.0)) {
   prior_.Normalize();
 }
 
@@ -153,6 +155,15 @@ TypicalWorkload WorkloadLearner::Snapshot() const {
       if (same != out.specs.end()) same->weight += s.weight; else out.specs.push_back(std::move(s));
     }
   }
+  // Heaviest first (stable: equal weights keep the prior-then-observation order), until covered.
+  std::stable_sort(out.specs.begin(), out.specs.end(),
+                   [](const TypicalSpec& a, const TypicalSpec& b) { return a.weight > b.weight; });
+  double total = 0;
+  for (const auto& s : out.specs) total += s.weight;
+  double covered = 0;
+  size_t keep = 0;
+  while (keep < out.specs.size() && covered < coverage_ * total) covered += out.specs[keep++].weight;
+  out.specs.resize(keep);
   out.Normalize();
   return out;
 }

@@ -50,13 +50,17 @@ TypicalWorkload DefaultPriorWorkload(MiB device_mib);
 
 // Exponentially decayed histogram of observed pod shapes. Each observation multiplies earlier
 // weights by 2^(-1/half_life_pods). The snapshot blends the prior with weight
-// prior_pods / (prior_pods + observed mass), so the prior fades as evidence accumulates.
+// prior_pods / (prior_pods + observed mass), so the prior fades as evidence accumulates, and then
+// keeps the heaviest specs until they cover `coverage` of the blended weight, as FGD's typical set
+// covers 95% of pods: the rarest shapes otherwise pull the policy towards keeping room for pods
+// that almost never come (docs/simulator.md measures it). 0 < coverage ≤ 1.
 // Not thread-safe: the owner serialises calls.
 class WorkloadLearner {
  public:
-  WorkloadLearner(TypicalWorkload prior, double half_life_pods, double prior_pods, MiB granularity_mib);
+  WorkloadLearner(TypicalWorkload prior, double half_life_pods, double prior_pods, MiB granularity_mib,
+                  double coverage);
   void Observe(const PodRequest& pod);
-  // The current estimate: blended, normalised, top kMaxTypicalSpecs by weight.
+  // The current estimate: blended, cut to `coverage`, normalised, top kMaxTypicalSpecs by weight.
   TypicalWorkload Snapshot() const;
   double observed_mass() const { return mass_; }
 
@@ -69,6 +73,7 @@ class WorkloadLearner {
   double decay_;
   double prior_pods_;
   MiB granularity_mib_;
+  double coverage_;
   double scale_ = 1.0;  // current weight of an observation made now, relative to storage units
   double mass_ = 0;     // decayed count of observations
   std::vector<Bucket> buckets_;

@@ -57,8 +57,8 @@ PodRequest PodOf(MiB mem) {
 TEST(WorkloadLearner, PriorFadesAndOldObservationsDecay) {
   TypicalWorkload prior{{S(0, 1, 0)}};
   prior.specs[0].weight = 1;
-  // Half-life 10 pods, prior worth 10 pods, 1 GiB granularity.
-  WorkloadLearner learner(prior, 10, 10, 1024);
+  // Half-life 10 pods, prior worth 10 pods, 1 GiB granularity, every spec kept.
+  WorkloadLearner learner(prior, 10, 10, 1024, 1.0);
   TypicalWorkload cold = learner.Snapshot();
   ASSERT_EQ(cold.specs.size(), 1u);
   EXPECT_EQ(cold.specs[0].mem_per_device_mib, 0);
@@ -77,6 +77,28 @@ TEST(WorkloadLearner, PriorFadesAndOldObservationsDecay) {
   EXPECT_NEAR(wp, 0.40, 0.01);
   EXPECT_NEAR(w8, 0.30, 0.01);
   EXPECT_NEAR(w3, 0.30, 0.01);
+}
+
+// Coverage keeps the heaviest specs until their share reaches it: with weights .5/.3/.15/.05
+// (no prior), 0.9 keeps three (.5 + .3 = .8 < .9 ≤ .95) and renormalises them to sum 1.
+TEST(WorkloadLearner, CoverageDropsTheRarestShapes) {
+  WorkloadLearner learner(TypicalWorkload{}, 1e9, 0, 1, 0.9);
+  const std::pair<MiB, int> counts[] = {{100, 50}, {200, 30}, {300, 15}, {400, 5}};
+  for (const auto& [mem, n] : counts) {
+    for (int i = 0; i < n; ++i) learner.Observe(PodOf(mem));
+  }
+  TypicalWorkload w = learner.Snapshot();
+  ASSERT_EQ(w.specs.size(), 3u);
+  EXPECT_EQ(w.specs[0].mem_per_device_mib, 100);
+  EXPECT_EQ(w.specs[2].mem_per_device_mib, 300);
+  EXPECT_NEAR(w.specs[0].weight, .5 / .95, 1e-6);
+  EXPECT_NEAR(w.specs[2].weight, .15 / .95, 1e-6);
+  // Full coverage keeps the rare one too.
+  WorkloadLearner all(TypicalWorkload{}, 1e9, 0, 1, 1.0);
+  for (const auto& [mem, n] : counts) {
+    for (int i = 0; i < n; ++i) all.Observe(PodOf(mem));
+  }
+  EXPECT_EQ(all.Snapshot().specs.size(), 4u);
 }
 
 }  // namespace

@@ -148,6 +148,7 @@ StatusOr<ExtenderConfig> ParseExtenderConfig(std::string_view yaml_text) {
       {"halfLifePods", [](auto& n, auto& k, auto& c) { return ReadDouble(n, k, 1, 1e9, c.workload_half_life_pods); }},
       {"priorPods", [](auto& n, auto& k, auto& c) { return ReadDouble(n, k, 0, 1e9, c.workload_prior_pods); }},
       {"refreshPods", [](auto& n, auto& k, auto& c) { return ReadInt(n, k, 0, 1000000, c.workload_refresh_pods); }},
+      {"coverage", [](auto& n, auto& k, auto& c) { return ReadDouble(n, k, 0.5, 1, c.workload_coverage); }},
   };
   const std::map<std::string, Reader> tls = {
       {"certFile", [](auto& n, auto& k, auto& c) { return ReadString(n, k, c.tls_cert_file); }},

@@ -34,6 +34,7 @@ struct ExtenderConfig {
   core::MiB request_granularity_mib = 1024;  // workload learner's bucket size
   double workload_half_life_pods = 1000;
   double workload_prior_pods = 100;
+  double workload_coverage = 0.95;          // the learned typical set covers this share of pods
   int workload_refresh_pods = 50;            // re-derive the policy after this many binds; 0 = never
   std::chrono::nanoseconds heartbeat_ttl = std::chrono::seconds(120);  // 0 = nodes never go stale
   double request_ratio = 1.0;

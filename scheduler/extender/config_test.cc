@@ -33,7 +33,7 @@ maxBodyBytes: 8Mi
 threads: 2
 perDeviceMetrics: false
 maxDevicesPerContainer: 8
-workload: {halfLifePods: 200, priorPods: 10, refreshPods: 5}
+workload: {halfLifePods: 200, priorPods: 10, refreshPods: 5, coverage: 0.9}
 tls: {certFile: /c.pem, keyFile: /k.pem}
 )");
   ASSERT_TRUE(c.ok()) << c.status();
@@ -49,6 +49,7 @@ tls: {certFile: /c.pem, keyFile: /k.pem}
   EXPECT_EQ(c->max_body_bytes, 8 << 20);
   EXPECT_EQ(c->threads, 2);
   EXPECT_EQ(c->workload_refresh_pods, 5);
+  EXPECT_EQ(c->workload_coverage, 0.9);
   EXPECT_EQ(c->tls_key_file, "/k.pem");
 }
 
@@ -60,6 +61,7 @@ TEST(ExtenderConfig, RefusesUnknownKeysAndBadValuesNamingTheKey) {
       {"polcy: fgd", "\"polcy\": unknown key"},
       {"policy: fdg", "\"policy\": expected fgd, binpack or spread"},
       {"workload: {halfLife: 3}", "\"workload.halfLife\": unknown key"},
+      {"workload: {coverage: 0.2}", "\"workload.coverage\""},
       {"threads: 0", "\"threads\""},
       {"threads: 2.5", "\"threads\": expected an integer"},
       {"decisiveFilter: yes please", "\"decisiveFilter\""},

@@ -56,7 +56,7 @@ Extender::Extender(ClusterState& state, ClusterBackend& backend, ExtenderOptions
       metrics_(metrics),
       fgd_levels_(options_.fgd_score_unit_mib > 0 && state.policy()->kind() == core::PolicyKind::kFgd),
       learner_(state.policy()->workload(), options_.learner.half_life_pods, options_.learner.prior_pods,
-               options_.learner.granularity_mib) {}
+               options_.learner.granularity_mib, options_.learner.coverage) {}
 
 void Extender::Learn(const core::PodRequest& request) {
   if (options_.learner.refresh_pods <= 0) return;

@@ -59,6 +59,7 @@ struct ExtenderOptions {
   struct Learner {
     double half_life_pods = 1000;
     double prior_pods = 100;
+    double coverage = 0.95;  // core::WorkloadLearner's coverage
     int refresh_pods = 50;
     core::MiB granularity_mib = 1024;
   } learner;
