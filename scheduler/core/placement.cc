@@ -1,6 +1,7 @@
 #include "scheduler/core/placement.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 
@@ -118,8 +119,9 @@ double FillFragmentation(const Columns& c, const int32_t* empty_devices, const M
       if (c.mem[m] > 0) {
         used = std::min<MiB>(usable_free[m], fed * c.count[m] * c.mem[m]);
       } else {
-        // Whole devices: k copies take k·count of the empty devices, each with its free memory.
-        const int64_t devices = std::min<int64_t>(empty_devices[m] / c.count[m], fed) * c.count[m];
+        // Whole devices: each copy the CPU feeds takes count of the empty devices (FGD's F already
+        // counts a node with too few of them as fragmented for m).
+        const int64_t devices = std::min<int64_t>(empty_devices[m], fed * c.count[m]);
         used = usable_free[m] * devices / empty_devices[m];
       }
     }
@@ -129,18 +131,37 @@ double FillFragmentation(const Columns& c, const int32_t* empty_devices, const M
 }
 
 // Moves one device's contribution to the fill tallies from (old_free, old_empty) to new_free (no
-// longer empty).
-void FillPick(const Columns& c, uint64_t match, MiB old_free, bool old_empty, MiB new_free, int32_t* empty_devices,
-              MiB* usable_free) {
-  for (int m = 0; m < c.n_device; ++m) {
-    if (!((match >> m) & 1)) continue;
+// longer empty). Null tallies are skipped. Returns Σ_m p_m · Δusable_m: while the node's CPU
+// feeds every spec, U_n(m) = usable_m and so ΔF̂ = W·ΔR − that sum.
+double FillPick(const Columns& c, uint64_t match, MiB old_free, bool old_empty, MiB new_free, int32_t* empty_devices,
+                MiB* usable_free) {
+  double weighted = 0;
+  for (uint64_t bits = match & ((c.n_device >= 64 ? ~uint64_t{0} : (uint64_t{1} << c.n_device) - 1)); bits != 0;
+       bits &= bits - 1) {
+    const int m = std::countr_zero(bits);
+    MiB delta = 0;
     if (c.mem[m] > 0) {
-      usable_free[m] += (new_free >= c.mem[m] ? new_free : 0) - (old_free >= c.mem[m] ? old_free : 0);
+      delta = (new_free >= c.mem[m] ? new_free : 0) - (old_free >= c.mem[m] ? old_free : 0);
     } else if (old_empty) {
-      empty_devices[m] -= 1;
-      usable_free[m] -= old_free;
+      delta = -old_free;
+      if (empty_devices != nullptr) empty_devices[m] -= 1;
     }
+    if (usable_free != nullptr) usable_free[m] += delta;
+    weighted += c.weight[m] * static_cast<double>(delta);
   }
+  return weighted;
+}
+
+// The free CPU from which the node feeds every device spec all the memory it could use.
+int64_t FillCpuAmple(const Columns& c, const int32_t* empty_devices, const MiB* usable_free) {
+  int64_t ample = 0;
+  for (int m = 0; m < c.n_device; ++m) {
+    if (c.cpu[m] <= 0 || usable_free[m] <= 0) continue;
+    const int64_t copies = c.mem[m] > 0 ? (usable_free[m] + c.count[m] * c.mem[m] - 1) / (c.count[m] * c.mem[m])
+                                        : (empty_devices[m] + c.count[m] - 1) / c.count[m];
+    ample = std::max(ample, copies * c.cpu[m]);
+  }
+  return ample;
 }
 
 inline bool UsableFor(MiB spec_mem, MiB free, bool empty) { return spec_mem == 0 ? empty : free >= spec_mem; }
@@ -347,7 +368,9 @@ int64_t FgdScoreLevel(double delta_mib, MiB unit_mib) {
 }
 
 int64_t FillLevel(double fill_cost_mib, MiB unit_mib) {
-  return static_cast<int64_t>(std::floor(2.0 * fill_cost_mib / static_cast<double>(unit_mib)));
+  // The epsilon keeps rounding noise from flipping an exact boundary (ΔF̂ is a difference of
+  // sums of MiB·p products, and whole multiples of half a device are common).
+  return static_cast<int64_t>(std::floor(2.0 * fill_cost_mib / static_cast<double>(unit_mib) + 1e-9));
 }
 
 uint64_t NodeTieBreakRank(std::string_view node_name, uint64_t salt) {
@@ -479,6 +502,7 @@ NodeSummary Policy::Summarize(const Node& node) const {
   }
   sum.fill_fragmentation = FillFragmentation(cols, sum.fill_empty_devices.data(), sum.fill_usable_free.data(),
                                              sum.free_cpu_milli, sum.total_free);
+  sum.fill_cpu_ample = FillCpuAmple(cols, sum.fill_empty_devices.data(), sum.fill_usable_free.data());
   return sum;
 }
 
@@ -550,6 +574,10 @@ NodeEvaluation Policy::EvaluateImpl(const Node& node, const NodeSummary& sum, co
   const int32_t* fill_empty_devices_now = sum.fill_empty_devices.data();
   const MiB* fill_usable_free_now = sum.fill_usable_free.data();
   MiB fill_total_free = sum.total_free;
+  // Usable memory only shrinks with picks, so CPU ample for the node as it is stays ample after:
+  // then ΔF̂ needs no tallies, only Σ p_m·Δusable_m (FillPick).
+  const bool fill_fast = st.free_cpu < 0 || st.free_cpu >= sum.fill_cpu_ample;
+  double fill_used_delta = 0;
   const bool constrained = !DemandOfContainer(pod, ContainerRequest{}).Unconstrained();
   int picks_left = 0;
   for (const auto& c : pod.containers) picks_left += c.device_count;
@@ -667,14 +695,15 @@ NodeEvaluation Policy::EvaluateImpl(const Node& node, const NodeSummary& sum, co
       --picks_left;
       if (fgd) {
         fgd_cost += best_cost;
-        if (fill_empty_devices_now != fill_empty_devices.data()) {
+        if (!fill_fast && fill_empty_devices_now != fill_empty_devices.data()) {
           std::copy_n(sum.fill_empty_devices.begin(), cols.n_device, fill_empty_devices.begin());
           std::copy_n(sum.fill_usable_free.begin(), cols.n_device, fill_usable_free.begin());
           fill_empty_devices_now = fill_empty_devices.data();
           fill_usable_free_now = fill_usable_free.data();
         }
-        FillPick(cols, sum.spec_match[best], st.free[best], st.empty[best], best_new_free, fill_empty_devices.data(),
-                 fill_usable_free.data());
+        fill_used_delta += FillPick(cols, sum.spec_match[best], st.free[best], st.empty[best], best_new_free,
+                                    fill_fast ? nullptr : fill_empty_devices.data(),
+                                    fill_fast ? nullptr : fill_usable_free.data());
         fill_total_free += best_new_free - st.free[best];
         // The state only matters for later picks.
         if (picks_left > 0) {
@@ -712,8 +741,9 @@ NodeEvaluation Policy::EvaluateImpl(const Node& node, const NodeSummary& sum, co
   // Cost of the whole placement.
   if (fgd) {
     out.cost = fgd_cost;
-    out.fill_cost = FillFragmentation(cols, fill_empty_devices_now, fill_usable_free_now, st.free_cpu, fill_total_free) -
-                    sum.fill_fragmentation;
+    out.fill_cost = fill_fast ? cols.total_weight * static_cast<double>(fill_total_free - sum.total_free) - fill_used_delta
+                              : FillFragmentation(cols, fill_empty_devices_now, fill_usable_free_now, st.free_cpu,
+                                                  fill_total_free) - sum.fill_fragmentation;
   } else if (!pod.WantsDevices()) {
     out.cost = 0;  // CPU-only pods: neutral under the simple policies
   } else {

@@ -60,6 +60,7 @@ struct NodeSummary {
   std::array<MiB, kMaxTypicalSpecs> fill_usable_free{};
   std::array<int32_t, kMaxTypicalSpecs> fill_empty_devices{};
   double fill_fragmentation = 0;                   // F̂_n(M) in MiB
+  int64_t fill_cpu_ample = 0;  // free CPU from which no device spec is CPU-limited in F̂
   // For the first device's match mask: satisfied_prefix[i] = Σ weight of fractional specs j < i
   // that the mask matches and that are satisfied (devices and CPU). FGD's per-pick delta needs
   // it; precomputing it here keeps it off the per-pod path.
