@@ -34,9 +34,13 @@ class VerbTimer {
   std::chrono::steady_clock::time_point start_;
 };
 
-// Two costs belong to the same level when they differ by at most `band` (and float noise).
-bool SameLevel(double level_start, double cost, double band) {
-  return cost - level_start <= band + 1e-9 * std::max(1.0, std::fabs(level_start));
+// Two costs belong to the same level when they differ by at most `band`, plus float noise when
+// `exact_costs` (sums of MiB·weight products). Ranked FGD costs are built from integer keys and a
+// rank fraction by the same arithmetic for every node, so they compare exactly: a relative slack
+// would swallow the rank fractions of neighbouring nodes.
+bool SameLevel(double level_start, double cost, double band, bool exact_costs) {
+  const double slack = exact_costs ? 1e-9 * std::max(1.0, std::fabs(level_start)) : 0.0;
+  return cost - level_start <= band + slack;
 }
 
 Reply PlainError(int status, std::string message) {
@@ -231,7 +235,7 @@ Reply Extender::Filter(std::string_view body) {
   }
   if (options_.decisive_filter && any_fit) {
     for (size_t i = 0; i < names.size(); ++i) {
-      if (passes[i] && !SameLevel(best, costs[i], options_.band_mib)) passes[i] = false;
+      if (passes[i] && !SameLevel(best, costs[i], options_.band_mib, !fgd_levels_)) passes[i] = false;
     }
   }
   return finish();
@@ -270,7 +274,7 @@ Reply Extender::Prioritize(std::string_view body) {
   size_t levels = 0;
   double level_start = 0;
   for (size_t k = 0; k < fits.size(); ++k) {
-    if (k == 0 || !SameLevel(level_start, fits[k].first, options_.band_mib)) {
+    if (k == 0 || !SameLevel(level_start, fits[k].first, options_.band_mib, !fgd_levels_)) {
       level_start = fits[k].first;
       ++levels;
     }

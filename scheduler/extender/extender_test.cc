@@ -345,6 +345,29 @@ TEST(ExtenderTieBreak, DecisiveFilterKeepsTheNodeOfLowestSaltedRank) {
   EXPECT_GT(winners.size(), 1u) << "the salt must change the order";
 }
 
+// Thousands of identical nodes: the ranked costs differ only in the rank fractions, some of them
+// by less than 1e-4 — which a relative float slack on costs of magnitude 10^4–10^5 would merge.
+// The decisive filter must still keep exactly one node, for every salt.
+TEST(ExtenderTieBreak, NeighbouringRankFractionsStayDistinct) {
+  for (uint64_t salt = 0; salt < 10; ++salt) {
+    FakeClock clock;
+    ClusterState state(std::make_shared<core::Policy>(core::PolicyKind::kFgd, core::DefaultPriorWorkload(81920),
+                                                      core::PlacementOptions{}),
+                       clock, std::chrono::seconds(0), salt);
+    std::vector<std::string> names;
+    for (int i = 0; i < 3000; ++i) {
+      names.push_back("n" + std::to_string(i));
+      state.UpsertNode(GpuNode(names.back(), 1, 81920));
+    }
+    ScriptedBackend backend;
+    ExtenderOptions options;
+    options.fgd_score_unit_mib = 81920;
+    Extender ext(state, backend, options, clock, nullptr);
+    const json filtered = json::parse(ext.Filter(FilterBody(PodJson("p", "u", "10Gi"), names)).body);
+    EXPECT_EQ(filtered["NodeNames"].size(), 1u) << "salt " << salt;
+  }
+}
+
 // Two nodes on the same FGD level for a CPU-heavy half-GPU pod; the fill level prefers the one
 // whose remaining GPUs its CPU can still feed, even when the node order prefers the other
 // (arithmetic in scheduler/core/placement_test.cc, SeesGpusStrandedByCpuAFewPodsAhead: ΔF = 300
