@@ -119,9 +119,8 @@ double FillFragmentation(const Columns& c, const int32_t* empty_devices, const M
       if (c.mem[m] > 0) {
         used = std::min<MiB>(usable_free[m], fed * c.count[m] * c.mem[m]);
       } else {
-        // Whole devices: each copy the CPU feeds takes count of the empty devices (FGD's F already
-        // counts a node with too few of them as fragmented for m).
-        const int64_t devices = std::min<int64_t>(empty_devices[m], fed * c.count[m]);
+        // Whole devices: k copies take k·count of the empty devices, each with its free memory.
+        const int64_t devices = std::min<int64_t>(empty_devices[m] / c.count[m], fed) * c.count[m];
         used = usable_free[m] * devices / empty_devices[m];
       }
     }
@@ -132,7 +131,8 @@ double FillFragmentation(const Columns& c, const int32_t* empty_devices, const M
 
 // Moves one device's contribution to the fill tallies from (old_free, old_empty) to new_free (no
 // longer empty). Null tallies are skipped. Returns Σ_m p_m · Δusable_m: while the node's CPU
-// feeds every spec, U_n(m) = usable_m and so ΔF̂ = W·ΔR − that sum.
+// feeds every spec and no whole spec needs several devices, U_n(m) = usable_m and so
+// ΔF̂ = W·ΔR − that sum.
 double FillPick(const Columns& c, uint64_t match, MiB old_free, bool old_empty, MiB new_free, int32_t* empty_devices,
                 MiB* usable_free) {
   double weighted = 0;
@@ -158,7 +158,7 @@ int64_t FillCpuAmple(const Columns& c, const int32_t* empty_devices, const MiB* 
   for (int m = 0; m < c.n_device; ++m) {
     if (c.cpu[m] <= 0 || usable_free[m] <= 0) continue;
     const int64_t copies = c.mem[m] > 0 ? (usable_free[m] + c.count[m] * c.mem[m] - 1) / (c.count[m] * c.mem[m])
-                                        : (empty_devices[m] + c.count[m] - 1) / c.count[m];
+                                        : empty_devices[m] / c.count[m];
     ample = std::max(ample, copies * c.cpu[m]);
   }
   return ample;
@@ -413,6 +413,7 @@ Policy::Policy(PolicyKind kind, TypicalWorkload workload, PlacementOptions optio
     if (rank(s) <= 1) ++columns_.n_device;
     columns_.total_weight += s.weight;
     columns_.max_cpu = std::max(columns_.max_cpu, s.cpu_milli);
+    columns_.multi_device_whole = columns_.multi_device_whole || (rank(s) == 1 && s.device_count > 1);
   }
   for (int m = 0; m < columns_.n; ++m) {
     const TypicalSpec& s = workload_.specs[m];
@@ -575,8 +576,10 @@ NodeEvaluation Policy::EvaluateImpl(const Node& node, const NodeSummary& sum, co
   const MiB* fill_usable_free_now = sum.fill_usable_free.data();
   MiB fill_total_free = sum.total_free;
   // Usable memory only shrinks with picks, so CPU ample for the node as it is stays ample after:
-  // then ΔF̂ needs no tallies, only Σ p_m·Δusable_m (FillPick).
-  const bool fill_fast = st.free_cpu < 0 || st.free_cpu >= sum.fill_cpu_ample;
+  // then ΔF̂ needs no tallies, only Σ p_m·Δusable_m (FillPick) — unless a whole spec needs
+  // several devices, whose usable memory rounds down to whole copies.
+  const bool fill_fast =
+      !columns_.multi_device_whole && (st.free_cpu < 0 || st.free_cpu >= sum.fill_cpu_ample);
   double fill_used_delta = 0;
   const bool constrained = !DemandOfContainer(pod, ContainerRequest{}).Unconstrained();
   int picks_left = 0;

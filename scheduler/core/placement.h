@@ -124,6 +124,7 @@ class Policy {
     int n_device = 0;      // specs [n_fractional, n_device) ask for whole devices; the rest CPU only
     double total_weight = 0;
     int64_t max_cpu = 0;   // the largest spec CPU: a node with more free never lacks CPU
+    bool multi_device_whole = false;  // some spec asks for several whole devices
     std::array<MiB, kMaxTypicalSpecs> mem{};        // per-device need; 0 = whole device
     std::array<int32_t, kMaxTypicalSpecs> count{};  // devices needed; CPU-only specs: never satisfiable
     std::array<int64_t, kMaxTypicalSpecs> cpu{};
