@@ -4,8 +4,8 @@
 #
 #   scripts/fgd-benchmark.sh [--build DIR] [--seeds 42-51] [--out DIR] [--policies LIST] [TRACE...]
 #
-# TRACE is a pod-list name without prefix/suffix (default, gpushare40, multigpu20, gpuspec33, cpu250, ...).
-# Default: the paper's 17 traces (Figs. 9, 11-14). The trace folder is $GPUPACK_TRACE_DIR, else
+# TRACE is a pod-list name without prefix/suffix (default, gpushare40, multigpu20, gpuspec33, cpu250, ...),
+# or "all" for every pod list in the trace folder (24). Default: the paper's 17 traces (Figs. 9, 11-14). The trace folder is $GPUPACK_TRACE_DIR, else
 # ../shared/traces/alibaba-gpu-v2023 beside the repository. Writes OUT/<trace>.txt (table) and
 # OUT/<trace>.html (Fig. 9(a)-like chart), and prints a markdown summary of
 # unallocated GPU % at arrived 100 % (median, mean ± SD) and seconds per seed.
@@ -33,6 +33,13 @@ if [[ ${#traces[@]} -eq 0 ]]; then
           gpuspec10 gpuspec20 gpuspec25 gpuspec33 cpu050 cpu100 cpu200 cpu250)
 fi
 trace_dir="${GPUPACK_TRACE_DIR:-$repo/../shared/traces/alibaba-gpu-v2023}"
+if [[ "${traces[*]}" == "all" ]]; then
+  traces=()
+  for f in "$trace_dir"/openb_pod_list_*.csv; do
+    name="${f##*/openb_pod_list_}"
+    traces+=("${name%.csv}")
+  done
+fi
 sim="$build/cmd/sim/gpupack-sim"
 [[ -x "$sim" ]] || { echo "fgd-benchmark: $sim not built (cmake --build $build --target gpupack-sim)" >&2; exit 2; }
 [[ -f "$trace_dir/openb_node_list_gpu_node.csv" ]] || { echo "fgd-benchmark: no trace in $trace_dir (set GPUPACK_TRACE_DIR)" >&2; exit 2; }
