@@ -1,12 +1,15 @@
 # The one gpupack image the chart runs: gpupack-extender, gpupack-agent and gpupack-webhook on
 # PATH. Built from Debian 12 packages only, like the development machines:
-#   docker build -t ghcr.io/gpupack/gpupack:0.1.0 .
+#   docker build --build-arg GPUPACK_REVISION="$(git rev-parse --short=12 HEAD)" -t ghcr.io/gpupack/gpupack:0.1.0 .
+# The build context has no .git, so the revision gpupack_build_info reports comes from the build
+# argument ("unknown" without it).
 FROM debian:bookworm AS build
+ARG GPUPACK_REVISION=unknown
 WORKDIR /src
 COPY scripts/install-deps.sh scripts/install-deps.sh
 RUN scripts/install-deps.sh
 COPY . .
-RUN cmake -S . -B /build -DCMAKE_BUILD_TYPE=Release -DGPUPACK_BUILD_BENCH=OFF \
+RUN cmake -S . -B /build -DCMAKE_BUILD_TYPE=Release -DGPUPACK_BUILD_BENCH=OFF -DGPUPACK_REVISION="${GPUPACK_REVISION}" \
  && cmake --build /build -j"$(nproc)" --target gpupack-extender gpupack-agent gpupack-webhook gpupack-sim
 
 FROM debian:bookworm-slim
