@@ -239,8 +239,12 @@ class CorePolicy final : public SimPolicy {
     int refresh = 50;
   };
 
-  CorePolicy(core::PolicyKind kind, const core::TypicalWorkload& typical, bool fgd_levels, Learning learning)
-      : policy_(kind, typical, core::PlacementOptions{}), fgd_levels_(fgd_levels), learning_(learning) {}
+  CorePolicy(core::PolicyKind kind, const core::TypicalWorkload& typical, bool fgd_levels, Learning learning,
+             bool rank_by_fill = true)
+      : policy_(kind, typical, core::PlacementOptions{}),
+        fgd_levels_(fgd_levels),
+        rank_by_fill_(rank_by_fill),
+        learning_(learning) {}
 
   Status Start(const ClusterState& s, const std::vector<core::Node>& nodes, std::span<const int> /*seed_rank*/) override {
     if (learning_.enabled) {
@@ -271,7 +275,7 @@ class CorePolicy final : public SimPolicy {
       core::NodeScore score = policy_.Score(nodes_[n], summaries_[n], *pod.request);
       if (!score.verdict.fits()) continue;
       const double cost = fgd_levels_ ? -static_cast<double>(core::FgdScoreLevel(score.cost, s.unit_mib())) : score.cost;
-      const int64_t fill = core::FillLevel(score.fill_cost, s.unit_mib());
+      const int64_t fill = rank_by_fill_ ? core::FillLevel(score.fill_cost, s.unit_mib()) : 0;
       if (best < 0 || cost < best_cost ||
           (cost == best_cost && (fill < best_fill || (fill == best_fill && rank_[n] < rank_[best])))) {
         best = n;
@@ -311,6 +315,7 @@ class CorePolicy final : public SimPolicy {
   std::vector<uint64_t> rank_;
   core::Placement pending_;
   bool fgd_levels_;
+  bool rank_by_fill_;
   Learning learning_;
   std::optional<core::WorkloadLearner> learner_;
   int since_refresh_ = 0;
@@ -319,7 +324,8 @@ class CorePolicy final : public SimPolicy {
 }  // namespace
 
 std::vector<std::string> PolicyNames() {
-  return {"gpupack", "gpupack-pinned", "gpupack-exact", "gpupack-pinned-exact", "gpupack-binpack", "gpupack-spread",
+  return {"gpupack", "gpupack-nofill", "gpupack-pinned", "gpupack-exact", "gpupack-pinned-exact", "gpupack-binpack",
+          "gpupack-spread",
           "random", "dotprod", "clustering", "packing", "bestfit", "fgd"};
 }
 
@@ -328,6 +334,10 @@ StatusOr<std::unique_ptr<SimPolicy>> MakePolicy(std::string_view name, const cor
   if (name == "gpupack" || name == "gpupack-exact") {
     return std::unique_ptr<SimPolicy>(new CorePolicy(core::PolicyKind::kFgd, typical, name == "gpupack",
                                                      CorePolicy::Learning{true, 1000, 100, 0.95, 50}));
+  }
+  if (name == "gpupack-nofill") {
+    return std::unique_ptr<SimPolicy>(new CorePolicy(core::PolicyKind::kFgd, typical, true,
+                                                     CorePolicy::Learning{true, 1000, 100, 0.95, 50}, false));
   }
   if (name == "gpupack-pinned" || name == "gpupack-pinned-exact") {
     return std::unique_ptr<SimPolicy>(new CorePolicy(core::PolicyKind::kFgd, typical, name == "gpupack-pinned", {}));

@@ -67,7 +67,8 @@ std::vector<std::string> PolicyNames();
 
 // "gpupack" (what the extender does by default: the placement core's FGD against the workload it
 // learns from bound pods, starting from the core's prior, with costs compared on FGD's integer
-// score levels, ties to the fill level, then the node order), "gpupack-exact" (the same, lowest
+// score levels, ties to the fill level, then the node order), "gpupack-nofill" (the extender with
+// rankByFill: false: ties to the node order only), "gpupack-exact" (the same as gpupack, lowest
 // exact cost wins),
 // "gpupack-pinned" / "gpupack-pinned-exact" (FGD against the trace's own typical set `typical`
 // instead of the learned one), "gpupack-binpack" and "gpupack-spread" (the core's simple

@@ -142,6 +142,7 @@ int main(int argc, char** argv) {
   options.decisive_filter = config.decisive_filter;
   options.band_mib = config.filter_band_mib;
   options.fixed_tie_break = config.fixed_tie_break;
+  options.rank_by_fill = config.rank_by_fill;
   if (config.fgd_score_levels) {
     options.fgd_score_unit_mib = config.fgd_score_unit_mib > 0 ? config.fgd_score_unit_mib : typical_device_mib;
   }

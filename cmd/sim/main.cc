@@ -19,7 +19,8 @@ constexpr const char* kUsage = R"(usage: gpupack-sim --cluster FILE --workload F
 
   --cluster FILE       cluster file (YAML) or Alibaba node CSV (openb_node_list_gpu_node.csv)
   --workload FILE      workload file (YAML) or Alibaba pod CSV (openb_pod_list_*.csv)
-  --policy A,B,...     policies to compare (default gpupack): gpupack, gpupack-binpack,
+  --policy A,B,...     policies to compare (default gpupack): gpupack, gpupack-nofill,
+                       gpupack-pinned, gpupack-exact, gpupack-pinned-exact, gpupack-binpack,
                        gpupack-spread, random, dotprod, clustering, packing, bestfit, fgd
   --seeds LIST         e.g. 42-51 (default) or 42,43
   --tune R             inflate the workload to R x cluster GPU capacity (default 1.3; 0 = off)

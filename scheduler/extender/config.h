@@ -27,6 +27,7 @@ struct ExtenderConfig {
   // 0 = the most common device size (standalone: from the cluster file; on a cluster: 80Gi).
   core::MiB fgd_score_unit_mib = 0;
   bool fgd_score_levels = true;  // false: rank FGD by the exact cost (with filterBandMiB)
+  bool rank_by_fill = true;      // with FGD levels: the fill level is the second key
   bool fixed_tie_break = true;   // tieBreak: nodeOrder (true) | random
   uint64_t tie_break_seed = 0;
   bool neutral_non_gpu_pods = false;

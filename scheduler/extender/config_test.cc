@@ -34,6 +34,7 @@ threads: 2
 perDeviceMetrics: false
 maxDevicesPerContainer: 8
 workload: {halfLifePods: 200, priorPods: 10, refreshPods: 5, coverage: 0.9}
+rankByFill: false
 tls: {certFile: /c.pem, keyFile: /k.pem}
 )");
   ASSERT_TRUE(c.ok()) << c.status();
@@ -50,6 +51,7 @@ tls: {certFile: /c.pem, keyFile: /k.pem}
   EXPECT_EQ(c->threads, 2);
   EXPECT_EQ(c->workload_refresh_pods, 5);
   EXPECT_EQ(c->workload_coverage, 0.9);
+  EXPECT_FALSE(c->rank_by_fill);
   EXPECT_EQ(c->tls_key_file, "/k.pem");
 }
 

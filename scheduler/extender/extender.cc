@@ -79,8 +79,11 @@ double Extender::RankCost(const ClusterState::Assessment& assessment) const {
   // the unit; the clamp only guards the encoding), and the rank is a fraction in [0, 0.5) that
   // never reaches the next fill level.
   const double level = -static_cast<double>(core::FgdScoreLevel(assessment.cost, options_.fgd_score_unit_mib));
-  const double fill = static_cast<double>(
-      std::clamp<int64_t>(core::FillLevel(assessment.fill_cost, options_.fgd_score_unit_mib), -500, 500));
+  const double fill =
+      options_.rank_by_fill
+          ? static_cast<double>(
+                std::clamp<int64_t>(core::FillLevel(assessment.fill_cost, options_.fgd_score_unit_mib), -500, 500))
+          : 0.0;
   if (!options_.fixed_tie_break) return level * 1024 + fill;
   const double rank = static_cast<double>(assessment.tie_break_rank >> 12) / static_cast<double>(uint64_t{1} << 53);
   return level * 1024 + fill + rank;

@@ -39,6 +39,10 @@ struct ExtenderOptions {
   // > 0: FGD costs are ranked by core::FgdScoreLevel(cost, unit) instead of exactly, then by
   // core::FillLevel(fill cost, unit); nodes equal on both tie.
   core::MiB fgd_score_unit_mib = 0;
+  // With FGD levels: rank nodes on the same level by core::FillLevel first (false: FGD's own
+  // rule, level then node order; for clusters where many pods are pinned to scarce GPU models,
+  // docs/configuration.md).
+  bool rank_by_fill = true;
   // With FGD levels: break the remaining ties by a fixed node order (each node's
   // core::NodeTieBreakRank, salted and computed by the ClusterState), so the decisive filter keeps
   // one node; false leaves ties to kube-scheduler's random pick.

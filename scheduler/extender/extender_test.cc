@@ -399,6 +399,10 @@ TEST(ExtenderTieBreak, FillLevelDecidesWithinAnFgdLevelBeforeTheNodeOrder) {
   EXPECT_EQ(filtered["NodeNames"], json::array({rich}));
   const json scores = json::parse(ext.Prioritize(FilterBody(pod, {lean, rich})).body);
   for (const json& hp : scores) EXPECT_EQ(hp["Score"] == 10, hp["Host"] == rich) << hp;
+  // rankByFill: false is FGD's own rule: the node order decides.
+  options.rank_by_fill = false;
+  Extender fgd_rule(state, backend, options, clock, nullptr);
+  EXPECT_EQ(json::parse(fgd_rule.Filter(FilterBody(pod, {lean, rich})).body)["NodeNames"], json::array({lean}));
 }
 
 TEST_F(ExtenderTest, MetricsCountRequestsByVerbAndResult) {
