@@ -228,7 +228,8 @@ class BaselinePolicy final : public SimPolicy {
 // With `learn`, the typical workload is not the trace's M but what the extender uses: the core's
 // cold-start prior for the cluster's device size, blended with a WorkloadLearner fed every bound
 // pod and re-derived every `refresh` binds (the extender's defaults: half-life 1000 pods, prior
-// 100 pods, coverage 0.95, refresh 50). Learning buckets requests by 1/1000 of a device (1 MiB on the trace).
+// 100 pods, coverage 0.95, refresh 50). Learning buckets requests by 1/1000 of a device (1 MiB on
+// the trace).
 class CorePolicy final : public SimPolicy {
  public:
   struct Learning {
@@ -324,20 +325,21 @@ class CorePolicy final : public SimPolicy {
 }  // namespace
 
 std::vector<std::string> PolicyNames() {
-  return {"gpupack", "gpupack-nofill", "gpupack-pinned", "gpupack-exact", "gpupack-pinned-exact", "gpupack-binpack",
-          "gpupack-spread",
-          "random", "dotprod", "clustering", "packing", "bestfit", "fgd"};
+  return {"gpupack",         "gpupack-nofill", "gpupack-pinned", "gpupack-exact", "gpupack-pinned-exact",
+          "gpupack-binpack", "gpupack-spread", "random",         "dotprod",       "clustering",
+          "packing",         "bestfit",        "fgd"};
 }
 
 StatusOr<std::unique_ptr<SimPolicy>> MakePolicy(std::string_view name, const core::TypicalWorkload& typical) {
-  // The extender's defaults: learned workload, FGD levels.
+  // The extender's defaults: learned workload, FGD levels, the fill level before the node order.
+  const CorePolicy::Learning extender_learning{true, 1000, 100, 0.95, 50};
   if (name == "gpupack" || name == "gpupack-exact") {
-    return std::unique_ptr<SimPolicy>(new CorePolicy(core::PolicyKind::kFgd, typical, name == "gpupack",
-                                                     CorePolicy::Learning{true, 1000, 100, 0.95, 50}));
+    return std::unique_ptr<SimPolicy>(
+        new CorePolicy(core::PolicyKind::kFgd, typical, name == "gpupack", extender_learning));
   }
   if (name == "gpupack-nofill") {
-    return std::unique_ptr<SimPolicy>(new CorePolicy(core::PolicyKind::kFgd, typical, true,
-                                                     CorePolicy::Learning{true, 1000, 100, 0.95, 50}, false));
+    return std::unique_ptr<SimPolicy>(
+        new CorePolicy(core::PolicyKind::kFgd, typical, true, extender_learning, /*rank_by_fill=*/false));
   }
   if (name == "gpupack-pinned" || name == "gpupack-pinned-exact") {
     return std::unique_ptr<SimPolicy>(new CorePolicy(core::PolicyKind::kFgd, typical, name == "gpupack-pinned", {}));
