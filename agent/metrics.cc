@@ -4,6 +4,8 @@
 
 #include <prometheus/text_serializer.h>
 
+#include "common/build_info_metric.h"
+
 namespace gpupack::agent {
 namespace {
 
@@ -68,9 +70,7 @@ AgentMetrics::AgentMetrics(std::string node)
                       "Current audit findings by kind (over-cap, unenforced, foreign-process).")) {}
 
 void AgentMetrics::SetBuildInfo(const BuildInfo& build) {
-  Gauge(*registry_, "gpupack_build_info", "The running build: version and git revision (value 1).")
-      ->Add({{"version", build.version}, {"revision", build.revision}})
-      .Set(1);
+  ExportBuildInfo(*registry_, build);
 }
 
 void AgentMetrics::CountNvmlError(std::string_view call) {

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <thread>
 
+#include "common/build_info_metric.h"
 #include "common/log.h"
 #include "webhook/cert_reloader.h"
 #include "webhook/mutator.h"
@@ -43,12 +44,7 @@ class Metrics {
          {Outcome::kPatched, Outcome::kSkipped, Outcome::kDenied, Outcome::kError}) {
       counters_[int(outcome)] = &requests_.Add({{"result", std::string(OutcomeName(outcome))}});
     }
-    prometheus::BuildGauge()
-        .Name("gpupack_build_info")
-        .Help("The running build: version and git revision (value 1).")
-        .Register(*registry_)
-        .Add({{"version", build.version}, {"revision", build.revision}})
-        .Set(1);
+    ExportBuildInfo(*registry_, build);
   }
 
   void Record(Outcome outcome, std::chrono::steady_clock::duration took) {

@@ -10,6 +10,7 @@
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
+#include "common/build_info_metric.h"
 #include "scheduler/core/model.h"
 #include "scheduler/extender/cluster_state.h"
 
@@ -64,12 +65,7 @@ ExtenderMetrics::ExtenderMetrics(const ClusterState* state, bool per_device, con
   bind_success_ = &binds.Add({{"result", "success"}});
   bind_conflict_ = &binds.Add({{"result", "conflict"}});
   bind_error_ = &binds.Add({{"result", "error"}});
-  prometheus::BuildGauge()
-      .Name("gpupack_build_info")
-      .Help("The running build: version and git revision (value 1).")
-      .Register(*registry_)
-      .Add({{"version", build.version}, {"revision", build.revision}})
-      .Set(1);
+  ExportBuildInfo(*registry_, build);
 }
 
 ExtenderMetrics::~ExtenderMetrics() = default;
