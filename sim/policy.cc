@@ -230,6 +230,10 @@ class BaselinePolicy final : public SimPolicy {
 // pod and re-derived every `refresh` binds (the extender's defaults: half-life 1000 pods, prior
 // 100 pods, coverage 0.95, refresh 50). Learning buckets requests by 1/1000 of a device (1 MiB on
 // the trace).
+//
+// With `reserve` (FGD only), each refresh also prices the capacity that constrained shapes depend
+// on (core::CapacityReservation, built from every shape learned, or from M without learning, and
+// the cluster as it is then), and the price joins the fill level.
 class CorePolicy final : public SimPolicy {
  public:
   struct Learning {
@@ -241,10 +245,11 @@ class CorePolicy final : public SimPolicy {
   };
 
   CorePolicy(core::PolicyKind kind, const core::TypicalWorkload& typical, bool fgd_levels, Learning learning,
-             bool rank_by_fill = true)
+             bool rank_by_fill = true, bool reserve = false)
       : policy_(kind, typical, core::PlacementOptions{}),
         fgd_levels_(fgd_levels),
         rank_by_fill_(rank_by_fill),
+        reserve_(reserve && kind == core::PolicyKind::kFgd),
         learning_(learning) {}
 
   Status Start(const ClusterState& s, const std::vector<core::Node>& nodes, std::span<const int> /*seed_rank*/) override {
@@ -252,17 +257,14 @@ class CorePolicy final : public SimPolicy {
       const MiB granularity = std::max<MiB>(1, s.unit_mib() / 1000);
       learner_.emplace(core::DefaultPriorWorkload(s.unit_mib()), learning_.half_life_pods, learning_.prior_pods,
                        granularity, learning_.coverage);
-      policy_ = core::Policy(policy_.kind(), learner_->Snapshot(), policy_.options());
       since_refresh_ = 0;
     }
     nodes_ = nodes;
+    RefreshPolicy();
     // Ties go to the extender's fixed node order (its default tieBreak: nodeOrder), so the
     // in-process replay and an HTTP replay through a standalone extender make the same choices.
     rank_.clear();
     for (const core::Node& node : nodes_) rank_.push_back(core::NodeTieBreakRank(node.name, 0));
-    summaries_.clear();
-    summaries_.reserve(nodes_.size());
-    for (const core::Node& node : nodes_) summaries_.push_back(policy_.Summarize(node));
     return Status::Ok();
   }
 
@@ -276,7 +278,7 @@ class CorePolicy final : public SimPolicy {
       core::NodeScore score = policy_.Score(nodes_[n], summaries_[n], *pod.request);
       if (!score.verdict.fits()) continue;
       const double cost = fgd_levels_ ? -static_cast<double>(core::FgdScoreLevel(score.cost, s.unit_mib())) : score.cost;
-      const int64_t fill = rank_by_fill_ ? core::FillLevel(score.fill_cost, s.unit_mib()) : 0;
+      const int64_t fill = core::FillLevel((rank_by_fill_ ? score.fill_cost : 0) + score.reservation_cost, s.unit_mib());
       if (best < 0 || cost < best_cost ||
           (cost == best_cost && (fill < best_fill || (fill == best_fill && rank_[n] < rank_[best])))) {
         best = n;
@@ -305,11 +307,26 @@ class CorePolicy final : public SimPolicy {
     learner_->Observe(*pod.request);
     if (++since_refresh_ < learning_.refresh) return;
     since_refresh_ = 0;
-    policy_ = core::Policy(policy_.kind(), learner_->Snapshot(), policy_.options());
-    for (size_t n = 0; n < nodes_.size(); ++n) summaries_[n] = policy_.Summarize(nodes_[n]);
+    RefreshPolicy();
   }
 
  private:
+  // Rebuilds the policy from the learner (if learning) and the reservation from the cluster now
+  // (if reserving), then re-summarises every node.
+  void RefreshPolicy() {
+    core::TypicalWorkload workload = learner_.has_value() ? learner_->Snapshot() : policy_.workload();
+    core::CapacityReservation reservation;
+    if (reserve_) {
+      core::CapacityReservation::Builder builder(learner_.has_value() ? learner_->Snapshot(1.0) : workload,
+                                                 policy_.options());
+      for (const core::Node& node : nodes_) builder.AddNode(node);
+      reservation = std::move(builder).Build();
+    }
+    policy_ = core::Policy(policy_.kind(), std::move(workload), policy_.options(), std::move(reservation));
+    summaries_.resize(nodes_.size());
+    for (size_t n = 0; n < nodes_.size(); ++n) summaries_[n] = policy_.Summarize(nodes_[n]);
+  }
+
   core::Policy policy_;
   std::vector<core::Node> nodes_;
   std::vector<core::NodeSummary> summaries_;
@@ -317,6 +334,7 @@ class CorePolicy final : public SimPolicy {
   core::Placement pending_;
   bool fgd_levels_;
   bool rank_by_fill_;
+  bool reserve_;
   Learning learning_;
   std::optional<core::WorkloadLearner> learner_;
   int since_refresh_ = 0;
@@ -325,24 +343,27 @@ class CorePolicy final : public SimPolicy {
 }  // namespace
 
 std::vector<std::string> PolicyNames() {
-  return {"gpupack",         "gpupack-nofill", "gpupack-pinned", "gpupack-exact", "gpupack-pinned-exact",
-          "gpupack-binpack", "gpupack-spread", "random",         "dotprod",       "clustering",
-          "packing",         "bestfit",        "fgd"};
+  return {"gpupack",         "gpupack-nofill", "gpupack-noreserve", "gpupack-pinned", "gpupack-exact",
+          "gpupack-pinned-exact", "gpupack-binpack", "gpupack-spread", "random", "dotprod",
+          "clustering",      "packing",        "bestfit",           "fgd"};
 }
 
 StatusOr<std::unique_ptr<SimPolicy>> MakePolicy(std::string_view name, const core::TypicalWorkload& typical) {
-  // The extender's defaults: learned workload, FGD levels, the fill level before the node order.
+  // The extender's defaults: learned workload, FGD levels, the fill level (with the reservation
+  // price) before the node order.
   const CorePolicy::Learning extender_learning{true, 1000, 100, 0.95, 50};
   if (name == "gpupack" || name == "gpupack-exact") {
-    return std::unique_ptr<SimPolicy>(
-        new CorePolicy(core::PolicyKind::kFgd, typical, name == "gpupack", extender_learning));
+    return std::unique_ptr<SimPolicy>(new CorePolicy(core::PolicyKind::kFgd, typical, name == "gpupack",
+                                                     extender_learning, /*rank_by_fill=*/true, /*reserve=*/true));
   }
-  if (name == "gpupack-nofill") {
-    return std::unique_ptr<SimPolicy>(
-        new CorePolicy(core::PolicyKind::kFgd, typical, true, extender_learning, /*rank_by_fill=*/false));
+  if (name == "gpupack-nofill" || name == "gpupack-noreserve") {
+    const bool nofill = name == "gpupack-nofill";
+    return std::unique_ptr<SimPolicy>(new CorePolicy(core::PolicyKind::kFgd, typical, true, extender_learning,
+                                                     /*rank_by_fill=*/!nofill, /*reserve=*/nofill));
   }
   if (name == "gpupack-pinned" || name == "gpupack-pinned-exact") {
-    return std::unique_ptr<SimPolicy>(new CorePolicy(core::PolicyKind::kFgd, typical, name == "gpupack-pinned", {}));
+    return std::unique_ptr<SimPolicy>(new CorePolicy(core::PolicyKind::kFgd, typical, name == "gpupack-pinned", {},
+                                                     /*rank_by_fill=*/true, /*reserve=*/true));
   }
   if (name == "gpupack-binpack") {
     return std::unique_ptr<SimPolicy>(new CorePolicy(core::PolicyKind::kBinpack, typical, false, {}));

@@ -67,9 +67,10 @@ std::vector<std::string> PolicyNames();
 
 // "gpupack" (what the extender does by default: the placement core's FGD against the workload it
 // learns from bound pods, starting from the core's prior, with costs compared on FGD's integer
-// score levels, ties to the fill level, then the node order), "gpupack-nofill" (the extender with
-// rankByFill: false: ties to the node order only), "gpupack-exact" (the same as gpupack, lowest
-// exact cost wins),
+// score levels, ties to the fill level with the capacity reservation's price, then the node
+// order), "gpupack-nofill" (the extender with rankByFill: false: ties to the reservation price,
+// then the node order), "gpupack-noreserve" (the extender with reserveScarceCapacity: false),
+// "gpupack-exact" (the same as gpupack, lowest exact cost wins),
 // "gpupack-pinned" / "gpupack-pinned-exact" (FGD against the trace's own typical set `typical`
 // instead of the learned one), "gpupack-binpack" and "gpupack-spread" (the core's simple
 // policies), and the baselines "random", "dotprod", "clustering", "packing",

@@ -387,6 +387,19 @@ uint64_t NodeTieBreakRank(std::string_view node_name, uint64_t salt) {
   return h ^ (h >> 31);
 }
 
+bool CanHost(const Node& node, const TypicalSpec& spec, const PlacementOptions& options) {
+  if (node.cpu_milli >= 0 && node.cpu_milli < spec.cpu_milli) return false;
+  if (spec.device_count == 0) return true;
+  const Demand demand = DemandOfSpec(spec);
+  int matching = 0;
+  for (const Device& d : node.devices) {
+    if (!d.healthy || !SortMatches(d, demand)) continue;
+    if (spec.mem_per_device_mib > 0 && Usable(d, options) < spec.mem_per_device_mib) continue;
+    if (++matching == spec.device_count) return true;
+  }
+  return false;
+}
+
 MiB DeviceFreeMiB(const Device& d, const PlacementOptions& o) {
   if (!d.healthy) return 0;
   MiB caps = 0;
@@ -399,8 +412,8 @@ MiB DeviceFreeMiB(const Device& d, const PlacementOptions& o) {
   return std::max<MiB>(0, d.capacity_mib - o.reserve_mib_per_device - caps - foreign);
 }
 
-Policy::Policy(PolicyKind kind, TypicalWorkload workload, PlacementOptions options)
-    : kind_(kind), workload_(std::move(workload)), options_(options) {
+Policy::Policy(PolicyKind kind, TypicalWorkload workload, PlacementOptions options, CapacityReservation reservation)
+    : kind_(kind), workload_(std::move(workload)), options_(options), reservation_(std::move(reservation)) {
   workload_.Normalize();
   auto rank = [](const TypicalSpec& s) { return s.device_count == 0 ? 2 : (s.mem_per_device_mib == 0 ? 1 : 0); };
   std::stable_sort(workload_.specs.begin(), workload_.specs.end(), [&](const TypicalSpec& a, const TypicalSpec& b) {
@@ -504,6 +517,7 @@ NodeSummary Policy::Summarize(const Node& node) const {
   sum.fill_fragmentation = FillFragmentation(cols, sum.fill_empty_devices.data(), sum.fill_usable_free.data(),
                                              sum.free_cpu_milli, sum.total_free);
   sum.fill_cpu_ample = FillCpuAmple(cols, sum.fill_empty_devices.data(), sum.fill_usable_free.data());
+  sum.reservation_tightness = reservation_.Tightness(node);
   return sum;
 }
 
@@ -513,7 +527,7 @@ NodeEvaluation Policy::Evaluate(const Node& node, const NodeSummary& sum, const 
 
 NodeScore Policy::Score(const Node& node, const NodeSummary& sum, const PodRequest& pod) const {
   NodeEvaluation e = EvaluateImpl(node, sum, pod, false);
-  return NodeScore{std::move(e.verdict), e.cost, e.fill_cost};
+  return NodeScore{std::move(e.verdict), e.cost, e.fill_cost, e.reservation_cost};
 }
 
 NodeEvaluation Policy::EvaluateImpl(const Node& node, const NodeSummary& sum, const PodRequest& pod,
@@ -747,6 +761,7 @@ NodeEvaluation Policy::EvaluateImpl(const Node& node, const NodeSummary& sum, co
     out.fill_cost = fill_fast ? cols.total_weight * static_cast<double>(fill_total_free - sum.total_free) - fill_used_delta
                               : FillFragmentation(cols, fill_empty_devices_now, fill_usable_free_now, st.free_cpu,
                                                   fill_total_free) - sum.fill_fragmentation;
+    out.reservation_cost = sum.reservation_tightness * static_cast<double>(sum.total_free - fill_total_free);
   } else if (!pod.WantsDevices()) {
     out.cost = 0;  // CPU-only pods: neutral under the simple policies
   } else {

@@ -20,6 +20,7 @@
 
 #include "common/status.h"
 #include "scheduler/core/model.h"
+#include "scheduler/core/reservation.h"
 #include "scheduler/core/verdict.h"
 #include "scheduler/core/workload.h"
 
@@ -36,6 +37,11 @@ struct PlacementOptions {
 // Free memory of a device: capacity − Σ caps − reserve − max(0, live usage − Σ caps), floored at
 // 0; a device held exclusively or unhealthy has none.
 MiB DeviceFreeMiB(const Device& device, const PlacementOptions& options);
+
+// Whether the node, were it empty, could host one pod of the spec: enough allocatable CPU and
+// enough healthy devices of a matching sort with the usable capacity the spec asks for. The
+// static part of the fit, which capacity reservation (reservation.h) groups nodes by.
+bool CanHost(const Node& node, const TypicalSpec& spec, const PlacementOptions& options);
 
 // Per-node precomputation against a policy's typical workload (FGD's F_n(M) ingredients).
 struct NodeSummary {
@@ -61,6 +67,7 @@ struct NodeSummary {
   std::array<int32_t, kMaxTypicalSpecs> fill_empty_devices{};
   double fill_fragmentation = 0;                   // F̂_n(M) in MiB
   int64_t fill_cpu_ample = 0;  // free CPU from which no device spec is CPU-limited in F̂
+  double reservation_tightness = 0;  // the policy's CapacityReservation::Tightness(node)
   // For the first device's match mask: satisfied_prefix[i] = Σ weight of fractional specs j < i
   // that the mask matches and that are satisfied (devices and CPU). FGD's per-pick delta needs
   // it; precomputing it here keeps it off the per-pod path.
@@ -74,6 +81,7 @@ struct NodeScore {
   Verdict verdict;
   double cost = 0;       // as NodeEvaluation::cost
   double fill_cost = 0;  // as NodeEvaluation::fill_cost
+  double reservation_cost = 0;  // as NodeEvaluation::reservation_cost
 };
 
 struct NodeEvaluation {
@@ -90,6 +98,10 @@ struct NodeEvaluation {
   // of it before; F̂ counts the part the node's CPU cannot feed, so it sees GPUs being stranded
   // by CPU a few pods ahead.
   double fill_cost = 0;
+  // FGD only (0 otherwise, and 0 without a reservation): the price of the capacity the pod takes
+  // from shapes confined to few nodes, in MiB: the node's reservation tightness (reservation.h)
+  // times the device memory the pod takes. Ranked with fill_cost, in one FillLevel.
+  double reservation_cost = 0;
   Placement placement;  // empty unless verdict.fits()
 };
 
@@ -99,12 +111,15 @@ std::string_view PolicyKindName(PolicyKind kind);
 
 class Policy {
  public:
-  Policy(PolicyKind kind, TypicalWorkload workload, PlacementOptions options);
+  // `reservation`: prices capacity that constrained shapes depend on (reservation.h); built
+  // against the cluster by the caller, since the policy sees one node at a time. Default: none.
+  Policy(PolicyKind kind, TypicalWorkload workload, PlacementOptions options, CapacityReservation reservation = {});
 
   PolicyKind kind() const { return kind_; }
   // The normalised workload, in evaluation order (fractional specs by memory, whole, CPU-only).
   const TypicalWorkload& workload() const { return workload_; }
   const PlacementOptions& options() const { return options_; }
+  const CapacityReservation& reservation() const { return reservation_; }
 
   NodeSummary Summarize(const Node& node) const;
   // REQUIRES: summary == Summarize(node) for the node's current state.
@@ -137,6 +152,7 @@ class Policy {
   PolicyKind kind_;
   TypicalWorkload workload_;
   PlacementOptions options_;
+  CapacityReservation reservation_;
   SpecColumns columns_;
 };
 
@@ -147,9 +163,10 @@ class Policy {
 // Alibaba trace), so the extender ranks FGD costs by this level. REQUIRES: unit_mib > 0.
 int64_t FgdScoreLevel(double delta_mib, MiB unit_mib);
 
-// The fill fragmentation's increase (NodeEvaluation::fill_cost) on a scale of half devices: the
-// second key, after the FGD level, by which the extender orders nodes (lower is better; the fixed
-// node order breaks the remaining ties). Finer differences are noise for this key, and a finer
+// The fill fragmentation's increase (NodeEvaluation::fill_cost), plus the reservation price
+// (NodeEvaluation::reservation_cost) where there is one, on a scale of half devices: the second
+// key, after the FGD level, by which the extender orders nodes (lower is better; the fixed node
+// order breaks the remaining ties). Finer differences are noise for this key, and a finer
 // key is harmful: it systematically prefers some node types among equals — e.g. it sends
 // CPU-heavy pods to the few CPU-rich nodes that alone can host rare 8-GPU / 120-core pods, which
 // then fail while the cluster is a third full (docs/simulator.md). REQUIRES: unit_mib > 0.

@@ -132,7 +132,9 @@ void WorkloadLearner::Observe(const PodRequest& pod) {
   }
 }
 
-TypicalWorkload WorkloadLearner::Snapshot() const {
+TypicalWorkload WorkloadLearner::Snapshot() const { return Snapshot(coverage_); }
+
+TypicalWorkload WorkloadLearner::Snapshot(double coverage) const {
   TypicalWorkload out;
   double observed_total = 0;
   for (const auto& b : buckets_) observed_total += b.weight;
@@ -162,7 +164,7 @@ TypicalWorkload WorkloadLearner::Snapshot() const {
   for (const auto& s : out.specs) total += s.weight;
   double covered = 0;
   size_t keep = 0;
-  while (keep < out.specs.size() && covered < coverage_ * total) covered += out.specs[keep++].weight;
+  while (keep < out.specs.size() && covered < coverage * total) covered += out.specs[keep++].weight;
   out.specs.resize(keep);
   out.Normalize();
   return out;

@@ -62,6 +62,9 @@ class WorkloadLearner {
   void Observe(const PodRequest& pod);
   // The current estimate: blended, cut to `coverage`, normalised, top kMaxTypicalSpecs by weight.
   TypicalWorkload Snapshot() const;
+  // The same with another coverage: 1 keeps every shape seen (up to kMaxTypicalSpecs), which
+  // capacity reservation needs (the rare large pods are what it reserves for).
+  TypicalWorkload Snapshot(double coverage) const;
   double observed_mass() const { return mass_; }
 
  private:

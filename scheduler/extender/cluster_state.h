@@ -76,6 +76,7 @@ class ClusterState {
     core::Verdict verdict;
     double cost = 0;
     double fill_cost = 0;         // core::NodeScore::fill_cost: the second key after the FGD level
+    double reservation_cost = 0;  // core::NodeScore::reservation_cost: ranked with fill_cost
     uint64_t tie_break_rank = 0;  // core::NodeTieBreakRank(node, tie_break_salt)
   };
   std::optional<Assessment> Assess(std::string_view node, const core::PodRequest& pod, const std::string& shape) const;

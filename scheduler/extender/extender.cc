@@ -69,7 +69,16 @@ void Extender::Learn(const core::PodRequest& request) {
   if (++binds_since_refresh_ < options_.learner.refresh_pods) return;
   binds_since_refresh_ = 0;
   std::shared_ptr<const core::Policy> current = state_.policy();
-  state_.SetPolicy(std::make_shared<core::Policy>(current->kind(), learner_.Snapshot(), current->options()));
+  core::CapacityReservation reservation;
+  if (options_.reserve_scarce_capacity && current->kind() == core::PolicyKind::kFgd) {
+    core::CapacityReservation::Builder builder(learner_.Snapshot(1.0), current->options());
+    state_.ForEachNode([&](const core::Node& node, const core::NodeSummary&, std::optional<Clock::TimePoint>) {
+      builder.AddNode(node);
+    });
+    reservation = std::move(builder).Build();
+  }
+  state_.SetPolicy(
+      std::make_shared<core::Policy>(current->kind(), learner_.Snapshot(), current->options(), std::move(reservation)));
 }
 
 double Extender::RankCost(const ClusterState::Assessment& assessment) const {
@@ -79,11 +88,9 @@ double Extender::RankCost(const ClusterState::Assessment& assessment) const {
   // the unit; the clamp only guards the encoding), and the rank is a fraction in [0, 0.5) that
   // never reaches the next fill level.
   const double level = -static_cast<double>(core::FgdScoreLevel(assessment.cost, options_.fgd_score_unit_mib));
+  const double fill_cost = (options_.rank_by_fill ? assessment.fill_cost : 0.0) + assessment.reservation_cost;
   const double fill =
-      options_.rank_by_fill
-          ? static_cast<double>(
-                std::clamp<int64_t>(core::FillLevel(assessment.fill_cost, options_.fgd_score_unit_mib), -500, 500))
-          : 0.0;
+      static_cast<double>(std::clamp<int64_t>(core::FillLevel(fill_cost, options_.fgd_score_unit_mib), -500, 500));
   if (!options_.fixed_tie_break) return level * 1024 + fill;
   const double rank = static_cast<double>(assessment.tie_break_rank >> 12) / static_cast<double>(uint64_t{1} << 53);
   return level * 1024 + fill + rank;

@@ -43,6 +43,10 @@ struct ExtenderOptions {
   // rule, level then node order; for clusters where many pods are pinned to scarce GPU models,
   // docs/configuration.md).
   bool rank_by_fill = true;
+  // With FGD and learning: at every policy refresh, price the capacity that constrained pod
+  // shapes depend on (core::CapacityReservation over every learned shape and the nodes as they
+  // are), and rank by the fill level of ΔF̂ plus that price. false: no price.
+  bool reserve_scarce_capacity = true;
   // With FGD levels: break the remaining ties by a fixed node order (each node's
   // core::NodeTieBreakRank, salted and computed by the ClusterState), so the decisive filter keeps
   // one node; false leaves ties to kube-scheduler's random pick.
@@ -88,7 +92,8 @@ class Extender {
 
   bool Ready() const { return backend_.Synced(); }
   // The cost the verbs rank by: the policy's cost, or (with FGD levels) minus the FGD level, then
-  // the fill level, then the node's fixed tie-break rank (Assessment::tie_break_rank), encoded in
+  // the fill level (of ΔF̂ if rank_by_fill, plus the reservation price), then the node's fixed
+  // tie-break rank (Assessment::tie_break_rank), encoded in
   // one double that orders lexicographically (see ExtenderOptions).
   double RankCost(const ClusterState::Assessment& assessment) const;
   std::string BackendMetricsText() const { return backend_.MetricsText(); }

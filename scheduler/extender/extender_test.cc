@@ -405,6 +405,58 @@ TEST(ExtenderTieBreak, FillLevelDecidesWithinAnFgdLevelBeforeTheNodeOrder) {
   EXPECT_EQ(json::parse(fgd_rule.Filter(FilterBody(pod, {lean, rich})).body)["NodeNames"], json::array({lean}));
 }
 
+// Every `refresh_pods` binds the policy is rebuilt from the learner, and with it the capacity
+// reservation over every shape learned and the nodes as they are (core/reservation_test.cc has the
+// arithmetic). Pods pinned to the one T4 node make it a reserving host; the price joins the fill
+// level, so it moves the ranked cost by whole fill levels.
+TEST(ExtenderReservation, LearnedPinnedShapesPriceTheirNodesAtRefresh) {
+  for (bool reserve : {true, false}) {
+    FakeClock clock;
+    ClusterState state(std::make_shared<core::Policy>(core::PolicyKind::kFgd, core::DefaultPriorWorkload(81920),
+                                                      core::PlacementOptions{}),
+                       clock, std::chrono::seconds(0));
+    std::vector<std::string> names;
+    for (int i = 0; i < 4; ++i) {
+      names.push_back("a" + std::to_string(i));
+      state.UpsertNode(GpuNode(names.back(), 8, 81920));
+    }
+    names.push_back("t0");
+    state.UpsertNode(GpuNode("t0", 2, 81920, "NVIDIA T4"));
+    ScriptedBackend backend;
+    ExtenderOptions options;
+    options.fgd_score_unit_mib = 81920;
+    options.learner.refresh_pods = 2;
+    options.reserve_scarce_capacity = reserve;
+    Extender ext(state, backend, options, clock, nullptr);
+    EXPECT_TRUE(state.policy()->reservation().reserving().empty()) << "no reservation before the first refresh";
+    for (int i = 0; i < 2; ++i) {
+      json pod = PodJson("t4-" + std::to_string(i), "u" + std::to_string(i), "10Gi");
+      pod["metadata"]["annotations"] = {{std::string(api::kAnnotationGpuModel), "T4"}};
+      ASSERT_EQ(json::parse(ext.Filter(FilterBody(pod, names)).body)["NodeNames"], json::array({"t0"}));
+      ASSERT_EQ(json::parse(ext.Bind(BindBody(pod["metadata"]["name"], pod["metadata"]["uid"], "t0")).body)["Error"], "");
+    }
+    double t0_tightness = -1, a0_tightness = -1;
+    state.ForEachNode([&](const core::Node& node, const core::NodeSummary& summary, std::optional<Clock::TimePoint>) {
+      if (node.name == "t0") t0_tightness = summary.reservation_tightness;
+      if (node.name == "a0") a0_tightness = summary.reservation_tightness;
+    });
+    EXPECT_EQ(a0_tightness, 0);
+    if (!reserve) {
+      EXPECT_TRUE(state.policy()->reservation().reserving().empty());
+      EXPECT_EQ(t0_tightness, 0);
+      continue;
+    }
+    ASSERT_FALSE(state.policy()->reservation().reserving().empty());
+    EXPECT_EQ(state.policy()->reservation().reserving()[0].spec.gpu_models, std::vector<std::string>{"T4"});
+    EXPECT_GT(t0_tightness, 0);
+    // A price of 1.5 devices is 3 half-device fill levels: the ranked cost rises by exactly 3.
+    ClusterState::Assessment priced{core::Verdict::Fits(), -100, 0, 1.5 * 81920, 7};
+    ClusterState::Assessment free = priced;
+    free.reservation_cost = 0;
+    EXPECT_DOUBLE_EQ(ext.RankCost(priced) - ext.RankCost(free), 3);
+  }
+}
+
 TEST_F(ExtenderTest, MetricsCountRequestsByVerbAndResult) {
   Extender ext = Make();
   Parse(ext.Filter(FilterBody(PodJson("p", "u1", "8Gi"), all_)));
