@@ -11,6 +11,8 @@ TEST(ExtenderConfig, EmptyMeansDefaults) {
   EXPECT_EQ(c->policy, core::PolicyKind::kFgd);
   EXPECT_TRUE(c->decisive_filter);
   EXPECT_EQ(c->prefix, "");
+  EXPECT_TRUE(c->rank_by_fill);
+  EXPECT_TRUE(c->reserve_scarce_capacity);
 }
 
 TEST(ExtenderConfig, ReadsEveryKey) {
@@ -35,6 +37,7 @@ perDeviceMetrics: false
 maxDevicesPerContainer: 8
 workload: {halfLifePods: 200, priorPods: 10, refreshPods: 5, coverage: 0.9}
 rankByFill: false
+reserveScarceCapacity: false
 tls: {certFile: /c.pem, keyFile: /k.pem}
 )");
   ASSERT_TRUE(c.ok()) << c.status();
@@ -52,6 +55,7 @@ tls: {certFile: /c.pem, keyFile: /k.pem}
   EXPECT_EQ(c->workload_refresh_pods, 5);
   EXPECT_EQ(c->workload_coverage, 0.9);
   EXPECT_FALSE(c->rank_by_fill);
+  EXPECT_FALSE(c->reserve_scarce_capacity);
   EXPECT_EQ(c->tls_key_file, "/k.pem");
 }
 
@@ -67,6 +71,7 @@ TEST(ExtenderConfig, RefusesUnknownKeysAndBadValuesNamingTheKey) {
       {"threads: 0", "\"threads\""},
       {"threads: 2.5", "\"threads\": expected an integer"},
       {"decisiveFilter: yes please", "\"decisiveFilter\""},
+      {"reserveScarceCapacity: 0.5", "\"reserveScarceCapacity\""},
       {"heartbeatTTL: 10", "\"heartbeatTTL\""},
       {"reservePerDevice: 80GB", "\"reservePerDevice\""},
       {"requestRatio: 1.5", "\"requestRatio\""},
