@@ -122,6 +122,9 @@ std::string ExtenderMetrics::Render() const {
     prometheus::MetricFamily node_report =
         Gauge("gpupack_node_report_timestamp_seconds",
               "Heartbeat of the node's GPUNode as the extender last accepted it (Unix seconds; 0 = never reported).");
+    prometheus::MetricFamily node_reserved =
+        Gauge("gpupack_node_reservation_tightness",
+              "Capacity reservation price per MiB a pod takes on the node (0 = not reserved; only nodes above 0).");
     double total = 0, total_allocated = 0, total_used = 0, fragmented = 0, free = 0;
     state_->ForEachNode([&](const core::Node& node, const core::NodeSummary& summary,
                             std::optional<Clock::TimePoint> heartbeat) {
@@ -131,6 +134,8 @@ std::string ExtenderMetrics::Render() const {
       }
       fragmented += summary.fragmentation;
       AddSample(node_frag, summary.fragmentation * kBytesPerMiB, {{"node", node.name}});
+      // Most nodes reserve nothing: only the few a constrained shape depends on get a series.
+      if (summary.reservation_tightness > 0) AddSample(node_reserved, summary.reservation_tightness, {{"node", node.name}});
       free += static_cast<double>(summary.total_free);
       for (const core::Device& device : node.devices) {
         core::MiB caps = 0;
@@ -161,7 +166,8 @@ std::string ExtenderMetrics::Render() const {
     AddSample(allocated, total_allocated * kBytesPerMiB);
     AddSample(used, total_used * kBytesPerMiB);
     AddSample(frag, free > 0 ? fragmented / free : 0);
-    for (auto* family : {&nodes, &pods, &reservations, &capacity, &allocated, &used, &frag, &node_frag, &node_report}) {
+    for (auto* family : {&nodes, &pods, &reservations, &capacity, &allocated, &used, &frag, &node_frag, &node_report,
+                         &node_reserved}) {
       families.push_back(std::move(*family));
     }
     if (per_device_) {

@@ -58,6 +58,23 @@ TEST_F(ExtenderMetricsTest, NodeReportTimestampIsTheAcceptedHeartbeat) {
             std::vector<std::string>{R"(gpupack_node_report_timestamp_seconds{node="reported"} 1800000030)"});
 }
 
+// Only nodes the capacity reservation prices get a series, with their tightness (arithmetic as in
+// core/reservation_test.cc).
+TEST_F(ExtenderMetricsTest, ReservationTightnessOfReservedNodesOnly) {
+  state_.UpsertNode(GpuNode("a100", 8, 81920));
+  state_.UpsertNode(GpuNode("t4", 2, 81920, "NVIDIA T4"));
+  core::TypicalSpec pinned{1000, 1, 10240, core::DeviceKindPreference::kAny, "", {"T4"}, 1};
+  core::CapacityReservation::Builder builder(core::TypicalWorkload{{pinned}}, core::PlacementOptions{});
+  state_.ForEachNode([&](const core::Node& node, const core::NodeSummary&, std::optional<Clock::TimePoint>) {
+    builder.AddNode(node);
+  });
+  state_.SetPolicy(std::make_shared<core::Policy>(core::PolicyKind::kFgd, core::DefaultPriorWorkload(81920),
+                                                  core::PlacementOptions{}, std::move(builder).Build()));
+  // D = 1 (the only shape), Free / Free(H) = 10 devices / 2 devices: r = 5.
+  EXPECT_EQ(Samples(metrics_.Render(), "gpupack_node_reservation_tightness{"),
+            std::vector<std::string>{R"(gpupack_node_reservation_tightness{node="t4"} 5)"});
+}
+
 // Whole GPUs carry mig_profile="", MIG instances their profile, on all four device families.
 TEST_F(ExtenderMetricsTest, DeviceSeriesCarryTheMigProfile) {
   core::Node node = GpuNode("n1", 1, 81920);
