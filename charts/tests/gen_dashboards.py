@@ -318,6 +318,13 @@ def capacity():
             "How many pods share each device (bound or reserved).",
             [(f"max by (node, gpu_index, gpu_uuid) (gpupack_gpu_pods{{{sel}}})", "{{node}} #{{gpu_index}}")],
             "none", w=12, h=9, min=0)
+    b.panel("timeseries", "Capacity reservation by node",
+            "Nodes that constrained pod shapes (a pinned GPU model, a rare shape only a few nodes can host) "
+            "depend on, with their tightness: a pod placed there is charged this many MiB per MiB it takes, "
+            "so pods that could go elsewhere leave them alone when FGD scores another node equally. Only "
+            "priced nodes have a series; it changes at each policy refresh (docs/placement.md).",
+            [(f"max by (node) (gpupack_node_reservation_tightness{{{sel}}})", "{{node}}")],
+            "none", w=24, h=8, min=0)
 
     b.row("Per GPU / MIG instance")
     keys = "node, gpu_index, gpu_uuid, gpu_model, mig_profile"
