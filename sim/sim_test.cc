@@ -200,6 +200,42 @@ TEST(Policy, LevelsTieNoiseSizedCostDifferences) {
   EXPECT_EQ(PickWith("gpupack-pinned", twins, m, pod, {1, 0}).node, first);
 }
 
+// The capacity reservation (docs/placement.md) decides a tie that FGD and the fill level leave to
+// the node order. Four 1-GPU G2 nodes and one 1-GPU T4 node, 64 cores each, 1000 MiB GPUs;
+// M = {any: 1 CPU × 500, p=.9; pinned to T4: the same, p=.05; pinned to G2: the same, p=.05}.
+// A 500 MiB pod pinned nowhere:
+//   ΔF on a G2 node: the T4 shape cannot use its 1000 free, then 500: .05·(500 − 1000) = −25;
+//   on the T4 node the same for the G2 shape: −25. Both FGD level int(100·σ(.025)) = 50.
+//   ΔF̂ likewise −25 on both (the CPU feeds 64 copies): fill level ⌊2·(−25)/1000⌋ = −1 on both.
+//   The reservation: demand .9·500 + .05·500 + .05·500 = 500; the T4 shape's hosts hold 1000 of
+//   5000 MiB (⅕ ≤ ½), so r = (25/500) · 5000/1000 = .25, and the T4 node costs .25·500 = 125 more:
+//   fill level ⌊2·(−25 + 125)/1000⌋ = 0. The G2 nodes' set holds ⅘ of the cluster: no price.
+// So the pod goes to a G2 node although the node order puts the T4 node first; with the T4 node
+// replaced by a fifth G2 node of the same name, the node order picks it.
+TEST(Policy, CapacityReservationKeepsThePinnedModelsNodeForItsPods) {
+  std::vector<std::string> g2_names = {"g0", "g1", "g2", "g3"};
+  std::string t4_name;
+  for (int i = 0; t4_name.empty(); ++i) {
+    const std::string candidate = Numbered("t", i);
+    bool first = true;
+    for (const auto& g : g2_names) first = first && core::NodeTieBreakRank(candidate, 0) < core::NodeTieBreakRank(g, 0);
+    if (first) t4_name = candidate;
+  }
+  std::vector<core::Node> nodes;
+  for (const auto& g : g2_names) nodes.push_back(TraceNode(g, 64000, {0}, "G2"));
+  nodes.push_back(TraceNode(t4_name, 64000, {0}, "T4"));
+  core::TypicalSpec on_t4 = Spec(1000, 1, 500, .05), on_g2 = Spec(1000, 1, 500, .05);
+  on_t4.gpu_models = {"T4"};
+  on_g2.gpu_models = {"G2"};
+  core::TypicalWorkload m{{Spec(1000, 1, 500, .9), on_t4, on_g2}};
+  core::PodRequest pod = Pod("free", 1000, 1, 500);
+  const int picked = PickWith("gpupack-pinned", nodes, m, pod).node;
+  EXPECT_GE(picked, 0);
+  EXPECT_LT(picked, 4) << "a G2 node, not the T4 node the node order puts first";
+  nodes.back() = TraceNode(t4_name, 64000, {0}, "G2");
+  EXPECT_EQ(PickWith("gpupack-pinned", nodes, m, pod).node, 4);
+}
+
 TEST(Policy, NothingFitsGivesNoChoice) {
   std::vector<core::Node> nodes{TraceNode("a", 1000, {0})};
   for (const auto& name : PolicyNames()) {
