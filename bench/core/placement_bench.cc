@@ -3,6 +3,10 @@
 // summaries (the extender keeps them next to each node and recomputes only changed nodes), and
 // BM_FilterScoreColdSummaries/<nodes> recomputing every summary (the worst case after a policy
 // snapshot swap). Allocation counts per iteration are reported as a counter.
+// BM_RefreshReservation/<nodes> is the extra work of a policy refresh with capacity reservation:
+// building it over every node, on a cluster where one node in eight has T4 GPUs that four pinned
+// shapes depend on; BM_RefreshSummaries/<nodes>/<reserve> re-summarises every node under the new
+// policy without (0) and with (1) the reservation — the rest of the refresh.
 #include <benchmark/benchmark.h>
 
 #include <atomic>
@@ -126,6 +130,64 @@ void BM_FilterScoreColdSummaries(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_FilterScoreColdSummaries)->Arg(1000)->Arg(5000)->Unit(benchmark::kMicrosecond);
+
+// MakeCluster with one node in eight on T4 GPUs, and ThirtySpecs plus four shapes pinned to T4.
+std::vector<Node> MakeMixedCluster(int nodes) {
+  std::vector<Node> cluster = MakeCluster(nodes);
+  for (int i = 0; i < nodes; i += 8) {
+    for (Device& d : cluster[i].devices) d.model = "NVIDIA T4";
+  }
+  return cluster;
+}
+TypicalWorkload ThirtySpecsAndFourPinned() {
+  TypicalWorkload w = ThirtySpecs();
+  for (int i = 0; i < 4; ++i) {
+    TypicalSpec s;
+    s.cpu_milli = 2000 * (1 + i);
+    s.device_count = 1;
+    s.mem_per_device_mib = 4096 * (1 + i);
+    s.gpu_models = {"T4"};
+    s.weight = 0.02;
+    w.specs.push_back(s);
+  }
+  w.Normalize();
+  return w;
+}
+
+void BM_RefreshReservation(benchmark::State& state) {
+  const int nodes = static_cast<int>(state.range(0));
+  std::vector<Node> cluster = MakeMixedCluster(nodes);
+  const TypicalWorkload workload = ThirtySpecsAndFourPinned();
+  size_t reserving = 0;
+  for (auto _ : state) {
+    CapacityReservation::Builder builder(workload, PlacementOptions{});
+    for (const Node& n : cluster) builder.AddNode(n);
+    CapacityReservation reservation = std::move(builder).Build();
+    reserving = reservation.reserving().size();
+    benchmark::DoNotOptimize(reservation);
+  }
+  state.counters["reserving_shapes"] = static_cast<double>(reserving);
+}
+BENCHMARK(BM_RefreshReservation)->Arg(1000)->Arg(5000)->Unit(benchmark::kMicrosecond);
+
+void BM_RefreshSummaries(benchmark::State& state) {
+  const int nodes = static_cast<int>(state.range(0));
+  std::vector<Node> cluster = MakeMixedCluster(nodes);
+  const TypicalWorkload workload = ThirtySpecsAndFourPinned();
+  CapacityReservation reservation;
+  if (state.range(1) != 0) {
+    CapacityReservation::Builder builder(workload, PlacementOptions{});
+    for (const Node& n : cluster) builder.AddNode(n);
+    reservation = std::move(builder).Build();
+  }
+  Policy policy(PolicyKind::kFgd, workload, {}, reservation);
+  std::vector<NodeSummary> summaries(cluster.size());
+  for (auto _ : state) {
+    for (size_t i = 0; i < cluster.size(); ++i) summaries[i] = policy.Summarize(cluster[i]);
+    benchmark::DoNotOptimize(summaries.data());
+  }
+}
+BENCHMARK(BM_RefreshSummaries)->Args({5000, 0})->Args({5000, 1})->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace gpupack::core
