@@ -70,7 +70,8 @@ void Extender::Learn(const core::PodRequest& request) {
   binds_since_refresh_ = 0;
   std::shared_ptr<const core::Policy> current = state_.policy();
   core::CapacityReservation reservation;
-  if (options_.reserve_scarce_capacity && current->kind() == core::PolicyKind::kFgd) {
+  // Only the FGD-level ranking reads the price (RankCost); exact costs would ignore it.
+  if (options_.reserve_scarce_capacity && fgd_levels_) {
     core::CapacityReservation::Builder builder(learner_.Snapshot(1.0), current->options());
     state_.ForEachNode([&](const core::Node& node, const core::NodeSummary&, std::optional<Clock::TimePoint>) {
       builder.AddNode(node);

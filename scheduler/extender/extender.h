@@ -43,7 +43,7 @@ struct ExtenderOptions {
   // rule, level then node order; for clusters where many pods are pinned to scarce GPU models,
   // docs/configuration.md).
   bool rank_by_fill = true;
-  // With FGD and learning: at every policy refresh, price the capacity that constrained pod
+  // With FGD levels and learning: at every policy refresh, price the capacity that constrained pod
   // shapes depend on (core::CapacityReservation over every learned shape and the nodes as they
   // are), and rank by the fill level of ΔF̂ plus that price. false: no price.
   bool reserve_scarce_capacity = true;
