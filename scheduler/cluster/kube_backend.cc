@@ -1,5 +1,6 @@
 #include "scheduler/cluster/kube_backend.h"
 
+#include <algorithm>
 #include <iomanip>
 #include <limits>
 #include <set>
@@ -201,6 +202,31 @@ void KubeBackend::OnPodDeleted(const Json& pod) {
 }
 
 bool KubeBackend::Tombstoned(const std::string& uid) const { return tombstones_.count(uid) > 0; }
+
+std::vector<core::PodRequest> KubeBackend::HeldPodRequests() const {
+  struct Held {
+    Clock::TimePoint created;
+    std::string key;
+    core::PodRequest request;
+  };
+  std::vector<Held> held;
+  if (!pods_) return {};
+  for (const Json& pod : pods_->List()) {
+    StatusOr<std::optional<api::Allocation>> alloc = PodAllocation(pod);
+    if (!alloc.ok() || !alloc->has_value()) continue;
+    StatusOr<core::PodRequest> request = api::ParsePodRequest(pod, config_.max_devices_per_container);
+    if (!request.ok()) continue;  // OnPod already counted and logged what is wrong with it
+    StatusOr<Clock::TimePoint> created = api::ParseRfc3339(kube::StringAt(pod, {"metadata", "creationTimestamp"}));
+    held.push_back(Held{created.ok() ? *created : Clock::TimePoint{}, kube::ObjectKey(pod), std::move(request).value()});
+  }
+  std::sort(held.begin(), held.end(), [](const Held& a, const Held& b) {
+    return a.created != b.created ? a.created < b.created : a.key < b.key;
+  });
+  std::vector<core::PodRequest> out;
+  out.reserve(held.size());
+  for (Held& h : held) out.push_back(std::move(h.request));
+  return out;
+}
 
 StatusOr<core::PodRequest> KubeBackend::LookupPod(const extender::BindTarget& target) {
   std::optional<Json> pod;

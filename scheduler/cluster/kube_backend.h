@@ -100,6 +100,8 @@ class KubeBackend final : public extender::ClusterBackend {
   Status Start(extender::ClusterState& state) override;
   bool Synced() const override;
   StatusOr<core::PodRequest> LookupPod(const extender::BindTarget& pod) override;
+  // From the pod informer's cache, by metadata.creationTimestamp (then namespace/name).
+  std::vector<core::PodRequest> HeldPodRequests() const override;
   Status Bind(const extender::BindTarget& pod, const std::string& node,
               const std::map<std::string, std::string>& annotations) override;
   void Stop() override;

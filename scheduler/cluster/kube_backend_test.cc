@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <thread>
 
 #include "api/annotations.h"
@@ -183,6 +184,23 @@ TEST_F(KubeBackendTest, RebuildsLedgerFromPodsAndGpuNodes) {
                           {{"status", {{"phase", "Succeeded"}}}}, "status").ok());
   EXPECT_TRUE(Eventually([&] { return !state_.NodeOfPod(uid0).has_value(); }));
   EXPECT_TRUE(Fits(80 * kGiB));
+}
+
+// What a restarted extender learns from: the bound pods holding devices, not the pending one.
+TEST_F(KubeBackendTest, HeldPodRequestsAreTheBoundPodsWithAllocations) {
+  CreateBoundPod("old", 10 * kGiB);
+  CreateBoundPod("new", 20 * kGiB);
+  CreatePod("pending", 5 * kGiB);
+  StartBackend();
+  std::vector<core::PodRequest> held = backend_->HeldPodRequests();
+  ASSERT_EQ(held.size(), 2u);
+  std::vector<core::MiB> mib;
+  for (const core::PodRequest& r : held) {
+    ASSERT_EQ(r.containers.size(), 1u);
+    mib.push_back(r.containers[0].mem_per_device_mib);
+  }
+  std::sort(mib.begin(), mib.end());
+  EXPECT_EQ(mib, (std::vector<core::MiB>{10 * kGiB, 20 * kGiB}));
 }
 
 TEST_F(KubeBackendTest, MetricsTextNamesEachInformer) {

@@ -52,6 +52,11 @@ class ClusterBackend {
                       const std::map<std::string, std::string>& annotations) = 0;
   // Stops background work; no calls into the state after it returns.
   virtual void Stop() = 0;
+  // The requests of the pods that hold devices now (bound, with an allocation), oldest first, so a
+  // restarted or newly elected extender learns the running workload at once instead of starting
+  // again from the prior. Meaningful once Synced(); pods whose request does not parse are left
+  // out. Default: none (standalone starts with an empty ledger).
+  virtual std::vector<core::PodRequest> HeldPodRequests() const { return {}; }
   // The backend's own metrics in Prometheus text format (e.g. watch restarts, relists, sync
   // age), appended to the extender's /metrics. Empty when it has none.
   virtual std::string MetricsText() const { return ""; }

@@ -67,6 +67,22 @@ void Extender::Learn(const core::PodRequest& request) {
   std::lock_guard lock(learner_mu_);
   learner_.Observe(request);
   if (++binds_since_refresh_ < options_.learner.refresh_pods) return;
+  RefreshPolicyLocked();
+}
+
+void Extender::LearnHeldPods() {
+  if (learned_held_pods_.load() || options_.learner.refresh_pods <= 0 || !Ready()) return;
+  std::lock_guard lock(learner_mu_);
+  if (learned_held_pods_.load()) return;
+  learned_held_pods_.store(true);
+  const std::vector<core::PodRequest> held = backend_.HeldPodRequests();
+  if (held.empty()) return;
+  for (const core::PodRequest& request : held) learner_.Observe(request);
+  RefreshPolicyLocked();
+  GPUPACK_LOG(kInfo, "extender") << "learned the workload of " << held.size() << " running pod(s)";
+}
+
+void Extender::RefreshPolicyLocked() {
   binds_since_refresh_ = 0;
   std::shared_ptr<const core::Policy> current = state_.policy();
   core::CapacityReservation reservation;
@@ -148,6 +164,7 @@ std::optional<core::PodRequest> Extender::Recall(const std::string& uid) {
 }
 
 void Extender::Maintain() {
+  LearnHeldPods();
   const int expired = state_.ExpireReservations(options_.reservation_ttl);
   if (expired > 0) {
     GPUPACK_LOG(kWarning, "extender") << "released " << expired << " reservation(s) whose bind never finished";
@@ -174,6 +191,7 @@ Reply Extender::Filter(std::string_view body) {
     result.error = kNotSynced;
     return reply();
   }
+  LearnHeldPods();
   StatusOr<api::ExtenderArgs> args = DecodeExtenderArgsFast(body);
   if (!args.ok()) {
     result.error = args.status().message();

@@ -15,6 +15,7 @@
 // Thread safety: every verb may run concurrently with every other.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <list>
@@ -117,6 +118,13 @@ class Extender {
   std::optional<core::PodRequest> Recall(const std::string& uid);
   // Feeds a bound pod to the workload learner; may replace the state's policy.
   void Learn(const core::PodRequest& request);
+  // Once the backend has synced, feeds it the pods already holding devices and rebuilds the
+  // policy, once: a restart or a failover keeps the learned workload (and so the reservation).
+  // Maintain and the first filter after the sync call it; afterwards it is one atomic load.
+  void LearnHeldPods();
+  // Rebuilds the policy from the learner, with the capacity reservation when enabled.
+  // REQUIRES: learner_mu_ held.
+  void RefreshPolicyLocked();
 
   ClusterState& state_;
   ClusterBackend& backend_;
@@ -132,6 +140,7 @@ class Extender {
   std::mutex learner_mu_;
   core::WorkloadLearner learner_;
   int binds_since_refresh_ = 0;
+  std::atomic<bool> learned_held_pods_{false};  // written under learner_mu_; read without it
 };
 
 }  // namespace gpupack::extender

@@ -32,8 +32,10 @@ class ScriptedBackend final : public ClusterBackend {
     return Status::Ok();
   }
   void Stop() override {}
+  std::vector<core::PodRequest> HeldPodRequests() const override { return held; }
 
   bool synced = true;
+  std::vector<core::PodRequest> held;
   Status bind_error;
   std::map<std::string, StandaloneBackend::BindRecord> binds;
 };
@@ -455,6 +457,53 @@ TEST(ExtenderReservation, LearnedPinnedShapesPriceTheirNodesAtRefresh) {
     free.reservation_cost = 0;
     EXPECT_DOUBLE_EQ(ext.RankCost(priced) - ext.RankCost(free), 3);
   }
+}
+
+// A restarted or newly elected extender learns the pods already running as soon as the backend has
+// synced (at Maintain or the first filter), once: here 20 pods pinned to the one T4 node (against
+// the prior's weight of 100 pods: 1/6 of the blend, inside the typical set), which the rebuilt
+// policy's reservation then prices.
+TEST(ExtenderWarmStart, LearnsThePodsHoldingDevicesOnceSynced) {
+  FakeClock clock;
+  ClusterState state(std::make_shared<core::Policy>(core::PolicyKind::kFgd, core::DefaultPriorWorkload(81920),
+                                                    core::PlacementOptions{}),
+                     clock, std::chrono::seconds(0));
+  std::vector<std::string> names;
+  for (int i = 0; i < 4; ++i) {
+    names.push_back("a" + std::to_string(i));
+    state.UpsertNode(GpuNode(names.back(), 8, 81920));
+  }
+  names.push_back("t0");
+  state.UpsertNode(GpuNode("t0", 2, 81920, "NVIDIA T4"));
+  ScriptedBackend backend;
+  backend.synced = false;
+  for (int i = 0; i < 20; ++i) {
+    json pod = PodJson("t4-" + std::to_string(i), "u" + std::to_string(i), "10Gi");
+    pod["metadata"]["annotations"] = {{std::string(api::kAnnotationGpuModel), "T4"}};
+    StatusOr<core::PodRequest> request = api::ParsePodRequest(pod, 16);
+    ASSERT_TRUE(request.ok()) << request.status();
+    backend.held.push_back(*request);
+  }
+  ExtenderOptions options;
+  options.fgd_score_unit_mib = 81920;
+  Extender ext(state, backend, options, clock, nullptr);
+  const std::shared_ptr<const core::Policy> prior = state.policy();
+  ext.Maintain();
+  EXPECT_EQ(state.policy(), prior) << "nothing to learn before the backend has synced";
+
+  backend.synced = true;
+  EXPECT_EQ(ext.Filter(FilterBody(PodJson("p", "u9", "10Gi"), names)).status, 200);
+  const std::shared_ptr<const core::Policy> warmed = state.policy();
+  ASSERT_NE(warmed, prior);
+  bool pinned_shape = false;
+  for (const core::TypicalSpec& spec : warmed->workload().specs) {
+    pinned_shape = pinned_shape || spec.gpu_models == std::vector<std::string>{"T4"};
+  }
+  EXPECT_TRUE(pinned_shape) << "the running pods' shape is in the typical workload";
+  ASSERT_FALSE(warmed->reservation().reserving().empty());
+  EXPECT_EQ(warmed->reservation().reserving()[0].spec.gpu_models, std::vector<std::string>{"T4"});
+  ext.Maintain();
+  EXPECT_EQ(state.policy(), warmed) << "learned once";
 }
 
 TEST_F(ExtenderTest, MetricsCountRequestsByVerbAndResult) {
