@@ -598,6 +598,7 @@ NodeEvaluation Policy::EvaluateImpl(const Node& node, const NodeSummary& sum, co
   const bool constrained = !DemandOfContainer(pod, ContainerRequest{}).Unconstrained();
   int picks_left = 0;
   for (const auto& c : pod.containers) picks_left += c.device_count;
+  const int total_picks = picks_left;
 
   // Largest demands first (whole devices, then by memory), app containers before init ones:
   // the hardest to place chooses first, like best-fit decreasing.
@@ -654,11 +655,18 @@ NodeEvaluation Policy::EvaluateImpl(const Node& node, const NodeSummary& sum, co
       }
     }
 
-    // Only the device columns are needed to explain a failure; copy just the node's devices.
-    std::array<MiB, kMaxDevicesPerNode> free_before;
-    std::array<bool, kMaxDevicesPerNode> empty_before;
-    std::copy_n(st.free.begin(), n, free_before.begin());
-    std::copy_n(st.empty.begin(), n, empty_before.begin());
+    // Only the device columns are needed to explain a failure. Before the pod's first pick they
+    // are the summary's; after one, copy just the node's devices (most pods never get here).
+    std::array<MiB, kMaxDevicesPerNode> free_copy;
+    std::array<bool, kMaxDevicesPerNode> empty_copy;
+    const MiB* free_before = sum.free.data();
+    const bool* empty_before = sum.empty.data();
+    if (picks_left != total_picks) {
+      std::copy_n(st.free.begin(), n, free_copy.begin());
+      std::copy_n(st.empty.begin(), n, empty_copy.begin());
+      free_before = free_copy.data();
+      empty_before = empty_copy.data();
+    }
     for (int round = 0; round < c.device_count; ++round) {
       DeltaEvaluator delta(cols, sum, st, tally_usable, tally_unusable, cpu_short, feasible);
       int best = -1;
@@ -705,7 +713,7 @@ NodeEvaluation Policy::EvaluateImpl(const Node& node, const NodeSummary& sum, co
       }
       if (best < 0) {
         // Report the shortage as the container found the node, not after its own partial picks.
-        out.verdict = ShortageVerdict(node, free_before.data(), empty_before.data(), demand, options_);
+        out.verdict = ShortageVerdict(node, free_before, empty_before, demand, options_);
         out.placement.containers.clear();
         return out;
       }
