@@ -94,8 +94,12 @@ CapacityReservation CapacityReservation::Builder::Build() && {
   }
   if (total_demand <= 0) return out;
 
-  // H_a ⊆ H_b  ⇔  every type that hosts a also hosts b.
+  // H_a ⊆ H_b  ⇔  every type that hosts a also hosts b. A shape no node can host is confined
+  // nowhere (it fails wherever it goes), not to every set.
+  uint64_t hosted = 0;
+  for (const HostType& t : types_) hosted |= t.hosts;
   auto subset = [&](int a, int b) {
+    if (!((hosted >> a) & 1)) return false;
     for (const HostType& t : types_) {
       if (((t.hosts >> a) & 1) && !((t.hosts >> b) & 1)) return false;
     }

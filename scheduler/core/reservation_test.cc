@@ -114,6 +114,12 @@ TEST(CapacityReservation, NothingToReserve) {
   CapacityReservation full_t4 = Build(MixedWorkload(), MixedCluster(0, 1000));
   ASSERT_EQ(full_t4.reserving().size(), 1u);
   EXPECT_DOUBLE_EQ(full_t4.reserving()[0].tightness, 1.4);
+  // A shape no node can host (a model the cluster lacks) is confined nowhere: adding one with the
+  // weight of t4 changes the shares (.6/.2/.2 of 500 become .5/.1667/.1667 of 600) but adds
+  // nothing to H_t4's confined demand: r_t4 = (100/600) · 60000 / 4000 = 2.5, not (200/600) · 15 = 5.
+  std::vector<TypicalSpec> with_unhostable = MixedWorkload();
+  with_unhostable.push_back(Spec(4000, 1, 500, .2, {"H100"}));
+  EXPECT_DOUBLE_EQ(Build(with_unhostable, MixedCluster()).Tightness(MixedCluster()[6]), 2.5);
   // A default-constructed reservation prices nothing.
   EXPECT_DOUBLE_EQ(CapacityReservation().Tightness(MixedCluster()[6]), 0);
 }
