@@ -407,6 +407,28 @@ TEST(ExtenderTieBreak, FillLevelDecidesWithinAnFgdLevelBeforeTheNodeOrder) {
   EXPECT_EQ(json::parse(fgd_rule.Filter(FilterBody(pod, {lean, rich})).body)["NodeNames"], json::array({lean}));
 }
 
+// The capacity reservation's tests: FGD from the prior on four 8-GPU A100 nodes and the one 2-GPU
+// T4 node ("t0") that pods pinned to T4 depend on; 80 GiB devices throughout.
+std::shared_ptr<core::Policy> FgdPrior() {
+  return std::make_shared<core::Policy>(core::PolicyKind::kFgd, core::DefaultPriorWorkload(81920),
+                                        core::PlacementOptions{});
+}
+std::vector<std::string> AddFourA100sAndOneT4(ClusterState& state) {
+  std::vector<std::string> names;
+  for (int i = 0; i < 4; ++i) {
+    names.push_back("a" + std::to_string(i));
+    state.UpsertNode(GpuNode(names.back(), 8, 81920));
+  }
+  names.push_back("t0");
+  state.UpsertNode(GpuNode("t0", 2, 81920, "NVIDIA T4"));
+  return names;
+}
+json T4PinnedPod(int i) {
+  json pod = PodJson("t4-" + std::to_string(i), "u" + std::to_string(i), "10Gi");
+  pod["metadata"]["annotations"] = {{std::string(api::kAnnotationGpuModel), "T4"}};
+  return pod;
+}
+
 // Every `refresh_pods` binds the policy is rebuilt from the learner, and with it the capacity
 // reservation over every shape learned and the nodes as they are (core/reservation_test.cc has the
 // arithmetic). Pods pinned to the one T4 node make it a reserving host; the price joins the fill
@@ -414,16 +436,8 @@ TEST(ExtenderTieBreak, FillLevelDecidesWithinAnFgdLevelBeforeTheNodeOrder) {
 TEST(ExtenderReservation, LearnedPinnedShapesPriceTheirNodesAtRefresh) {
   for (bool reserve : {true, false}) {
     FakeClock clock;
-    ClusterState state(std::make_shared<core::Policy>(core::PolicyKind::kFgd, core::DefaultPriorWorkload(81920),
-                                                      core::PlacementOptions{}),
-                       clock, std::chrono::seconds(0));
-    std::vector<std::string> names;
-    for (int i = 0; i < 4; ++i) {
-      names.push_back("a" + std::to_string(i));
-      state.UpsertNode(GpuNode(names.back(), 8, 81920));
-    }
-    names.push_back("t0");
-    state.UpsertNode(GpuNode("t0", 2, 81920, "NVIDIA T4"));
+    ClusterState state(FgdPrior(), clock, std::chrono::seconds(0));
+    const std::vector<std::string> names = AddFourA100sAndOneT4(state);
     ScriptedBackend backend;
     ExtenderOptions options;
     options.fgd_score_unit_mib = 81920;
@@ -432,8 +446,7 @@ TEST(ExtenderReservation, LearnedPinnedShapesPriceTheirNodesAtRefresh) {
     Extender ext(state, backend, options, clock, nullptr);
     EXPECT_TRUE(state.policy()->reservation().reserving().empty()) << "no reservation before the first refresh";
     for (int i = 0; i < 2; ++i) {
-      json pod = PodJson("t4-" + std::to_string(i), "u" + std::to_string(i), "10Gi");
-      pod["metadata"]["annotations"] = {{std::string(api::kAnnotationGpuModel), "T4"}};
+      const json pod = T4PinnedPod(i);
       ASSERT_EQ(json::parse(ext.Filter(FilterBody(pod, names)).body)["NodeNames"], json::array({"t0"}));
       ASSERT_EQ(json::parse(ext.Bind(BindBody(pod["metadata"]["name"], pod["metadata"]["uid"], "t0")).body)["Error"], "");
     }
@@ -465,22 +478,12 @@ TEST(ExtenderReservation, LearnedPinnedShapesPriceTheirNodesAtRefresh) {
 // policy's reservation then prices.
 TEST(ExtenderWarmStart, LearnsThePodsHoldingDevicesOnceSynced) {
   FakeClock clock;
-  ClusterState state(std::make_shared<core::Policy>(core::PolicyKind::kFgd, core::DefaultPriorWorkload(81920),
-                                                    core::PlacementOptions{}),
-                     clock, std::chrono::seconds(0));
-  std::vector<std::string> names;
-  for (int i = 0; i < 4; ++i) {
-    names.push_back("a" + std::to_string(i));
-    state.UpsertNode(GpuNode(names.back(), 8, 81920));
-  }
-  names.push_back("t0");
-  state.UpsertNode(GpuNode("t0", 2, 81920, "NVIDIA T4"));
+  ClusterState state(FgdPrior(), clock, std::chrono::seconds(0));
+  const std::vector<std::string> names = AddFourA100sAndOneT4(state);
   ScriptedBackend backend;
   backend.synced = false;
   for (int i = 0; i < 20; ++i) {
-    json pod = PodJson("t4-" + std::to_string(i), "u" + std::to_string(i), "10Gi");
-    pod["metadata"]["annotations"] = {{std::string(api::kAnnotationGpuModel), "T4"}};
-    StatusOr<core::PodRequest> request = api::ParsePodRequest(pod, 16);
+    StatusOr<core::PodRequest> request = api::ParsePodRequest(T4PinnedPod(i), 16);
     ASSERT_TRUE(request.ok()) << request.status();
     backend.held.push_back(*request);
   }
