@@ -336,20 +336,30 @@ Reply Extender::Bind(std::string_view body) {
   if (request->ns.empty()) request->ns = target.ns;
   if (request->name.empty()) request->name = target.name;
 
+  // Reserves the pod on the node. When it does not fit, or the UID already holds the node (a
+  // repeated bind), there is nothing to bind: `done` then holds the reply.
+  std::optional<Reply> done;
+  auto reserve = [&]() -> std::optional<ClusterState::Reservation> {
+    StatusOr<ClusterState::Reservation> reservation = state_.Reserve(*request, args->node);
+    if (!reservation.ok()) {
+      timer.set_result(reservation.status().code() == StatusCode::kFailedPrecondition ? "no_fit" : "error");
+      done = error(reservation.status().message());
+      return std::nullopt;
+    }
+    if (reservation->repeated) {
+      timer.set_result("ok");
+      done = Reply{200, api::EncodeBindingResult({})};
+      return std::nullopt;
+    }
+    return std::move(reservation).value();
+  };
+
   if (!request->WantsDevices()) {
     // No devices, so no annotations. Where gpupack knows the node's CPU and memory (standalone
     // cluster files), the pod's requests still count: they are CPU that GPU pods will lack.
     bool reserved = false;
     if (state_.TracksHostResources(args->node)) {
-      StatusOr<ClusterState::Reservation> host = state_.Reserve(*request, args->node);
-      if (!host.ok()) {
-        timer.set_result(host.status().code() == StatusCode::kFailedPrecondition ? "no_fit" : "error");
-        return error(host.status().message());
-      }
-      if (host->repeated) {
-        timer.set_result("ok");
-        return Reply{200, api::EncodeBindingResult({})};
-      }
+      if (!reserve()) return *done;
       reserved = true;
     }
     const Status bound = backend_.Bind(target, args->node, {});
@@ -363,15 +373,8 @@ Reply Extender::Bind(std::string_view body) {
     timer.set_result("ok");
     return Reply{200, api::EncodeBindingResult({})};
   }
-  StatusOr<ClusterState::Reservation> reservation = state_.Reserve(*request, args->node);
-  if (!reservation.ok()) {
-    timer.set_result(reservation.status().code() == StatusCode::kFailedPrecondition ? "no_fit" : "error");
-    return error(reservation.status().message());
-  }
-  if (reservation->repeated) {
-    timer.set_result("ok");
-    return Reply{200, api::EncodeBindingResult({})};
-  }
+  const std::optional<ClusterState::Reservation> reservation = reserve();
+  if (!reservation) return *done;
   const Status bound =
       backend_.Bind(target, args->node, api::AllocationAnnotations(reservation->allocation, options_.request_ratio));
   if (metrics_ != nullptr) metrics_->CountBind(bound);
