@@ -254,17 +254,26 @@ def scrape_extender_on_cluster(args):
         ext = None
         try:
             ext, addr = start([args.extender, "--kubeconfig", kubeconfig, "--listen", "127.0.0.1:0"])
-            deadline = time.time() + 15
-            while True:
-                fams = families(scrape(f"http://{addr}/metrics"))
-                if "gpupack_kube_last_sync_timestamp_seconds" in fams or time.time() > deadline:
-                    return fams
-                time.sleep(0.2)
+            return families_once(addr, "gpupack_kube_last_sync_timestamp_seconds")
         finally:
-            for p in (ext, api):
-                if p is not None:
-                    p.terminate()
-                    p.wait(timeout=10)
+            stop(ext, api)
+
+
+def families_once(addr, family, timeout=15):
+    """The binary's metric families once `family` has samples (or after `timeout` seconds)."""
+    deadline = time.time() + timeout
+    while True:
+        fams = families(scrape(f"http://{addr}/metrics"))
+        if family in fams or time.time() > deadline:
+            return fams
+        time.sleep(0.2)
+
+
+def stop(*processes):
+    for p in processes:
+        if p is not None:
+            p.terminate()
+            p.wait(timeout=10)
 
 
 def scrape_agent(args):
@@ -296,17 +305,9 @@ def scrape_agent(args):
             agent, addr = start([args.agent, "--node-name", node["name"], "--backend", "file:" + node_file,
                                  "--listen", "127.0.0.1:0", "--kubeconfig", kubeconfig,
                                  "--cgroup-root", os.path.join(tmp, "cgroup"), "--proc-root", os.path.join(tmp, "proc")])
-            deadline = time.time() + 15
-            while True:
-                fams = families(scrape(f"http://{addr}/metrics"))
-                if "gpupack_agent_container_memory_cap_bytes" in fams or time.time() > deadline:
-                    return fams
-                time.sleep(0.2)
+            return families_once(addr, "gpupack_agent_container_memory_cap_bytes")
         finally:
-            for p in (agent, api):
-                if p is not None:
-                    p.terminate()
-                    p.wait(timeout=10)
+            stop(agent, api)
 
 
 def scrape_webhook(args):
