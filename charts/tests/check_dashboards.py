@@ -242,8 +242,7 @@ def scrape_extender(args):
         post_json(f"http://{addr}/bind", {"PodName": "p", "PodNamespace": "default", "PodUID": "u-1", "Node": node_names[0]})
         return families(scrape(f"http://{addr}/metrics"))
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        stop(proc)
 
 
 def scrape_extender_on_cluster(args):
@@ -330,8 +329,7 @@ def scrape_webhook(args):
             urllib.request.urlopen(req, timeout=5, context=ctx).read()
             return families(scrape(f"https://{addr}/metrics", insecure_tls=True))
         finally:
-            proc.terminate()
-            proc.wait(timeout=10)
+            stop(proc)
 
 
 def declared_in(binary_path, name):
