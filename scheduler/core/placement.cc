@@ -6,6 +6,11 @@
 #include <limits>
 
 namespace gpupack::core {
+
+MiB DeviceUsableMiB(const Device& d, const PlacementOptions& o) {
+  return std::max<MiB>(0, d.capacity_mib - o.reserve_mib_per_device);
+}
+
 namespace {
 
 // A device demand in the shape both typical specs and pod containers share.
@@ -49,8 +54,6 @@ bool SortMatches(const Device& d, const Demand& demand) {
 bool TakesExclusively(const Device& d, const Demand& demand) {
   return demand.mem == 0 || (demand.hard_isolation && d.kind == DeviceKind::kMig);
 }
-
-MiB Usable(const Device& d, const PlacementOptions& o) { return std::max<MiB>(0, d.capacity_mib - o.reserve_mib_per_device); }
 
 Demand DemandOfSpec(const TypicalSpec& s) {
   Demand d;
@@ -325,8 +328,8 @@ Verdict ShortageVerdict(const Node& node, const MiB* free, const bool* empty, co
     const Device& d = node.devices[g];
     if (!d.healthy || !SortMatches(d, demand)) continue;
     ++matching;
-    largest_capacity = std::max(largest_capacity, Usable(d, o));
-    if (demand.mem == 0 || Usable(d, o) >= demand.mem) ++large_enough;
+    largest_capacity = std::max(largest_capacity, DeviceUsableMiB(d, o));
+    if (demand.mem == 0 || DeviceUsableMiB(d, o) >= demand.mem) ++large_enough;
     largest_free = std::max(largest_free, free[g]);
     bool ok = TakesExclusively(d, demand) ? empty[g] && (demand.mem == 0 || free[g] >= demand.mem)
                                           : free[g] >= demand.mem;
@@ -394,7 +397,7 @@ bool CanHost(const Node& node, const TypicalSpec& spec, const PlacementOptions& 
   int matching = 0;
   for (const Device& d : node.devices) {
     if (!d.healthy || !SortMatches(d, demand)) continue;
-    if (spec.mem_per_device_mib > 0 && Usable(d, options) < spec.mem_per_device_mib) continue;
+    if (spec.mem_per_device_mib > 0 && DeviceUsableMiB(d, options) < spec.mem_per_device_mib) continue;
     if (++matching == spec.device_count) return true;
   }
   return false;
@@ -412,8 +415,13 @@ MiB DeviceFreeMiB(const Device& d, const PlacementOptions& o) {
   return std::max<MiB>(0, d.capacity_mib - o.reserve_mib_per_device - caps - foreign);
 }
 
-Policy::Policy(PolicyKind kind, TypicalWorkload workload, PlacementOptions options, CapacityReservation reservation)
-    : kind_(kind), workload_(std::move(workload)), options_(options), reservation_(std::move(reservation)) {
+Policy::Policy(PolicyKind kind, TypicalWorkload workload, PlacementOptions options, CapacityReservation reservation,
+               CompletionValue completion)
+    : kind_(kind),
+      workload_(std::move(workload)),
+      options_(options),
+      reservation_(std::move(reservation)),
+      completion_(std::move(completion)) {
   workload_.Normalize();
   auto rank = [](const TypicalSpec& s) { return s.device_count == 0 ? 2 : (s.mem_per_device_mib == 0 ? 1 : 0); };
   std::stable_sort(workload_.specs.begin(), workload_.specs.end(), [&](const TypicalSpec& a, const TypicalSpec& b) {
@@ -452,8 +460,9 @@ NodeSummary Policy::Summarize(const Node& node) const {
   for (int g = 0; g < n; ++g) {
     const Device& d = node.devices[g];
     sum.free[g] = DeviceFreeMiB(d, options_);
-    empty[g] = d.healthy && d.shares.empty() && sum.free[g] == Usable(d, options_);
+    empty[g] = d.healthy && d.shares.empty() && sum.free[g] == DeviceUsableMiB(d, options_);
     sum.total_free += sum.free[g];
+    sum.completion_table[g] = static_cast<int16_t>(completion_.TableFor(DeviceUsableMiB(d, options_)));
     // Devices of one sort (model, kind, profile, size, health) match the same specs: a node's
     // GPUs are usually identical, so compute the mask once per sort.
     if (g > 0) {
@@ -469,7 +478,7 @@ NodeSummary Policy::Summarize(const Node& node) const {
       const TypicalSpec& s = workload_.specs[m];
       if (s.device_count == 0 || !d.healthy) continue;
       if (!SortMatches(d, DemandOfSpec(s))) continue;
-      if (s.mem_per_device_mib > 0 && Usable(d, options_) < s.mem_per_device_mib) continue;
+      if (s.mem_per_device_mib > 0 && DeviceUsableMiB(d, options_) < s.mem_per_device_mib) continue;
       mask |= uint64_t{1} << m;
     }
     sum.spec_match[g] = mask;
@@ -527,7 +536,7 @@ NodeEvaluation Policy::Evaluate(const Node& node, const NodeSummary& sum, const 
 
 NodeScore Policy::Score(const Node& node, const NodeSummary& sum, const PodRequest& pod) const {
   NodeEvaluation e = EvaluateImpl(node, sum, pod, false);
-  return NodeScore{std::move(e.verdict), e.cost, e.fill_cost, e.reservation_cost};
+  return NodeScore{std::move(e.verdict), e.cost, e.fill_cost, e.reservation_cost, e.completion_loss};
 }
 
 NodeEvaluation Policy::EvaluateImpl(const Node& node, const NodeSummary& sum, const PodRequest& pod,
@@ -595,6 +604,8 @@ NodeEvaluation Policy::EvaluateImpl(const Node& node, const NodeSummary& sum, co
   const bool fill_fast =
       !columns_.multi_device_whole && (st.free_cpu < 0 || st.free_cpu >= sum.fill_cpu_ample);
   double fill_used_delta = 0;
+  const bool with_completion = fgd && !completion_.empty();
+  double completion_loss = 0;
   const bool constrained = !DemandOfContainer(pod, ContainerRequest{}).Unconstrained();
   int picks_left = 0;
   for (const auto& c : pod.containers) picks_left += c.device_count;
@@ -638,7 +649,7 @@ NodeEvaluation Policy::EvaluateImpl(const Node& node, const NodeSummary& sum, co
       int held_n = 0;
       for (int g = 0; g < n; ++g) {
         if (!pod_holds[g] || !SortMatches(node.devices[g], demand)) continue;
-        const bool ok = c.mem_per_device_mib == 0 ? pod_cap[g] >= Usable(node.devices[g], options_)
+        const bool ok = c.mem_per_device_mib == 0 ? pod_cap[g] >= DeviceUsableMiB(node.devices[g], options_)
                                                   : pod_cap[g] >= c.mem_per_device_mib;
         if (ok) held[held_n++] = g;
       }
@@ -671,6 +682,7 @@ NodeEvaluation Policy::EvaluateImpl(const Node& node, const NodeSummary& sum, co
       DeltaEvaluator delta(cols, sum, st, tally_usable, tally_unusable, cpu_short, feasible);
       int best = -1;
       double best_cost = 0;
+      int64_t best_loss = 0;
       MiB best_new_free = 0;
       // Devices in identical states give identical costs: evaluate each state once.
       std::array<int, kMaxDevicesPerNode> seen;
@@ -691,23 +703,29 @@ NodeEvaluation Policy::EvaluateImpl(const Node& node, const NodeSummary& sum, co
           // Cost depends only on (free, empty, spec match) and whether the pick is exclusive.
           const int h = seen[i];
           duplicate = st.free[h] == st.free[g] && st.empty[h] == st.empty[g] &&
-                      sum.spec_match[h] == sum.spec_match[g] &&
+                      sum.spec_match[h] == sum.spec_match[g] && sum.completion_table[h] == sum.completion_table[g] &&
                       exclusive == (constrained ? TakesExclusively(node.devices[h], demand) : demand.mem == 0);
         }
         if (duplicate) continue;
         seen[seen_n++] = g;
         const MiB new_free = exclusive ? 0 : st.free[g] - demand.mem;
         double cost;
+        int64_t loss = 0;
         if (fgd) {
           cost = delta.Delta(g, new_free);
+          if (with_completion) {
+            // Whole MiB: distinct losses differ by far more, equal ones by float noise only.
+            loss = static_cast<int64_t>(std::floor(completion_.Loss(sum.completion_table[g], st.free[g], new_free) + 1e-6));
+          }
         } else if (kind_ == PolicyKind::kBinpack) {
           cost = static_cast<double>(new_free);  // best fit: least left over
         } else {
           cost = -static_cast<double>(new_free);  // worst fit: most left over
         }
-        if (best < 0 || cost < best_cost) {
+        if (best < 0 || loss < best_loss || (loss == best_loss && cost < best_cost)) {
           best = g;
           best_cost = cost;
+          best_loss = loss;
           best_new_free = new_free;
         }
       }
@@ -720,6 +738,7 @@ NodeEvaluation Policy::EvaluateImpl(const Node& node, const NodeSummary& sum, co
       --picks_left;
       if (fgd) {
         fgd_cost += best_cost;
+        if (with_completion) completion_loss += completion_.Loss(sum.completion_table[best], st.free[best], best_new_free);
         if (!fill_fast && fill_empty_devices_now != fill_empty_devices.data()) {
           std::copy_n(sum.fill_empty_devices.begin(), cols.n_device, fill_empty_devices.begin());
           std::copy_n(sum.fill_usable_free.begin(), cols.n_device, fill_usable_free.begin());
@@ -770,6 +789,7 @@ NodeEvaluation Policy::EvaluateImpl(const Node& node, const NodeSummary& sum, co
                               : FillFragmentation(cols, fill_empty_devices_now, fill_usable_free_now, st.free_cpu,
                                                   fill_total_free) - sum.fill_fragmentation;
     out.reservation_cost = sum.reservation_tightness * static_cast<double>(sum.total_free - fill_total_free);
+    out.completion_loss = completion_loss;
   } else if (!pod.WantsDevices()) {
     out.cost = 0;  // CPU-only pods: neutral under the simple policies
   } else {

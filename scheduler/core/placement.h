@@ -19,6 +19,7 @@
 #include <string_view>
 
 #include "common/status.h"
+#include "scheduler/core/completion.h"
 #include "scheduler/core/model.h"
 #include "scheduler/core/reservation.h"
 #include "scheduler/core/verdict.h"
@@ -37,6 +38,8 @@ struct PlacementOptions {
 // Free memory of a device: capacity − Σ caps − reserve − max(0, live usage − Σ caps), floored at
 // 0; a device held exclusively or unhealthy has none.
 MiB DeviceFreeMiB(const Device& device, const PlacementOptions& options);
+// A device's capacity less the reserve, floored at 0: its free memory when nothing holds it.
+MiB DeviceUsableMiB(const Device& device, const PlacementOptions& options);
 
 // Whether the node, were it empty, could host one pod of the spec: enough allocatable CPU and
 // enough healthy devices of a matching sort with the usable capacity the spec asks for. The
@@ -68,6 +71,8 @@ struct NodeSummary {
   double fill_fragmentation = 0;                   // F̂_n(M) in MiB
   int64_t fill_cpu_ample = 0;  // free CPU from which no device spec is CPU-limited in F̂
   double reservation_tightness = 0;  // the policy's CapacityReservation::Tightness(node)
+  // Per device slot: the policy's CompletionValue table for the device's capacity (-1: none).
+  std::array<int16_t, kMaxDevicesPerNode> completion_table{};
   // For the first device's match mask: satisfied_prefix[i] = Σ weight of fractional specs j < i
   // that the mask matches and that are satisfied (devices and CPU). FGD's per-pick delta needs
   // it; precomputing it here keeps it off the per-pod path.
@@ -82,6 +87,7 @@ struct NodeScore {
   double cost = 0;       // as NodeEvaluation::cost
   double fill_cost = 0;  // as NodeEvaluation::fill_cost
   double reservation_cost = 0;  // as NodeEvaluation::reservation_cost
+  double completion_loss = 0;   // as NodeEvaluation::completion_loss
 };
 
 struct NodeEvaluation {
@@ -102,6 +108,9 @@ struct NodeEvaluation {
   // from shapes confined to few nodes, in MiB: the node's reservation tightness (reservation.h)
   // times the device memory the pod takes. Ranked with fill_cost, in one FillLevel.
   double reservation_cost = 0;
+  // FGD only (0 otherwise, and 0 without completion values): the completion value (completion.h)
+  // the pod's device picks give up, in MiB: Σ K(free before) − K(free after).
+  double completion_loss = 0;
   Placement placement;  // empty unless verdict.fits()
 };
 
@@ -113,13 +122,17 @@ class Policy {
  public:
   // `reservation`: prices capacity that constrained shapes depend on (reservation.h); built
   // against the cluster by the caller, since the policy sees one node at a time. Default: none.
-  Policy(PolicyKind kind, TypicalWorkload workload, PlacementOptions options, CapacityReservation reservation = {});
+  // `completion`: prices free slices by how they can still be completed (completion.h); with it,
+  // a pod's device picks minimise the completion loss first, FGD's ΔF second. Default: none.
+  Policy(PolicyKind kind, TypicalWorkload workload, PlacementOptions options, CapacityReservation reservation = {},
+         CompletionValue completion = {});
 
   PolicyKind kind() const { return kind_; }
   // The normalised workload, in evaluation order (fractional specs by memory, whole, CPU-only).
   const TypicalWorkload& workload() const { return workload_; }
   const PlacementOptions& options() const { return options_; }
   const CapacityReservation& reservation() const { return reservation_; }
+  const CompletionValue& completion() const { return completion_; }
 
   NodeSummary Summarize(const Node& node) const;
   // REQUIRES: summary == Summarize(node) for the node's current state.
@@ -153,6 +166,7 @@ class Policy {
   TypicalWorkload workload_;
   PlacementOptions options_;
   CapacityReservation reservation_;
+  CompletionValue completion_;
   SpecColumns columns_;
 };
 
