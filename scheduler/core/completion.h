@@ -12,7 +12,9 @@
 //
 // and a pick that turns a device's free memory from g into g' gives up K(g) − K(g') of it, of
 // which the pod's own price y_pod is the part it uses; the rest is lost. For one pod, y_pod is
-// the same on every device, so ranking picks by K(g) − K(g') ranks them by the loss.
+// the same on every device of a size, so ranking picks by K(g) − K(g') — the completion loss —
+// ranks them by what is lost. Values here are in MiB (the price in devices times the device's
+// capacity), so devices of different sizes compare.
 //
 // On the default Alibaba trace (docs/placement.md) the prices are the harmonic-like 1 (0.81),
 // 2/3 (0.55–0.65), 1/2 (0.46–0.48), 1/3 (0.32–0.44), 1/4 (0.23), 1/12 (0.22) and 0 below: a
