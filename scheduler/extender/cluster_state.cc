@@ -70,11 +70,11 @@ ClusterState::Assessment ClusterState::AssessEntry(const NodeEntry& entry, const
                                                    uint64_t shape_id, const core::Policy& policy,
                                                    uint64_t generation, Clock::TimePoint now) const {
   std::shared_lock lock(entry.mu);
-  if (std::optional<core::Verdict> stale = StaleVerdict(entry, now)) return Assessment{*stale, 0, 0, 0, entry.tie_break_rank};
+  if (std::optional<core::Verdict> stale = StaleVerdict(entry, now)) return Assessment{*stale, 0, 0, 0, 0, entry.tie_break_rank};
   if (entry.summary_generation != generation) {
     // A SetPolicy is re-summarising right now: score against a summary made on the spot.
     core::NodeScore s = policy.Score(entry.node, policy.Summarize(entry.node), pod);
-    return Assessment{std::move(s.verdict), s.cost, s.fill_cost, s.reservation_cost, entry.tie_break_rank};
+    return Assessment{std::move(s.verdict), s.cost, s.fill_cost, s.reservation_cost, s.completion_loss, entry.tie_break_rank};
   }
   {
     std::lock_guard memo_lock(entry.memo_mu);
@@ -84,7 +84,7 @@ ClusterState::Assessment ClusterState::AssessEntry(const NodeEntry& entry, const
   }
   // Score, not Evaluate: the per-node path needs no placement and so allocates nothing.
   core::NodeScore s = policy.Score(entry.node, entry.summary, pod);
-  Assessment assessment{std::move(s.verdict), s.cost, s.fill_cost, s.reservation_cost, entry.tie_break_rank};
+  Assessment assessment{std::move(s.verdict), s.cost, s.fill_cost, s.reservation_cost, s.completion_loss, entry.tie_break_rank};
   std::lock_guard memo_lock(entry.memo_mu);
   NodeEntry::Memo& slot = entry.memo[entry.memo_next];
   entry.memo_next = (entry.memo_next + 1) % NodeEntry::kMemoSlots;

@@ -77,6 +77,7 @@ class ClusterState {
     double cost = 0;
     double fill_cost = 0;         // core::NodeScore::fill_cost: the second key after the FGD level
     double reservation_cost = 0;  // core::NodeScore::reservation_cost: ranked with fill_cost
+    double completion_loss = 0;   // core::NodeScore::completion_loss: the first key
     uint64_t tie_break_rank = 0;  // core::NodeTieBreakRank(node, tie_break_salt)
   };
   std::optional<Assessment> Assess(std::string_view node, const core::PodRequest& pod, const std::string& shape) const;

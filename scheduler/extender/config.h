@@ -29,6 +29,7 @@ struct ExtenderConfig {
   bool fgd_score_levels = true;  // false: rank FGD by the exact cost (with filterBandMiB)
   bool rank_by_fill = true;      // with FGD levels: the fill level is the second key
   bool reserve_scarce_capacity = true;  // with FGD and learning: price capacity constrained shapes need
+  bool rank_by_completion = true;  // with FGD and learning: the completion loss is the first key
   bool fixed_tie_break = true;   // tieBreak: nodeOrder (true) | random
   uint64_t tie_break_seed = 0;
   bool neutral_non_gpu_pods = false;

@@ -13,6 +13,7 @@ TEST(ExtenderConfig, EmptyMeansDefaults) {
   EXPECT_EQ(c->prefix, "");
   EXPECT_TRUE(c->rank_by_fill);
   EXPECT_TRUE(c->reserve_scarce_capacity);
+  EXPECT_TRUE(c->rank_by_completion);
 }
 
 TEST(ExtenderConfig, ReadsEveryKey) {
@@ -38,6 +39,7 @@ maxDevicesPerContainer: 8
 workload: {halfLifePods: 200, priorPods: 10, refreshPods: 5, coverage: 0.9}
 rankByFill: false
 reserveScarceCapacity: false
+rankByCompletion: false
 tls: {certFile: /c.pem, keyFile: /k.pem}
 )");
   ASSERT_TRUE(c.ok()) << c.status();
@@ -56,6 +58,7 @@ tls: {certFile: /c.pem, keyFile: /k.pem}
   EXPECT_EQ(c->workload_coverage, 0.9);
   EXPECT_FALSE(c->rank_by_fill);
   EXPECT_FALSE(c->reserve_scarce_capacity);
+  EXPECT_FALSE(c->rank_by_completion);
   EXPECT_EQ(c->tls_key_file, "/k.pem");
 }
 
@@ -72,6 +75,7 @@ TEST(ExtenderConfig, RefusesUnknownKeysAndBadValuesNamingTheKey) {
       {"threads: 2.5", "\"threads\": expected an integer"},
       {"decisiveFilter: yes please", "\"decisiveFilter\""},
       {"reserveScarceCapacity: 0.5", "\"reserveScarceCapacity\""},
+      {"rankByCompletion: maybe", "\"rankByCompletion\""},
       {"heartbeatTTL: 10", "\"heartbeatTTL\""},
       {"reservePerDevice: 80GB", "\"reservePerDevice\""},
       {"requestRatio: 1.5", "\"requestRatio\""},

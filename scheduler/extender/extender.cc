@@ -34,13 +34,12 @@ class VerbTimer {
   std::chrono::steady_clock::time_point start_;
 };
 
-// Two costs belong to the same level when they differ by at most `band`, plus float noise when
-// `exact_costs` (sums of MiB·weight products). Ranked FGD costs are built from integer keys and a
-// rank fraction by the same arithmetic for every node, so they compare exactly: a relative slack
-// would swallow the rank fractions of neighbouring nodes.
-bool SameLevel(double level_start, double cost, double band, bool exact_costs) {
-  const double slack = exact_costs ? 1e-9 * std::max(1.0, std::fabs(level_start)) : 0.0;
-  return cost - level_start <= band + slack;
+// Two ranks belong to the same level when their costs differ by at most `band`, plus float noise
+// when `exact_costs` (sums of MiB·weight products), and, with no band, their tie-break ranks are
+// equal too. Ranked FGD costs are integer keys, so they compare exactly.
+bool SameLevel(const Extender::RankKey& level_start, const Extender::RankKey& rank, double band, bool exact_costs) {
+  const double slack = exact_costs ? 1e-9 * std::max(1.0, std::fabs(level_start.cost)) : 0.0;
+  return rank.cost - level_start.cost <= band + slack && (band > 0 || rank.tie == level_start.tie);
 }
 
 Reply PlainError(int status, std::string message) {
@@ -76,41 +75,60 @@ void Extender::LearnHeldPods() {
   if (learned_held_pods_.load()) return;
   learned_held_pods_.store(true);
   const std::vector<core::PodRequest> held = backend_.HeldPodRequests();
-  if (held.empty()) return;
   for (const core::PodRequest& request : held) learner_.Observe(request);
+  // Even with nothing running: the reservation and the completion value need the cluster, which
+  // is known only now, so the first refresh is here rather than after the first refreshPods binds.
   RefreshPolicyLocked();
-  GPUPACK_LOG(kInfo, "extender") << "learned the workload of " << held.size() << " running pod(s)";
+  if (!held.empty()) GPUPACK_LOG(kInfo, "extender") << "learned the workload of " << held.size() << " running pod(s)";
 }
 
 void Extender::RefreshPolicyLocked() {
   binds_since_refresh_ = 0;
   std::shared_ptr<const core::Policy> current = state_.policy();
-  core::CapacityReservation reservation;
-  // Only the FGD-level ranking reads the price (RankCost); exact costs would ignore it.
-  if (options_.reserve_scarce_capacity && fgd_levels_) {
-    core::CapacityReservation::Builder builder(learner_.Snapshot(1.0), current->options());
+  // Only the FGD-level ranking reads the reservation price and the completion loss (RankOf);
+  // exact costs would ignore them. Both are built from every shape learned and the nodes as they
+  // are now.
+  std::optional<core::CapacityReservation::Builder> reservation;
+  std::optional<core::CompletionValue::Builder> completion;
+  if (fgd_levels_ && (options_.reserve_scarce_capacity || options_.rank_by_completion)) {
+    const core::TypicalWorkload every_shape = learner_.Snapshot(1.0);
+    if (options_.reserve_scarce_capacity) reservation.emplace(every_shape, current->options());
+    if (options_.rank_by_completion) completion.emplace(every_shape, current->options());
     state_.ForEachNode([&](const core::Node& node, const core::NodeSummary&, std::optional<Clock::TimePoint>) {
-      builder.AddNode(node);
+      if (reservation) reservation->AddNode(node);
+      if (completion) completion->AddNode(node);
     });
-    reservation = std::move(builder).Build();
   }
-  state_.SetPolicy(
-      std::make_shared<core::Policy>(current->kind(), learner_.Snapshot(), current->options(), std::move(reservation)));
+  state_.SetPolicy(std::make_shared<core::Policy>(
+      current->kind(), learner_.Snapshot(), current->options(),
+      reservation ? std::move(*reservation).Build() : core::CapacityReservation(),
+      completion ? std::move(*completion).Build() : core::CompletionValue()));
 }
 
-double Extender::RankCost(const ClusterState::Assessment& assessment) const {
-  if (!fgd_levels_) return assessment.cost;
-  // Lexicographic (FGD level, fill level, node order) in one double: levels are 1024 apart, more
-  // than any fill level spans (|ΔF̂| ≤ the node's free memory, ≤ 64 devices = 128 half devices of
-  // the unit; the clamp only guards the encoding), and the rank is a fraction in [0, 0.5) that
-  // never reaches the next fill level.
+Extender::RankKey Extender::RankOf(const ClusterState::Assessment& assessment) const {
+  if (!fgd_levels_) return RankKey{assessment.cost, 0};
+  // The keys are small integers folded into one integer-valued double, exact in it: FGD levels
+  // are −100..0; fill levels are clamped to ±500 (|ΔF̂| ≤ the node's free memory, ≤ 64 devices =
+  // 128 half devices of the unit, plus the reservation price; the clamp only guards the
+  // encoding); completion levels are thousandths of the unit device, clamped at 2^14 (16
+  // devices' worth; whole-device pods lose the same on every device of a size anyway).
   const double level = -static_cast<double>(core::FgdScoreLevel(assessment.cost, options_.fgd_score_unit_mib));
   const double fill_cost = (options_.rank_by_fill ? assessment.fill_cost : 0.0) + assessment.reservation_cost;
   const double fill =
       static_cast<double>(std::clamp<int64_t>(core::FillLevel(fill_cost, options_.fgd_score_unit_mib), -500, 500));
-  if (!options_.fixed_tie_break) return level * 1024 + fill;
-  const double rank = static_cast<double>(assessment.tie_break_rank >> 12) / static_cast<double>(uint64_t{1} << 53);
-  return level * 1024 + fill + rank;
+  const double tie = options_.fixed_tie_break ? static_cast<double>(assessment.tie_break_rank >> 11) /
+                                                    static_cast<double>(uint64_t{1} << 53)
+                                              : 0.0;
+  if (!options_.rank_by_completion) {
+    // (FGD level, fill level): levels 1024 apart, more than the fill levels span.
+    return RankKey{level * 1024 + fill, tie};
+  }
+  // (completion level, fill level, FGD level): FGD levels shifted to 0..100 fit below one fill
+  // step (128), and fill levels shifted to 12..1012 times 128 fit below one completion step
+  // (2^17); the whole stays below 2^31.
+  const double loss = static_cast<double>(std::clamp<int64_t>(
+      core::CompletionLossLevel(assessment.completion_loss, options_.fgd_score_unit_mib), 0, (int64_t{1} << 14) - 1));
+  return RankKey{loss * (1 << 17) + (fill + 512) * 128 + (level + 100), tie};
 }
 
 std::vector<int64_t> Extender::RankScores(size_t levels) {
@@ -238,8 +256,8 @@ Reply Extender::Filter(std::string_view body) {
     return finish();
   }
 
-  std::vector<double> costs(names.size(), 0);
-  double best = 0;
+  std::vector<RankKey> costs(names.size());
+  RankKey best;
   bool any_fit = false;
   std::vector<std::optional<ClusterState::Assessment>> assessments;
   state_.AssessMany(names, *pod, ClusterState::ShapeKey(*pod), assessments);
@@ -258,7 +276,7 @@ Reply Extender::Filter(std::string_view body) {
       continue;
     }
     passes[i] = true;
-    costs[i] = RankCost(*evaluation);
+    costs[i] = RankOf(*evaluation);
     if (!any_fit || costs[i] < best) best = costs[i];
     any_fit = true;
   }
@@ -291,17 +309,17 @@ Reply Extender::Prioritize(std::string_view body) {
     return Reply{200, api::EncodeHostPriorityList(list)};
   }
   Remember(*pod);
-  std::vector<std::pair<double, size_t>> fits;  // (cost, index into list)
+  std::vector<std::pair<RankKey, size_t>> fits;  // (rank, index into list)
   std::vector<std::optional<ClusterState::Assessment>> assessments;
   state_.AssessMany(std::vector<std::string_view>(names.begin(), names.end()), *pod, ClusterState::ShapeKey(*pod),
                     assessments);
   for (size_t i = 0; i < names.size(); ++i) {
-    if (assessments[i] && assessments[i]->verdict.fits()) fits.emplace_back(RankCost(*assessments[i]), i);
+    if (assessments[i] && assessments[i]->verdict.fits()) fits.emplace_back(RankOf(*assessments[i]), i);
   }
   std::sort(fits.begin(), fits.end());
   std::vector<size_t> level_of(fits.size());
   size_t levels = 0;
-  double level_start = 0;
+  RankKey level_start;
   for (size_t k = 0; k < fits.size(); ++k) {
     if (k == 0 || !SameLevel(level_start, fits[k].first, options_.band_mib, !fgd_levels_)) {
       level_start = fits[k].first;

@@ -37,8 +37,8 @@ namespace gpupack::extender {
 struct ExtenderOptions {
   bool decisive_filter = true;
   double band_mib = 0;  // decisive filter tolerance on the policy's cost (MiB)
-  // > 0: FGD costs are ranked by core::FgdScoreLevel(cost, unit) instead of exactly, then by
-  // core::FillLevel(fill cost, unit); nodes equal on both tie.
+  // > 0: FGD costs are ranked on integer levels with this device size as the unit (RankOf):
+  // core::FgdScoreLevel, core::FillLevel and core::CompletionLossLevel; nodes equal on all tie.
   core::MiB fgd_score_unit_mib = 0;
   // With FGD levels: rank nodes on the same level by core::FillLevel first (false: FGD's own
   // rule, level then node order; for clusters where many pods are pinned to scarce GPU models,
@@ -48,6 +48,12 @@ struct ExtenderOptions {
   // shapes depend on (core::CapacityReservation over every learned shape and the nodes as they
   // are), and rank by the fill level of ΔF̂ plus that price. false: no price.
   bool reserve_scarce_capacity = true;
+  // With FGD levels and learning: at every policy refresh, price free device slices by how the
+  // learned shapes can still complete them (core::CompletionValue over every learned shape and
+  // the cluster's device capacities), and rank nodes by the completion loss of the pod's device
+  // picks, then the fill level, then the FGD level. false: no completion loss, and the FGD level
+  // before the fill level (the previous release's ranking).
+  bool rank_by_completion = true;
   // With FGD levels: break the remaining ties by a fixed node order (each node's
   // core::NodeTieBreakRank, salted and computed by the ClusterState), so the decisive filter keeps
   // one node; false leaves ties to kube-scheduler's random pick.
@@ -92,11 +98,20 @@ class Extender {
   Reply Preempt(std::string_view body);
 
   bool Ready() const { return backend_.Synced(); }
-  // The cost the verbs rank by: the policy's cost, or (with FGD levels) minus the FGD level, then
-  // the fill level (of ΔF̂ if rank_by_fill, plus the reservation price), then the node's fixed
-  // tie-break rank (Assessment::tie_break_rank), encoded in
-  // one double that orders lexicographically (see ExtenderOptions).
-  double RankCost(const ClusterState::Assessment& assessment) const;
+  // Where a node stands in the verbs' ranking, lower first, compared lexicographically.
+  struct RankKey {
+    // The policy's cost; with FGD levels the integer keys folded in one integer-valued double,
+    // exact far beyond any key's range (see RankOf): with rank_by_completion (completion loss
+    // level, fill level, minus the FGD level), else (minus the FGD level, fill level), where the
+    // fill level is of ΔF̂ if rank_by_fill plus the reservation price.
+    double cost = 0;
+    // With FGD levels and fixed_tie_break: the node's fixed tie-break rank
+    // (Assessment::tie_break_rank) as a fraction in [0, 1); otherwise 0. Kept apart from cost so
+    // it keeps its full precision whatever the keys' magnitude.
+    double tie = 0;
+    friend auto operator<=>(const RankKey&, const RankKey&) = default;
+  };
+  RankKey RankOf(const ClusterState::Assessment& assessment) const;
   std::string BackendMetricsText() const { return backend_.MetricsText(); }
   // Periodic housekeeping (the server calls it every few seconds): releases expired
   // reservations and forgets expired remembered requests.

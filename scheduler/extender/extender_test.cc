@@ -464,11 +464,55 @@ TEST(ExtenderReservation, LearnedPinnedShapesPriceTheirNodesAtRefresh) {
     ASSERT_FALSE(state.policy()->reservation().reserving().empty());
     EXPECT_EQ(state.policy()->reservation().reserving()[0].spec.gpu_models, std::vector<std::string>{"T4"});
     EXPECT_GT(t0_tightness, 0);
-    // A price of 1.5 devices is 3 half-device fill levels: the ranked cost rises by exactly 3.
-    ClusterState::Assessment priced{core::Verdict::Fits(), -100, 0, 1.5 * 81920, 7};
+    // A price of 1.5 devices is 3 half-device fill levels: the ranked cost rises by exactly 3 fill
+    // steps (128 each, below the completion level; RankOf).
+    ClusterState::Assessment priced{core::Verdict::Fits(), -100, 0, 1.5 * 81920, 0, 7};
     ClusterState::Assessment free = priced;
     free.reservation_cost = 0;
-    EXPECT_DOUBLE_EQ(ext.RankCost(priced) - ext.RankCost(free), 3);
+    EXPECT_DOUBLE_EQ(ext.RankOf(priced).cost - ext.RankOf(free).cost, 3 * 128);
+  }
+}
+
+// The completion loss (core/completion_test.cc has the arithmetic): on 1000-MiB GPUs with the
+// workload 650 MiB ×1, 320 MiB ×2, 470 MiB ×2 (and whole GPUs ×5), a 320 MiB pod next to a 470 MiB
+// one gives up 1/2 of a device's completion value, on an empty GPU 1/3 (a 650 can still join it).
+// FGD alone prefers the half-used GPU, which keeps the empty one whole. The completion value is
+// built at the first policy refresh (here the first filter, once the backend has synced).
+TEST(ExtenderCompletion, RanksTheDeviceAPodCompletesBestFirst) {
+  auto slice = [](core::MiB mib, double weight) {
+    return core::TypicalSpec{4000, 1, mib, core::DeviceKindPreference::kAny, "", {}, weight};
+  };
+  const core::TypicalWorkload workload{
+      {slice(650, .1), slice(320, .2), slice(470, .2), core::TypicalSpec{4000, 1, 0, core::DeviceKindPreference::kAny, "", {}, .5}}};
+  for (bool complete : {true, false}) {
+    FakeClock clock;
+    ClusterState state(std::make_shared<core::Policy>(core::PolicyKind::kFgd, workload, core::PlacementOptions{}), clock,
+                       std::chrono::seconds(0));
+    state.UpsertNode(GpuNode("half-used", 1, 1000));
+    state.UpsertNode(GpuNode("empty", 1, 1000));
+    ScriptedBackend backend;
+    ExtenderOptions options;
+    options.fgd_score_unit_mib = 1000;
+    options.learner.granularity_mib = 1;  // the shapes as they are, not in GiB buckets
+    options.rank_by_completion = complete;
+    Extender ext(state, backend, options, clock, nullptr);
+    const json first = PodJson("p470", "u470", "470Mi");
+    ASSERT_EQ(json::parse(ext.Filter(FilterBody(first, {"half-used"})).body)["NodeNames"], json::array({"half-used"}));
+    ASSERT_EQ(json::parse(ext.Bind(BindBody("p470", "u470", "half-used")).body)["Error"], "");
+    const json pod = PodJson("p", "u", "320Mi");
+    const json filtered = json::parse(ext.Filter(FilterBody(pod, {"half-used", "empty"})).body);
+    EXPECT_EQ(filtered["NodeNames"], json::array({complete ? "empty" : "half-used"})) << "complete=" << complete;
+    EXPECT_EQ(state.policy()->completion().empty(), !complete);
+    if (!complete) continue;
+    // Losses of 1/3 and 1/2 device are completion levels 333 and 500, 2^17 apart each: above
+    // every fill and FGD level.
+    ClusterState::Assessment third{core::Verdict::Fits(), 0, 0, 0, 1000.0 / 3, 1};
+    ClusterState::Assessment half_device = third;
+    half_device.completion_loss = 500;
+    half_device.cost = -1e6;  // the best FGD level does not outrank a larger loss
+    EXPECT_LT(ext.RankOf(third), ext.RankOf(half_device));
+    EXPECT_EQ(ext.RankOf(half_device).cost - ext.RankOf(third).cost,
+              (500 - 333) * double{1 << 17} - (core::FgdScoreLevel(-1e6, 1000) - core::FgdScoreLevel(0, 1000)));
   }
 }
 
