@@ -221,6 +221,11 @@ class BaselinePolicy final : public SimPolicy {
 // half devices (core::FillLevel; 0 for the simple policies), then by the extender's fixed node
 // order.
 //
+// With `complete` (FGD only), each refresh also prices free device slices by the cutting-stock
+// dual of every shape learned (core::CompletionValue), and nodes are ordered by the completion
+// loss of the pod's picks first (core::CompletionLossLevel), then the fill level, then the cost,
+// then the node order: the extender's ranking with rankByCompletion.
+//
 // With `fgd_levels`, costs are compared on FGD's integer scale int(100·σ(−cost/one GPU)) instead
 // (one level ≈ 0.04 GPU of ΔF near 0), so nodes whose ΔF differ by noise tie and the fill level,
 // then the node order, decide among them.
@@ -245,11 +250,12 @@ class CorePolicy final : public SimPolicy {
   };
 
   CorePolicy(core::PolicyKind kind, const core::TypicalWorkload& typical, bool fgd_levels, Learning learning,
-             bool rank_by_fill = true, bool reserve = false)
+             bool rank_by_fill = true, bool reserve = false, bool complete = false)
       : policy_(kind, typical, core::PlacementOptions{}),
         fgd_levels_(fgd_levels),
         rank_by_fill_(rank_by_fill),
         reserve_(reserve && kind == core::PolicyKind::kFgd),
+        complete_(complete && kind == core::PolicyKind::kFgd),
         learning_(learning) {}
 
   Status Start(const ClusterState& s, const std::vector<core::Node>& nodes, std::span<const int> /*seed_rank*/) override {
@@ -270,20 +276,22 @@ class CorePolicy final : public SimPolicy {
 
   StatusOr<std::optional<Choice>> Choose(const ClusterState& s, const SimPod& pod, Rng&) override {
     int best = -1;
-    double best_cost = 0;
-    int64_t best_fill = 0;
+    std::array<double, 3> best_key{};  // lexicographic, lower first
     for (int n = 0; n < static_cast<int>(nodes_.size()); ++n) {
       // The compact filter is the same fit; it only saves the core the infeasible nodes.
       if (!s.Fits(n, pod.demand)) continue;
       core::NodeScore score = policy_.Score(nodes_[n], summaries_[n], *pod.request);
       if (!score.verdict.fits()) continue;
       const double cost = fgd_levels_ ? -static_cast<double>(core::FgdScoreLevel(score.cost, s.unit_mib())) : score.cost;
-      const int64_t fill = core::FillLevel((rank_by_fill_ ? score.fill_cost : 0) + score.reservation_cost, s.unit_mib());
-      if (best < 0 || cost < best_cost ||
-          (cost == best_cost && (fill < best_fill || (fill == best_fill && rank_[n] < rank_[best])))) {
+      const auto fill = static_cast<double>(
+          core::FillLevel((rank_by_fill_ ? score.fill_cost : 0) + score.reservation_cost, s.unit_mib()));
+      const std::array<double, 3> key =
+          complete_ ? std::array<double, 3>{static_cast<double>(core::CompletionLossLevel(score.completion_loss, s.unit_mib())),
+                                            fill, cost}
+                    : std::array<double, 3>{cost, fill, 0};
+      if (best < 0 || key < best_key || (key == best_key && rank_[n] < rank_[best])) {
         best = n;
-        best_cost = cost;
-        best_fill = fill;
+        best_key = key;
       }
     }
     if (best < 0) return std::optional<Choice>();
@@ -311,8 +319,8 @@ class CorePolicy final : public SimPolicy {
   }
 
  private:
-  // Rebuilds the policy from the learner (if learning) and the reservation from the cluster now
-  // (if reserving), then re-summarises every node.
+  // Rebuilds the policy from the learner (if learning), and the reservation and the completion
+  // value from the cluster now (if reserving, completing), then re-summarises every node.
   void RefreshPolicy() {
     core::TypicalWorkload workload = learner_.has_value() ? learner_->Snapshot() : policy_.workload();
     core::CapacityReservation reservation;
@@ -322,7 +330,14 @@ class CorePolicy final : public SimPolicy {
       for (const core::Node& node : nodes_) builder.AddNode(node);
       reservation = std::move(builder).Build();
     }
-    policy_ = core::Policy(policy_.kind(), std::move(workload), policy_.options(), std::move(reservation));
+    core::CompletionValue completion;
+    if (complete_) {
+      core::CompletionValue::Builder builder(learner_.has_value() ? learner_->Snapshot(1.0) : workload, policy_.options());
+      for (const core::Node& node : nodes_) builder.AddNode(node);
+      completion = std::move(builder).Build();
+    }
+    policy_ = core::Policy(policy_.kind(), std::move(workload), policy_.options(), std::move(reservation),
+                           std::move(completion));
     summaries_.resize(nodes_.size());
     for (size_t n = 0; n < nodes_.size(); ++n) summaries_[n] = policy_.Summarize(nodes_[n]);
   }
@@ -335,6 +350,7 @@ class CorePolicy final : public SimPolicy {
   bool fgd_levels_;
   bool rank_by_fill_;
   bool reserve_;
+  bool complete_;
   Learning learning_;
   std::optional<core::WorkloadLearner> learner_;
   int since_refresh_ = 0;
@@ -343,27 +359,27 @@ class CorePolicy final : public SimPolicy {
 }  // namespace
 
 std::vector<std::string> PolicyNames() {
-  return {"gpupack",         "gpupack-nofill", "gpupack-noreserve", "gpupack-pinned", "gpupack-exact",
-          "gpupack-pinned-exact", "gpupack-binpack", "gpupack-spread", "random", "dotprod",
-          "clustering",      "packing",        "bestfit",           "fgd"};
+  return {"gpupack",         "gpupack-nocompletion", "gpupack-nofill", "gpupack-noreserve", "gpupack-pinned",
+          "gpupack-exact",   "gpupack-pinned-exact", "gpupack-binpack", "gpupack-spread", "random",
+          "dotprod",         "clustering",           "packing",        "bestfit",        "fgd"};
 }
 
 StatusOr<std::unique_ptr<SimPolicy>> MakePolicy(std::string_view name, const core::TypicalWorkload& typical) {
-  // The extender's defaults: learned workload, FGD levels, the fill level (with the reservation
-  // price) before the node order.
+  // The extender's defaults: learned workload, FGD levels, the completion loss, then the fill
+  // level (with the reservation price), then the FGD level, then the node order.
   const CorePolicy::Learning extender_learning{true, 1000, 100, 0.95, 50};
+  auto core_fgd = [&](bool levels, CorePolicy::Learning learning, bool fill, bool reserve, bool complete) {
+    return std::unique_ptr<SimPolicy>(
+        new CorePolicy(core::PolicyKind::kFgd, typical, levels, learning, fill, reserve, complete));
+  };
   if (name == "gpupack" || name == "gpupack-exact") {
-    return std::unique_ptr<SimPolicy>(new CorePolicy(core::PolicyKind::kFgd, typical, name == "gpupack",
-                                                     extender_learning, /*rank_by_fill=*/true, /*reserve=*/true));
+    return core_fgd(name == "gpupack", extender_learning, true, true, true);
   }
-  if (name == "gpupack-nofill" || name == "gpupack-noreserve") {
-    const bool nofill = name == "gpupack-nofill";
-    return std::unique_ptr<SimPolicy>(new CorePolicy(core::PolicyKind::kFgd, typical, true, extender_learning,
-                                                     /*rank_by_fill=*/!nofill, /*reserve=*/nofill));
-  }
+  if (name == "gpupack-nocompletion") return core_fgd(true, extender_learning, true, true, false);
+  if (name == "gpupack-nofill") return core_fgd(true, extender_learning, false, true, true);
+  if (name == "gpupack-noreserve") return core_fgd(true, extender_learning, true, false, true);
   if (name == "gpupack-pinned" || name == "gpupack-pinned-exact") {
-    return std::unique_ptr<SimPolicy>(new CorePolicy(core::PolicyKind::kFgd, typical, name == "gpupack-pinned", {},
-                                                     /*rank_by_fill=*/true, /*reserve=*/true));
+    return core_fgd(name == "gpupack-pinned", {}, true, true, true);
   }
   if (name == "gpupack-binpack") {
     return std::unique_ptr<SimPolicy>(new CorePolicy(core::PolicyKind::kBinpack, typical, false, {}));

@@ -66,11 +66,13 @@ class SimPolicy {
 std::vector<std::string> PolicyNames();
 
 // "gpupack" (what the extender does by default: the placement core's FGD against the workload it
-// learns from bound pods, starting from the core's prior, with costs compared on FGD's integer
-// score levels, ties to the fill level with the capacity reservation's price, then the node
-// order), "gpupack-nofill" (the extender with rankByFill: false: ties to the reservation price,
-// then the node order), "gpupack-noreserve" (the extender with reserveScarceCapacity: false),
-// "gpupack-exact" (the same as gpupack, lowest exact cost wins),
+// learns from bound pods, starting from the core's prior; nodes ranked by the completion loss,
+// then the fill level with the capacity reservation's price, then FGD's integer score level, then
+// the node order), "gpupack-nocompletion" (the extender with rankByCompletion: false, the
+// previous release: FGD level, then the fill level, then the node order), "gpupack-nofill" (the
+// extender with rankByFill: false: the fill level holds the reservation price alone),
+// "gpupack-noreserve" (the extender with reserveScarceCapacity: false), "gpupack-exact" (the
+// same as gpupack with FGD's exact cost in place of its level),
 // "gpupack-pinned" / "gpupack-pinned-exact" (FGD against the trace's own typical set `typical`
 // instead of the learned one), "gpupack-binpack" and "gpupack-spread" (the core's simple
 // policies), and the baselines "random", "dotprod", "clustering", "packing",

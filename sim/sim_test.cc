@@ -236,6 +236,24 @@ TEST(Policy, CapacityReservationKeepsThePinnedModelsNodeForItsPods) {
   EXPECT_EQ(PickWith("gpupack-pinned", nodes, m, pod).node, 4);
 }
 
+// The completion loss (docs/placement.md; scheduler/core/completion_test.cc has the arithmetic):
+// M = {650 MiB p=.1, 320 MiB p=.2, 470 MiB p=.2, whole GPU p=.5}, 1000 MiB GPUs, prices 650 → 2/3,
+// 470 → 1/2, 320 → 1/3. A 320 MiB pod next to a 470 gives up the 530 MiB a 470 would have taken
+// (1/2 device) for a 210 MiB rest nothing takes; on an empty GPU it gives up 1/3 and a 650 can
+// still join it. FGD takes the half-used GPU (it keeps the empty one whole); gpupack does not.
+TEST(Policy, CompletionLossKeepsASliceForThePodsThatCompleteIt) {
+  std::vector<core::Node> nodes{TraceNode("half", 64000, {470}), TraceNode("empty", 64000, {0})};
+  core::TypicalWorkload m{{Spec(4000, 1, 650, .1), Spec(4000, 1, 320, .2), Spec(4000, 1, 470, .2), Spec(4000, 1, 0, .5)}};
+  core::PodRequest pod = Pod("p", 4000, 1, 320);
+  EXPECT_EQ(PickWith("fgd", nodes, m, pod, {0, 1}).node, 0);
+  EXPECT_EQ(PickWith("gpupack-pinned", nodes, m, pod, {0, 1}).node, 1);
+  EXPECT_EQ(PickWith("gpupack-pinned", nodes, m, pod, {1, 0}).node, 1);
+  // Next to a 650 the pod completes the GPU: the same loss as the empty GPU (1/3), and the
+  // levels after it prefer the fuller GPU.
+  nodes.push_back(TraceNode("completes", 64000, {650}));
+  EXPECT_EQ(PickWith("gpupack-pinned", nodes, m, pod, {1, 0, 2}).node, 2);
+}
+
 TEST(Policy, NothingFitsGivesNoChoice) {
   std::vector<core::Node> nodes{TraceNode("a", 1000, {0})};
   for (const auto& name : PolicyNames()) {
