@@ -31,11 +31,9 @@ class ExtenderPolicy final : public SimPolicy {
     // Mirror the extender's own typical workload: its cold-start prior for the cluster's device
     // size, learned from bound pods with its default settings (see policy gpupack).
     learner_.emplace(core::DefaultPriorWorkload(s.unit_mib()), 1000, 100, std::max<core::MiB>(1, s.unit_mib() / 1000), 0.95);
-    mirror_ = core::Policy(core::PolicyKind::kFgd, learner_->Snapshot(), {});
     since_refresh_ = 0;
     nodes_ = nodes;
-    summaries_.clear();
-    for (const auto& n : nodes_) summaries_.push_back(mirror_.Summarize(n));
+    RebuildMirror();
     return Status::Ok();
   }
 
@@ -117,11 +115,21 @@ class ExtenderPolicy final : public SimPolicy {
     learner_->Observe(request);
     if (++since_refresh_ < kRefreshPods) return;
     since_refresh_ = 0;
-    mirror_ = core::Policy(core::PolicyKind::kFgd, learner_->Snapshot(), {});
-    for (size_t n = 0; n < nodes_.size(); ++n) summaries_[n] = mirror_.Summarize(nodes_[n]);
+    RebuildMirror();
   }
 
  private:
+  // The extender's device choice as of its last policy refresh: FGD against the learned workload
+  // and, as with rankByCompletion (its default), the completion value of every learned shape
+  // over the nodes as they are. (The reservation only ranks nodes, which the extender did.)
+  void RebuildMirror() {
+    core::CompletionValue::Builder completion(learner_->Snapshot(1.0), core::PlacementOptions{});
+    for (const auto& n : nodes_) completion.AddNode(n);
+    mirror_ = core::Policy(core::PolicyKind::kFgd, learner_->Snapshot(), {}, {}, std::move(completion).Build());
+    summaries_.resize(nodes_.size());
+    for (size_t n = 0; n < nodes_.size(); ++n) summaries_[n] = mirror_.Summarize(nodes_[n]);
+  }
+
   StatusOr<std::string> Post(const std::string& verb, const std::string& body) {
     auto res = client_.Post(prefix_ + verb, body, "application/json");
     if (!res) return Status::Unavailable("extender " + verb + ": " + httplib::to_string(res.error()));
