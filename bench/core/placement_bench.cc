@@ -7,6 +7,9 @@
 // building it over every node, on a cluster where one node in eight has T4 GPUs that four pinned
 // shapes depend on; BM_RefreshSummaries/<nodes>/<reserve> re-summarises every node under the new
 // policy without (0) and with (1) the reservation — the rest of the refresh.
+// BM_RefreshCompletion/<nodes> builds the completion value (the cutting-stock dual and value table
+// per device capacity) over every node, one node in eight with 24 GiB GPUs; BM_FilterScore's
+// second argument is 1 when the policy carries that completion value (the extender's default).
 #include <benchmark/benchmark.h>
 
 #include <atomic>
@@ -85,10 +88,18 @@ PodRequest TheIncomingPod() {
   return p;
 }
 
+CompletionValue CompletionFor(const TypicalWorkload& workload, const std::vector<Node>& cluster) {
+  CompletionValue::Builder builder(workload, PlacementOptions{});
+  for (const Node& n : cluster) builder.AddNode(n);
+  return std::move(builder).Build();
+}
+
 void BM_FilterScore(benchmark::State& state) {
   const int nodes = static_cast<int>(state.range(0));
   std::vector<Node> cluster = MakeCluster(nodes);
-  Policy policy(PolicyKind::kFgd, ThirtySpecs(), {});
+  const bool complete = state.range(1) != 0;
+  Policy policy(PolicyKind::kFgd, ThirtySpecs(), {}, {},
+                complete ? CompletionFor(ThirtySpecs(), cluster) : CompletionValue());
   std::vector<NodeSummary> summaries;
   for (const auto& n : cluster) summaries.push_back(policy.Summarize(n));
   PodRequest pod = TheIncomingPod();
@@ -113,7 +124,7 @@ void BM_FilterScore(benchmark::State& state) {
   state.counters["allocs_per_node"] = static_cast<double>(allocations) / static_cast<double>(iterations * nodes);
   state.counters["ns_per_node"] = benchmark::Counter(static_cast<double>(nodes), benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
 }
-BENCHMARK(BM_FilterScore)->Arg(1000)->Arg(5000)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_FilterScore)->Args({1000, 0})->Args({5000, 0})->Args({5000, 1})->Unit(benchmark::kMicrosecond);
 
 void BM_FilterScoreColdSummaries(benchmark::State& state) {
   const int nodes = static_cast<int>(state.range(0));
@@ -188,6 +199,25 @@ void BM_RefreshSummaries(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_RefreshSummaries)->Args({5000, 0})->Args({5000, 1})->Unit(benchmark::kMicrosecond);
+
+void BM_RefreshCompletion(benchmark::State& state) {
+  const int nodes = static_cast<int>(state.range(0));
+  std::vector<Node> cluster = MakeMixedCluster(nodes);
+  for (int i = 0; i < nodes; i += 8) {
+    for (Device& d : cluster[i].devices) d.capacity_mib = 24576;
+  }
+  const TypicalWorkload workload = ThirtySpecsAndFourPinned();
+  size_t tables = 0, prices = 0;
+  for (auto _ : state) {
+    CompletionValue completion = CompletionFor(workload, cluster);
+    tables = completion.tables().size();
+    prices = completion.tables().back().prices.size();
+    benchmark::DoNotOptimize(completion);
+  }
+  state.counters["tables"] = static_cast<double>(tables);
+  state.counters["priced_slices_80g"] = static_cast<double>(prices);
+}
+BENCHMARK(BM_RefreshCompletion)->Arg(1000)->Arg(5000)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace gpupack::core
