@@ -9,12 +9,7 @@ namespace {
 
 // ---- builders ----
 TypicalSpec Slice(MiB mem, double weight, int devices = 1) {
-  TypicalSpec s;
-  s.cpu_milli = 4000;
-  s.device_count = devices;
-  s.mem_per_device_mib = mem;
-  s.weight = weight;
-  return s;
+  return TypicalSpec{4000, devices, mem, DeviceKindPreference::kAny, "", {}, weight};
 }
 TypicalSpec Whole(int devices, double weight) { return Slice(0, weight, devices); }
 Device Gpu(MiB capacity, MiB allocated = 0) {
