@@ -683,6 +683,7 @@ NodeEvaluation Policy::EvaluateImpl(const Node& node, const NodeSummary& sum, co
       int best = -1;
       double best_cost = 0;
       int64_t best_loss = 0;
+      double best_loss_mib = 0;
       MiB best_new_free = 0;
       // Devices in identical states give identical costs: evaluate each state once.
       std::array<int, kMaxDevicesPerNode> seen;
@@ -710,12 +711,14 @@ NodeEvaluation Policy::EvaluateImpl(const Node& node, const NodeSummary& sum, co
         seen[seen_n++] = g;
         const MiB new_free = exclusive ? 0 : st.free[g] - demand.mem;
         double cost;
+        double loss_mib = 0;
         int64_t loss = 0;
         if (fgd) {
           cost = delta.Delta(g, new_free);
           if (with_completion) {
+            loss_mib = completion_.Loss(sum.completion_table[g], st.free[g], new_free);
             // Whole MiB: distinct losses differ by far more, equal ones by float noise only.
-            loss = static_cast<int64_t>(std::floor(completion_.Loss(sum.completion_table[g], st.free[g], new_free) + 1e-6));
+            loss = static_cast<int64_t>(std::floor(loss_mib + 1e-6));
           }
         } else if (kind_ == PolicyKind::kBinpack) {
           cost = static_cast<double>(new_free);  // best fit: least left over
@@ -726,6 +729,7 @@ NodeEvaluation Policy::EvaluateImpl(const Node& node, const NodeSummary& sum, co
           best = g;
           best_cost = cost;
           best_loss = loss;
+          best_loss_mib = loss_mib;
           best_new_free = new_free;
         }
       }
@@ -738,7 +742,7 @@ NodeEvaluation Policy::EvaluateImpl(const Node& node, const NodeSummary& sum, co
       --picks_left;
       if (fgd) {
         fgd_cost += best_cost;
-        if (with_completion) completion_loss += completion_.Loss(sum.completion_table[best], st.free[best], best_new_free);
+        completion_loss += best_loss_mib;
         if (!fill_fast && fill_empty_devices_now != fill_empty_devices.data()) {
           std::copy_n(sum.fill_empty_devices.begin(), cols.n_device, fill_empty_devices.begin());
           std::copy_n(sum.fill_usable_free.begin(), cols.n_device, fill_usable_free.begin());
