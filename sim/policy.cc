@@ -325,17 +325,19 @@ class CorePolicy final : public SimPolicy {
   // value from the cluster now (if reserving, completing), then re-summarises every node.
   void RefreshPolicy() {
     core::TypicalWorkload workload = learner_.has_value() ? learner_->Snapshot() : policy_.workload();
-    // Both read every shape learned (the rare ones are the ones at risk), or M without learning.
-    const core::TypicalWorkload every_shape = learner_.has_value() ? learner_->Snapshot(1.0) : workload;
+    // As the extender: the reservation reads every shape learned (the rare ones are the ones at
+    // risk), the completion value the kMaxTypicalSpecs most frequent; M without learning.
     core::CapacityReservation reservation;
     if (reserve_) {
-      core::CapacityReservation::Builder builder(every_shape, policy_.options());
+      core::CapacityReservation::Builder builder(learner_.has_value() ? learner_->EveryShape() : workload,
+                                                 policy_.options());
       for (const core::Node& node : nodes_) builder.AddNode(node);
       reservation = std::move(builder).Build();
     }
     core::CompletionValue completion;
     if (complete_) {
-      core::CompletionValue::Builder builder(every_shape, policy_.options());
+      core::CompletionValue::Builder builder(learner_.has_value() ? learner_->Snapshot(1.0) : workload,
+                                             policy_.options());
       for (const core::Node& node : nodes_) builder.AddNode(node);
       completion = std::move(builder).Build();
     }

@@ -1,6 +1,7 @@
 #include "scheduler/core/reservation.h"
 
 #include <algorithm>
+#include <map>
 
 #include "scheduler/core/placement.h"
 
@@ -31,9 +32,7 @@ std::string HostSignature(const Node& node) {
 CapacityReservation::Builder::Builder(TypicalWorkload workload, const PlacementOptions& placement)
     : workload_(std::move(workload)),
       reserve_mib_per_device_(placement.reserve_mib_per_device),
-      count_foreign_usage_(placement.count_foreign_usage) {
-  if (workload_.specs.size() > static_cast<size_t>(kMaxTypicalSpecs)) workload_.specs.resize(kMaxTypicalSpecs);
-}
+      count_foreign_usage_(placement.count_foreign_usage) {}
 
 void CapacityReservation::Builder::AddNode(const Node& node) {
   const PlacementOptions placement{reserve_mib_per_device_, count_foreign_usage_};
@@ -49,11 +48,12 @@ void CapacityReservation::Builder::AddNode(const Node& node) {
   auto [it, added] = type_of_.emplace(HostSignature(node), types_.size());
   if (added) {
     HostType type;
+    type.hosts.resize(workload_.specs.size());
     for (size_t m = 0; m < workload_.specs.size(); ++m) {
       const TypicalSpec& spec = workload_.specs[m];
-      if (spec.device_count > 0 && CanHost(node, spec, placement)) type.hosts |= uint64_t{1} << m;
+      type.hosts[m] = spec.device_count > 0 && CanHost(node, spec, placement);
     }
-    types_.push_back(type);
+    types_.push_back(std::move(type));
   }
   types_[it->second].capacity += capacity;
   types_[it->second].free += free;
@@ -94,44 +94,62 @@ CapacityReservation CapacityReservation::Builder::Build() && {
   }
   if (total_demand <= 0) return out;
 
-  // H_a ⊆ H_b  ⇔  every type that hosts a also hosts b. A shape no node can host is confined
-  // nowhere (it fails wherever it goes), not to every set.
-  uint64_t hosted = 0;
-  for (const HostType& t : types_) hosted |= t.hosts;
-  auto subset = [&](int a, int b) {
-    if (!((hosted >> a) & 1)) return false;
-    for (const HostType& t : types_) {
-      if (((t.hosts >> a) & 1) && !((t.hosts >> b) & 1)) return false;
-    }
-    return true;
+  // Shapes with the same host set (the same node types can host them) are one set H for the
+  // price: group them, so any number of shapes costs only as many subset tests as there are
+  // distinct sets.
+  struct HostSet {
+    std::vector<bool> types;  // which of types_ host it
+    double demand = 0;        // Σ demand of its shapes
+    int heaviest = -1;        // the shape that names it in reserving()
   };
-  std::vector<double> tightness(n, 0.0);
+  std::vector<HostSet> sets;
+  std::map<std::vector<bool>, size_t> set_of;
   for (int m = 0; m < n; ++m) {
     if (demand[m] <= 0) continue;
+    std::vector<bool> key(types_.size());
+    for (size_t t = 0; t < types_.size(); ++t) key[t] = types_[t].hosts[m];
+    auto [it, added] = set_of.emplace(key, sets.size());
+    if (added) sets.push_back(HostSet{std::move(key), 0, m});
+    HostSet& set = sets[it->second];
+    set.demand += demand[m];
+    if (specs[m].weight > specs[set.heaviest].weight) set.heaviest = m;
+  }
+  // H_a ⊆ H_b  ⇔  every type in a is in b. A set with no type (shapes no node can host) is
+  // confined nowhere (they fail wherever they go), not inside every set.
+  auto subset = [&](const HostSet& a, const HostSet& b) {
+    bool any = false;
+    for (size_t t = 0; t < types_.size(); ++t) {
+      if (a.types[t] && !b.types[t]) return false;
+      any = any || a.types[t];
+    }
+    return any;
+  };
+  std::vector<double> tightness(sets.size(), 0.0);
+  for (size_t g = 0; g < sets.size(); ++g) {
     double capacity = 0;
     double free = 0;
-    for (const HostType& t : types_) {
-      if ((t.hosts >> m) & 1) {
-        capacity += t.capacity;
-        free += t.free;
+    for (size_t t = 0; t < types_.size(); ++t) {
+      if (sets[g].types[t]) {
+        capacity += types_[t].capacity;
+        free += types_[t].free;
       }
     }
     const double capacity_share = capacity / total_capacity;
-    // No free host: the shape fails wherever it goes, and nothing is left to keep for it.
+    // No free host: the shapes fail wherever they go, and nothing is left to keep for them.
     if (free <= 0 || capacity_share > kMaxReservingCapacityShare) continue;
     double confined = 0;
-    for (int other = 0; other < n; ++other) {
-      if (demand[other] > 0 && subset(other, m)) confined += demand[other];
+    for (const HostSet& other : sets) {
+      if (subset(other, sets[g])) confined += other.demand;
     }
-    tightness[m] = (confined / total_demand) * total_free / free;
-    out.reserving_.push_back(Reserving{specs[m], tightness[m], capacity_share});
+    tightness[g] = (confined / total_demand) * total_free / free;
+    out.reserving_.push_back(Reserving{specs[sets[g].heaviest], tightness[g], capacity_share});
   }
   std::stable_sort(out.reserving_.begin(), out.reserving_.end(),
                    [](const Reserving& a, const Reserving& b) { return a.tightness > b.tightness; });
   for (const auto& [signature, index] : type_of_) {
     double max_tightness = 0;
-    for (int m = 0; m < n; ++m) {
-      if ((types_[index].hosts >> m) & 1) max_tightness = std::max(max_tightness, tightness[m]);
+    for (size_t g = 0; g < sets.size(); ++g) {
+      if (sets[g].types[index]) max_tightness = std::max(max_tightness, tightness[g]);
     }
     out.tightness_by_type_.emplace(signature, max_tightness);
   }

@@ -48,8 +48,9 @@ class CapacityReservation {
   // Collects the cluster one node at a time (so callers need not copy their nodes), then builds.
   class Builder {
    public:
-    // `workload`: the shapes to reserve for, normalised (at most kMaxTypicalSpecs; all the
-    // shapes seen, not only FGD's typical set: the rare large pods are the ones that need it).
+    // `workload`: the shapes to reserve for, weights summing to 1, any number of them (all the
+    // shapes seen, WorkloadLearner::EveryShape, not only FGD's typical set: the rare large pods
+    // are the ones that need it). Shapes that the same node types can host price as one set.
     Builder(TypicalWorkload workload, const PlacementOptions& placement);
     // The node's allocatable device capacity, its free device memory now, and which shapes it
     // could host at all (CanHost).
@@ -58,7 +59,7 @@ class CapacityReservation {
 
    private:
     struct HostType {
-      uint64_t hosts = 0;   // bit m: can host shape m
+      std::vector<bool> hosts;  // [m]: can host shape m
       double capacity = 0;  // Σ usable device MiB of its nodes
       double free = 0;      // Σ free device MiB of its nodes
     };
@@ -73,7 +74,8 @@ class CapacityReservation {
   // The node's tightness: max r_m over the reserving shapes it can host; 0 when none.
   double Tightness(const Node& node) const;
 
-  // The shapes that reserve capacity, tightest first, for logs, metrics and tests.
+  // The host sets that reserve capacity, tightest first, for logs, metrics and tests; each named
+  // by its most popular shape.
   struct Reserving {
     TypicalSpec spec;
     double tightness = 0;       // r_m

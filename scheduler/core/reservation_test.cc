@@ -72,6 +72,26 @@ TEST(CapacityReservation, TightnessComparesConfinedDemandWithTheFreeCapacityOfIt
   EXPECT_DOUBLE_EQ(r.Tightness(nodes[8]), 1.5);  // g0
 }
 
+// More shapes than a typical workload holds: MixedWorkload's "any" shape split into 100 shapes of
+// .006 each (different CPU, all hostable everywhere), then the T4 and big shapes last. Shapes with
+// the same host set price as one set, so nothing is cut and the arithmetic is the test above's.
+TEST(CapacityReservation, AnyNumberOfShapesPriceByTheirHostSets) {
+  std::vector<TypicalSpec> specs;
+  for (int i = 0; i < 100; ++i) specs.push_back(Spec(1000 + i, 1, 500, .006));
+  for (const TypicalSpec& s : MixedWorkload()) {
+    if (s.gpu_models.empty() && s.device_count == 1) continue;  // the "any" shape, split above
+    specs.push_back(s);
+  }
+  const std::vector<Node> nodes = MixedCluster();
+  CapacityReservation r = Build(specs, nodes);
+  ASSERT_EQ(r.reserving().size(), 2u);
+  EXPECT_DOUBLE_EQ(r.reserving()[0].tightness, 3.0);
+  EXPECT_EQ(r.reserving()[0].spec.gpu_models, std::vector<std::string>{"T4"});
+  EXPECT_DOUBLE_EQ(r.reserving()[1].tightness, 1.5);
+  EXPECT_DOUBLE_EQ(r.Tightness(nodes[6]), 3.0);
+  EXPECT_DOUBLE_EQ(r.Tightness(nodes[8]), 1.5);
+}
+
 TEST(CapacityReservation, ThePriceFallsAsOtherPodsKeepOffTheHostsAndRisesAsTheyFill) {
   // A100 nodes half used (6 × 4000 free), T4 nodes half used (2 × 1000 free), g0 empty (8000):
   // 34000 free. r_t4 = .2 · 34000 / 2000 = 3.4 (its hosts filled like the rest);

@@ -135,6 +135,16 @@ void WorkloadLearner::Observe(const PodRequest& pod) {
 TypicalWorkload WorkloadLearner::Snapshot() const { return Snapshot(coverage_); }
 
 TypicalWorkload WorkloadLearner::Snapshot(double coverage) const {
+  TypicalWorkload out = EveryShape();
+  double covered = 0;
+  size_t keep = 0;
+  while (keep < out.specs.size() && covered < coverage) covered += out.specs[keep++].weight;
+  out.specs.resize(keep);
+  out.Normalize();
+  return out;
+}
+
+TypicalWorkload WorkloadLearner::EveryShape() const {
   TypicalWorkload out;
   double observed_total = 0;
   for (const auto& b : buckets_) observed_total += b.weight;
@@ -157,16 +167,14 @@ TypicalWorkload WorkloadLearner::Snapshot(double coverage) const {
       if (same != out.specs.end()) same->weight += s.weight; else out.specs.push_back(std::move(s));
     }
   }
-  // Heaviest first (stable: equal weights keep the prior-then-observation order), until covered.
+  // Heaviest first (stable: equal weights keep the prior-then-observation order).
   std::stable_sort(out.specs.begin(), out.specs.end(),
                    [](const TypicalSpec& a, const TypicalSpec& b) { return a.weight > b.weight; });
   double total = 0;
   for (const auto& s : out.specs) total += s.weight;
-  double covered = 0;
-  size_t keep = 0;
-  while (keep < out.specs.size() && covered < coverage * total) covered += out.specs[keep++].weight;
-  out.specs.resize(keep);
-  out.Normalize();
+  if (total > 0) {
+    for (auto& s : out.specs) s.weight /= total;
+  }
   return out;
 }
 

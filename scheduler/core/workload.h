@@ -62,9 +62,13 @@ class WorkloadLearner {
   void Observe(const PodRequest& pod);
   // The current estimate: blended, cut to `coverage`, normalised, top kMaxTypicalSpecs by weight.
   TypicalWorkload Snapshot() const;
-  // The same with another coverage: 1 keeps every shape seen (up to kMaxTypicalSpecs), which
-  // capacity reservation needs (the rare large pods are what it reserves for).
+  // The same with another coverage: 1 keeps every shape seen up to kMaxTypicalSpecs (the
+  // completion value prices them all).
   TypicalWorkload Snapshot(double coverage) const;
+  // Every shape the learner holds (the prior's and up to 4 × kMaxTypicalSpecs observed), weights
+  // summing to 1, heaviest first, not cut to kMaxTypicalSpecs: for capacity reservation, where a
+  // rare large shape seen once must not lose its place to common ones. Not a Policy's workload.
+  TypicalWorkload EveryShape() const;
   double observed_mass() const { return mass_; }
 
  private:

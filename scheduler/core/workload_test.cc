@@ -101,5 +101,34 @@ TEST(WorkloadLearner, CoverageDropsTheRarestShapes) {
   EXPECT_EQ(all.Snapshot().specs.size(), 4u);
 }
 
+// A snapshot keeps at most kMaxTypicalSpecs shapes, the heaviest: a shape seen once among 70 seen
+// twice each is cut even at full coverage. EveryShape keeps it, weights summing to 1: 70 · 2 + 1 =
+// 141 pods (no prior; a half-life of 10⁹ pods decays them by less than 10⁻⁷), so the rare one
+// weighs 1/141.
+TEST(WorkloadLearner, EveryShapeKeepsWhatTheSnapshotCuts) {
+  WorkloadLearner learner(TypicalWorkload{}, 1e9, 0, 1, 1.0);
+  for (int round = 0; round < 2; ++round) {
+    for (int i = 0; i < 70; ++i) learner.Observe(PodOf(100 + i));
+  }
+  learner.Observe(PodOf(5000));
+  auto has_rare = [](const TypicalWorkload& w) {
+    for (const auto& s : w.specs) {
+      if (s.mem_per_device_mib == 5000) return true;
+    }
+    return false;
+  };
+  const TypicalWorkload snapshot = learner.Snapshot(1.0);
+  EXPECT_EQ(snapshot.specs.size(), static_cast<size_t>(kMaxTypicalSpecs));
+  EXPECT_FALSE(has_rare(snapshot));
+  const TypicalWorkload every = learner.EveryShape();
+  ASSERT_EQ(every.specs.size(), 71u);
+  EXPECT_TRUE(has_rare(every));
+  EXPECT_EQ(every.specs.back().mem_per_device_mib, 5000);  // heaviest first
+  EXPECT_NEAR(every.specs.back().weight, 1.0 / 141, 1e-8);
+  double sum = 0;
+  for (const auto& s : every.specs) sum += s.weight;
+  EXPECT_NEAR(sum, 1.0, 1e-12);
+}
+
 }  // namespace
 }  // namespace gpupack::core

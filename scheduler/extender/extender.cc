@@ -86,14 +86,14 @@ void Extender::RefreshPolicyLocked() {
   binds_since_refresh_ = 0;
   std::shared_ptr<const core::Policy> current = state_.policy();
   // Only the FGD-level ranking reads the reservation price and the completion loss (RankOf);
-  // exact costs would ignore them. Both are built from every shape learned and the nodes as they
-  // are now.
+  // exact costs would ignore them. Both are built from the shapes learned and the nodes as they
+  // are now: the reservation from every one (a rare large shape seen once is what it is for),
+  // the completion value from the kMaxTypicalSpecs most frequent.
   std::optional<core::CapacityReservation::Builder> reservation;
   std::optional<core::CompletionValue::Builder> completion;
   if (fgd_levels_ && (options_.reserve_scarce_capacity || options_.rank_by_completion)) {
-    const core::TypicalWorkload every_shape = learner_.Snapshot(1.0);
-    if (options_.reserve_scarce_capacity) reservation.emplace(every_shape, current->options());
-    if (options_.rank_by_completion) completion.emplace(every_shape, current->options());
+    if (options_.reserve_scarce_capacity) reservation.emplace(learner_.EveryShape(), current->options());
+    if (options_.rank_by_completion) completion.emplace(learner_.Snapshot(1.0), current->options());
     state_.ForEachNode([&](const core::Node& node, const core::NodeSummary&, std::optional<Clock::TimePoint>) {
       if (reservation) reservation->AddNode(node);
       if (completion) completion->AddNode(node);
