@@ -2,11 +2,9 @@
 # Replays the Alibaba default trace through a real gpupack-extender over HTTP (gpupack-sim
 # --extender) and in-process with the same policy (gpupack: FGD against the workload the
 # extender learns), one fresh standalone extender per seed, and prints both results at arrived
-# 100 % (issue 3 goal: within 0.2 percentage points). --fgd-before-fill runs the extender with
-# fgdBeforeFill: true against the in-process gpupack-fgdfirst.
+# 100 % (issue 3 goal: within 0.2 percentage points).
 #
 #   scripts/sim-extender-check.sh [--build DIR] [--extender-bin FILE] [--seeds "42 43"] [--trace NAME]
-#                                 [--fgd-before-fill]
 set -euo pipefail
 
 repo="$(cd "$(dirname "$0")/.." && pwd)"
@@ -14,16 +12,13 @@ build="$repo/build"
 extender_bin=""
 seeds="42"
 trace="default"
-policy="gpupack"
-extra_config=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --build) build="$2"; shift 2 ;;
     --extender-bin) extender_bin="$2"; shift 2 ;;
     --seeds) seeds="$2"; shift 2 ;;
     --trace) trace="$2"; shift 2 ;;
-    --fgd-before-fill) policy="gpupack-fgdfirst"; extra_config="fgdBeforeFill: true"; shift ;;
-    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,7p' "$0"; exit 0 ;;
     *) echo "sim-extender-check: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -44,7 +39,6 @@ trap cleanup EXIT
 cat > "$work/config.yaml" <<YAML
 requestGranularity: 1Mi
 heartbeatTTL: 0s
-$extra_config
 YAML
 
 # The table's third line is the run; its fifth column is the median at arrived 100 %.
@@ -62,6 +56,6 @@ for seed in $seeds; do
   http=$("$sim" --cluster "$nodes" --workload "$pods" --seeds "$seed" --extender "http://$addr" | at100)
   end=$(date +%s%N)
   kill "$ext_pid"; wait "$ext_pid" 2>/dev/null || true; ext_pid=""
-  local_=$("$sim" --cluster "$nodes" --workload "$pods" --seeds "$seed" --policy "$policy" | at100)
+  local_=$("$sim" --cluster "$nodes" --workload "$pods" --seeds "$seed" --policy gpupack | at100)
   printf "%-6s %-22s %-22s %d\n" "$seed" "$http" "$local_" "$(( (end - start) / 1000000000 ))"
 done

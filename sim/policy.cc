@@ -224,8 +224,7 @@ class BaselinePolicy final : public SimPolicy {
 // With `complete` (FGD only), each refresh also prices free device slices by the cutting-stock
 // dual of every shape learned (core::CompletionValue), and nodes are ordered by the completion
 // loss of the pod's picks first (core::CompletionLossLevel), then the fill level, then the cost,
-// then the node order: the extender's ranking with rankByCompletion. With `fgd_before_fill` the
-// cost comes before the fill level behind the loss (the extender's fgdBeforeFill).
+// then the node order: the extender's ranking with rankByCompletion.
 //
 // With `fgd_levels`, costs are compared on FGD's integer scale int(100·σ(−cost/one GPU)) instead
 // (one level ≈ 0.04 GPU of ΔF near 0), so nodes whose ΔF differ by noise tie and the fill level,
@@ -251,13 +250,12 @@ class CorePolicy final : public SimPolicy {
   };
 
   CorePolicy(core::PolicyKind kind, const core::TypicalWorkload& typical, bool fgd_levels, Learning learning,
-             bool rank_by_fill = true, bool reserve = false, bool complete = false, bool fgd_before_fill = false)
+             bool rank_by_fill = true, bool reserve = false, bool complete = false)
       : policy_(kind, typical, core::PlacementOptions{}),
         fgd_levels_(fgd_levels),
         rank_by_fill_(rank_by_fill),
         reserve_(reserve && kind == core::PolicyKind::kFgd),
         complete_(complete && kind == core::PolicyKind::kFgd),
-        fgd_before_fill_(fgd_before_fill),
         learning_(learning) {}
 
   Status Start(const ClusterState& s, const std::vector<core::Node>& nodes, std::span<const int> /*seed_rank*/) override {
@@ -287,10 +285,10 @@ class CorePolicy final : public SimPolicy {
       const double cost = fgd_levels_ ? -static_cast<double>(core::FgdScoreLevel(score.cost, s.unit_mib())) : score.cost;
       const auto fill = static_cast<double>(
           core::FillLevel((rank_by_fill_ ? score.fill_cost : 0) + score.reservation_cost, s.unit_mib()));
-      const auto loss = static_cast<double>(core::CompletionLossLevel(score.completion_loss, s.unit_mib()));
-      const std::array<double, 3> key = !complete_        ? std::array<double, 3>{cost, fill, 0}
-                                        : fgd_before_fill_ ? std::array<double, 3>{loss, cost, fill}
-                                                           : std::array<double, 3>{loss, fill, cost};
+      const std::array<double, 3> key =
+          complete_ ? std::array<double, 3>{static_cast<double>(core::CompletionLossLevel(score.completion_loss, s.unit_mib())),
+                                            fill, cost}
+                    : std::array<double, 3>{cost, fill, 0};
       if (best < 0 || key < best_key || (key == best_key && rank_[n] < rank_[best])) {
         best = n;
         best_key = key;
@@ -356,7 +354,6 @@ class CorePolicy final : public SimPolicy {
   bool rank_by_fill_;
   bool reserve_;
   bool complete_;
-  bool fgd_before_fill_;
   Learning learning_;
   std::optional<core::WorkloadLearner> learner_;
   int since_refresh_ = 0;
@@ -365,25 +362,22 @@ class CorePolicy final : public SimPolicy {
 }  // namespace
 
 std::vector<std::string> PolicyNames() {
-  return {"gpupack",       "gpupack-fgdfirst",     "gpupack-nocompletion", "gpupack-nofill", "gpupack-noreserve",
-          "gpupack-pinned", "gpupack-exact",       "gpupack-pinned-exact", "gpupack-binpack", "gpupack-spread",
-          "random",        "dotprod",              "clustering",           "packing",        "bestfit",
-          "fgd"};
+  return {"gpupack",         "gpupack-nocompletion", "gpupack-nofill", "gpupack-noreserve", "gpupack-pinned",
+          "gpupack-exact",   "gpupack-pinned-exact", "gpupack-binpack", "gpupack-spread", "random",
+          "dotprod",         "clustering",           "packing",        "bestfit",        "fgd"};
 }
 
 StatusOr<std::unique_ptr<SimPolicy>> MakePolicy(std::string_view name, const core::TypicalWorkload& typical) {
   // The extender's defaults: learned workload, FGD levels, the completion loss, then the fill
   // level (with the reservation price), then the FGD level, then the node order.
   const CorePolicy::Learning extender_learning{true, 1000, 100, 0.95, 50};
-  auto core_fgd = [&](bool levels, CorePolicy::Learning learning, bool fill, bool reserve, bool complete,
-                      bool fgd_before_fill = false) {
+  auto core_fgd = [&](bool levels, CorePolicy::Learning learning, bool fill, bool reserve, bool complete) {
     return std::unique_ptr<SimPolicy>(
-        new CorePolicy(core::PolicyKind::kFgd, typical, levels, learning, fill, reserve, complete, fgd_before_fill));
+        new CorePolicy(core::PolicyKind::kFgd, typical, levels, learning, fill, reserve, complete));
   };
   if (name == "gpupack" || name == "gpupack-exact") {
     return core_fgd(name == "gpupack", extender_learning, true, true, true);
   }
-  if (name == "gpupack-fgdfirst") return core_fgd(true, extender_learning, true, true, true, true);
   if (name == "gpupack-nocompletion") return core_fgd(true, extender_learning, true, true, false);
   if (name == "gpupack-nofill") return core_fgd(true, extender_learning, false, true, true);
   if (name == "gpupack-noreserve") return core_fgd(true, extender_learning, true, false, true);

@@ -68,9 +68,7 @@ std::vector<std::string> PolicyNames();
 // "gpupack" (what the extender does by default: the placement core's FGD against the workload it
 // learns from bound pods, starting from the core's prior; nodes ranked by the completion loss,
 // then the fill level with the capacity reservation's price, then FGD's integer score level, then
-// the node order), "gpupack-fgdfirst" (the extender with fgdBeforeFill: the FGD level before the
-// fill level, behind the completion loss), "gpupack-nocompletion" (the extender with
-// rankByCompletion: false, the
+// the node order), "gpupack-nocompletion" (the extender with rankByCompletion: false, the
 // previous release: FGD level, then the fill level, then the node order), "gpupack-nofill" (the
 // extender with rankByFill: false: the fill level holds the reservation price alone),
 // "gpupack-noreserve" (the extender with reserveScarceCapacity: false), "gpupack-exact" (the

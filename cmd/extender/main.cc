@@ -145,7 +145,6 @@ int main(int argc, char** argv) {
   options.rank_by_fill = config.rank_by_fill;
   options.reserve_scarce_capacity = config.reserve_scarce_capacity;
   options.rank_by_completion = config.rank_by_completion;
-  options.fgd_before_fill = config.fgd_before_fill;
   if (config.fgd_score_levels) {
     options.fgd_score_unit_mib = config.fgd_score_unit_mib > 0 ? config.fgd_score_unit_mib : typical_device_mib;
   }

@@ -191,7 +191,6 @@ StatusOr<ExtenderConfig> ParseExtenderConfig(std::string_view yaml_text) {
       {"rankByFill", [](auto& n, auto& k, auto& c) { return ReadBool(n, k, c.rank_by_fill); }},
       {"reserveScarceCapacity", [](auto& n, auto& k, auto& c) { return ReadBool(n, k, c.reserve_scarce_capacity); }},
       {"rankByCompletion", [](auto& n, auto& k, auto& c) { return ReadBool(n, k, c.rank_by_completion); }},
-      {"fgdBeforeFill", [](auto& n, auto& k, auto& c) { return ReadBool(n, k, c.fgd_before_fill); }},
       {"fgdScoreUnit",
        [](auto& n, auto& k, auto& c) {
          GPUPACK_RETURN_IF_ERROR(ReadBytes(n, k, 1 << 20, c.fgd_score_unit_mib));

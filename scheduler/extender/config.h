@@ -30,7 +30,6 @@ struct ExtenderConfig {
   bool rank_by_fill = true;      // with FGD levels: the fill level is the second key
   bool reserve_scarce_capacity = true;  // with FGD and learning: price capacity constrained shapes need
   bool rank_by_completion = true;  // with FGD and learning: the completion loss is the first key
-  bool fgd_before_fill = false;    // with rankByCompletion: FGD's level before the fill level
   bool fixed_tie_break = true;   // tieBreak: nodeOrder (true) | random
   uint64_t tie_break_seed = 0;
   bool neutral_non_gpu_pods = false;

@@ -14,7 +14,6 @@ TEST(ExtenderConfig, EmptyMeansDefaults) {
   EXPECT_TRUE(c->rank_by_fill);
   EXPECT_TRUE(c->reserve_scarce_capacity);
   EXPECT_TRUE(c->rank_by_completion);
-  EXPECT_FALSE(c->fgd_before_fill);
 }
 
 TEST(ExtenderConfig, ReadsEveryKey) {
@@ -41,7 +40,6 @@ workload: {halfLifePods: 200, priorPods: 10, refreshPods: 5, coverage: 0.9}
 rankByFill: false
 reserveScarceCapacity: false
 rankByCompletion: false
-fgdBeforeFill: true
 tls: {certFile: /c.pem, keyFile: /k.pem}
 )");
   ASSERT_TRUE(c.ok()) << c.status();
@@ -61,7 +59,6 @@ tls: {certFile: /c.pem, keyFile: /k.pem}
   EXPECT_FALSE(c->rank_by_fill);
   EXPECT_FALSE(c->reserve_scarce_capacity);
   EXPECT_FALSE(c->rank_by_completion);
-  EXPECT_TRUE(c->fgd_before_fill);
   EXPECT_EQ(c->tls_key_file, "/k.pem");
 }
 

@@ -125,11 +125,9 @@ Extender::RankKey Extender::RankOf(const ClusterState::Assessment& assessment) c
   }
   // (completion level, fill level, FGD level): FGD levels shifted to 0..100 fit below one fill
   // step (128), and fill levels shifted to 12..1012 times 128 fit below one completion step
-  // (2^17); the whole stays below 2^31. With fgd_before_fill the two lower keys swap: FGD
-  // levels shifted to 0..100 times 1024, fill levels shifted to 12..1012 below them.
+  // (2^17); the whole stays below 2^31.
   const double loss = static_cast<double>(std::clamp<int64_t>(
       core::CompletionLossLevel(assessment.completion_loss, options_.fgd_score_unit_mib), 0, (int64_t{1} << 14) - 1));
-  if (options_.fgd_before_fill) return RankKey{loss * (1 << 17) + (level + 100) * 1024 + (fill + 512), tie};
   return RankKey{loss * (1 << 17) + (fill + 512) * 128 + (level + 100), tie};
 }
 

@@ -54,10 +54,6 @@ struct ExtenderOptions {
   // picks, then the fill level, then the FGD level. false: no completion loss, and the FGD level
   // before the fill level (the previous release's ranking).
   bool rank_by_completion = true;
-  // With rank_by_completion: the FGD level before the fill level behind the completion loss.
-  // Fewer early failures of rare large pods that only a few CPU-rich nodes can host, at about
-  // 0.1 points of packing on the Alibaba traces (docs/simulator.md).
-  bool fgd_before_fill = false;
   // With FGD levels: break the remaining ties by a fixed node order (each node's
   // core::NodeTieBreakRank, salted and computed by the ClusterState), so the decisive filter keeps
   // one node; false leaves ties to kube-scheduler's random pick.
@@ -106,9 +102,8 @@ class Extender {
   struct RankKey {
     // The policy's cost; with FGD levels the integer keys folded in one integer-valued double,
     // exact far beyond any key's range (see RankOf): with rank_by_completion (completion loss
-    // level, fill level, minus the FGD level) or with fgd_before_fill (completion loss level,
-    // minus the FGD level, fill level), else (minus the FGD level, fill level), where the fill
-    // level is of ΔF̂ if rank_by_fill plus the reservation price.
+    // level, fill level, minus the FGD level), else (minus the FGD level, fill level), where the
+    // fill level is of ΔF̂ if rank_by_fill plus the reservation price.
     double cost = 0;
     // With FGD levels and fixed_tie_break: the node's fixed tie-break rank
     // (Assessment::tie_break_rank) as a fraction in [0, 1); otherwise 0. Kept apart from cost so

@@ -513,16 +513,13 @@ TEST(ExtenderCompletion, RanksTheDeviceAPodCompletesBestFirst) {
     EXPECT_LT(ext.RankOf(third), ext.RankOf(half_device));
     EXPECT_EQ(ext.RankOf(half_device).cost - ext.RankOf(third).cost,
               (500 - 333) * double{1 << 17} - (core::FgdScoreLevel(-1e6, 1000) - core::FgdScoreLevel(0, 1000)));
-    // Equal losses: the fill level decides before FGD's level, or after it with fgdBeforeFill.
-    // better_fgd: FGD level 100 (ΔF −10⁶), fill level 2 (ΔF̂ 1000 MiB = 2 half devices);
-    // better_fill: FGD level int(100·σ(0)) = 50, fill level 0.
+    // Equal losses: the fill level decides before FGD's level. better_fgd: FGD level 100 (ΔF
+    // −10⁶), fill level 2 (ΔF̂ 1000 MiB = 2 half devices); better_fill: FGD level
+    // int(100·σ(0)) = 50, fill level 0. Fill steps are 128, FGD levels 1.
     ClusterState::Assessment better_fgd{core::Verdict::Fits(), -1e6, 1000, 0, 1000.0 / 3, 1};
     ClusterState::Assessment better_fill{core::Verdict::Fits(), 0, 0, 0, 1000.0 / 3, 2};
     EXPECT_LT(ext.RankOf(better_fill), ext.RankOf(better_fgd));
-    options.fgd_before_fill = true;
-    Extender fgd_first(state, backend, options, clock, nullptr);
-    EXPECT_LT(fgd_first.RankOf(better_fgd), fgd_first.RankOf(better_fill));
-    EXPECT_EQ(fgd_first.RankOf(better_fill).cost - fgd_first.RankOf(better_fgd).cost, (100 - 50) * 1024 - 2);
+    EXPECT_EQ(ext.RankOf(better_fgd).cost - ext.RankOf(better_fill).cost, 2 * 128 - (100 - 50));
   }
 }
 
