@@ -177,7 +177,7 @@ void BM_RefreshReservation(benchmark::State& state) {
     reserving = reservation.reserving().size();
     benchmark::DoNotOptimize(reservation);
   }
-  state.counters["reserving_shapes"] = static_cast<double>(reserving);
+  state.counters["reserving_host_sets"] = static_cast<double>(reserving);
 }
 BENCHMARK(BM_RefreshReservation)->Arg(1000)->Arg(5000)->Unit(benchmark::kMicrosecond);
 
