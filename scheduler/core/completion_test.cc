@@ -166,6 +166,8 @@ TEST(CompletionValue, PolicyPicksTheDeviceThatLosesLeast) {
   EXPECT_NEAR(with.completion_loss, 1000.0 / 3, 1e-6);
   const NodeScore score = complete.Score(node, complete.Summarize(node), Pod(320));
   EXPECT_NEAR(score.completion_loss, with.completion_loss, 1e-9);  // Score agrees with Evaluate
+  // A whole-device pod takes a device whatever the slices on offer: no loss to rank by.
+  EXPECT_EQ(complete.Evaluate(node, Pod(0)).completion_loss, 0);
 }
 
 }  // namespace

@@ -715,7 +715,10 @@ NodeEvaluation Policy::EvaluateImpl(const Node& node, const NodeSummary& sum, co
         int64_t loss = 0;
         if (fgd) {
           cost = delta.Delta(g, new_free);
-          if (with_completion) {
+          // An exclusive pick takes the whole device, whatever the slices on offer: no loss to
+          // rank by (across device sizes it would only prefer the smallest device, against
+          // the pods pinned to it, which the reservation prices later in the ranking).
+          if (with_completion && !exclusive) {
             loss_mib = completion_.Loss(sum.completion_table[g], st.free[g], new_free);
             // Whole MiB: distinct losses differ by far more, equal ones by float noise only.
             loss = static_cast<int64_t>(std::floor(loss_mib + 1e-6));
