@@ -15,13 +15,29 @@
 
 namespace {
 
-constexpr const char* kUsage = R"(usage: gpupack-sim --cluster FILE --workload FILE [options]
+// The usage text; the policy list comes from PolicyNames(), so it cannot fall behind it.
+std::string Usage() {
+  const std::string head = "  --policy A,B,...     policies to compare (default gpupack):";
+  const std::string indent = "\n                      ";
+  std::string policies;
+  size_t line = head.size();
+  for (const std::string& name : gpupack::sim::PolicyNames()) {
+    if (!policies.empty()) {
+      policies += ",";
+      ++line;
+      if (line + name.size() + 1 > 96) {
+        policies += indent;
+        line = indent.size() - 1;
+      }
+    }
+    policies += " " + name;
+    line += name.size() + 1;
+  }
+  return R"(usage: gpupack-sim --cluster FILE --workload FILE [options]
 
   --cluster FILE       cluster file (YAML) or Alibaba node CSV (openb_node_list_gpu_node.csv)
   --workload FILE      workload file (YAML) or Alibaba pod CSV (openb_pod_list_*.csv)
-  --policy A,B,...     policies to compare (default gpupack): gpupack, gpupack-nofill,
-                       gpupack-pinned, gpupack-exact, gpupack-pinned-exact, gpupack-binpack,
-                       gpupack-spread, random, dotprod, clustering, packing, bestfit, fgd
+)" + head + policies + R"(
   --seeds LIST         e.g. 42-51 (default) or 42,43
   --tune R             inflate the workload to R x cluster GPU capacity (default 1.3; 0 = off)
   --keep-order         replay pods in file order (default: sort by name, shuffle per seed)
@@ -31,6 +47,7 @@ constexpr const char* kUsage = R"(usage: gpupack-sim --cluster FILE --workload F
   --report FILE        write a self-contained .html or .svg chart
   --write-cluster FILE write the cluster as a cluster file (for a standalone extender) and exit
 )";
+}
 
 int Fail(const std::string& message) {
   std::fprintf(stderr, "gpupack-sim: %s\n", message.c_str());
@@ -72,7 +89,7 @@ int main(int argc, char** argv) {
     };
     std::string v;
     if (arg == "--help" || arg == "-h") {
-      std::fputs(kUsage, stdout);
+      std::fputs(Usage().c_str(), stdout);
       return 0;
     } else if (arg == "--json") {
       json = true;
@@ -105,10 +122,10 @@ int main(int argc, char** argv) {
         if (extender_weight < 1) return Fail("--extender-weight must be at least 1");
       }
     } else {
-      return Fail("unknown argument \"" + arg + "\"\n" + kUsage);
+      return Fail("unknown argument \"" + arg + "\"\n" + Usage());
     }
   }
-  if (cluster_path.empty()) return Fail(std::string("--cluster is required\n") + kUsage);
+  if (cluster_path.empty()) return Fail(std::string("--cluster is required\n") + Usage());
 
   auto nodes = sim::LoadCluster(cluster_path);
   if (!nodes.ok()) return Fail(nodes.status().message());
@@ -118,7 +135,7 @@ int main(int argc, char** argv) {
     if (!out) return Fail("cannot write " + write_cluster);
     return 0;
   }
-  if (workload_path.empty()) return Fail(std::string("--workload is required\n") + kUsage);
+  if (workload_path.empty()) return Fail(std::string("--workload is required\n") + Usage());
   auto pods = sim::LoadWorkload(workload_path);
   if (!pods.ok()) return Fail(pods.status().message());
   // A running extender keeps its ledger, and a replay starts from an empty cluster: one seed per
