@@ -119,13 +119,14 @@ class ExtenderPolicy final : public SimPolicy {
   }
 
  private:
-  // The extender's device choice as of its last policy refresh: FGD against the learned workload
-  // and, as with rankByCompletion (its default), the completion value of every learned shape
-  // over the nodes as they are. (The reservation only ranks nodes, which the extender did.)
+  // The extender's device choice as of its last policy refresh, rebuilt as it rebuilds (its
+  // defaults: the completion value, which picks devices; the reservation only ranks nodes,
+  // which the extender did).
   void RebuildMirror() {
-    core::CompletionValue::Builder completion(learner_->Snapshot(1.0), core::PlacementOptions{});
-    for (const auto& n : nodes_) completion.AddNode(n);
-    mirror_ = core::Policy(core::PolicyKind::kFgd, learner_->Snapshot(), {}, {}, std::move(completion).Build());
+    core::PolicyRefresh refresh(core::PolicyKind::kFgd, core::PlacementOptions{}, *learner_, /*reserve=*/false,
+                                /*complete=*/true);
+    for (const auto& n : nodes_) refresh.AddNode(n);
+    mirror_ = std::move(refresh).Build();
     summaries_.resize(nodes_.size());
     for (size_t n = 0; n < nodes_.size(); ++n) summaries_[n] = mirror_.Summarize(nodes_[n]);
   }

@@ -322,25 +322,14 @@ class CorePolicy final : public SimPolicy {
   // Rebuilds the policy from the learner (if learning), and the reservation and the completion
   // value from the cluster now (if reserving, completing), then re-summarises every node.
   void RefreshPolicy() {
-    core::TypicalWorkload workload = learner_.has_value() ? learner_->Snapshot() : policy_.workload();
-    // As the extender: the reservation reads every shape learned (the rare ones are the ones at
-    // risk), the completion value the kMaxTypicalSpecs most frequent; M without learning.
-    core::CapacityReservation reservation;
-    if (reserve_) {
-      core::CapacityReservation::Builder builder(learner_.has_value() ? learner_->EveryShape() : workload,
-                                                 policy_.options());
-      for (const core::Node& node : nodes_) builder.AddNode(node);
-      reservation = std::move(builder).Build();
-    }
-    core::CompletionValue completion;
-    if (complete_) {
-      core::CompletionValue::Builder builder(learner_.has_value() ? learner_->Snapshot(1.0) : workload,
-                                             policy_.options());
-      for (const core::Node& node : nodes_) builder.AddNode(node);
-      completion = std::move(builder).Build();
-    }
-    policy_ = core::Policy(policy_.kind(), std::move(workload), policy_.options(), std::move(reservation),
-                           std::move(completion));
+    // As the extender; without learning, M stands for every part.
+    core::PolicyRefresh refresh =
+        learner_.has_value()
+            ? core::PolicyRefresh(policy_.kind(), policy_.options(), *learner_, reserve_, complete_)
+            : core::PolicyRefresh(policy_.kind(), policy_.options(), policy_.workload(), policy_.workload(),
+                                  policy_.workload(), reserve_, complete_);
+    for (const core::Node& node : nodes_) refresh.AddNode(node);
+    policy_ = std::move(refresh).Build();
     summaries_.resize(nodes_.size());
     for (size_t n = 0; n < nodes_.size(); ++n) summaries_[n] = policy_.Summarize(nodes_[n]);
   }

@@ -364,6 +364,30 @@ std::string_view PolicyKindName(PolicyKind kind) {
   return "?";
 }
 
+PolicyRefresh::PolicyRefresh(PolicyKind kind, PlacementOptions options, TypicalWorkload typical,
+                             const TypicalWorkload& every_shape, const TypicalWorkload& frequent_shapes, bool reserve,
+                             bool complete)
+    : kind_(kind), options_(options), typical_(std::move(typical)) {
+  if (reserve) reservation_.emplace(every_shape, options_);
+  if (complete) completion_.emplace(frequent_shapes, options_);
+}
+
+PolicyRefresh::PolicyRefresh(PolicyKind kind, PlacementOptions options, const WorkloadLearner& learner, bool reserve,
+                             bool complete)
+    : PolicyRefresh(kind, options, learner.Snapshot(), reserve ? learner.EveryShape() : TypicalWorkload{},
+                    complete ? learner.Snapshot(1.0) : TypicalWorkload{}, reserve, complete) {}
+
+void PolicyRefresh::AddNode(const Node& node) {
+  if (reservation_) reservation_->AddNode(node);
+  if (completion_) completion_->AddNode(node);
+}
+
+Policy PolicyRefresh::Build() && {
+  return Policy(kind_, std::move(typical_), options_,
+                reservation_ ? std::move(*reservation_).Build() : CapacityReservation(),
+                completion_ ? std::move(*completion_).Build() : CompletionValue());
+}
+
 int64_t FgdScoreLevel(double delta_mib, MiB unit_mib) {
   GPUPACK_CHECK(unit_mib > 0);
   const double x = -delta_mib / static_cast<double>(unit_mib);

@@ -15,6 +15,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -168,6 +169,28 @@ class Policy {
   CapacityReservation reservation_;
   CompletionValue completion_;
   SpecColumns columns_;
+};
+
+// A policy rebuilt at a refresh, from the workload and the cluster as they are now. The extender
+// and the simulator both rebuild through it, so what each part is built from cannot drift apart:
+// FGD's typical set is `typical`; with `reserve`, the capacity reservation reads `every_shape`
+// (a rare large shape seen once is what it is for); with `complete`, the completion value reads
+// `frequent_shapes` (its LP grows with the number of slice sizes). Feed every node, then Build.
+class PolicyRefresh {
+ public:
+  PolicyRefresh(PolicyKind kind, PlacementOptions options, TypicalWorkload typical, const TypicalWorkload& every_shape,
+                const TypicalWorkload& frequent_shapes, bool reserve, bool complete);
+  // From a learner: Snapshot(), EveryShape() and Snapshot(1.0).
+  PolicyRefresh(PolicyKind kind, PlacementOptions options, const WorkloadLearner& learner, bool reserve, bool complete);
+  void AddNode(const Node& node);
+  Policy Build() &&;
+
+ private:
+  PolicyKind kind_;
+  PlacementOptions options_;
+  TypicalWorkload typical_;
+  std::optional<CapacityReservation::Builder> reservation_;
+  std::optional<CompletionValue::Builder> completion_;
 };
 
 // FGD's node score on its own integer scale: int(100 · σ(−ΔF / unit)), where `unit` is one

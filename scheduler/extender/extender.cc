@@ -86,23 +86,16 @@ void Extender::RefreshPolicyLocked() {
   binds_since_refresh_ = 0;
   std::shared_ptr<const core::Policy> current = state_.policy();
   // Only the FGD-level ranking reads the reservation price and the completion loss (RankOf);
-  // exact costs would ignore them. Both are built from the shapes learned and the nodes as they
-  // are now: the reservation from every one (a rare large shape seen once is what it is for),
-  // the completion value from the kMaxTypicalSpecs most frequent.
-  std::optional<core::CapacityReservation::Builder> reservation;
-  std::optional<core::CompletionValue::Builder> completion;
-  if (fgd_levels_ && (options_.reserve_scarce_capacity || options_.rank_by_completion)) {
-    if (options_.reserve_scarce_capacity) reservation.emplace(learner_.EveryShape(), current->options());
-    if (options_.rank_by_completion) completion.emplace(learner_.Snapshot(1.0), current->options());
+  // exact costs would ignore them.
+  const bool reserve = fgd_levels_ && options_.reserve_scarce_capacity;
+  const bool complete = fgd_levels_ && options_.rank_by_completion;
+  core::PolicyRefresh refresh(current->kind(), current->options(), learner_, reserve, complete);
+  if (reserve || complete) {
     state_.ForEachNode([&](const core::Node& node, const core::NodeSummary&, std::optional<Clock::TimePoint>) {
-      if (reservation) reservation->AddNode(node);
-      if (completion) completion->AddNode(node);
+      refresh.AddNode(node);
     });
   }
-  state_.SetPolicy(std::make_shared<core::Policy>(
-      current->kind(), learner_.Snapshot(), current->options(),
-      reservation ? std::move(*reservation).Build() : core::CapacityReservation(),
-      completion ? std::move(*completion).Build() : core::CompletionValue()));
+  state_.SetPolicy(std::make_shared<core::Policy>(std::move(refresh).Build()));
 }
 
 Extender::RankKey Extender::RankOf(const ClusterState::Assessment& assessment) const {
