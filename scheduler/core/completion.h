@@ -18,8 +18,8 @@
 //
 // On the default Alibaba trace (docs/placement.md) the prices are the harmonic-like 1 (0.81),
 // 2/3 (0.55–0.65), 1/2 (0.46–0.48), 1/3 (0.32–0.44), 1/4 (0.23), 1/12 (0.22) and 0 below: a
-// 0.32 pod on an empty device loses 1 − 2/3 − 1/3 = 0, next to a 0.47 one it loses
-// 1/2 − 1/3 = 1/6 of a device.
+// 0.32 pod on an empty device has loss 1 − 2/3 = 1/3, its own price, so it wastes nothing; next
+// to a 0.47 one its loss is 1/2 − 0, and it wastes 1/2 − 1/3 = 1/6 of a device.
 //
 // Pure: values in, values out. Thread safety: immutable after Build.
 #pragma once
