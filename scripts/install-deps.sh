@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Installs every Debian package gpupack needs to build, test and benchmark, skipping what is
 # already there. Safe to run repeatedly; needs root (or sudo) on Debian 12 (bookworm).
+# Go is not a Debian package here: the control plane (scripts/build-control-plane.sh) and the
+# cluster suite need Go >= 1.26 at /usr/local/go/bin/go (or $GPUPACK_GO); Debian's golang-go is
+# too old and is never installed nor used.
 set -euo pipefail
 
 packages=(
@@ -9,9 +12,16 @@ packages=(
   nlohmann-json3-dev libyaml-cpp-dev prometheus-cpp-dev
   libboost-dev libboost-system-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  golang-go golang-github-masterminds-sprig-dev
   python3 python3-yaml openssl curl
 )
+
+go_bin=${GPUPACK_GO:-/usr/local/go/bin/go}
+go_minor=$("$go_bin" env GOVERSION 2>/dev/null | sed -nE 's/^go1\.([0-9]+).*/\1/p')
+if [ -z "$go_minor" ] || [ "$go_minor" -lt 26 ]; then
+  echo "install-deps: Go >= 1.26 is required at $go_bin (found: $("$go_bin" env GOVERSION 2>/dev/null || echo none));" \
+       "install it from https://go.dev/dl or set GPUPACK_GO" >&2
+  exit 1
+fi
 
 missing=()
 for p in "${packages[@]}"; do

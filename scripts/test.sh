@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds everything with warnings as errors, and runs every CTest test
-# (labels unit, e2e, chart, slow). Extra arguments go to ctest, e.g. `scripts/test.sh -L unit`.
+# Installs what is missing, builds the real control plane once (scripts/build-control-plane.sh:
+# etcd, kube-apiserver, kube-scheduler, helm into ~/.cache/gpupack; reused afterwards), builds
+# everything with warnings as errors, and runs every CTest test (labels unit, e2e, cluster, chart,
+# slow). Extra arguments go to ctest, e.g. `scripts/test.sh -L unit`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
+controlplane_bin=$(scripts/build-control-plane.sh)
 build_dir=${GPUPACK_BUILD_DIR:-build}
-cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUPACK_WERROR=ON >/dev/null
+cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUPACK_WERROR=ON \
+  -DGPUPACK_CONTROLPLANE_BIN="$controlplane_bin" >/dev/null
 cmake --build "$build_dir" -j"$(nproc)"
 cd "$build_dir"
 ctest --output-on-failure --timeout 900 -j"$(nproc)" "$@"

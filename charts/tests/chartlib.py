@@ -1,12 +1,13 @@
-"""Shared helpers of the chart tests: rendering (helm when present, else our Go renderer),
-values merging, the metric catalog (docs/metrics.md) and PromQL metric extraction."""
+"""Shared helpers of the chart tests: rendering and linting with the real helm (built by
+scripts/build-control-plane.sh), values merging, the metric catalog (docs/metrics.md) and PromQL
+metric extraction."""
 
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
+import tempfile
 
 import yaml
 
@@ -18,38 +19,39 @@ CI_API_VERSIONS = ["monitoring.coreos.com/v1", "cert-manager.io/v1"]
 
 
 class Renderer:
-    """Renders the chart with `helm template` when a helm binary exists, else with the Go
-    renderer built from charts/tests/render (same text/template + sprig engine)."""
+    """Renders and lints the chart with the real helm (`helm template`, `helm lint --strict`)."""
 
-    def __init__(self, render_bin, chart_dir, prefer_helm=True):
-        self.render_bin = render_bin
+    def __init__(self, helm_bin, chart_dir):
+        self.helm = helm_bin
         self.chart_dir = chart_dir
-        self.helm = shutil.which("helm") if prefer_helm else None
+        # helm writes its config/cache under $HOME; keep the tests off the user's.
+        home = os.path.join(tempfile.gettempdir(), "gpupack-chart-tests-helm")
+        self.env = dict(os.environ, HELM_CACHE_HOME=home + "/cache", HELM_CONFIG_HOME=home + "/config",
+                        HELM_DATA_HOME=home + "/data")
 
-    def render(self, value_files=(), sets=(), kube_version=KUBE_VERSION, api_versions=(),
-               namespace=NAMESPACE, release=RELEASE, notes=False, lookup=None):
-        """Returns (ok, stdout, stderr). `lookup`: a YAML file of objects `lookup` finds (our
-        renderer only: helm template cannot pretend a cluster)."""
-        if self.helm and lookup is None:
-            cmd = [self.helm, "template", release, self.chart_dir, "--namespace", namespace,
-                   "--kube-version", kube_version]
-            if notes:
-                cmd.append("--notes")
-        else:
-            cmd = [self.render_bin, "--chart", self.chart_dir, "--namespace", namespace,
-                   "--release", release, "--kube-version", kube_version]
-            if notes:
-                cmd.append("--notes")
-            if lookup:
-                cmd += ["--lookup", lookup]
+    def _run(self, cmd, value_files, sets, api_versions):
         for f in value_files:
             cmd += ["-f", f]
         for s in sets:
             cmd += ["--set", s]
         for a in api_versions:
             cmd += ["--api-versions", a]
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=self.env)
         return p.returncode == 0, p.stdout, p.stderr
+
+    def render(self, value_files=(), sets=(), kube_version=KUBE_VERSION, api_versions=(),
+               namespace=NAMESPACE, release=RELEASE):
+        """`helm template`; returns (ok, stdout, stderr)."""
+        cmd = [self.helm, "template", release, self.chart_dir, "--namespace", namespace,
+               "--kube-version", kube_version]
+        return self._run(cmd, value_files, sets, api_versions)
+
+    def lint(self, value_files=(), sets=(), kube_version=KUBE_VERSION):
+        """`helm lint --strict`; returns (ok, output)."""
+        cmd = [self.helm, "lint", "--strict", self.chart_dir, "--namespace", NAMESPACE,
+               "--kube-version", kube_version]
+        ok, out, err = self._run(cmd, value_files, sets, ())
+        return ok, out + err
 
     def render_docs(self, *args, **kwargs):
         ok, out, err = self.render(*args, **kwargs)

@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""Chart checks (CTest label `chart`). Renders charts/gpupack with default values and every
-ci/*-values.yaml and checks what a cluster would reject or mis-run: YAML and required fields per
+"""Chart checks (CTest label `chart`). Lints (`helm lint --strict`) and renders (`helm template`,
+the real helm built by scripts/build-control-plane.sh) charts/gpupack with default values, every
+ci/*-values.yaml and the shapes in LINT_SHAPES, and checks what a cluster would reject or mis-run: YAML and required fields per
 kind, cross-references (selectors, ports, volumes, service accounts), the KubeSchedulerConfiguration
 against kube-scheduler's v1 schema and the extender's routes, least-privilege RBAC against the API
 calls each binary makes, the webhook's certificates and selectors, the agent's host access, the
 GPUNode CRD against the status the agent writes, values.schema.json coverage and refusals.
 
-Usage: check_chart.py --render BIN --chart DIR [--extender BIN --agent BIN --webhook BIN
+Usage: check_chart.py --helm BIN --chart DIR [--extender BIN --agent BIN --webhook BIN
                       --cluster FILE]
 The optional binaries add live checks: the extender started with the rendered extender.yaml must
 answer POST {urlPrefix}/filter etc.; the agent's printed GPUNode status must fit the CRD schema;
@@ -833,7 +834,8 @@ def check_refusals(r):
     errs = []
     cases = [
         (["scheduler.extender.wieght=5"], (), "wieght"),
-        (["webhook.certs.mode=selfsigned"], (), "certs.mode"),
+        # helm's JSON-schema errors name the value by JSON pointer.
+        (["webhook.certs.mode=selfsigned"], (), "/webhook/certs/mode"),
         (["schedulerName=default-scheduler"], (), "schedulerName"),
         (["scheduler.extender.httpTimeout=5"], (), "httpTimeout"),
         (["scheduler.kubeScheduler.image.tag=v1.31.0"], (), "newer than the cluster"),
@@ -872,32 +874,39 @@ def check_versions_and_checksum(r):
     return errs
 
 
-def check_webhook_cert_reuse(r):
-    """helm mode: an upgrade finds the existing TLS Secret (lookup) and keeps its CA and
-    certificate; a fresh install generates new ones."""
-    def tls(lookup=None):
-        docs, _ = r.render_docs(lookup=lookup)
-        m = Manifests(docs)
-        secret = next(s for s in m.of("Secret") if s["type"] == "kubernetes.io/tls")
-        bundle = m.of("MutatingWebhookConfiguration")[0]["webhooks"][0]["clientConfig"]["caBundle"]
-        return secret, bundle
+def check_webhook_cert_fresh(r):
+    """helm mode: every fresh install generates its own CA. (That an upgrade finds the existing
+    Secret through `lookup` and keeps it needs a cluster: the `cluster` suite checks it with
+    `helm upgrade` against a real API server.)"""
+    def bundle():
+        docs, _ = r.render_docs()
+        return Manifests(docs).of("MutatingWebhookConfiguration")[0]["webhooks"][0]["clientConfig"]["caBundle"]
+    return ["two fresh installs got the same CA"] if bundle() == bundle() else []
+
+
+# Value shapes every release must lint cleanly with (beyond default values and ci/*-values.yaml):
+# (title, value files relative to the chart, --set values).
+LINT_SHAPES = [
+    ("two scheduler replicas", [], ["scheduler.replicas=2"]),
+    ("webhook TLS from helm, 1-year certificates", [], ["webhook.certs.mode=helm", "webhook.certs.validityDays=365"]),
+]
+
+
+def check_lint(r, chart_dir, variants):
+    """`helm lint --strict` of every shape. Variants that need optional APIs (cert-manager,
+    Prometheus operator) cannot lint: lint has no --api-versions, and the chart refuses them
+    without those APIs by design (check_refusals); they are rendered with the APIs instead."""
     errs = []
-    first, first_bundle = tls()
-    second, second_bundle = tls()
-    if first_bundle == second_bundle:
-        errs.append("two fresh installs got the same CA")
-    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
-        yaml.safe_dump([first], f)
-    upgraded, upgraded_bundle = tls(lookup=f.name)
-    if upgraded["data"] != first["data"] or upgraded_bundle != first["data"]["ca.crt"]:
-        errs.append("an upgrade with the Secret in the cluster did not reuse its CA and certificate")
-    broken = dict(first, data={"tls.crt": first["data"]["tls.crt"]})
-    with open(f.name, "w") as fh:
-        yaml.safe_dump([broken], fh)
-    regenerated, _ = tls(lookup=f.name)
-    if regenerated["data"].get("ca.crt") in (None, first["data"]["ca.crt"]) or "tls.key" not in regenerated["data"]:
-        errs.append("an incomplete existing Secret was reused instead of regenerated")
-    os.unlink(f.name)
+    shapes = [(t, f, []) for t, f, api in variants if not api]
+    shapes += [(t, [os.path.join(chart_dir, f) for f in files], sets) for t, files, sets in LINT_SHAPES]
+    for title, files, sets in shapes:
+        ok, out = r.lint(files, sets)
+        if not ok or "[WARNING]" in out or "[ERROR]" in out:
+            errs.append(f"helm lint --strict ({title}): " + " | ".join(
+                l.strip() for l in out.splitlines() if "[" in l or "Error" in l)[:600])
+    ok, out = r.lint([], ["scheduler.extender.wieght=5"])
+    if ok or "wieght" not in out:
+        errs.append("helm lint --strict accepted a misspelt value (scheduler.extender.wieght): " + out[-300:])
     return errs
 
 
@@ -908,23 +917,11 @@ def include_name(m, kind, component):
     return None
 
 
-def check_notes(r, m, values, ns):
-    ok, out, err = r.render(notes=True)
-    if not ok:
-        return [f"NOTES.txt does not render: {err}"]
-    if "\nNOTES:\n" in out:  # helm prints the notes last
-        notes = out.split("\nNOTES:\n", 1)[1]
-    else:  # our renderer: the NOTES.txt document
-        notes = out.split("# Source: gpupack/templates/NOTES.txt\n", 1)[-1].split("\n---\n# Source:", 1)[0]
+def check_helm_test_hook(m):
+    """The `helm test` hook. (NOTES.txt renders only on a real install — helm template cannot
+    print it and helm install --dry-run still needs a cluster — so the `cluster` suite checks the
+    NOTES of its `helm install` against the installed objects.)"""
     errs = []
-    for ref in re.findall(r"\b(svc|deploy)/([a-z0-9-]+)", notes):
-        kind = {"svc": "Service", "deploy": "Deployment"}[ref[0]]
-        if not m.get(kind, ref[1], ns):
-            errs.append(f"NOTES.txt: {ref[0]}/{ref[1]} is not rendered")
-    if f"get lease {values['schedulerName']}" not in notes:
-        errs.append("NOTES.txt: no lease command for the scheduler")
-    if "helm test" not in notes:
-        errs.append("NOTES.txt: no helm test command")
     tests = [p for p in m.of("Pod") if p["metadata"].get("annotations", {}).get("helm.sh/hook") == "test"]
     if len(tests) != 1:
         errs.append("want one helm test Pod (helm.sh/hook: test)")
@@ -1087,7 +1084,7 @@ def check_live_webhook(m, ns, webhook):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--render", required=True)
+    ap.add_argument("--helm", required=True, help="the helm binary")
     ap.add_argument("--chart", required=True)
     ap.add_argument("--extender")
     ap.add_argument("--agent")
@@ -1095,7 +1092,7 @@ def main():
     ap.add_argument("--cluster")
     ap.add_argument("--source-root", help="repository root, to cross-check RBAC with the kube client's resources")
     args = ap.parse_args()
-    r = chartlib.Renderer(args.render, args.chart)
+    r = chartlib.Renderer(args.helm, args.chart)
     ns = NAMESPACE
     failed = 0
     variants = [("default values", [], [])] + [
@@ -1135,7 +1132,7 @@ def main():
         if args.webhook and values["webhook"]["enabled"]:
             failed += chartlib.fail_if(check_live_webhook(m, ns, args.webhook), f"{title}: webhook config (live)")
         if title == "default values":
-            failed += chartlib.fail_if(check_notes(r, m, values, ns), "NOTES.txt and helm test")
+            failed += chartlib.fail_if(check_helm_test_hook(m), "helm test hook")
     if args.source_root:
         scheduler_name = chartlib.merged_values(args.chart)["schedulerName"]
         failed += chartlib.fail_if(check_client_resources(args.source_root, ns, scheduler_name),
@@ -1147,8 +1144,8 @@ def main():
     failed += chartlib.fail_if(check_chart_metadata(args.chart), "Chart.yaml")
     failed += chartlib.fail_if(check_refusals(r), "bad values are refused")
     failed += chartlib.fail_if(check_versions_and_checksum(r), "kube-scheduler version and config checksum")
-    failed += chartlib.fail_if(check_webhook_cert_reuse(chartlib.Renderer(args.render, args.chart, prefer_helm=False)),
-                               "webhook CA kept across upgrades (lookup)")
+    failed += chartlib.fail_if(check_webhook_cert_fresh(r), "webhook CA generated per install")
+    failed += chartlib.fail_if(check_lint(r, args.chart, variants), "helm lint --strict of every shape")
     missing = [b for b in ("extender", "agent", "webhook") if not getattr(args, b)]
     if missing or not args.cluster:
         print(f"note: binaries not built here: {missing}" + ("" if args.cluster else ", no --cluster")

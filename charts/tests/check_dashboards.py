@@ -10,7 +10,7 @@
   alerts use is in the /metrics output of the binary the catalog names, and every gpupack_
   metric a binary exports is in the catalog: dashboards, catalog and code cannot drift.
 
-Usage: check_dashboards.py --render BIN --chart DIR --catalog docs/metrics.md
+Usage: check_dashboards.py --helm BIN --chart DIR --catalog docs/metrics.md
                            [--extender BIN --agent BIN --webhook BIN --cluster FILE]
 """
 
@@ -394,7 +394,7 @@ def check_sources(catalog, source_root):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--render", required=True)
+    ap.add_argument("--helm", required=True, help="the helm binary")
     ap.add_argument("--chart", required=True)
     ap.add_argument("--catalog", required=True)
     ap.add_argument("--extender")
@@ -405,7 +405,7 @@ def main():
     ap.add_argument("--source-root", help="repository root: metric names in the C++ sources must be catalogued")
     args = ap.parse_args()
     catalog = chartlib.load_catalog(args.catalog)
-    renderer = chartlib.Renderer(args.render, args.chart)
+    renderer = chartlib.Renderer(args.helm, args.chart)
     failed = 0
     if len(catalog) < 20:
         failed += chartlib.fail_if([f"only {len(catalog)} metrics parsed from {args.catalog}"], "catalog parses")

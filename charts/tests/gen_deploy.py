@@ -2,7 +2,7 @@
 """Writes deploy/gpupack.yaml, the plain manifests for clusters without Helm, from the chart with
 ci/plain-manifests-values.yaml; with --check, fails when the file is out of date instead.
 
-Usage: gen_deploy.py --render BIN --chart DIR --out deploy/gpupack.yaml [--check]
+Usage: gen_deploy.py --helm BIN --chart DIR --out deploy/gpupack.yaml [--check]
 """
 
 import argparse
@@ -32,9 +32,8 @@ metadata:
 """
 
 
-def generate(render_bin, chart_dir):
-    # Always our renderer: the file must not depend on whether a helm binary is installed.
-    r = chartlib.Renderer(render_bin, chart_dir, prefer_helm=False)
+def generate(helm_bin, chart_dir):
+    r = chartlib.Renderer(helm_bin, chart_dir)
     values = os.path.join(chart_dir, "ci", "plain-manifests-values.yaml")
     ok, out, err = r.render([values], kube_version="v1.30.0", api_versions=["cert-manager.io/v1"])
     if not ok:
@@ -58,12 +57,12 @@ def generate(render_bin, chart_dir):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--render", required=True)
+    ap.add_argument("--helm", required=True, help="the helm binary")
     ap.add_argument("--chart", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--check", action="store_true")
     args = ap.parse_args()
-    text = generate(args.render, args.chart)
+    text = generate(args.helm, args.chart)
     if args.check:
         try:
             with open(args.out) as f:
@@ -71,7 +70,7 @@ def main():
         except OSError:
             current = None
         return chartlib.fail_if([] if current == text else
-                                [f"{args.out} is out of date: run python3 charts/tests/gen_deploy.py --render <build>/charts/render "
+                                [f"{args.out} is out of date: run python3 charts/tests/gen_deploy.py --helm $(scripts/build-control-plane.sh)/helm "
                                  f"--chart charts/gpupack --out {args.out}"], "deploy/gpupack.yaml is up to date")
     with open(args.out, "w") as f:
         f.write(text)

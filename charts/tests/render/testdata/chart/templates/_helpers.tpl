@@ -1,4 +1,0 @@
-{{- define "fixture.labels" -}}
-app: {{ .Values.name }}
-chart: {{ .Chart.Name }}-{{ .Chart.Version }}
-{{- end }}

@@ -1,0 +1,410 @@
+package cluster
+
+// The control plane of the `cluster` suite: etcd and kube-apiserver on loopback (TLS, RBAC,
+// service-account tokens), real child processes that never outlive the test, and kubeconfigs
+// per identity. Everything waits with a deadline; nothing here can hang the suite.
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// proc is a child process in its own process group, killed with the group at teardown, its
+// output in <dir>/logs/<name>.log.
+type proc struct {
+	name    string
+	logPath string
+	cmd     *exec.Cmd
+	done    chan struct{}
+	mu      sync.Mutex
+	waitErr error
+}
+
+func startProc(logDir, name string, args []string, env []string) (*proc, error) {
+	logPath := filepath.Join(logDir, name+".log")
+	log, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.Env = append(os.Environ(), env...)
+	// Own group (teardown kills it whole) and SIGKILL if this test process dies first.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	fmt.Fprintf(log, "=== %s %s\n", time.Now().Format(time.RFC3339Nano), strings.Join(args, " "))
+	if err := cmd.Start(); err != nil {
+		log.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &proc{name: name, logPath: logPath, cmd: cmd, done: make(chan struct{})}
+	go func() {
+		err := cmd.Wait()
+		log.Close()
+		p.mu.Lock()
+		p.waitErr = err
+		p.mu.Unlock()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+func (p *proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// kill9 is `kill -9` of the whole group; it returns once the process is reaped.
+func (p *proc) kill9() {
+	if p == nil || p.exited() {
+		return
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+	}
+}
+
+// stop asks politely (SIGTERM), then kills after `grace`.
+func (p *proc) stop(grace time.Duration) {
+	if p == nil || p.exited() {
+		return
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(grace):
+		p.kill9()
+	}
+}
+
+func (p *proc) tail(lines int) string {
+	b, err := os.ReadFile(p.logPath)
+	if err != nil {
+		return err.Error()
+	}
+	all := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(all) > lines {
+		all = all[len(all)-lines:]
+	}
+	return strings.Join(all, "\n")
+}
+
+// freePort returns a loopback port nobody listens on now (bound then released: the components
+// take ports from flags and config files, not from a listener we could hand them).
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func freePorts(n int) ([]int, error) {
+	seen := map[int]bool{}
+	var out []int
+	for len(out) < n {
+		p, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		if !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// waitFor polls `cond` every `every` until it returns true, returns an error, or `timeout` passes.
+func waitFor(timeout, every time.Duration, what string, cond func() (bool, error)) error {
+	deadline := time.Now().Add(timeout)
+	var lastErr error
+	for {
+		ok, err := cond()
+		if ok {
+			return nil
+		}
+		if err != nil {
+			lastErr = err
+		}
+		if time.Now().After(deadline) {
+			if lastErr != nil {
+				return fmt.Errorf("timed out after %s waiting for %s (last error: %v)", timeout, what, lastErr)
+			}
+			return fmt.Errorf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(every)
+	}
+}
+
+// ---- certificates ---------------------------------------------------------------------------
+
+type keyPair struct {
+	cert    *x509.Certificate
+	key     *ecdsa.PrivateKey
+	certPEM []byte
+	keyPEM  []byte
+}
+
+func newKey() (*ecdsa.PrivateKey, []byte, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	der, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, nil, err
+	}
+	return key, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), nil
+}
+
+var serial int64 = 1
+
+func issue(tmpl *x509.Certificate, ca *keyPair) (*keyPair, error) {
+	key, keyPEM, err := newKey()
+	if err != nil {
+		return nil, err
+	}
+	serial++
+	tmpl.SerialNumber = big.NewInt(serial)
+	tmpl.NotBefore = time.Now().Add(-time.Hour)
+	tmpl.NotAfter = time.Now().Add(24 * time.Hour)
+	parent, signer := tmpl, key
+	if ca != nil {
+		parent, signer = ca.cert, ca.key
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, signer)
+	if err != nil {
+		return nil, err
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, err
+	}
+	return &keyPair{cert: cert, key: key, keyPEM: keyPEM,
+		certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}, nil
+}
+
+func newCA(name string) (*keyPair, error) {
+	return issue(&x509.Certificate{Subject: pkix.Name{CommonName: name}, IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}, nil)
+}
+
+func newServing(ca *keyPair, cn string, dns []string) (*keyPair, error) {
+	return issue(&x509.Certificate{Subject: pkix.Name{CommonName: cn}, DNSNames: dns,
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}, ca)
+}
+
+func newClient(ca *keyPair, user string, groups []string) (*keyPair, error) {
+	return issue(&x509.Certificate{Subject: pkix.Name{CommonName: user, Organization: groups},
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}, ca)
+}
+
+// ---- etcd and kube-apiserver ---------------------------------------------------------------
+
+type controlPlane struct {
+	dir, logDir string
+	etcd        *proc
+	apiserver   *proc
+	server      string // https://127.0.0.1:PORT
+	ca          *keyPair
+	admin       string // kubeconfig path: system:masters client certificate
+}
+
+func writeFile(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o600)
+}
+
+// kubeconfig writes a kubeconfig for `server` with either a client certificate or a token.
+func kubeconfig(path, server string, caPEM []byte, client *keyPair, token string) error {
+	var user string
+	if client != nil {
+		user = fmt.Sprintf("    client-certificate-data: %s\n    client-key-data: %s\n", b64(client.certPEM), b64(client.keyPEM))
+	} else {
+		user = fmt.Sprintf("    token: %s\n", token)
+	}
+	text := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: e2e
+  cluster:
+    server: %s
+    certificate-authority-data: %s
+users:
+- name: e2e
+  user:
+%scontexts:
+- name: e2e
+  context: {cluster: e2e, user: e2e}
+current-context: e2e
+`, server, b64(caPEM), user)
+	return writeFile(path, []byte(text))
+}
+
+func startControlPlane(bin, dir string) (*controlPlane, error) {
+	cp := &controlPlane{dir: dir, logDir: filepath.Join(dir, "logs")}
+	if err := os.MkdirAll(cp.logDir, 0o755); err != nil {
+		return nil, err
+	}
+	ports, err := freePorts(3)
+	if err != nil {
+		return nil, err
+	}
+	etcdClient, etcdPeer, apiPort := ports[0], ports[1], ports[2]
+	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdClient)
+	peerURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPeer)
+	cp.etcd, err = startProc(cp.logDir, "etcd", []string{filepath.Join(bin, "etcd"),
+		"--name", "e2e", "--data-dir", filepath.Join(dir, "etcd"),
+		"--listen-client-urls", etcdURL, "--advertise-client-urls", etcdURL,
+		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
+		"--initial-cluster", "e2e=" + peerURL, "--unsafe-no-fsync", "--log-level", "warn"}, nil)
+	if err != nil {
+		return cp, err
+	}
+	if err := waitFor(30*time.Second, 200*time.Millisecond, "etcd /health", func() (bool, error) {
+		if cp.etcd.exited() {
+			return false, fmt.Errorf("etcd exited: %s", cp.etcd.tail(20))
+		}
+		r, err := http.Get(etcdURL + "/health")
+		if err != nil {
+			return false, err
+		}
+		r.Body.Close()
+		return r.StatusCode == 200, nil
+	}); err != nil {
+		return cp, err
+	}
+
+	pki := filepath.Join(dir, "pki")
+	if cp.ca, err = newCA("gpupack-e2e-ca"); err != nil {
+		return cp, err
+	}
+	serving, err := newServing(cp.ca, "kube-apiserver", []string{"localhost", "kubernetes", "kubernetes.default",
+		"kubernetes.default.svc", "kubernetes.default.svc.cluster.local"})
+	if err != nil {
+		return cp, err
+	}
+	_, saKeyPEM, err := newKey()
+	if err != nil {
+		return cp, err
+	}
+	admin, err := newClient(cp.ca, "e2e-admin", []string{"system:masters"})
+	if err != nil {
+		return cp, err
+	}
+	for name, data := range map[string][]byte{"ca.crt": cp.ca.certPEM, "apiserver.crt": serving.certPEM,
+		"apiserver.key": serving.keyPEM, "sa.key": saKeyPEM} {
+		if err := writeFile(filepath.Join(pki, name), data); err != nil {
+			return cp, err
+		}
+	}
+	cp.server = fmt.Sprintf("https://127.0.0.1:%d", apiPort)
+	cp.admin = filepath.Join(dir, "admin.kubeconfig")
+	if err := kubeconfig(cp.admin, cp.server, cp.ca.certPEM, admin, ""); err != nil {
+		return cp, err
+	}
+	cp.apiserver, err = startProc(cp.logDir, "kube-apiserver", []string{filepath.Join(bin, "kube-apiserver"),
+		"--etcd-servers", etcdURL,
+		"--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1", "--secure-port", fmt.Sprint(apiPort),
+		"--cert-dir", filepath.Join(dir, "apiserver-certs"),
+		"--tls-cert-file", filepath.Join(pki, "apiserver.crt"), "--tls-private-key-file", filepath.Join(pki, "apiserver.key"),
+		"--client-ca-file", filepath.Join(pki, "ca.crt"),
+		"--authorization-mode", "Node,RBAC",
+		"--service-account-issuer", "https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file", filepath.Join(pki, "sa.key"),
+		"--service-account-signing-key-file", filepath.Join(pki, "sa.key"),
+		"--service-cluster-ip-range", "10.96.0.0/16",
+		"--allow-privileged=true", "--profiling=false", "--v=1"}, nil)
+	if err != nil {
+		return cp, err
+	}
+	client, err := adminHTTPClient(cp)
+	if err != nil {
+		return cp, err
+	}
+	err = waitFor(90*time.Second, 250*time.Millisecond, "kube-apiserver /readyz", func() (bool, error) {
+		if cp.apiserver.exited() {
+			return false, fmt.Errorf("kube-apiserver exited: %s", cp.apiserver.tail(30))
+		}
+		r, err := client.Get(cp.server + "/readyz")
+		if err != nil {
+			return false, err
+		}
+		body := new(bytes.Buffer)
+		_, _ = body.ReadFrom(r.Body)
+		r.Body.Close()
+		if r.StatusCode != 200 {
+			return false, fmt.Errorf("readyz %d: %s", r.StatusCode, lastLines(body.String(), 5))
+		}
+		return true, nil
+	})
+	return cp, err
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
+}
+
+func (cp *controlPlane) stop() {
+	if cp == nil {
+		return
+	}
+	cp.apiserver.stop(10 * time.Second)
+	cp.etcd.stop(10 * time.Second)
+}
+
+// ---- helpers shared by the suite -----------------------------------------------------------
+
+func adminHTTPClient(cp *controlPlane) (*http.Client, error) {
+	return tlsClient(cp.ca.certPEM, cp.admin)
+}
+
+// runTool runs a short-lived command (helm) with a deadline and returns its combined output.
+func runTool(timeout time.Duration, env []string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		return string(out), fmt.Errorf("%s timed out after %s", strings.Join(args[:2], " "), timeout)
+	}
+	if err != nil {
+		return string(out), fmt.Errorf("%s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
+}

@@ -1,0 +1,718 @@
+package cluster
+
+// The scenarios, in order (they share one bed; each uses its own namespace). Every scenario
+// ends with checkLedger: Σ caps ≤ capacity per device from the API's own view, every bound
+// gpupack pod carries its allocation, and no pod of the scenario is lost.
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+	authorizationv1 "k8s.io/api/authorization/v1"
+)
+
+const allocationKey = "gpupack.io/allocation"
+
+// The env the webhook injects (DESIGN.md §3.2), each read from an annotation the extender writes.
+var webhookEnv = []string{"NVIDIA_VISIBLE_DEVICES", "NVIDIA_GPU_MEMORY_LIMIT", "NVIDIA_GPU_MEMORY_REQUEST", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"}
+
+type podSpec struct {
+	name        string
+	memory      string // gpupack.io/gpu-memory, "" for whole devices
+	gpus        int    // gpupack.io/gpu, 0 to leave it out
+	annotations map[string]string
+	reservedFor string // toleration + nodeSelector for a reserved node (taint value)
+	env         []corev1.EnvVar
+}
+
+func (b *bed) createNamespace(t *testing.T, name string) {
+	t.Helper()
+	c, cancel := ctx(10 * time.Second)
+	defer cancel()
+	if _, err := b.kc.CoreV1().Namespaces().Create(c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("namespace %s: %v", name, err)
+	}
+	// No kube-controller-manager: create the default ServiceAccount its controller would, or the
+	// ServiceAccount admission plugin refuses every pod.
+	if _, err := b.kc.CoreV1().ServiceAccounts(name).Create(c, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("default ServiceAccount in %s: %v", name, err)
+	}
+}
+
+func (b *bed) podObject(ns string, p podSpec) *corev1.Pod {
+	limits := corev1.ResourceList{}
+	if p.memory != "" {
+		limits[resourceMemory] = resource.MustParse(p.memory)
+	}
+	if p.gpus > 0 {
+		limits[resourceGpu] = *resource.NewQuantity(int64(p.gpus), resource.DecimalSI)
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: ns, Annotations: p.annotations},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{
+			Name: "main", Image: podImage, Env: p.env,
+			Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")},
+				Limits:   limits,
+			},
+		}}},
+	}
+	if p.reservedFor != "" {
+		pod.Spec.Tolerations = []corev1.Toleration{{Key: reservedTaint, Operator: corev1.TolerationOpEqual, Value: p.reservedFor, Effect: corev1.TaintEffectNoSchedule}}
+		pod.Spec.NodeSelector = map[string]string{"reserved": p.reservedFor}
+	}
+	return pod
+}
+
+func (b *bed) createPod(t *testing.T, ns string, p podSpec) *corev1.Pod {
+	t.Helper()
+	c, cancel := ctx(15 * time.Second)
+	defer cancel()
+	created, err := b.kc.CoreV1().Pods(ns).Create(c, b.podObject(ns, p), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create pod %s/%s: %v", ns, p.name, err)
+	}
+	return created
+}
+
+// createPods creates pods from `workers` goroutines (a burst, as a Job controller would); `after`
+// runs once `trigger` pods exist.
+func (b *bed) createPods(t *testing.T, ns string, specs []podSpec, workers, trigger int, after func()) {
+	t.Helper()
+	var mu sync.Mutex
+	var errs []string
+	created := 0
+	next := make(chan podSpec)
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for p := range next {
+				c, cancel := ctx(20 * time.Second)
+				_, err := b.kc.CoreV1().Pods(ns).Create(c, b.podObject(ns, p), metav1.CreateOptions{})
+				cancel()
+				mu.Lock()
+				if err != nil {
+					errs = append(errs, fmt.Sprintf("%s: %v", p.name, err))
+				}
+				created++
+				fire := after != nil && created == trigger
+				mu.Unlock()
+				if fire {
+					after()
+				}
+			}
+		}()
+	}
+	for _, p := range specs {
+		next <- p
+	}
+	close(next)
+	wg.Wait()
+	if len(errs) > 0 {
+		t.Fatalf("%d pods not created, first: %s", len(errs), errs[0])
+	}
+}
+
+func (b *bed) listPods(ns string) ([]corev1.Pod, error) {
+	c, cancel := ctx(20 * time.Second)
+	defer cancel()
+	l, err := b.kc.CoreV1().Pods(ns).List(c, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return l.Items, nil
+}
+
+// waitBound waits until every pod of `ns` has spec.nodeName, and fails naming the pods that do not.
+func (b *bed) waitBound(t *testing.T, ns string, want int, timeout time.Duration) []corev1.Pod {
+	t.Helper()
+	var pods []corev1.Pod
+	start := time.Now()
+	err := waitFor(timeout, 500*time.Millisecond, fmt.Sprintf("%d pods of %s bound", want, ns), func() (bool, error) {
+		var err error
+		if pods, err = b.listPods(ns); err != nil {
+			return false, err
+		}
+		bound := 0
+		for _, p := range pods {
+			if p.Spec.NodeName != "" {
+				bound++
+			}
+		}
+		return len(pods) == want && bound == want, nil
+	})
+	if err != nil {
+		var pending []string
+		for _, p := range pods {
+			if p.Spec.NodeName == "" {
+				pending = append(pending, p.Name+": "+b.lastSchedulingEvent(ns, p.Name))
+			}
+		}
+		if len(pending) > 5 {
+			pending = pending[:5]
+		}
+		t.Fatalf("%v; %d of %d listed, unbound e.g. %v", err, len(pods), want, pending)
+	}
+	t.Logf("%d pods of %s bound by the real kube-scheduler in %.1fs", want, ns, time.Since(start).Seconds())
+	return pods
+}
+
+// eventsOf lists a pod's Events the way `kubectl describe pod` does (field selector on
+// involvedObject), through the core/v1 API kube-scheduler's events.k8s.io Events are also served on.
+func (b *bed) eventsOf(ns, pod string) ([]corev1.Event, error) {
+	c, cancel := ctx(10 * time.Second)
+	defer cancel()
+	sel := fields.Set{"involvedObject.name": pod, "involvedObject.namespace": ns, "involvedObject.kind": "Pod"}.AsSelector().String()
+	l, err := b.kc.CoreV1().Events(ns).List(c, metav1.ListOptions{FieldSelector: sel})
+	if err != nil {
+		return nil, err
+	}
+	return l.Items, nil
+}
+
+func (b *bed) lastSchedulingEvent(ns, pod string) string {
+	evs, err := b.eventsOf(ns, pod)
+	if err != nil {
+		return err.Error()
+	}
+	last := "no events"
+	for _, e := range evs {
+		last = e.Reason + ": " + e.Message
+	}
+	return last
+}
+
+// ---- the ledger, from the API's own view -------------------------------------------------------
+
+type allocation struct {
+	V          int    `json:"v"`
+	Node       string `json:"node"`
+	Containers []struct {
+		Name    string `json:"name"`
+		Devices []struct {
+			UUID   string `json:"uuid"`
+			MemMiB int64  `json:"memMiB"`
+		} `json:"devices"`
+	} `json:"containers"`
+}
+
+type device struct {
+	node     string
+	capacity int64
+}
+
+// gpuDevices: every device (whole GPU not in MIG mode, or MIG instance) per the GPUNodes.
+func (b *bed) gpuDevices() (map[string]device, error) {
+	c, cancel := ctx(10 * time.Second)
+	defer cancel()
+	list, err := b.dyn.Resource(gpuNodesGVR).List(c, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]device{}
+	for _, g := range list.Items {
+		devices, _, _ := unstructuredSlice(g.Object, "status", "devices")
+		for _, d := range devices {
+			dm := d.(map[string]any)
+			if mig, _ := dm["migEnabled"].(bool); mig {
+				instances, _ := dm["migInstances"].([]any)
+				for _, mi := range instances {
+					m := mi.(map[string]any)
+					out[m["uuid"].(string)] = device{node: g.GetName(), capacity: toInt(m["memoryMiB"])}
+				}
+				continue
+			}
+			out[dm["uuid"].(string)] = device{node: g.GetName(), capacity: toInt(dm["memoryMiB"])}
+		}
+	}
+	return out, nil
+}
+
+func toInt(v any) int64 {
+	switch x := v.(type) {
+	case int64:
+		return x
+	case float64:
+		return int64(x)
+	case json.Number:
+		n, _ := x.Int64()
+		return n
+	}
+	return -1
+}
+
+func isGpupackPod(p *corev1.Pod) bool {
+	for _, c := range p.Spec.Containers {
+		if _, ok := c.Resources.Limits[resourceMemory]; ok {
+			return true
+		}
+		if _, ok := c.Resources.Limits[resourceGpu]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// checkLedger asserts the invariant over every pod of the cluster and returns allocated MiB per
+// device.
+func (b *bed) checkLedger(t *testing.T) map[string]int64 {
+	t.Helper()
+	devices, err := b.gpuDevices()
+	if err != nil {
+		t.Fatalf("list GPUNodes: %v", err)
+	}
+	pods, err := b.listPods("")
+	if err != nil {
+		t.Fatalf("list pods: %v", err)
+	}
+	used := map[string]int64{}
+	holders := map[string][]string{}
+	for i := range pods {
+		p := &pods[i]
+		if !isGpupackPod(p) || p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		key := p.Namespace + "/" + p.Name
+		raw, ok := p.Annotations[allocationKey]
+		if !ok {
+			t.Errorf("%s is bound to %s without %s", key, p.Spec.NodeName, allocationKey)
+			continue
+		}
+		var a allocation
+		if err := json.Unmarshal([]byte(raw), &a); err != nil {
+			t.Errorf("%s: %s is not JSON: %v", key, allocationKey, err)
+			continue
+		}
+		if a.V != 1 || a.Node != p.Spec.NodeName {
+			t.Errorf("%s: allocation v=%d node=%q, bound to %q", key, a.V, a.Node, p.Spec.NodeName)
+		}
+		for _, c := range a.Containers {
+			for _, d := range c.Devices {
+				dev, ok := devices[d.UUID]
+				if !ok || dev.node != p.Spec.NodeName {
+					t.Errorf("%s: device %s is not a device of node %s", key, d.UUID, p.Spec.NodeName)
+					continue
+				}
+				used[d.UUID] += d.MemMiB
+				holders[d.UUID] = append(holders[d.UUID], fmt.Sprintf("%s=%d", key, d.MemMiB))
+			}
+		}
+	}
+	for uuid, u := range used {
+		if u > devices[uuid].capacity {
+			t.Errorf("device %s on %s: Σ caps %d MiB > capacity %d MiB: %v", uuid, devices[uuid].node, u, devices[uuid].capacity, holders[uuid])
+		}
+	}
+	return used
+}
+
+// ---- scenarios -----------------------------------------------------------------------------------
+
+func mixedWorkload(prefix string, n int) []podSpec {
+	var out []podSpec
+	fractions := []string{"2Gi", "4Gi", "6Gi", "8Gi", "10Gi"}
+	for i := 0; len(out) < n; i++ {
+		name := fmt.Sprintf("%s-%03d", prefix, i)
+		switch {
+		case i%36 == 35: // a whole device, exclusively
+			out = append(out, podSpec{name: name + "-whole", gpus: 1})
+		case i%6 == 1: // two devices, 4Gi on each
+			out = append(out, podSpec{name: name + "-multi", memory: "8Gi", gpus: 2})
+		case i%6 == 4: // a MIG instance of a given profile
+			out = append(out, podSpec{name: name + "-mig", memory: "5Gi",
+				annotations: map[string]string{"gpupack.io/device-kind": "mig", "gpupack.io/mig-profile": "1g.10gb"}})
+		default: // a fraction of one device
+			out = append(out, podSpec{name: name + "-frac", memory: fractions[i%len(fractions)]})
+		}
+	}
+	return out
+}
+
+// watchBindings records, for every pod of `ns`, whether the first version of it that has
+// spec.nodeName already carries the allocation annotation (one Binding wrote both).
+type bindingWatch struct {
+	mu        sync.Mutex
+	firstSeen map[string]bool
+	stop      context.CancelFunc
+	done      chan struct{}
+}
+
+func (b *bed) watchBindings(t *testing.T, ns string) *bindingWatch {
+	t.Helper()
+	c, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	w, err := b.kc.CoreV1().Pods(ns).Watch(c, metav1.ListOptions{})
+	if err != nil {
+		cancel()
+		t.Fatalf("watch pods: %v", err)
+	}
+	bw := &bindingWatch{firstSeen: map[string]bool{}, stop: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(bw.done)
+		for ev := range w.ResultChan() {
+			if ev.Type != watch.Added && ev.Type != watch.Modified {
+				continue
+			}
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok || p.Spec.NodeName == "" {
+				continue
+			}
+			bw.mu.Lock()
+			if _, seen := bw.firstSeen[p.Name]; !seen {
+				_, has := p.Annotations[allocationKey]
+				bw.firstSeen[p.Name] = has
+			}
+			bw.mu.Unlock()
+		}
+	}()
+	return bw
+}
+
+func (bw *bindingWatch) check(t *testing.T, pods []corev1.Pod) {
+	t.Helper()
+	// The watch trails the list a little: give it a bounded moment to catch up.
+	_ = waitFor(10*time.Second, 100*time.Millisecond, "watch caught up", func() (bool, error) {
+		bw.mu.Lock()
+		defer bw.mu.Unlock()
+		return len(bw.firstSeen) >= len(pods), nil
+	})
+	bw.stop()
+	<-bw.done
+	bw.mu.Lock()
+	defer bw.mu.Unlock()
+	for _, p := range pods {
+		has, seen := bw.firstSeen[p.Name]
+		if !seen {
+			t.Errorf("%s: the watch never saw it bound", p.Name)
+		} else if !has {
+			t.Errorf("%s: bound without %s in the same write (the Binding must carry it)", p.Name, allocationKey)
+		}
+	}
+}
+
+// checkWebhookEnv: the admitted pod carries gpupack's scheduler and, in every container, the
+// downward-API env whose annotations the extender wrote in the Binding.
+func (b *bed) checkWebhookEnv(t *testing.T, p *corev1.Pod) {
+	t.Helper()
+	if p.Spec.SchedulerName != b.schedName {
+		t.Errorf("%s: schedulerName %q, want %q (set by the webhook)", p.Name, p.Spec.SchedulerName, b.schedName)
+	}
+	for _, c := range p.Spec.Containers {
+		for _, name := range webhookEnv {
+			var found *corev1.EnvVar
+			for i := range c.Env {
+				if c.Env[i].Name == name {
+					if found != nil {
+						t.Errorf("%s/%s: %s twice", p.Name, c.Name, name)
+					}
+					found = &c.Env[i]
+				}
+			}
+			if found == nil || found.ValueFrom == nil || found.ValueFrom.FieldRef == nil || found.Value != "" {
+				t.Errorf("%s/%s: %s is not a downward-API fieldRef: %+v", p.Name, c.Name, name, found)
+				continue
+			}
+			path := found.ValueFrom.FieldRef.FieldPath
+			key := strings.TrimSuffix(strings.TrimPrefix(path, "metadata.annotations['"), "']")
+			if key == path || !strings.HasPrefix(key, "gpupack.io/") {
+				t.Errorf("%s/%s: %s reads %q, want metadata.annotations['gpupack.io/…']", p.Name, c.Name, name, path)
+				continue
+			}
+			if p.Spec.NodeName != "" && p.Annotations[key] == "" {
+				t.Errorf("%s/%s: %s reads annotation %s, which the bound pod does not carry (annotations: %v)", p.Name, c.Name, name, key, sortedKeys(p.Annotations))
+			}
+		}
+	}
+}
+
+func TestPackMixedPodsWithRealKubeScheduler(t *testing.T) {
+	const ns, n = "pack", 216
+	tb.createNamespace(t, ns)
+	bw := tb.watchBindings(t, ns)
+	specs := mixedWorkload("p", n)
+	start := time.Now()
+	tb.createPods(t, ns, specs, 8, 0, nil)
+	t.Logf("%d pods created through the webhook in %.1fs", n, time.Since(start).Seconds())
+	pods := tb.waitBound(t, ns, n, 4*time.Minute)
+	bw.check(t, pods)
+	used := tb.checkLedger(t)
+	kinds := map[string]int{}
+	for i := range pods {
+		tb.checkWebhookEnv(t, &pods[i])
+		kinds[pods[i].Name[strings.LastIndex(pods[i].Name, "-")+1:]]++
+	}
+	var total int64
+	for _, u := range used {
+		total += u
+	}
+	t.Logf("kinds %v on %d devices, %d MiB allocated", kinds, len(used), total)
+}
+
+func TestWebhookOverwritesUserEnv(t *testing.T) {
+	const ns = "webhook"
+	tb.createNamespace(t, ns)
+	p := tb.createPod(t, ns, podSpec{name: "sneaky", memory: "3Gi",
+		env: []corev1.EnvVar{{Name: "NVIDIA_GPU_MEMORY_LIMIT", Value: "999999"}, {Name: "KEEP_ME", Value: "1"}}})
+	tb.checkWebhookEnv(t, p)
+	kept := false
+	for _, e := range p.Spec.Containers[0].Env {
+		kept = kept || (e.Name == "KEEP_ME" && e.Value == "1")
+	}
+	if !kept {
+		t.Errorf("the webhook dropped an unrelated env var: %+v", p.Spec.Containers[0].Env)
+	}
+	pods := tb.waitBound(t, ns, 1, time.Minute)
+	tb.checkWebhookEnv(t, &pods[0])
+	tb.checkLedger(t)
+}
+
+func findEvent(evs []corev1.Event, reason string) *corev1.Event {
+	for i := range evs {
+		if evs[i].Reason == reason {
+			return &evs[i]
+		}
+	}
+	return nil
+}
+
+// The reserved node "release-1" holds two whole L40S; a third whole-device pod stays Pending
+// with kube-scheduler's FailedScheduling Event carrying gpupack's reason until a holder is deleted.
+func TestUnschedulableEventThenDeletionReleases(t *testing.T) {
+	const ns = "release"
+	tb.createNamespace(t, ns)
+	for _, name := range []string{"hold-a", "hold-b"} {
+		tb.createPod(t, ns, podSpec{name: name, gpus: 1, reservedFor: "release"})
+	}
+	tb.waitBound(t, ns, 2, time.Minute)
+	tb.createPod(t, ns, podSpec{name: "waiter", gpus: 1, reservedFor: "release"})
+	var ev *corev1.Event
+	err := waitFor(45*time.Second, 500*time.Millisecond, "FailedScheduling Event of release/waiter", func() (bool, error) {
+		evs, err := tb.eventsOf(ns, "waiter")
+		if err != nil {
+			return false, err
+		}
+		ev = findEvent(evs, "FailedScheduling")
+		return ev != nil, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("kubectl describe pod waiter would show: %s %s: %s", ev.Type, ev.Reason, ev.Message)
+	if ev.Type != corev1.EventTypeWarning || !strings.Contains(ev.Message, "0/") {
+		t.Errorf("FailedScheduling event is not kube-scheduler's: %+v", ev)
+	}
+	if !strings.Contains(strings.ToLower(ev.Message), "gpu") {
+		t.Errorf("FailedScheduling message does not carry gpupack's reason: %q", ev.Message)
+	}
+	c, cancel := ctx(10 * time.Second)
+	defer cancel()
+	w, _ := tb.kc.CoreV1().Pods(ns).Get(c, "waiter", metav1.GetOptions{})
+	if w.Spec.NodeName != "" {
+		t.Fatalf("waiter bound to %s although both devices are held", w.Spec.NodeName)
+	}
+	// Without a kubelet a graceful delete never completes; grace 0 is what the kubelet's
+	// confirmation would end in.
+	zero := int64(0)
+	if err := tb.kc.CoreV1().Pods(ns).Delete(c, "hold-a", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	pods := tb.waitBound(t, ns, 2, 90*time.Second)
+	for _, p := range pods {
+		if p.Name == "waiter" && p.Spec.NodeName != "release-1" {
+			t.Errorf("waiter bound to %q", p.Spec.NodeName)
+		}
+	}
+	tb.checkLedger(t)
+}
+
+// kill -9 of the reserved node's agent: once its heartbeat is older than the TTL the extender
+// refuses the node with a reason naming the stale report, though its devices are free.
+func TestStaleAgentNodeAvoided(t *testing.T) {
+	const ns = "stale"
+	tb.createNamespace(t, ns)
+	tb.createPod(t, ns, podSpec{name: "before", memory: "1Gi", reservedFor: "stale"})
+	tb.waitBound(t, ns, 1, time.Minute)
+	tb.agents["stale-1"].kill9()
+	time.Sleep(heartbeatTTLd + 3*time.Second)
+	tb.createPod(t, ns, podSpec{name: "after", memory: "1Gi", reservedFor: "stale"})
+	var ev *corev1.Event
+	err := waitFor(45*time.Second, 500*time.Millisecond, "FailedScheduling Event of stale/after", func() (bool, error) {
+		evs, err := tb.eventsOf(ns, "after")
+		if err != nil {
+			return false, err
+		}
+		ev = findEvent(evs, "FailedScheduling")
+		return ev != nil, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("stale node: %s", ev.Message)
+	if !strings.Contains(ev.Message, "heartbeat") {
+		t.Errorf("FailedScheduling does not say the node's report is stale: %q", ev.Message)
+	}
+	c, cancel := ctx(10 * time.Second)
+	defer cancel()
+	if p, _ := tb.kc.CoreV1().Pods(ns).Get(c, "after", metav1.GetOptions{}); p.Spec.NodeName != "" {
+		t.Errorf("pod bound to the stale node %s", p.Spec.NodeName)
+	}
+	tb.checkLedger(t)
+}
+
+// kill -9 of the active extender while pods arrive, and a restart: kube-scheduler's calls fail
+// meanwhile (ignorable: false), the pods are retried, and the restarted extender rebuilds its
+// ledger from the allocations on the API server before it answers.
+func TestExtenderKilledMidBurst(t *testing.T) {
+	const ns, n = "burst", 40
+	tb.createNamespace(t, ns)
+	tb.createPods(t, ns, mixedWorkload("b", n), 4, 10, func() {
+		tb.scheduler[0].extender.kill9()
+		time.Sleep(time.Second)
+		if err := tb.startExtender(0); err != nil {
+			t.Errorf("restart extender-0: %v", err)
+		}
+	})
+	tb.waitBound(t, ns, n, 3*time.Minute)
+	tb.checkLedger(t)
+}
+
+// kill -9 of the leading kube-scheduler mid-burst: the second replica's kube-scheduler takes
+// the Lease and its own extender (synced all along) binds the rest without double-booking.
+func TestLeaderFailover(t *testing.T) {
+	const ns, n = "failover", 40
+	tb.createNamespace(t, ns)
+	before, err := tb.leaseHolder()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb.createPods(t, ns, mixedWorkload("f", n), 4, 8, func() {
+		tb.scheduler[0].kubeScheduler.kill9()
+	})
+	after, err := tb.waitLeaderChange(before)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("leader %s -> %s", before, after)
+	tb.waitBound(t, ns, n, 3*time.Minute)
+	tb.checkLedger(t)
+	if !tb.scheduler[1].extender.exited() {
+		r, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", tb.scheduler[1].metricsPort))
+		if err == nil {
+			r.Body.Close()
+		}
+	}
+}
+
+// What `kubectl get gpunodes` prints: the CRD's printer columns, served as a Table by the API.
+func TestGetGpunodesPrinterColumns(t *testing.T) {
+	c, cancel := ctx(10 * time.Second)
+	defer cancel()
+	raw, err := tb.kc.CoreV1().RESTClient().Get().AbsPath("/apis/gpupack.io/v1alpha1/gpunodes").
+		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").DoRaw(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table metav1.Table
+	if err := json.Unmarshal(raw, &table); err != nil {
+		t.Fatalf("not a Table: %v: %s", err, raw)
+	}
+	var names []string
+	for _, col := range table.ColumnDefinitions {
+		names = append(names, col.Name)
+	}
+	want := []string{"Name", "GPUs", "Memory MiB", "Allocated MiB", "Used MiB", "Enforcement", "Heartbeat"}
+	if strings.Join(names, ",") != strings.Join(want, ",")+",Age" {
+		t.Errorf("columns %v, want %v + Age", names, want)
+	}
+	if len(table.Rows) != len(tb.nodes) {
+		t.Fatalf("%d rows, want one per node (%d)", len(table.Rows), len(tb.nodes))
+	}
+	devices, _ := tb.gpuDevices()
+	_ = devices
+	for _, row := range table.Rows {
+		t.Logf("%v", row.Cells)
+		for i, col := range []string{"GPUs", "Memory MiB", "Heartbeat"} {
+			_ = i
+			idx := indexOf(names, col)
+			if idx < 0 || idx >= len(row.Cells) || row.Cells[idx] == nil || fmt.Sprint(row.Cells[idx]) == "" || fmt.Sprint(row.Cells[idx]) == "0" {
+				t.Errorf("row %v: column %s is empty: the agent does not write its jsonPath", row.Cells[0], col)
+			}
+		}
+	}
+}
+
+func indexOf(s []string, v string) int {
+	for i, x := range s {
+		if x == v {
+			return i
+		}
+	}
+	return -1
+}
+
+// RBAC: the components above ran with exactly the chart's ServiceAccounts (a missing verb fails
+// the scenarios). Here, the other direction: the agent's token cannot bind pods nor read
+// Secrets, the scheduler's cannot write GPUNode status.
+func TestServiceAccountsAreNarrow(t *testing.T) {
+	cases := []struct {
+		sa      string
+		attrs   authorizationv1.ResourceAttributes
+		allowed bool
+	}{
+		{tb.saScheduler, authorizationv1.ResourceAttributes{Verb: "create", Resource: "pods", Subresource: "binding"}, true},
+		{tb.saScheduler, authorizationv1.ResourceAttributes{Verb: "watch", Group: "gpupack.io", Resource: "gpunodes"}, true},
+		{tb.saScheduler, authorizationv1.ResourceAttributes{Verb: "update", Group: "gpupack.io", Resource: "gpunodes", Subresource: "status"}, false},
+		{tb.saAgent, authorizationv1.ResourceAttributes{Verb: "update", Group: "gpupack.io", Resource: "gpunodes", Subresource: "status"}, true},
+		{tb.saAgent, authorizationv1.ResourceAttributes{Verb: "create", Resource: "pods", Subresource: "binding"}, false},
+		{tb.saAgent, authorizationv1.ResourceAttributes{Verb: "list", Resource: "secrets"}, false},
+	}
+	c, cancel := ctx(20 * time.Second)
+	defer cancel()
+	for _, tc := range cases {
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: "system:serviceaccount:" + releaseNS + ":" + tc.sa, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + releaseNS},
+			ResourceAttributes: &tc.attrs}}
+		r, err := tb.kc.AuthorizationV1().SubjectAccessReviews().Create(c, sar, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status.Allowed != tc.allowed {
+			t.Errorf("%s %s %s/%s: allowed=%v, want %v (%s)", tc.sa, tc.attrs.Verb, tc.attrs.Resource, tc.attrs.Subresource, r.Status.Allowed, tc.allowed, r.Status.Reason)
+		}
+	}
+}
+
+// verifyChartCert: the helm-generated webhook certificate chains to the chart's CA for the
+// Service name the MutatingWebhookConfiguration uses.
+func verifyChartCert(secret map[string][]byte, dns string) error {
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(secret["ca.crt"]) {
+		return fmt.Errorf("chart webhook Secret: ca.crt is not PEM")
+	}
+	block, _ := pem.Decode(secret["tls.crt"])
+	if block == nil {
+		return fmt.Errorf("chart webhook Secret: tls.crt is not PEM")
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return err
+	}
+	if _, err := cert.Verify(x509.VerifyOptions{DNSName: dns, Roots: pool}); err != nil {
+		return fmt.Errorf("chart webhook certificate does not verify for %s: %v", dns, err)
+	}
+	return nil
+}
