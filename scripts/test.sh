@@ -6,10 +6,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
+# Go >= 1.26 first on PATH: whatever runs `go` (the control-plane build, the cluster suite's
+# `go test -c`) must never find Debian's older /usr/bin/go.
+go_bin=${GPUPACK_GO:-/usr/local/go/bin/go}
+export PATH="$(dirname "$go_bin"):$PATH"
 controlplane_bin=$(scripts/build-control-plane.sh)
 build_dir=${GPUPACK_BUILD_DIR:-build}
 cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUPACK_WERROR=ON \
-  -DGPUPACK_CONTROLPLANE_BIN="$controlplane_bin" >/dev/null
+  -DGPUPACK_GO="$go_bin" -DGPUPACK_CONTROLPLANE_BIN="$controlplane_bin" >/dev/null
 cmake --build "$build_dir" -j"$(nproc)"
 cd "$build_dir"
 ctest --output-on-failure --timeout 900 -j"$(nproc)" "$@"

@@ -213,9 +213,10 @@ func newCA(name string) (*keyPair, error) {
 		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}, nil)
 }
 
-func newServing(ca *keyPair, cn string, dns []string) (*keyPair, error) {
+// newServing issues a serving certificate for `dns`, 127.0.0.1 and `ips`.
+func newServing(ca *keyPair, cn string, dns []string, ips ...net.IP) (*keyPair, error) {
 	return issue(&x509.Certificate{Subject: pkix.Name{CommonName: cn}, DNSNames: dns,
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+		IPAddresses: append([]net.IP{net.ParseIP("127.0.0.1")}, ips...),
 		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}, ca)
 }

@@ -9,9 +9,11 @@ package cluster
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -22,6 +24,7 @@ import (
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -32,6 +35,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/yaml"
 )
 
@@ -59,23 +63,38 @@ type schedulerPod struct {
 }
 
 type bed struct {
-	dir        string
-	bin        string
-	binaries   map[string]string // extender, agent, webhook
-	chart      string
-	cp         *controlPlane
-	kc         kubernetes.Interface
-	dyn        dynamic.Interface
-	rest       *rest.Config
-	helmEnv    []string
-	scheduler  []*schedulerPod
-	webhook    *proc
-	agents     map[string]*proc
-	agentArgs  map[string][]string
-	nodes      []string
-	schedName  string
-	saScheduler, saAgent string
+	dir       string
+	logDir    string
+	bin       string
+	binaries  map[string]string // extender, agent, webhook
+	chart     string
+	cp        *controlPlane
+	kc        kubernetes.Interface
+	dyn       dynamic.Interface
+	rest      *rest.Config
+	helmEnv   []string
+	scheduler []*schedulerPod
+	webhook   *proc
+	agents    map[string]*proc
+	agentArgs map[string][]string
+	nodes     []string
+	schedName string
+
+	saScheduler, saAgent                 string
 	schedulerKubeconfig, agentKubeconfig string
+
+	// Where the API server is. Started here (cp) unless GPUPACK_CLUSTER_KUBECONFIG names an existing
+	// cluster (external): then nothing is started but gpupack's processes and kube-scheduler.
+	external    bool
+	admin       string   // kubeconfig with cluster-admin rights
+	server      string   // https://HOST:PORT
+	serverCA    []byte   // PEM the components verify the API server with
+	certCA      *keyPair // signs the webhook's serving certificate
+	webhookHost string   // IP the API server reaches this machine's webhook at
+	nsSuffix    string   // appended to scenario namespaces (external: a run id)
+	namespaces  []string // created by the scenarios
+
+	stopNodeHeartbeats chan struct{}
 }
 
 var tb *bed
@@ -125,11 +144,23 @@ func setUp() (*bed, error) {
 	if b.dir, err = os.MkdirTemp("", "gpupack-cluster-"); err != nil {
 		return b, err
 	}
-	start := time.Now()
-	if b.cp, err = startControlPlane(b.bin, b.dir); err != nil {
+	b.logDir = filepath.Join(b.dir, "logs")
+	if err := os.MkdirAll(b.logDir, 0o755); err != nil {
 		return b, err
 	}
-	if b.rest, err = clientcmd.BuildConfigFromFlags("", b.cp.admin); err != nil {
+	start := time.Now()
+	if path := os.Getenv("GPUPACK_CLUSTER_KUBECONFIG"); path != "" {
+		if err := b.useExistingCluster(path); err != nil {
+			return b, err
+		}
+	} else {
+		if b.cp, err = startControlPlane(b.bin, b.dir); err != nil {
+			return b, err
+		}
+		b.admin, b.server, b.serverCA, b.certCA = b.cp.admin, b.cp.server, b.cp.ca.certPEM, b.cp.ca
+		b.webhookHost = "127.0.0.1"
+	}
+	if b.rest, err = clientcmd.BuildConfigFromFlags("", b.admin); err != nil {
 		return b, err
 	}
 	b.rest.QPS, b.rest.Burst = 200, 400
@@ -139,7 +170,7 @@ func setUp() (*bed, error) {
 	if b.dyn, err = dynamic.NewForConfig(b.rest); err != nil {
 		return b, err
 	}
-	fmt.Printf("control plane ready in %.1fs at %s (logs and configs: %s)\n", time.Since(start).Seconds(), b.cp.server, b.dir)
+	fmt.Printf("control plane ready in %.1fs at %s (logs and configs: %s)\n", time.Since(start).Seconds(), b.server, b.dir)
 	if err := b.installChart(); err != nil {
 		return b, err
 	}
@@ -154,6 +185,41 @@ func setUp() (*bed, error) {
 	}
 	fmt.Printf("bed ready in %.1fs: %d nodes, 2 scheduler replicas, webhook\n", time.Since(start).Seconds(), len(b.nodes))
 	return b, nil
+}
+
+// useExistingCluster points the bed at the cluster of a kubeconfig with cluster-admin rights
+// (kind, a real one): no etcd, kube-apiserver nor Node objects of its own are touched; the suite
+// creates its Nodes, namespaces (with a run suffix) and the release, and removes them at the end.
+func (b *bed) useExistingCluster(path string) error {
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		return fmt.Errorf("GPUPACK_CLUSTER_KUBECONFIG=%s: %v", path, err)
+	}
+	ca := cfg.TLSClientConfig.CAData
+	if len(ca) == 0 && cfg.TLSClientConfig.CAFile != "" {
+		if ca, err = os.ReadFile(cfg.TLSClientConfig.CAFile); err != nil {
+			return fmt.Errorf("GPUPACK_CLUSTER_KUBECONFIG=%s: %v", path, err)
+		}
+	}
+	if len(ca) == 0 || !strings.HasPrefix(cfg.Host, "https://") {
+		return fmt.Errorf("GPUPACK_CLUSTER_KUBECONFIG=%s: want an https server with certificate-authority(-data), got %q: the components' token kubeconfigs must verify it", path, cfg.Host)
+	}
+	b.webhookHost = os.Getenv("GPUPACK_CLUSTER_WEBHOOK_HOST")
+	if b.webhookHost == "" {
+		b.webhookHost = "127.0.0.1"
+	}
+	if net.ParseIP(b.webhookHost) == nil {
+		return fmt.Errorf("GPUPACK_CLUSTER_WEBHOOK_HOST=%q is not an IP address (the one the API server reaches this machine at)", b.webhookHost)
+	}
+	if b.certCA, err = newCA("gpupack-e2e-webhook-ca"); err != nil {
+		return err
+	}
+	var id [3]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return err
+	}
+	b.external, b.admin, b.server, b.serverCA, b.nsSuffix = true, path, cfg.Host, ca, fmt.Sprintf("-%x", id)
+	return nil
 }
 
 func (b *bed) procs() []*proc {
@@ -172,10 +238,16 @@ func (b *bed) tearDown(passed bool) {
 	if b == nil {
 		return
 	}
+	if b.stopNodeHeartbeats != nil {
+		close(b.stopNodeHeartbeats)
+	}
 	for _, p := range b.procs() {
 		p.stop(5 * time.Second)
 	}
 	b.cp.stop()
+	if b.external && os.Getenv("GPUPACK_CLUSTER_KEEP") == "" {
+		b.cleanUpCluster()
+	}
 	if b.dir != "" && passed && os.Getenv("GPUPACK_CLUSTER_KEEP") == "" {
 		os.RemoveAll(b.dir)
 	} else if b.dir != "" {
@@ -217,7 +289,7 @@ func ctx(timeout time.Duration) (context.Context, context.CancelFunc) {
 
 func (b *bed) helm(args ...string) (string, error) {
 	full := append([]string{filepath.Join(b.bin, "helm")}, args...)
-	full = append(full, "--kubeconfig", b.cp.admin)
+	full = append(full, "--kubeconfig", b.admin)
 	return runTool(2*time.Minute, b.helmEnv, full...)
 }
 
@@ -249,6 +321,14 @@ func (b *bed) installChart() error {
 	args := []string{"install", release, b.chart, "--namespace", releaseNS, "--create-namespace", "--timeout", "60s"}
 	for _, s := range sets {
 		args = append(args, "--set", s)
+	}
+	if b.external {
+		// gpupack runs as local processes here; on a cluster with controllers the chart's own
+		// pods would start too, and their kube-scheduler would compete for the Lease. A
+		// nodeSelector no node matches keeps them Pending (the agent DaemonSet creates none).
+		for _, c := range []string{"scheduler", "webhook", "agent"} {
+			args = append(args, "--set-string", c+".nodeSelector.gpupack-e2e/local-processes=true")
+		}
 	}
 	out, err := b.helm(args...)
 	if err != nil {
@@ -392,7 +472,7 @@ func (b *bed) tokenKubeconfig(sa string) (string, error) {
 		return "", fmt.Errorf("token for ServiceAccount %s/%s: %v", releaseNS, sa, err)
 	}
 	path := filepath.Join(b.dir, sa+".kubeconfig")
-	return path, kubeconfig(path, b.cp.server, b.cp.ca.certPEM, nil, tr.Status.Token)
+	return path, kubeconfig(path, b.server, b.serverCA, nil, tr.Status.Token)
 }
 
 func (b *bed) configMapData(name, key string) (string, error) {
@@ -446,9 +526,9 @@ func (b *bed) startWebhook() error {
 	if err := writeFile(configPath, []byte(config)); err != nil {
 		return err
 	}
-	// The API server reaches the webhook on loopback by URL (no Service routing without a
-	// cluster network), with a serving certificate for 127.0.0.1 from the test CA.
-	serving, err := newServing(b.cp.ca, "gpupack-webhook", []string{"localhost"})
+	// The API server reaches the webhook by URL (no Service routing without a cluster network):
+	// on loopback, or at GPUPACK_CLUSTER_WEBHOOK_HOST, with a serving certificate from the test CA.
+	serving, err := newServing(b.certCA, "gpupack-webhook", []string{"localhost"}, net.ParseIP(b.webhookHost))
 	if err != nil {
 		return err
 	}
@@ -463,12 +543,13 @@ func (b *bed) startWebhook() error {
 	if err != nil {
 		return err
 	}
+	hostPort := net.JoinHostPort(b.webhookHost, fmt.Sprint(port))
 	args := mapArgs(d.Spec.Template.Spec.Containers[0].Command, func(a string) string {
 		switch {
 		case a == "gpupack-webhook":
 			return b.binaries["webhook"]
 		case strings.HasPrefix(a, ":"):
-			return fmt.Sprintf("127.0.0.1:%d", port)
+			return hostPort
 		case a == "/tls/tls.crt":
 			return certPath
 		case a == "/tls/tls.key":
@@ -478,25 +559,20 @@ func (b *bed) startWebhook() error {
 		}
 		return ""
 	})
-	if b.webhook, err = startProc(b.cp.logDir, "gpupack-webhook", args, nil); err != nil {
+	if b.webhook, err = startProc(b.logDir, "gpupack-webhook", args, nil); err != nil {
 		return err
 	}
 	name := d.Name // the MutatingWebhookConfiguration shares the component's name
-	patch := fmt.Sprintf(`[{"op":"replace","path":"/webhooks/0/clientConfig","value":{"url":"https://127.0.0.1:%d/mutate","caBundle":%q}}]`,
-		port, b64(b.cp.ca.certPEM))
+	patch := fmt.Sprintf(`[{"op":"replace","path":"/webhooks/0/clientConfig","value":{"url":"https://%s/mutate","caBundle":%q}}]`,
+		hostPort, b64(b.certCA.certPEM))
 	if _, err := b.kc.AdmissionregistrationV1().MutatingWebhookConfigurations().Patch(c, name, types.JSONPatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		return fmt.Errorf("pointing MutatingWebhookConfiguration %s at the loopback webhook: %v", name, err)
 	}
-	hc, err := adminHTTPClient(b.cp)
-	if err != nil {
-		return err
-	}
-	_ = hc
 	return waitFor(20*time.Second, 200*time.Millisecond, "webhook listening", func() (bool, error) {
 		if b.webhook.exited() {
 			return false, fmt.Errorf("gpupack-webhook exited: %s", b.webhook.tail(10))
 		}
-		conn, err := (&http.Client{Timeout: time.Second}).Get(fmt.Sprintf("http://127.0.0.1:%d/", port))
+		conn, err := (&http.Client{Timeout: time.Second}).Get("http://" + hostPort + "/")
 		if conn != nil {
 			conn.Body.Close()
 		}
@@ -552,11 +628,19 @@ func (b *bed) startAgents() error {
 		if _, err := b.kc.CoreV1().Nodes().UpdateStatus(c, created, metav1.UpdateOptions{}); err != nil {
 			return err
 		}
+		if err := b.untaintReadyNode(c, n.Name); err != nil {
+			return fmt.Errorf("removing %s from node %s as the node lifecycle controller would: %v", notReadyTaint, n.Name, err)
+		}
 		b.nodes = append(b.nodes, n.Name)
+		if err := b.renewNodeLease(c, n.Name); err != nil {
+			return err
+		}
 		if err := b.startAgent(n.Name); err != nil {
 			return err
 		}
 	}
+	b.stopNodeHeartbeats = make(chan struct{})
+	go b.heartbeatNodes(b.stopNodeHeartbeats)
 	return waitFor(40*time.Second, 250*time.Millisecond, "a GPUNode with devices per node", func() (bool, error) {
 		list, err := b.dyn.Resource(gpuNodesGVR).List(c, metav1.ListOptions{})
 		if err != nil {
@@ -581,6 +665,112 @@ func (b *bed) startAgents() error {
 	})
 }
 
+// notReadyTaint is what the real kube-apiserver's TaintNodesByCondition admission puts on every
+// Node it creates; kube-controller-manager's node lifecycle controller removes it once the kubelet
+// reports Ready. Our stand-in API server adds nothing (and the stand-in scheduler ignores taints),
+// so this is a real-component difference: without a controller manager the bed plays that
+// controller, and it fails loudly if the API server stops adding the taint, because then the
+// reserved-node taints below would be the only ones and the bed no longer mirrors a cluster.
+const notReadyTaint = "node.kubernetes.io/not-ready"
+
+func (b *bed) untaintReadyNode(c context.Context, name string) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		node, err := b.kc.CoreV1().Nodes().Get(c, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		var keep []corev1.Taint
+		found := false
+		for _, t := range node.Spec.Taints {
+			if t.Key == notReadyTaint {
+				found = true
+				continue
+			}
+			keep = append(keep, t)
+		}
+		if !found && !b.external {
+			return fmt.Errorf("node %s was created without the %s taint: kube-apiserver's TaintNodesByCondition admission is off, the bed no longer mirrors a cluster (taints %v)",
+				node.Name, notReadyTaint, node.Spec.Taints)
+		}
+		if !found {
+			return nil // an existing cluster's node lifecycle controller was faster
+		}
+		node.Spec.Taints = keep
+		_, err = b.kc.CoreV1().Nodes().Update(c, node, metav1.UpdateOptions{})
+		return err
+	})
+}
+
+// renewNodeLease renews the node's Lease in kube-node-lease as its kubelet would. Without it, a
+// cluster's node lifecycle controller (kind, a real one) marks a Node without a kubelet
+// unreachable after its grace period, taints it, and evicts the scenario's pods.
+func (b *bed) renewNodeLease(c context.Context, node string) error {
+	leases := b.kc.CoordinationV1().Leases(corev1.NamespaceNodeLease)
+	now := metav1.NewMicroTime(time.Now())
+	l, err := leases.Get(c, node, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		holder, seconds := node, int32(40)
+		_, err = leases.Create(c, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: node},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &seconds, RenewTime: &now}}, metav1.CreateOptions{})
+	} else if err == nil {
+		l.Spec.RenewTime = &now
+		_, err = leases.Update(c, l, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("node Lease %s/%s: %v", corev1.NamespaceNodeLease, node, err)
+	}
+	return nil
+}
+
+func (b *bed) heartbeatNodes(stop <-chan struct{}) {
+	tick := time.NewTicker(10 * time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+			c, cancel := ctx(8 * time.Second)
+			for _, n := range b.nodes {
+				if err := b.renewNodeLease(c, n); err != nil {
+					fmt.Printf("node heartbeat: %v\n", err) // a missed renewal is retried in 10s
+				}
+			}
+			cancel()
+		}
+	}
+}
+
+// cleanUpCluster removes what the suite created on an existing cluster: the scenarios' pods
+// (grace 0: no kubelet confirms a graceful delete) and namespaces, the Nodes with their Leases
+// and GPUNodes, the release and the CRD the chart keeps on uninstall.
+func (b *bed) cleanUpCluster() {
+	c, cancel := ctx(2 * time.Minute)
+	defer cancel()
+	zero := int64(0)
+	now := metav1.DeleteOptions{GracePeriodSeconds: &zero}
+	report := func(what string, err error) {
+		if err != nil && !apierrors.IsNotFound(err) {
+			fmt.Printf("clean-up: %s: %v\n", what, err)
+		}
+	}
+	for _, ns := range b.namespaces {
+		report("pods of "+ns, b.kc.CoreV1().Pods(ns).DeleteCollection(c, now, metav1.ListOptions{}))
+		report("namespace "+ns, b.kc.CoreV1().Namespaces().Delete(c, ns, metav1.DeleteOptions{}))
+	}
+	for _, n := range b.nodes {
+		report("node "+n, b.kc.CoreV1().Nodes().Delete(c, n, now))
+		report("node lease "+n, b.kc.CoordinationV1().Leases(corev1.NamespaceNodeLease).Delete(c, n, metav1.DeleteOptions{}))
+		report("GPUNode "+n, b.dyn.Resource(gpuNodesGVR).Delete(c, n, metav1.DeleteOptions{}))
+	}
+	if _, err := b.helm("uninstall", release, "--namespace", releaseNS, "--timeout", "60s"); err != nil {
+		report("helm uninstall", err)
+	}
+	report("namespace "+releaseNS, b.kc.CoreV1().Namespaces().Delete(c, releaseNS, metav1.DeleteOptions{}))
+	crds := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	report("CRD", b.dyn.Resource(crds).Delete(c, gpuNodesGVR.Resource+"."+gpuNodesGVR.Group, metav1.DeleteOptions{}))
+}
+
 func (b *bed) startAgent(node string) error {
 	args := mapArgs(b.agentArgs["template"], func(a string) string {
 		switch {
@@ -594,7 +784,7 @@ func (b *bed) startAgent(node string) error {
 		return ""
 	})
 	args = append(args, "--kubeconfig", b.agentKubeconfig)
-	p, err := startProc(b.cp.logDir, "agent-"+node, args, nil)
+	p, err := startProc(b.logDir, "agent-"+node, args, nil)
 	if err != nil {
 		return err
 	}
@@ -724,7 +914,7 @@ func writeYAML(path string, v any) error {
 
 func (b *bed) startExtender(i int) error {
 	s := b.scheduler[i]
-	p, err := startProc(b.cp.logDir, fmt.Sprintf("extender-%d", i), s.extenderArgs, nil)
+	p, err := startProc(b.logDir, fmt.Sprintf("extender-%d", i), s.extenderArgs, nil)
 	if err != nil {
 		return err
 	}
@@ -743,7 +933,7 @@ func (b *bed) startExtender(i int) error {
 }
 
 func (b *bed) startKubeScheduler(i int) error {
-	p, err := startProc(b.cp.logDir, fmt.Sprintf("kube-scheduler-%d", i), b.scheduler[i].kubeSchedArgs, nil)
+	p, err := startProc(b.logDir, fmt.Sprintf("kube-scheduler-%d", i), b.scheduler[i].kubeSchedArgs, nil)
 	if err != nil {
 		return err
 	}
