@@ -13,9 +13,11 @@
 #include <atomic>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -24,7 +26,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
-#include <unordered_set>
+#include <unordered_map>
 
 #include "common/log.h"
 #include "server/cert_reloader.h"
@@ -72,7 +74,9 @@ class SessionBase;
 // Everything the server shares with its connections.
 struct Core {
   explicit Core(HttpServerOptions o) : options(std::move(o)) {
-    if (options.worker_threads <= 0) options.worker_threads = int(std::max(1u, std::thread::hardware_concurrency()));
+    const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+    if (options.worker_threads <= 0) options.worker_threads = cores;
+    if (options.io_threads <= 0) options.io_threads = cores;
     open_ = &prometheus::BuildGauge()
                  .Name("gpupack_http_connections")
                  .Help("HTTP connections open now (idle keep-alive ones included).")
@@ -121,14 +125,14 @@ struct Core {
   void CountClose(CloseReason reason) { closed_[int(reason)]->Increment(); }
   void CountResponse(int status) { responses_->Add({{"code", std::to_string(status)}}).Increment(); }
 
-  void Register(SessionBase* session) {
+  void Register(SessionBase* session, std::weak_ptr<SessionBase> weak, net::any_io_executor executor) {
     std::lock_guard lock(sessions_mu);
-    sessions.insert(session);
+    sessions.emplace(session, LiveSession{std::move(weak), std::move(executor)});
     open_->Increment();
   }
   void Unregister(SessionBase* session) {
     std::lock_guard lock(sessions_mu);
-    sessions.erase(session);
+    if (sessions.erase(session) == 0) return;
     open_->Decrement();
     sessions_cv.notify_all();
   }
@@ -151,17 +155,25 @@ struct Core {
   prometheus::Family<prometheus::Counter>* responses_ = nullptr;
   std::mutex sessions_mu;
   std::condition_variable sessions_cv;
-  std::unordered_set<SessionBase*> sessions;  // guarded by sessions_mu
+  // A connection, reachable from a drain: it may be in destruction (weak fails to lock), and its
+  // state may be touched only on its strand.
+  struct LiveSession {
+    std::weak_ptr<SessionBase> weak;
+    net::any_io_executor strand;
+  };
+  std::unordered_map<SessionBase*, LiveSession> sessions;  // guarded by sessions_mu
   std::atomic<bool> draining{false};
 
-  net::io_context ioc{1};
+  net::io_context ioc;
   // Keeps ioc.run() going while a drain has closed the acceptor and a handler's reply is still to
   // come back from a worker.
   net::executor_work_guard<net::io_context::executor_type> keep_running = net::make_work_guard(ioc);
-  tcp::acceptor acceptor{ioc};
-  net::steady_timer accept_retry{ioc};
+  // Accepting and draining run on this strand; each connection has a strand of its own.
+  net::strand<net::io_context::executor_type> accept_strand = net::make_strand(ioc);
+  tcp::acceptor acceptor{accept_strand};
+  net::steady_timer accept_retry{accept_strand};
   std::optional<net::thread_pool> workers;
-  std::thread io_thread;
+  std::vector<std::thread> io_threads;
   int port = 0;
   bool started = false;
   bool drained = false;
@@ -169,11 +181,11 @@ struct Core {
 };
 
 
-// One connection. Every member function runs on the I/O thread; a handler runs on a worker and
-// hands its Response back through the I/O context.
-class SessionBase {
+// One connection. Every member function runs on the connection's strand (one I/O thread at a
+// time); a handler runs on a worker and hands its Response back through the strand.
+class SessionBase : public std::enable_shared_from_this<SessionBase> {
  public:
-  explicit SessionBase(Core& server) : server_(server) { server_.Register(this); }
+  explicit SessionBase(Core& server) : server_(server) {}
   virtual ~SessionBase() { server_.Unregister(this); }
   // Drain: close now when idle between requests; otherwise the reply in progress ends it.
   virtual void OnDrain() = 0;
@@ -183,15 +195,22 @@ class SessionBase {
 };
 
 template <class Stream>
-class Session final : public SessionBase, public std::enable_shared_from_this<Session<Stream>> {
+class Session final : public SessionBase {
  public:
   template <class... Args>
   Session(Core& server, Args&&... args) : SessionBase(server), stream_(std::forward<Args>(args)...) {}
 
+  // Called once, from the accepting strand.
   void Run() {
+    server_.Register(this, weak_from_this(), stream_.get_executor());
+    net::dispatch(stream_.get_executor(), [self = Self()] { self->Begin(); });
+  }
+
+ private:
+  void Begin() {
     if constexpr (kTls) {
       Tcp().expires_after(server_.options.header_timeout);
-      stream_.async_handshake(net::ssl::stream_base::server, [self = this->shared_from_this()](error_code ec) {
+      stream_.async_handshake(net::ssl::stream_base::server, [self = Self()](error_code ec) {
         if (ec) return self->Close(ec == beast::error::timeout ? CloseReason::kHeaderTimeout : CloseReason::kError);
         self->WaitForRequest();
       });
@@ -210,6 +229,8 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
  private:
   static constexpr bool kTls = !std::is_same_v<Stream, beast::tcp_stream>;
 
+  std::shared_ptr<Session> Self() { return std::static_pointer_cast<Session>(shared_from_this()); }
+
   beast::tcp_stream& Tcp() { return beast::get_lowest_layer(stream_); }
 
   bool HasBufferedRequestBytes() {
@@ -225,7 +246,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     if (HasBufferedRequestBytes()) return ReadHeader();
     idle_ = true;
     Tcp().expires_after(server_.options.idle_timeout);
-    stream_.async_read_some(buffer_.prepare(4096), [self = this->shared_from_this()](error_code ec, size_t n) {
+    stream_.async_read_some(buffer_.prepare(4096), [self = Self()](error_code ec, size_t n) {
       self->idle_ = false;
       if (self->closing_for_drain_) return self->Close(CloseReason::kDrain);
       if (ec == beast::error::timeout) return self->Close(CloseReason::kIdleTimeout);
@@ -240,7 +261,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     parser_->header_limit(kMaxHeaderBytes);
     parser_->body_limit(uint64_t(server_.options.max_body_bytes));
     Tcp().expires_after(server_.options.header_timeout);
-    http::async_read_header(stream_, buffer_, *parser_, [self = this->shared_from_this()](error_code ec, size_t) {
+    http::async_read_header(stream_, buffer_, *parser_, [self = Self()](error_code ec, size_t) {
       self->OnHeader(ec);
     });
   }
@@ -259,7 +280,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     if (Lowercase(header[http::field::expect]) == "100-continue" && !parser_->is_done()) {
       continue_ = http::response<http::empty_body>{http::status::continue_, 11};
       Tcp().expires_after(server_.options.write_timeout);
-      http::async_write(stream_, continue_, [self = this->shared_from_this()](error_code ec, size_t) {
+      http::async_write(stream_, continue_, [self = Self()](error_code ec, size_t) {
         if (ec) return self->Close(ec == beast::error::timeout ? CloseReason::kWriteTimeout : CloseReason::kError);
         self->ReadBody();
       });
@@ -271,7 +292,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   void ReadBody() {
     if (parser_->is_done()) return Dispatch();
     Tcp().expires_after(server_.options.body_timeout);
-    http::async_read(stream_, buffer_, *parser_, [self = this->shared_from_this()](error_code ec, size_t) {
+    http::async_read(stream_, buffer_, *parser_, [self = Self()](error_code ec, size_t) {
       if (ec == beast::error::timeout) return self->Close(CloseReason::kBodyTimeout);
       if (ec == http::error::body_limit) return self->RefuseTooLarge();
       if (ec == http::error::end_of_stream || ec == net::error::eof || ec == net::error::connection_reset) {
@@ -314,9 +335,10 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
       if (handler == nullptr) return Write(std::move(refusal));
     }
     // Everything else, /metrics included, runs on a worker.
-    net::post(*server_.workers, [self = this->shared_from_this(), request, handler] {
+    net::post(*server_.workers, [self = Self(), request, handler] {
       Response response = handler != nullptr ? (*handler)(*request) : self->server_.Metrics();
-      net::post(self->server_.ioc, [self, response = std::move(response)]() mutable { self->Write(std::move(response)); });
+      net::post(self->stream_.get_executor(),
+                [self, response = std::move(response)]() mutable { self->Write(std::move(response)); });
     });
   }
 
@@ -339,7 +361,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     response_.keep_alive(keep_alive);
     response_.prepare_payload();
     Tcp().expires_after(server_.options.write_timeout);
-    http::async_write(stream_, response_, [self = this->shared_from_this(), keep_alive, reason](error_code ec, size_t) {
+    http::async_write(stream_, response_, [self = Self(), keep_alive, reason](error_code ec, size_t) {
       if (ec) return self->Close(ec == beast::error::timeout ? CloseReason::kWriteTimeout : CloseReason::kError);
       if (!keep_alive) return self->Close(reason);
       self->WaitForRequest();
@@ -372,7 +394,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   void Linger() {
     Tcp().expires_after(kLingerTimeout);
     buffer_.clear();
-    Tcp().async_read_some(buffer_.prepare(16384), [self = this->shared_from_this()](error_code ec, size_t) {
+    Tcp().async_read_some(buffer_.prepare(16384), [self = Self()](error_code ec, size_t) {
       if (ec) return self->Tcp().close();
       self->Linger();
     });
@@ -390,7 +412,8 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
 };
 
 void Core::Accept() {
-  acceptor.async_accept([this](error_code ec, tcp::socket socket) { OnAccept(ec, std::move(socket)); });
+  acceptor.async_accept(net::make_strand(ioc),
+                        [this](error_code ec, tcp::socket socket) { OnAccept(ec, std::move(socket)); });
 }
 
 void Core::OnAccept(error_code ec, tcp::socket socket) {
@@ -421,7 +444,11 @@ void Core::BeginDrain() {
   acceptor.close(ignored);
   accept_retry.cancel();
   std::lock_guard lock(sessions_mu);
-  for (SessionBase* session : sessions) session->OnDrain();
+  for (const auto& [unused, live] : sessions) {
+    net::post(live.strand, [weak = live.weak] {
+      if (std::shared_ptr<SessionBase> session = weak.lock()) session->OnDrain();
+    });
+  }
 }
 
 }  // namespace
@@ -488,7 +515,7 @@ StatusOr<std::string> HttpServer::Start(const std::string& listen) {
   s.started = true;
   s.workers.emplace(size_t(s.options.worker_threads));
   s.Accept();
-  s.io_thread = std::thread([&s] { s.ioc.run(); });
+  for (int i = 0; i < s.options.io_threads; ++i) s.io_threads.emplace_back([&s] { s.ioc.run(); });
   const bool v6 = address.is_v6();
   return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(s.port);
 }
@@ -498,7 +525,7 @@ void HttpServer::Drain() {
   std::lock_guard drain_lock(s.drain_mu);
   if (!s.started || s.drained) return;
   s.drained = true;
-  net::post(s.ioc, [&s] { s.BeginDrain(); });
+  net::post(s.accept_strand, [&s] { s.BeginDrain(); });
   {
     std::unique_lock lock(s.sessions_mu);
     if (!s.sessions_cv.wait_for(lock, s.options.drain_timeout, [&s] { return s.sessions.empty(); })) {
@@ -507,7 +534,7 @@ void HttpServer::Drain() {
     }
   }
   s.ioc.stop();
-  s.io_thread.join();
+  for (std::thread& thread : s.io_threads) thread.join();
   s.workers->join();
 }
 

@@ -2,8 +2,10 @@
 // with Boost.Beast's parser. Each binary registers its routes, (method, path) -> handler; the
 // server owns everything else:
 //
-//   * Connections cost a socket, not a thread: one I/O thread accepts, reads, parses and writes
-//     for every connection asynchronously; handlers run on a pool of `worker_threads`.
+//   * Connections cost a socket, not a thread: `io_threads` I/O threads accept, read, parse, do
+//     TLS and write for every connection asynchronously (each connection on a strand of its own);
+//     handlers run on a separate pool of `worker_threads`, so a slow handler (a bind waiting on
+//     the API server) never stalls another connection's I/O or the built-in probes.
 //   * Keep-alive, with an idle timeout. A request's headers must arrive within `header_timeout`
 //     of its first byte and its body within `body_timeout` of the headers (slowloris); a reply
 //     must be taken within `write_timeout`. A timed-out connection is closed.
@@ -63,7 +65,8 @@ using Probe = std::function<std::string()>;
 
 struct HttpServerOptions {
   std::string component = "http";  // names the server in logs
-  int worker_threads = 0;           // 0: one per core
+  int worker_threads = 0;           // threads that run handlers; 0: one per core
+  int io_threads = 0;               // threads that run the connections' I/O; 0: one per core
   int64_t max_body_bytes = 64ll << 20;
   std::chrono::milliseconds idle_timeout{std::chrono::seconds(120)};  // between requests
   std::chrono::milliseconds header_timeout{std::chrono::seconds(10)};  // first byte to end of headers

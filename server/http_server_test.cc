@@ -416,19 +416,6 @@ TEST(HttpServer, DrainFinishesInFlightRequestsAndClosesIdleOnes) {
   EXPECT_EQ(drained.wait_for(milliseconds(5000)), std::future_status::ready);
 }
 
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "gpupack-server-XXXXXX").string();
-    GPUPACK_CHECK(mkdtemp(pattern.data()) != nullptr);
-    path_ = pattern;
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  std::string File(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  std::filesystem::path path_;
-};
 
 // A fresh TLS connection that trusts only `ca_file`: the body of /echo, or "" when the handshake
 // did not verify.

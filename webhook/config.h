@@ -30,8 +30,8 @@ struct Config {
   int64_t max_device_memory_mib = 0;
   // How often a TLS handshake may look at the certificate files for a rotation.
   std::chrono::seconds cert_check_interval{10};
-  // Worker threads of the HTTPS server; each keep-alive connection holds one while it is open.
-  int worker_threads = 16;
+  // Threads that run reviews; connections do not hold one (server/http_server.h).
+  int worker_threads = 4;
 };
 
 // Parses the YAML text of a config file. Every key is optional; unknown keys, wrong types and
