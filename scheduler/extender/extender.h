@@ -112,7 +112,7 @@ class Extender {
     friend auto operator<=>(const RankKey&, const RankKey&) = default;
   };
   RankKey RankOf(const ClusterState::Assessment& assessment) const;
-  std::string BackendMetricsText() const { return backend_.MetricsText(); }
+  std::vector<prometheus::MetricFamily> BackendMetrics() const { return backend_.Metrics(); }
   // Periodic housekeeping (the server calls it every few seconds): releases expired
   // reservations and forgets expired remembered requests.
   void Maintain();

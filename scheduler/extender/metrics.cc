@@ -97,7 +97,9 @@ void ExtenderMetrics::CountExpiredReservations(int count) {
 
 void ExtenderMetrics::SetReady(bool ready) { ready_.store(ready); }
 
-std::string ExtenderMetrics::Render() const {
+std::string ExtenderMetrics::Render() const { return prometheus::TextSerializer().Serialize(Collect()); }
+
+std::vector<prometheus::MetricFamily> ExtenderMetrics::Collect() const {
   std::vector<prometheus::MetricFamily> families = registry_->Collect();
   prometheus::MetricFamily ready = Gauge("gpupack_extender_ready", "1 when the cluster state is synced and verbs are served.");
   AddSample(ready, ready_.load() ? 1 : 0);
@@ -174,7 +176,7 @@ std::string ExtenderMetrics::Render() const {
       for (auto* family : {&dev_capacity, &dev_allocated, &dev_used, &dev_pods}) families.push_back(std::move(*family));
     }
   }
-  return prometheus::TextSerializer().Serialize(families);
+  return families;
 }
 
 }  // namespace gpupack::extender
