@@ -96,7 +96,12 @@ struct Core {
   }
 
   // Routing: the handler for (method, path), or a ready-made refusal (404, 405 + Allow).
-  const Handler* Find(const std::string& method, const std::string& path, Response* refusal) const {
+  struct Route {
+    Handler handler;
+    RunOn run_on = RunOn::kWorker;
+  };
+
+  const Route* Find(const std::string& method, const std::string& path, Response* refusal) const {
     auto it = routes.find(path);
     if (it == routes.end()) {
       refusal->status = 404;
@@ -142,7 +147,7 @@ struct Core {
   void BeginDrain();  // on the I/O thread
 
   HttpServerOptions options;
-  std::map<std::string, std::map<std::string, Handler>> routes;  // path -> method -> handler
+  std::map<std::string, std::map<std::string, Route>> routes;  // path -> method -> route
   std::vector<std::function<std::vector<prometheus::MetricFamily>()>> metric_sources;
 
   // Declared before the I/O context: sessions the context still holds are destroyed with it, and
@@ -324,19 +329,20 @@ class Session final : public SessionBase {
       return Write(Response{reason.empty() ? 200 : 503, "text/plain", reason.empty() ? "ok\n" : reason + "\n", {}});
     }
     Response refusal;
-    const Handler* handler = nullptr;
+    const Core::Route* route = nullptr;
     const bool builtin = request->path == "/healthz" || request->path == "/readyz" || request->path == "/metrics";
     if (builtin && request->method != "GET") {
       return Write(Response{405, "text/plain", "method " + request->method + " not allowed on " + request->path +
                                                    "; allowed: GET\n", {{"Allow", "GET"}}});
     }
     if (!builtin) {
-      handler = server_.Find(request->method, request->path, &refusal);
-      if (handler == nullptr) return Write(std::move(refusal));
+      route = server_.Find(request->method, request->path, &refusal);
+      if (route == nullptr) return Write(std::move(refusal));
+      if (route->run_on == RunOn::kIoThread) return Write(route->handler(*request));
     }
     // Everything else, /metrics included, runs on a worker.
-    net::post(*server_.workers, [self = Self(), request, handler] {
-      Response response = handler != nullptr ? (*handler)(*request) : self->server_.Metrics();
+    net::post(*server_.workers, [self = Self(), request, route] {
+      Response response = route != nullptr ? route->handler(*request) : self->server_.Metrics();
       net::post(self->stream_.get_executor(),
                 [self, response = std::move(response)]() mutable { self->Write(std::move(response)); });
     });
@@ -461,10 +467,10 @@ HttpServer::HttpServer(HttpServerOptions options) : impl_(std::make_unique<Impl>
 
 HttpServer::~HttpServer() { Drain(); }
 
-void HttpServer::Handle(std::string method, std::string path, Handler handler) {
+void HttpServer::Handle(std::string method, std::string path, Handler handler, RunOn run_on) {
   GPUPACK_CHECK(!impl_->started);
   GPUPACK_CHECK(path != "/healthz" && path != "/readyz" && path != "/metrics");
-  impl_->routes[std::move(path)][std::move(method)] = std::move(handler);
+  impl_->routes[std::move(path)][std::move(method)] = Core::Route{std::move(handler), run_on};
 }
 
 void HttpServer::AddMetrics(std::function<std::vector<prometheus::MetricFamily>()> collect) {

@@ -340,6 +340,36 @@ TEST(HttpServer, ManyIdleKeepAliveConnectionsDoNotDelayTheNextRequest) {
   }
 }
 
+// Workers busy (one worker, held by a slow request): the probes and a RunOn::kIoThread route
+// still answer; a worker route waits its turn.
+TEST(HttpServer, IoThreadRoutesAndProbesAnswerWhileEveryWorkerIsBusy) {
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::promise<void> entered;
+  HttpServer server(Quick());  // one worker
+  server.Handle("POST", "/slow", [&](const Request&) {
+    entered.set_value();
+    released.wait();
+    return Response{200, "text/plain", "slow", {}};
+  });
+  server.Handle("POST", "/fast", Echo(), RunOn::kIoThread);
+  server.Handle("POST", "/queued", Echo());
+  ASSERT_TRUE(server.Start("127.0.0.1:0").ok());
+  RawConnection busy(server.port());
+  busy.Send(Post("/slow", ""));
+  entered.get_future().wait();
+  RawConnection other(server.port());
+  other.Send(Post("/fast", "abc"));
+  EXPECT_NE(other.ReadResponse(milliseconds(2000)).find("|3"), std::string::npos);
+  other.Send(Get("/healthz"));
+  EXPECT_NE(other.ReadResponse(milliseconds(2000)).find("ok\n"), std::string::npos);
+  other.Send(Post("/queued", "abcd"));
+  EXPECT_EQ(other.ReadResponse(milliseconds(300)), "") << "the only worker is busy";
+  release.set_value();
+  EXPECT_NE(busy.ReadResponse().find("slow"), std::string::npos);
+  EXPECT_NE(other.ReadResponse().find("|4"), std::string::npos);
+}
+
 TEST(HttpServer, ProbesAndMetrics) {
   std::string unhealthy;
   std::string not_ready = "not synced yet";

@@ -65,7 +65,11 @@ WebhookRoutes::~WebhookRoutes() = default;
 
 void WebhookRoutes::Register(server::HttpServer& server) {
   Impl& impl = *impl_;
-  server.Handle("POST", "/mutate", [&impl](const server::Request& request) { return impl.Mutate(request); });
+  // A review is pure computation of some 50-100 µs: it runs on the I/O thread, saving the two
+  // thread hand-offs that cost about a quarter of the throughput with 8 TLS clients.
+  server.Handle(
+      "POST", "/mutate", [&impl](const server::Request& request) { return impl.Mutate(request); },
+      server::RunOn::kIoThread);
   server.AddMetrics(impl.registry);
 }
 
