@@ -15,7 +15,10 @@ server::HttpServerOptions WebhookServerOptions(const Config& config, std::string
                                                const Clock& clock) {
   server::HttpServerOptions options;
   options.component = "webhook";
-  options.worker_threads = config.worker_threads;
+  // Reviews run on the I/O threads (below), so workerThreads sizes those; the worker pool only
+  // serves /metrics.
+  options.io_threads = config.worker_threads;
+  options.worker_threads = 1;
   options.max_body_bytes = 4 << 20;
   options.tls_cert_file = std::move(cert_file);
   options.tls_key_file = std::move(key_file);
