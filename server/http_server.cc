@@ -185,7 +185,6 @@ struct Core {
   std::mutex drain_mu;
 };
 
-
 // One connection. Every member function runs on the connection's strand (one I/O thread at a
 // time); a handler runs on a worker and hands its Response back through the strand.
 class SessionBase : public std::enable_shared_from_this<SessionBase> {
