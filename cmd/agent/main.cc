@@ -179,6 +179,11 @@ int main(int argc, char** argv) {
     if (!pods.HasSynced()) return Status::Unavailable("pod informer has not synced yet");
     return pods.List();
   };
+  // One GET of the Node per pass: the administrator's device exclusions (docs/annotations.md).
+  options.excluded_devices = [&client, &node_name]() -> StatusOr<std::vector<std::string>> {
+    GPUPACK_ASSIGN_OR_RETURN(nlohmann::json node, (*client)->GetNode(node_name));
+    return api::ExcludedDevicesOfNode(node);
+  };
   agent::Agent agent(options, backend.get(), lister, &reporter, &sink, &metrics, &SystemClock::Instance());
 
   if (once) {
