@@ -1,7 +1,8 @@
 // The names that make up gpupack's contract with users, the webhook and the runtime
-// (DESIGN.md §3.1–3.2). Every component takes these names from here, so they cannot drift.
+// (docs/annotations.md). Every component takes these names from here, so they cannot drift.
 #pragma once
 
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -21,6 +22,20 @@ inline constexpr std::string_view kAnnotationIsolation = "gpupack.io/isolation";
 
 // Written by the extender on the Binding (lands on the pod atomically with spec.nodeName).
 inline constexpr std::string_view kAnnotationAllocation = "gpupack.io/allocation";
+
+// The one list of gpupack.io/ names a pod may use. api::ParsePodRequest refuses every other
+// gpupack.io/ resource and user annotation, naming these, so the webhook denies a typo such as
+// gpupack.io/gpu-mem and the extender reports such a pod unschedulable with the same message
+// (a misspelt name would otherwise ask for nothing and pass silently). A new annotation goes here.
+inline constexpr std::string_view kGpupackPrefix = "gpupack.io/";
+inline constexpr std::string_view kKnownResources[] = {kResourceGpuMemory, kResourceGpu};
+inline constexpr std::string_view kUserAnnotations[] = {kAnnotationDeviceKind, kAnnotationMigProfile,
+                                                        kAnnotationGpuModel, kAnnotationIsolation};
+// True for what only the scheduler writes at bind: kAnnotationAllocation and every
+// ContainerAnnotationKey.
+bool IsSchedulerAnnotation(std::string_view key);
+// "a, b, c": the known names as an error message lists them.
+std::string JoinNames(std::span<const std::string_view> names);
 
 // Per-container annotations the extender writes at bind and the webhook's downward-API env reads.
 // Keyed by the container's position, not its name, so every legal container name works and the

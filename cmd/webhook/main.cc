@@ -1,4 +1,4 @@
-// gpupack-webhook: the mutating admission webhook (DESIGN.md §3.5, docs/webhook.md). Parses
+// gpupack-webhook: the mutating admission webhook (docs/webhook.md). Parses
 // flags, loads the config, serves until SIGTERM or SIGINT.
 #include <pthread.h>
 #include <signal.h>

@@ -31,7 +31,7 @@ struct Demand {
 bool ModelMatches(const std::string& model, const std::vector<std::string>* wanted) {
   if (wanted == nullptr || wanted->empty()) return true;
   for (const auto& w : *wanted) {
-    if (!w.empty() && model.find(w) != std::string::npos) return true;
+    if (GpuModelMatches(w, model)) return true;
   }
   return false;
 }

@@ -1,4 +1,4 @@
-// The extender's HTTP surface (DESIGN.md §3.4): POST {prefix}/filter|prioritize|bind|preempt and
+// The extender's HTTP surface (docs/extender.md "Endpoints"): POST {prefix}/filter|prioritize|bind|preempt and
 // GET /healthz, /readyz, /metrics, on cpp-httplib with a fixed thread pool, a request body limit
 // (413 beyond it), keep-alive, read/write timeouts against slow clients, and optional TLS.
 // The only extender file that includes httplib.h.
