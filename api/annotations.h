@@ -1,7 +1,8 @@
 // The names that make up gpupack's contract with users, the webhook and the runtime
-// (DESIGN.md §3.1–3.2). Every component takes these names from here, so they cannot drift.
+// (docs/annotations.md). Every component takes these names from here, so they cannot drift.
 #pragma once
 
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -18,9 +19,43 @@ inline constexpr std::string_view kAnnotationDeviceKind = "gpupack.io/device-kin
 inline constexpr std::string_view kAnnotationMigProfile = "gpupack.io/mig-profile";   // e.g. 1g.10gb
 inline constexpr std::string_view kAnnotationGpuModel = "gpupack.io/gpu-model";       // "A100|H100"
 inline constexpr std::string_view kAnnotationIsolation = "gpupack.io/isolation";      // hard|best-effort
+// Device rules, policy and spreading (docs/annotations.md, "Choosing devices").
+inline constexpr std::string_view kAnnotationGpuModelExclude = "gpupack.io/gpu-model-exclude";  // "T4|V100"
+inline constexpr std::string_view kAnnotationGpuUuids = "gpupack.io/gpu-uuids";                 // "GPU-a,GPU-b"
+inline constexpr std::string_view kAnnotationGpuUuidsExclude = "gpupack.io/gpu-uuids-exclude";  // "GPU-c"
+inline constexpr std::string_view kAnnotationNodePolicy = "gpupack.io/node-policy";      // binpack|spread|fgd|default
+inline constexpr std::string_view kAnnotationDevicePolicy = "gpupack.io/device-policy";  // binpack|spread|fgd|default
+inline constexpr std::string_view kAnnotationSpreadKey = "gpupack.io/spread-key";        // e.g. "web-frontend"
+inline constexpr std::string_view kAnnotationSpreadScope = "gpupack.io/spread-scope";    // device|node
+
+// Written by the webhook (never by users): the containers, "c0,i1", whose gpupack.io/gpu-memory
+// the webhook added to a whole-device request so a ResourceQuota on requests.gpupack.io/gpu-memory
+// counts it. Those containers still take whole devices.
+inline constexpr std::string_view kAnnotationWholeDeviceCharge = "gpupack.io/whole-device-charge";
+
+// Node annotation the agent honours: UUIDs ("GPU-a,MIG-b") taken out of gpupack's pool without
+// draining the node. The agent reports them excluded in the GPUNode status and leaves them out
+// of the node's advertised capacity; the extender places nothing new on them.
+inline constexpr std::string_view kNodeAnnotationExcludedDevices = "gpupack.io/excluded-devices";
 
 // Written by the extender on the Binding (lands on the pod atomically with spec.nodeName).
 inline constexpr std::string_view kAnnotationAllocation = "gpupack.io/allocation";
+
+// The one list of gpupack.io/ names a pod may use. api::ParsePodRequest refuses every other
+// gpupack.io/ resource and user annotation, naming these, so the webhook denies a typo such as
+// gpupack.io/gpu-mem and the extender reports such a pod unschedulable with the same message
+// (a misspelt name would otherwise ask for nothing and pass silently). A new annotation goes here.
+inline constexpr std::string_view kGpupackPrefix = "gpupack.io/";
+inline constexpr std::string_view kKnownResources[] = {kResourceGpuMemory, kResourceGpu};
+inline constexpr std::string_view kUserAnnotations[] = {
+    kAnnotationDeviceKind,      kAnnotationMigProfile, kAnnotationGpuModel,         kAnnotationIsolation,
+    kAnnotationGpuModelExclude, kAnnotationGpuUuids,   kAnnotationGpuUuidsExclude, kAnnotationNodePolicy,
+    kAnnotationDevicePolicy,    kAnnotationSpreadKey,  kAnnotationSpreadScope};
+// True for what only the scheduler writes at bind: kAnnotationAllocation and every
+// ContainerAnnotationKey.
+bool IsSchedulerAnnotation(std::string_view key);
+// "a, b, c": the known names as an error message lists them.
+std::string JoinNames(std::span<const std::string_view> names);
 
 // Per-container annotations the extender writes at bind and the webhook's downward-API env reads.
 // Keyed by the container's position, not its name, so every legal container name works and the

@@ -368,6 +368,44 @@ TEST(Inputs, WorkloadYamlErrorsNameLineAndColumn) {
   EXPECT_FALSE(ParseWorkloadYaml("nodes: []\n", "w.yaml").ok());
 }
 
+// Accepted before: a key given twice (one silently won), a pod name Kubernetes refuses, and a node
+// list with no nodes (a replay then reported a 100 % unallocated nothing).
+TEST(Inputs, RefusesDuplicateKeysBadNamesAndEmptyClusters) {
+  auto twice = ParseWorkloadYaml("pods:\n  - name: a\n    gpus: 1\n    gpus: 2\n", "w.yaml");
+  ASSERT_FALSE(twice.ok());
+  EXPECT_EQ(twice.status().message(), "w.yaml: line 4: key \"gpus\" appears twice in one mapping (first on line 3)");
+  auto bad_name = ParseWorkloadYaml("pods:\n  - {name: \"Bad Name!\", gpus: 1}\n", "w.yaml");
+  ASSERT_FALSE(bad_name.ok());
+  EXPECT_EQ(bad_name.status().message().rfind("w.yaml:2:12: name: \"Bad Name!\" is not a valid Kubernetes name", 0), 0u)
+      << bad_name.status();
+  auto no_nodes = ParseAlibabaNodes("sn,cpu_milli,memory_mib,gpu,model\n", "nodes.csv");
+  ASSERT_FALSE(no_nodes.ok());
+  EXPECT_EQ(no_nodes.status().message(), "nodes.csv: the node list has a header but no nodes");
+}
+
+// The trace's gpu_spec names (V100M16, V100M32) are matched as whole names, not substrings.
+TEST(ClusterState, PinnedPodsMatchWholeModelNames) {
+  core::Node a10 = TraceNode("a10", 64000, {0});
+  a10.devices[0].model = "A10";
+  core::Node a100 = TraceNode("a100", 64000, {100});  // fuller, so bestfit would prefer it
+  a100.devices[0].model = "A100";
+  ReplayOptions opts;
+  opts.tune = 0;
+  opts.shuffle = false;
+  core::PodRequest pinned = Pod("p", 1, 1, 500);
+  pinned.gpu_models = {"A10"};
+  core::PodRequest on_a100 = Pod("q", 1, 1, 600);
+  on_a100.gpu_models = {"A100"};
+  auto r = Replayer::Create({a100, a10}, {pinned, on_a100}, opts);
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto policy = MakePolicy("bestfit", r->typical());
+  auto run = r->RunSeed(**policy, 1);
+  ASSERT_TRUE(run.ok()) << run.status();
+  // p fits only the A10, q then has 900 MiB on the A100. Substring matching put p on the A100
+  // (A10 is in A100, and bestfit prefers the fuller device), leaving q 400 MiB.
+  EXPECT_EQ(run->failed, 0);
+}
+
 TEST(Replay, InflationAppendsCopiesUntilTheNextWouldPassTheTarget) {
   // 2 GPUs = 2000 MiB; target 1.3 × 2000 = 2600. Two 500 pods (1000) + copies of 500:
   // 1500, 2000, 2500; a fourth would make 3000 > 2600. So 5 arrivals.
@@ -498,6 +536,7 @@ TEST(Report, JsonFollowsTheContract) {
   EXPECT_EQ(j["curve"][100]["unallocatedGpuPct"]["median"], 0.0);
   EXPECT_TRUE(j["curve"][100]["fragRatePct"].contains("sd"));
   EXPECT_TRUE(j["seconds"].is_number());
+  EXPECT_EQ(j["failedPods"], nlohmann::json::array({0, 0}));
   const std::string html = HtmlReport({*run}, "t");
   EXPECT_NE(html.find("<svg"), std::string::npos);
   EXPECT_NE(html.find("<polyline fill=\"none\" stroke=\"#d62728\""), std::string::npos);
@@ -516,6 +555,49 @@ TEST(Extender, PodJsonCarriesTheGpupackLimits) {
   nlohmann::json whole = PodJson(Pod("w", 1000, 2, 0), "w");
   EXPECT_FALSE(whole["spec"]["containers"][0]["resources"]["limits"].contains("gpupack.io/gpu-memory"));
   EXPECT_FALSE(MakeExtenderPolicy("ftp://x", 1).ok());
+}
+
+
+TEST(Policy, PodNodePolicyOverridesTheRankingOfGpupack) {
+  // As NodeChoiceFollowsEachDefinition: a = [500 used, 0], b = [0, 0]; a half-GPU pod. gpupack
+  // (FGD) fills a's half-used GPU. A spread node policy ranks by free memory left: a keeps
+  // 0 + 1000 = 1000, b 500 + 1000 = 1500, so b; binpack keeps a.
+  std::vector<core::Node> nodes{TraceNode("a", 64000, {500, 0}), TraceNode("b", 64000, {0, 0})};
+  core::TypicalWorkload m{{Spec(1000, 1, 500, 1.0)}};
+  core::PodRequest half = Pod("half", 1000, 1, 500);
+  EXPECT_EQ(PickWith("gpupack", nodes, m, half).node, 0);
+  half.node_policy = core::PolicyKind::kSpread;
+  EXPECT_EQ(PickWith("gpupack", nodes, m, half).node, 1);
+  half.node_policy = core::PolicyKind::kBinpack;
+  EXPECT_EQ(PickWith("gpupack", nodes, m, half).node, 0);
+  // A spread device policy on a's node would take its empty GPU#1 instead of filling GPU#0.
+  half.node_policy.reset();
+  half.device_policy = core::PolicyKind::kSpread;
+  const Picked spread_devices = PickWith("gpupack", {nodes[0]}, m, half);
+  EXPECT_EQ(spread_devices.slots, std::vector<int>{1});
+}
+
+TEST(Inputs, WorkloadYamlCarriesThePodControls) {
+  auto pods = ParseWorkloadYaml(
+      "pods:\n"
+      "  - {name: web, gpuMemory: 4Gi, count: 2, spreadKey: web, spreadScope: node, nodePolicy: spread,"
+      " devicePolicy: binpack, gpuModelExclude: T4, gpuUuids: \"GPU-a,GPU-b\", gpuUuidsExclude: GPU-c}\n",
+      "w.yaml");
+  ASSERT_TRUE(pods.ok()) << pods.status();
+  ASSERT_EQ(pods->size(), 2u);
+  for (const core::PodRequest& p : *pods) {
+    EXPECT_EQ(p.spread_key, "web");
+    EXPECT_TRUE(p.spread_across_nodes);
+    EXPECT_EQ(p.node_policy, core::PolicyKind::kSpread);
+    EXPECT_EQ(p.device_policy, core::PolicyKind::kBinpack);
+    EXPECT_EQ(p.excluded_gpu_models, std::vector<std::string>{"T4"});
+    EXPECT_EQ(p.gpu_uuids, (std::vector<std::string>{"GPU-a", "GPU-b"}));
+    EXPECT_EQ(p.excluded_gpu_uuids, std::vector<std::string>{"GPU-c"});
+  }
+  auto bad = ParseWorkloadYaml("pods:\n  - {name: a, gpus: 1, nodePolicy: tight}\n", "w.yaml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(),
+            "w.yaml:2:5: annotation gpupack.io/node-policy: \"tight\" is not binpack, spread, fgd or default");
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include "api/annotations.h"
 #include "api/pod_request.h"
+#include "common/log.h"
 #include "common/quantity.h"
 
 namespace gpupack::webhook {
@@ -82,23 +83,6 @@ std::string ContainerLabel(const json& container, std::string_view list, size_t 
   return "container \"" + name + "\" (spec." + std::string(list) + "[" + std::to_string(index) + "])";
 }
 
-// The api::ContainerAnnotationKey entry `key` names, or false when it names none. Decided by
-// regenerating the key from its parsed index, so it follows ContainerAnnotationKey exactly.
-bool IsContainerAnnotationKey(std::string_view key) {
-  constexpr std::string_view kPrefix = "gpupack.io/";
-  if (key.substr(0, kPrefix.size()) != kPrefix) return false;
-  std::string_view rest = key.substr(kPrefix.size());
-  if (rest.size() < 2 || (rest[0] != 'c' && rest[0] != 'i')) return false;
-  size_t digits = 1;
-  while (digits < rest.size() && digits < 8 && rest[digits] >= '0' && rest[digits] <= '9') ++digits;
-  if (digits == 1) return false;
-  int index = std::stoi(std::string(rest.substr(1, digits - 1)));
-  for (api::ContainerEnvKey env_key : api::kAllContainerEnvKeys) {
-    if (api::ContainerAnnotationKey(rest[0] == 'i', index, env_key) == key) return true;
-  }
-  return false;
-}
-
 // The env entries that carry one container's cap, in api::kAllContainerEnvKeys order.
 json InjectedEnv(bool init, int index) {
   json env = json::array();
@@ -140,11 +124,17 @@ Status Mutator::CheckWebhookRules(const json& pod) const {
   if (annotations != nullptr && annotations->is_object()) {
     for (const auto& entry : annotations->items()) {
       const std::string& key = entry.key();
-      if (key == api::kAnnotationAllocation || IsContainerAnnotationKey(key)) {
+      if (api::IsSchedulerAnnotation(key)) {
         return Status::PermissionDenied(
             "metadata.annotations[\"" + key +
             "\"]: only the gpupack scheduler may set this annotation (it records the device and "
             "memory cap chosen at bind); remove it from the pod");
+      }
+      if (key == api::kAnnotationWholeDeviceCharge) {
+        return Status::PermissionDenied(
+            "metadata.annotations[\"" + key +
+            "\"]: only gpupack-webhook may set this annotation (it marks the quota charge it adds to "
+            "whole-device requests); remove it from the pod");
       }
     }
   }
@@ -178,9 +168,29 @@ StatusOr<json> Mutator::PatchFor(const json& pod) const {
   GPUPACK_RETURN_IF_ERROR(CheckWebhookRules(pod));
   const json& spec = pod.at("spec");
   json patch = json::array();
+  std::string charged;  // api::kAnnotationWholeDeviceCharge: "c0,i1"
   for (const core::ContainerRequest& container : request.containers) {
     std::string_view list = container.init ? "initContainers" : "containers";
     const json& object = spec.at(list).at(static_cast<size_t>(container.index));
+    if (config_.whole_device_charge_mib > 0 && container.whole_device()) {
+      // Charge whole devices to the namespace's gpu-memory quota: requests and limits alike
+      // (Kubernetes wants them equal for extended resources).
+      const json* old = Field(object, "resources");
+      if (old != nullptr && !old->is_null() && !old->is_object()) {
+        return Status::InvalidArgument(ContainerLabel(object, list, container.index) + ": resources must be an object");
+      }
+      json resources = old != nullptr && old->is_object() ? *old : json::object();
+      const std::string charge =
+          std::to_string(config_.whole_device_charge_mib * container.device_count) + "Mi";
+      for (const char* section : {"limits", "requests"}) {
+        if (!resources[section].is_object()) resources[section] = json::object();
+        resources[section][std::string(api::kResourceGpuMemory)] = charge;
+      }
+      json::json_pointer path =
+          json::json_pointer("/spec") / std::string(list) / static_cast<size_t>(container.index) / "resources";
+      patch.push_back({{"op", old != nullptr ? "replace" : "add"}, {"path", path.to_string()}, {"value", resources}});
+      charged += (charged.empty() ? "" : ",") + std::string(container.init ? "i" : "c") + std::to_string(container.index);
+    }
     if (config_.max_device_memory_mib > 0 &&
         container.mem_per_device_mib > config_.max_device_memory_mib) {
       return Status::InvalidArgument(
@@ -208,6 +218,19 @@ StatusOr<json> Mutator::PatchFor(const json& pod) const {
     patch.push_back({{"op", old_env != nullptr ? "replace" : "add"},
                      {"path", path.to_string()},
                      {"value", std::move(env)}});
+  }
+  if (!charged.empty()) {
+    const json* metadata = Field(pod, "metadata");
+    const json* annotations = metadata != nullptr ? Field(*metadata, "annotations") : nullptr;
+    if (annotations != nullptr && annotations->is_object()) {
+      patch.push_back({{"op", "add"},
+                       {"path", (json::json_pointer("/metadata/annotations") / std::string(api::kAnnotationWholeDeviceCharge)).to_string()},
+                       {"value", charged}});
+    } else {
+      patch.push_back({{"op", "add"},
+                       {"path", "/metadata/annotations"},
+                       {"value", {{std::string(api::kAnnotationWholeDeviceCharge), charged}}}});
+    }
   }
   json scheduler = SchedulerNamePatch(spec);
   if (!scheduler.is_null()) patch.insert(patch.begin(), std::move(scheduler));
@@ -256,6 +279,11 @@ ReviewResult Mutator::Review(std::string_view body) const {
     StatusOr<json> patch = PatchFor(*pod);
     if (!patch.ok()) {
       bool forbidden = patch.status().code() == StatusCode::kPermissionDenied;
+      const json* metadata = Field(*pod, "metadata");
+      std::string name = metadata != nullptr ? StringField(*metadata, "name") : std::string();
+      if (name.empty() && metadata != nullptr) name = StringField(*metadata, "generateName") + "*";
+      GPUPACK_LOG(kInfo, "webhook") << "denied pod " << StringField(*request, "namespace") << "/" << name
+                                    << " (uid " << uid << "): " << patch.status().message();
       return Refuse(uid, Outcome::kDenied, 200, forbidden ? 403 : 400,
                     forbidden ? "Forbidden" : "BadRequest", patch.status().message());
     }

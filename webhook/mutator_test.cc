@@ -9,6 +9,7 @@
 
 #include "api/allocation.h"
 #include "api/annotations.h"
+#include "api/pod_request.h"
 
 namespace gpupack::webhook {
 namespace {
@@ -383,6 +384,34 @@ TEST(Mutator, InvalidRequestsAreDeniedWithMessagesNamingContainerAndField) {
   EXPECT_NE(d.message.find("gpupack.io/mig-profile"), std::string::npos) << d.message;
 }
 
+// docs/webhook.md promised it; a typo (gpupack.io/gpu-mem) used to be skipped as a pod that asks
+// for nothing, and gpupack.io/foo was admitted.
+TEST(Mutator, DeniesUnknownGpupackNamesListingTheValidOnesAndLogsTheDenial) {
+  Mutator mutator{Config{}};
+  const json typo = PodWith(json::array(
+      {{{"name", "main"}, {"image", "x"}, {"resources", {{"limits", {{"gpupack.io/gpu-mem", "8Gi"}}}}}}}));
+  testing::internal::CaptureStderr();
+  Denial d = DenialOf(mutator, typo);
+  const std::string log = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(d.code, 400);
+  EXPECT_NE(d.message.find("resources.limits[gpupack.io/gpu-mem]: unknown gpupack resource; the resources are "
+                           "gpupack.io/gpu-memory, gpupack.io/gpu"),
+            std::string::npos)
+      << d.message;
+  EXPECT_NE(log.find("INFO webhook: denied pod ml/p (uid 3f5c2f6e-9b1d-4a8e-a7f0-5b2d8c1e4a90): container \"main\""),
+            std::string::npos)
+      << log;
+
+  json annotated = PodWith(json::array({GpuContainer("main", "8Gi")}));
+  annotated["metadata"]["annotations"] = {{"gpupack.io/foo", "bar"}};
+  d = DenialOf(mutator, annotated);
+  EXPECT_EQ(d.code, 400);
+  EXPECT_NE(d.message.find("metadata.annotations[\"gpupack.io/foo\"]: unknown gpupack annotation; the annotations a "
+                           "pod may set are gpupack.io/device-kind, gpupack.io/mig-profile"),
+            std::string::npos)
+      << d.message;
+}
+
 TEST(Mutator, PodsMayNotPresetWhatOnlyTheSchedulerWrites) {
   Mutator mutator{Config{}};
   for (const std::string& key :
@@ -396,10 +425,11 @@ TEST(Mutator, PodsMayNotPresetWhatOnlyTheSchedulerWrites) {
     EXPECT_EQ(d.code, 403);
     EXPECT_NE(d.message.find(key), std::string::npos) << d.message;
   }
-  // Look-alike user annotations are fine.
+  // Look-alikes under gpupack.io/ are not reserved, but unknown: a 400, not a 403. Others' are fine.
   json pod = PodWith(json::array({GpuContainer("main", "8Gi")}));
-  pod["metadata"]["annotations"] = {{"gpupack.io/c0-notes", "x"}, {"gpupack.io/cx-memory-limit-mib", "1"},
-                                    {"example.com/c0-memory-limit-mib", "1"}};
+  pod["metadata"]["annotations"] = {{"gpupack.io/c0-notes", "x"}};
+  EXPECT_EQ(DenialOf(mutator, pod).code, 400);
+  pod["metadata"]["annotations"] = {{"example.com/c0-memory-limit-mib", "1"}};
   EXPECT_EQ(Ask(mutator, ReviewOf(pod)).result.outcome, Outcome::kPatched);
 
   json pinned = PodWith(json::array({GpuContainer("main", "8Gi")}));
@@ -483,6 +513,64 @@ TEST(Mutator, WrongTypesAnywhereInThePodNeverCrash) {
     }
   }
   EXPECT_GT(denied, 0);  // the mutations do reach the validation
+}
+
+
+// ---- issue 19: the controls' annotations and the whole-device quota charge ----
+
+TEST(Mutator, BadControlAnnotationsAreDeniedNamingAnnotationAndValue) {
+  Mutator mutator{Config{}};
+  const std::pair<const char*, const char*> cases[] = {
+      {"gpupack.io/gpu-uuids", "not-a-uuid"},   {"gpupack.io/gpu-uuids-exclude", "GPU-a,"},
+      {"gpupack.io/gpu-model-exclude", "|T4"},  {"gpupack.io/node-policy", "least-allocated"},
+      {"gpupack.io/device-policy", "packed"},   {"gpupack.io/spread-key", "-web"},
+      {"gpupack.io/spread-scope", "rack"},
+  };
+  for (const auto& [annotation, value] : cases) {
+    json pod = PodWith(json::array({GpuContainer("main", "8Gi")}));
+    pod["metadata"]["annotations"] = {{annotation, value}};
+    if (std::string(annotation) == "gpupack.io/spread-scope") pod["metadata"]["annotations"]["gpupack.io/spread-key"] = "web";
+    Denial d = DenialOf(mutator, pod);
+    EXPECT_EQ(d.code, 400) << annotation;
+    EXPECT_NE(d.message.find(annotation), std::string::npos) << d.message;
+    EXPECT_NE(d.message.find(std::string("\"") + value + "\""), std::string::npos) << d.message;
+  }
+  json good = PodWith(json::array({GpuContainer("main", "8Gi")}));
+  good["metadata"]["annotations"] = {{"gpupack.io/gpu-uuids", "GPU-a"}, {"gpupack.io/spread-key", "web"},
+                                     {"gpupack.io/node-policy", "binpack"}, {"gpupack.io/spread-scope", "node"}};
+  EXPECT_EQ(Ask(mutator, ReviewOf(good)).result.outcome, Outcome::kPatched);
+}
+
+TEST(Mutator, WholeDevicePodsAreChargedToTheGpuMemoryQuota) {
+  Config config;
+  config.whole_device_charge_mib = 16384;
+  Mutator mutator{config};
+  json whole = {{"name", "train"}, {"image", "x"}, {"resources", {{"limits", {{"gpupack.io/gpu", "2"}}}}}};
+  json review = ReviewOf(PodWith(json::array({GpuContainer("infer", "8Gi"), whole})));
+  Answer a = Ask(mutator, review);
+  ASSERT_EQ(a.result.outcome, Outcome::kPatched);
+  const json pod = PatchedPod(review, a);
+  // 2 whole devices × 16384 MiB = 32768Mi, in requests and limits alike; the share pod's own
+  // gpu-memory is already what the quota counts.
+  EXPECT_EQ(pod["spec"]["containers"][1]["resources"]["limits"]["gpupack.io/gpu-memory"], "32768Mi");
+  EXPECT_EQ(pod["spec"]["containers"][1]["resources"]["requests"]["gpupack.io/gpu-memory"], "32768Mi");
+  EXPECT_EQ(pod["spec"]["containers"][1]["resources"]["limits"]["gpupack.io/gpu"], "2");
+  EXPECT_FALSE(pod["spec"]["containers"][0]["resources"].contains("requests"));
+  EXPECT_EQ(pod["metadata"]["annotations"][std::string(api::kAnnotationWholeDeviceCharge)], "c1");
+  // The patched pod still asks for two whole devices, and reviewing it again changes nothing more
+  // than its charge would (the annotation is the webhook's own, so a user may not preset it).
+  auto parsed = api::ParsePodRequest(pod);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  ASSERT_EQ(parsed->containers.size(), 2u);
+  EXPECT_TRUE(parsed->containers[1].whole_device());
+  json preset = PodWith(json::array({whole}));
+  preset["metadata"]["annotations"] = {{std::string(api::kAnnotationWholeDeviceCharge), "c0"}};
+  Denial d = DenialOf(mutator, preset);
+  EXPECT_EQ(d.code, 403);
+  EXPECT_NE(d.message.find("gpupack.io/whole-device-charge"), std::string::npos) << d.message;
+  // Off by default: no charge, no annotation.
+  Answer off = Ask(Mutator{Config{}}, review);
+  EXPECT_FALSE(PatchedPod(review, off)["spec"]["containers"][1]["resources"]["limits"].contains("gpupack.io/gpu-memory"));
 }
 
 }  // namespace

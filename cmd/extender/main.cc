@@ -1,4 +1,4 @@
-// gpupack-extender: the kube-scheduler extender (DESIGN.md §3.4–3.5, docs/extender.md). Parses
+// gpupack-extender: the kube-scheduler extender (docs/extender.md, docs/cluster-file.md). Parses
 // flags, loads the config and the backend, serves until SIGTERM or SIGINT, then stops gracefully
 // (in-flight requests finish, idle keep-alive connections close).
 #include <pthread.h>
@@ -23,16 +23,17 @@
 #include "scheduler/extender/backend.h"
 #include "scheduler/extender/config.h"
 #include "scheduler/extender/extender.h"
-#include "scheduler/extender/http_server.h"
 #include "scheduler/extender/metrics.h"
+#include "scheduler/extender/routes.h"
+#include "server/http_server.h"
 
 namespace {
 
 constexpr const char* kUsage = R"(usage: gpupack-extender [--standalone-cluster FILE | --kubeconfig FILE] [--config FILE]
                         [--listen HOST:PORT] [--metrics-listen HOST:PORT] [--policy fgd|binpack|spread]
 
-  --standalone-cluster FILE  no API server: inventory from a cluster file (DESIGN.md §3.5), binds
-                             recorded in memory
+  --standalone-cluster FILE  no API server: inventory from a cluster file (docs/cluster-file.md),
+                             binds recorded in memory
   --kubeconfig FILE          talk to this cluster (default without either flag: the in-cluster
                              service account)
   --config FILE              YAML config (docs/configuration.md); defaults apply without one
@@ -117,6 +118,9 @@ int main(int argc, char** argv) {
   if (flags.count("--standalone-cluster")) {
     StatusOr<std::vector<core::Node>> nodes = api::LoadClusterFile(flags["--standalone-cluster"]);
     if (!nodes.ok()) return Fail(nodes.status().message());
+    if (Status fits = extender::CheckConfigAgainstCluster(config, *nodes); !fits.ok()) {
+      return Fail((flags.count("--config") ? flags["--config"] + ": " : std::string()) + fits.message());
+    }
     typical_device_mib = MostCommonCapacity(*nodes);
     backend = std::make_unique<extender::StandaloneBackend>(std::move(nodes).value());
   } else {
@@ -163,22 +167,23 @@ int main(int argc, char** argv) {
 
   if (Status started = backend->Start(state); !started.ok()) return Fail(started.ToString());
 
-  extender::ServerOptions server_options;
-  server_options.prefix = config.prefix;
-  server_options.max_body_bytes = config.max_body_bytes;
-  server_options.threads = config.threads;
-  server_options.tls_cert_file = config.tls_cert_file;
-  server_options.tls_key_file = config.tls_key_file;
-  extender::ExtenderServer server(service, &metrics, server_options);
-  StatusOr<std::string> address = server.Bind(config.listen);
-  if (!address.ok()) return Fail(address.status().message());
-  std::unique_ptr<extender::ExtenderServer> metrics_server;
+  server::HttpServer http(extender::ExtenderServerOptions(config, service));
+  extender::RegisterVerbs(http, service, config.prefix);
+  extender::RegisterMetrics(http, service, metrics);
+  // The metrics listener is a second server with only the built-in endpoints.
+  std::unique_ptr<server::HttpServer> metrics_http;
   if (!config.metrics_listen.empty()) {
-    extender::ServerOptions metrics_options;
-    metrics_options.serve_verbs = false;
-    metrics_options.threads = 2;
-    metrics_server = std::make_unique<extender::ExtenderServer>(service, &metrics, metrics_options);
-    StatusOr<std::string> metrics_address = metrics_server->Bind(config.metrics_listen);
+    server::HttpServerOptions metrics_options = extender::ExtenderServerOptions(config, service);
+    metrics_options.worker_threads = 1;
+    metrics_options.tls_cert_file.clear();
+    metrics_options.tls_key_file.clear();
+    metrics_http = std::make_unique<server::HttpServer>(metrics_options);
+    extender::RegisterMetrics(*metrics_http, service, metrics);
+  }
+  StatusOr<std::string> address = http.Start(config.listen);
+  if (!address.ok()) return Fail(address.status().message());
+  if (metrics_http) {
+    StatusOr<std::string> metrics_address = metrics_http->Start(config.metrics_listen);
     if (!metrics_address.ok()) return Fail(metrics_address.status().message());
     GPUPACK_LOG(kInfo, "extender") << "metrics on " << *metrics_address;
   }
@@ -199,28 +204,16 @@ int main(int argc, char** argv) {
       lock.lock();
     }
   });
-  std::thread signal_thread([&] {
-    int received = 0;
-    sigwait(&signals, &received);
-    GPUPACK_LOG(kInfo, "extender") << "signal " << received << ": stopping";
-    {
-      std::lock_guard lock(mu);
-      stopping = true;
-    }
-    stop_cv.notify_all();
-    server.Stop();
-    if (metrics_server) metrics_server->Stop();
-  });
-  std::thread metrics_thread;
-  if (metrics_server) metrics_thread = std::thread([&] { metrics_server->Serve(); });
-  server.Serve();
+  int received = 0;
+  sigwait(&signals, &received);
+  GPUPACK_LOG(kInfo, "extender") << "signal " << received << ": draining";
   {
     std::lock_guard lock(mu);
-    // Serve returned without a signal (the listener failed): wake the signal thread ourselves.
-    if (!stopping) kill(getpid(), SIGTERM);
+    stopping = true;
   }
-  signal_thread.join();
-  if (metrics_thread.joinable()) metrics_thread.join();
+  stop_cv.notify_all();
+  http.Drain();
+  if (metrics_http) metrics_http->Drain();
   maintenance.join();
   backend->Stop();
   GPUPACK_LOG(kInfo, "extender") << "stopped";

@@ -3,7 +3,7 @@
 // current by informers; binds are Binding objects that carry the allocation annotations, so the
 // node and the device decision land on the pod in one atomic write.
 //
-// Failover safety (DESIGN.md §5): kube-scheduler's leader election gives no fencing, so a newly
+// Failover safety (docs/kubernetes.md): kube-scheduler's leader election gives no fencing, so a newly
 // active extender may not yet have seen the last binds of the previous one, and the previous
 // one's binds may still be in flight. Before every bind to node N this backend
 //   1. reads N's fence, a coordination.k8s.io Lease "gpupack-fence-N" whose annotation
@@ -107,11 +107,10 @@ class KubeBackend final : public extender::ClusterBackend {
   void Stop() override;
 
   KubeBackendStats stats() const;
-  // Informer health in Prometheus text format (0.0.4), with the names of docs/metrics.md:
-  // gpupack_kube_watch_restarts_total, gpupack_kube_relists_total and
-  // gpupack_kube_last_sync_timestamp_seconds, each with resource="pods"|"gpunodes". For the
-  // extender's /metrics to append.
-  std::string MetricsText() const override;
+  // Informer health, with the names of docs/metrics.md: gpupack_kube_watch_restarts_total,
+  // gpupack_kube_relists_total and gpupack_kube_last_sync_timestamp_seconds, each with
+  // resource="pods"|"gpunodes". Collected for the extender's /metrics.
+  std::vector<prometheus::MetricFamily> Metrics() const override;
 
  private:
   void OnPod(const nlohmann::json& pod);

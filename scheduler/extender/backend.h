@@ -17,6 +17,8 @@
 #include <string_view>
 #include <vector>
 
+#include <prometheus/metric_family.h>
+
 #include "common/status.h"
 #include "scheduler/core/model.h"
 #include "scheduler/extender/cluster_state.h"
@@ -39,7 +41,7 @@ class ClusterBackend {
   // unreadable cluster file): the extender then exits.
   virtual Status Start(ClusterState& state) = 0;
   // True once the initial inventory and every existing allocation are in the state. Until then
-  // /readyz fails and the verbs answer with an error (DESIGN.md §5).
+  // /readyz fails and the verbs answer with an error (docs/kubernetes.md).
   virtual bool Synced() const = 0;
   // The request of a pod about to be bound, when the extender did not see it in a recent filter
   // or prioritize call. NotFound when the backend does not know the pod; InvalidArgument when its
@@ -57,9 +59,9 @@ class ClusterBackend {
   // again from the prior. Meaningful once Synced(); pods whose request does not parse are left
   // out. Default: none (standalone starts with an empty ledger).
   virtual std::vector<core::PodRequest> HeldPodRequests() const { return {}; }
-  // The backend's own metrics in Prometheus text format (e.g. watch restarts, relists, sync
-  // age), appended to the extender's /metrics. Empty when it has none.
-  virtual std::string MetricsText() const { return ""; }
+  // The backend's own metric families (e.g. watch restarts, relists, sync age), collected at
+  // scrape time for the extender's /metrics. None by default.
+  virtual std::vector<prometheus::MetricFamily> Metrics() const { return {}; }
 };
 
 // The Kubernetes backend's factory. Declared here so the extender's main can wire it; defined by
@@ -70,7 +72,7 @@ struct KubeBackendOptions {
 };
 StatusOr<std::unique_ptr<ClusterBackend>> MakeKubeBackend(const KubeBackendOptions& options);
 
-// Standalone mode (DESIGN.md §3.5): the inventory is a fixed list of nodes (from the cluster
+// Standalone mode (docs/cluster-file.md): the inventory is a fixed list of nodes (from the cluster
 // file), synced at once; binds are recorded in memory; LookupPod knows nothing (the extender
 // remembers requests from filter/prioritize).
 class StandaloneBackend final : public ClusterBackend {
