@@ -151,7 +151,7 @@ std::map<std::string, std::string> AllocationAnnotations(const Allocation& alloc
       visible += c.devices[i].uuid;
       mps += std::to_string(i) + "=" + std::to_string(c.devices[i].mem_mib) + "M";
     }
-    // Every device of a container carries the same cap (memory is split evenly, DESIGN §3.1).
+    // Every device of a container carries the same cap (memory is split evenly, docs/annotations.md).
     const core::MiB limit = c.devices.front().mem_mib;
     const core::MiB request =
         std::max<core::MiB>(1, static_cast<core::MiB>(std::floor(static_cast<double>(limit) * request_ratio)));
