@@ -103,6 +103,16 @@ StatusOr<Allocation> DecodeAllocation(std::string_view text) {
       GPUPACK_RETURN_IF_ERROR(ReadField(dj, "profile", dwhere, d.profile));
       c.devices.push_back(std::move(d));
     }
+    // The index keys the container's env annotations (c<i>-*, i<i>-*): two entries on one index
+    // would hand one container the other's devices and cap. A missing index reads as 0, so this
+    // is also what a multi-container allocation without indexes hits.
+    for (size_t k = 0; k < out.containers.size(); ++k) {
+      if (out.containers[k].index == c.index && out.containers[k].init == c.init) {
+        return Bad(where + ".index", std::string(c.init ? "init" : "app") + " container index " +
+                                         std::to_string(c.index) + " appears twice (also containers[" +
+                                         std::to_string(k) + "]); each container needs its own index");
+      }
+    }
     out.containers.push_back(std::move(c));
   }
   return out;
