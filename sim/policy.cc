@@ -282,7 +282,9 @@ class CorePolicy final : public SimPolicy {
       if (!s.Fits(n, pod.demand)) continue;
       core::NodeScore score = policy_.Score(nodes_[n], summaries_[n], *pod.request);
       if (!score.verdict.fits()) continue;
-      const double cost = fgd_levels_ ? -static_cast<double>(core::FgdScoreLevel(score.cost, s.unit_mib())) : score.cost;
+      // A pod's own node policy (gpupack.io/node-policy) ranks by its exact cost, as the extender.
+      const bool levels = fgd_levels_ && (!pod.request->node_policy || *pod.request->node_policy == core::PolicyKind::kFgd);
+      const double cost = levels ? -static_cast<double>(core::FgdScoreLevel(score.cost, s.unit_mib())) : score.cost;
       const auto fill = static_cast<double>(
           core::FillLevel((rank_by_fill_ ? score.fill_cost : 0) + score.reservation_cost, s.unit_mib()));
       const std::array<double, 3> key =

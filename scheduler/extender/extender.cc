@@ -98,8 +98,9 @@ void Extender::RefreshPolicyLocked() {
   state_.SetPolicy(std::make_shared<core::Policy>(std::move(refresh).Build()));
 }
 
-Extender::RankKey Extender::RankOf(const ClusterState::Assessment& assessment) const {
-  if (!fgd_levels_) return RankKey{assessment.cost, 0};
+Extender::RankKey Extender::RankOf(const ClusterState::Assessment& assessment,
+                                   std::optional<core::PolicyKind> pod_node_policy) const {
+  if (!RanksOnFgdLevels(pod_node_policy)) return RankKey{assessment.cost, 0};
   // The keys are small integers folded into one integer-valued double, exact in it: FGD levels
   // are −100..0; fill levels are clamped to ±500 (|ΔF̂| ≤ the node's free memory, ≤ 64 devices =
   // 128 half devices of the unit, plus the reservation price; the clamp only guards the
@@ -269,13 +270,13 @@ Reply Extender::Filter(std::string_view body) {
       continue;
     }
     passes[i] = true;
-    costs[i] = RankOf(*evaluation);
+    costs[i] = RankOf(*evaluation, pod->node_policy);
     if (!any_fit || costs[i] < best) best = costs[i];
     any_fit = true;
   }
   if (options_.decisive_filter && any_fit) {
     for (size_t i = 0; i < names.size(); ++i) {
-      if (passes[i] && !SameLevel(best, costs[i], options_.band_mib, !fgd_levels_)) passes[i] = false;
+      if (passes[i] && !SameLevel(best, costs[i], options_.band_mib, !RanksOnFgdLevels(pod->node_policy))) passes[i] = false;
     }
   }
   return finish();
@@ -308,14 +309,14 @@ Reply Extender::Prioritize(std::string_view body) {
   std::vector<std::optional<ClusterState::Assessment>> assessments;
   state_.AssessMany(names, *pod, ClusterState::ShapeKey(*pod), assessments);
   for (size_t i = 0; i < names.size(); ++i) {
-    if (assessments[i] && assessments[i]->verdict.fits()) fits.emplace_back(RankOf(*assessments[i]), i);
+    if (assessments[i] && assessments[i]->verdict.fits()) fits.emplace_back(RankOf(*assessments[i], pod->node_policy), i);
   }
   std::sort(fits.begin(), fits.end());
   std::vector<size_t> level_of(fits.size());
   size_t levels = 0;
   RankKey level_start;
   for (size_t k = 0; k < fits.size(); ++k) {
-    if (k == 0 || !SameLevel(level_start, fits[k].first, options_.band_mib, !fgd_levels_)) {
+    if (k == 0 || !SameLevel(level_start, fits[k].first, options_.band_mib, !RanksOnFgdLevels(pod->node_policy))) {
       level_start = fits[k].first;
       ++levels;
     }

@@ -111,8 +111,11 @@ class Extender {
     double tie = 0;
     friend auto operator<=>(const RankKey&, const RankKey&) = default;
   };
-  RankKey RankOf(const ClusterState::Assessment& assessment) const;
-  std::string BackendMetricsText() const { return backend_.MetricsText(); }
+  // `pod_node_policy`: the pod's gpupack.io/node-policy, when it overrides the cluster's policy
+  // (an FGD cluster ranks such a pod's exact binpack / spread costs, not FGD levels).
+  RankKey RankOf(const ClusterState::Assessment& assessment,
+                 std::optional<core::PolicyKind> pod_node_policy = std::nullopt) const;
+  std::vector<prometheus::MetricFamily> BackendMetrics() const { return backend_.Metrics(); }
   // Periodic housekeeping (the server calls it every few seconds): releases expired
   // reservations and forgets expired remembered requests.
   void Maintain();
@@ -127,6 +130,10 @@ class Extender {
     Clock::TimePoint at;
     std::list<std::string>::iterator lru;
   };
+  // Whether a pod with this node-policy override is ranked on FGD levels (else on exact costs).
+  bool RanksOnFgdLevels(std::optional<core::PolicyKind> pod_node_policy) const {
+    return fgd_levels_ && (!pod_node_policy || *pod_node_policy == core::PolicyKind::kFgd);
+  }
   // The pod's request, or an error naming the pod and the field.
   StatusOr<core::PodRequest> ParsePod(const nlohmann::json& pod) const;
   void Remember(const core::PodRequest& request);
