@@ -192,8 +192,10 @@ void ClusterState::AssessMany(const std::vector<std::string_view>& names, const 
   const std::shared_ptr<const ShapeMemo> memo = FindMemo(shape_id, snapshot->generation);
   const size_t memo_rows = memo ? memo->versions.size() : 0;
   std::vector<std::pair<size_t, size_t>> fresh;  // (row, i) scored afresh by this call
+  std::vector<size_t> name_rows;
+  RowsOf(names, name_rows);
   for (size_t i = 0; i < names.size(); ++i) {
-    const size_t row = IndexedRow(names[i]);
+    const size_t row = name_rows[i];
     if (row == kNoRow) continue;
     const Chunk* chunk = snapshot->ChunkOf(row);
     const size_t r = row % kChunkRows;
@@ -228,6 +230,39 @@ void ClusterState::AssessMany(const std::vector<std::string_view>& names, const 
     next->assessments[row] = *out[i];
   }
   StoreMemo(std::move(next));
+}
+
+void ClusterState::RowsOf(const std::vector<std::string_view>& names, std::vector<size_t>& rows) const {
+  std::shared_ptr<const RowHint> hint;
+  {
+    std::lock_guard lock(row_hints_mu_);
+    for (const auto& h : row_hints_) {
+      if (h != nullptr && h->rows.size() == names.size()) hint = h;
+    }
+  }
+  rows.resize(names.size());
+  bool moved = hint == nullptr;
+  for (size_t i = 0; i < names.size(); ++i) {
+    const size_t guess = hint != nullptr ? hint->rows[i] : kNoRow;
+    if (guess < row_names_.size() && !names[i].empty() && row_names_[guess] == names[i]) {
+      rows[i] = guess;
+      continue;
+    }
+    rows[i] = IndexedRow(names[i]);
+    moved = moved || rows[i] != guess;
+  }
+  if (!moved) return;
+  auto next = std::make_shared<RowHint>();
+  next->rows = rows;
+  std::lock_guard lock(row_hints_mu_);
+  for (auto& h : row_hints_) {
+    if (h != nullptr && h->rows.size() == names.size()) {
+      h = std::move(next);
+      return;
+    }
+  }
+  row_hints_[row_hint_next_] = std::move(next);
+  row_hint_next_ = (row_hint_next_ + 1) % kRowHints;
 }
 
 size_t ClusterState::IndexedRow(std::string_view name) const {

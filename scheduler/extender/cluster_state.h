@@ -13,7 +13,7 @@
 // with a warning if they overbook.
 //
 // Thread safety: every method may be called concurrently. Lock order: node table → one node →
-// ledger → snapshot; the shape table's lock is never held with another.
+// ledger → snapshot, and node table → row hints; the shape table's lock is never held with another.
 //
 // Reads go through a snapshot, not per-node locks. Every node's state is published as an
 // immutable NodeView (its Node, its NodeSummary, its heartbeat); the read verbs (AssessMany and
@@ -281,6 +281,20 @@ class ClusterState {
   std::vector<IndexSlot> index_;
   std::vector<std::string> row_names_;  // by row; empty for a free row
   std::vector<size_t> free_rows_;
+  // Even so, a lookup is a cache miss in an index far larger than the CPU's cache, and the
+  // scheduler sends the same list of names, in the same order, call after call. So AssessMany
+  // remembers the rows of the last few lists (one per list length): rows[i] is where names[i]
+  // was, checked against row_names_ before use (a row may since hold another node), and the
+  // index is searched only for names that moved. Hints, not truth: a wrong one costs a lookup.
+  struct RowHint {
+    std::vector<size_t> rows;
+  };
+  // REQUIRES: nodes_mu_ held (shared suffices). The rows of `names` (kNoRow: unknown node).
+  void RowsOf(const std::vector<std::string_view>& names, std::vector<size_t>& rows) const;
+  static constexpr int kRowHints = 4;
+  mutable std::mutex row_hints_mu_;  // guards the pointers only; a hint is immutable
+  mutable std::array<std::shared_ptr<const RowHint>, kRowHints> row_hints_;
+  mutable int row_hint_next_ = 0;
 
   mutable std::mutex shapes_mu_;  // guards the shape table and the memos
   mutable std::unordered_map<std::string, uint64_t> shape_ids_;

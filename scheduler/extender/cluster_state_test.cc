@@ -124,6 +124,34 @@ TEST_F(ClusterStateTest, AssessManyFindsExactlyThePresentNodesThroughGrowthAndRe
   EXPECT_EQ(state_.NodeCount(), 201u);
 }
 
+// AssessMany remembers where the names of a list were (the scheduler repeats its list); the
+// remembered rows must never answer for a node that left, for a node that took a freed row, or
+// for a list of the same length in another order. c and d have 4 GiB GPUs: the 8,000 MiB pod
+// fits a and b only.
+TEST_F(ClusterStateTest, RememberedRowsNeverAnswerForAnotherNode) {
+  state_.UpsertNode(GpuNode("a", 1, 16384));
+  state_.UpsertNode(GpuNode("b", 1, 16384));
+  state_.UpsertNode(GpuNode("c", 1, 4096));
+  const core::PodRequest pod = Pod("p", 8000);
+  const std::string shape = ClusterState::ShapeKey(pod);
+  std::vector<std::optional<ClusterState::Assessment>> out;
+  auto fits = [&](std::vector<std::string_view> names) {
+    state_.AssessMany(names, pod, shape, out);
+    std::string verdicts;
+    for (const auto& a : out) verdicts += !a ? '-' : (a->verdict.fits() ? 'y' : 'n');
+    return verdicts;
+  };
+  EXPECT_EQ(fits({"a", "b", "c"}), "yyn");
+  EXPECT_EQ(fits({"a", "b", "c"}), "yyn");  // from the remembered rows
+  EXPECT_EQ(fits({"c", "a", "b"}), "nyy");  // same length, other order
+  state_.RemoveNode("b");
+  state_.UpsertNode(GpuNode("d", 1, 4096));  // takes b's freed row
+  EXPECT_EQ(fits({"c", "a", "b"}), "ny-");
+  EXPECT_EQ(fits({"c", "a", "d"}), "nyn");
+  EXPECT_EQ(fits({"d", "a", "b"}), "ny-");
+  EXPECT_EQ(fits({"a", "b", "c"}), "y-n");
+}
+
 // The fixed tie-break rank is computed once per node with the state's salt and handed out with
 // every assessment, memoised or not.
 TEST(ClusterStateTieBreak, AssessmentsCarryTheNodesSaltedRank) {
