@@ -1,7 +1,6 @@
 #include "sim/inputs.h"
 
 #include <algorithm>
-#include <fstream>
 #include <map>
 #include <sstream>
 
@@ -11,6 +10,7 @@
 #include "api/annotations.h"
 #include "api/cluster_file.h"
 #include "api/pod_request.h"
+#include "common/file.h"
 #include "common/input_check.h"
 #include "common/quantity.h"
 
@@ -96,14 +96,6 @@ StatusOr<int64_t> Integer(const CsvRow& row, int col, const std::string& name, c
                                    "\" is not a non-negative integer");
   }
   return v;
-}
-
-StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::NotFound("cannot open " + path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 std::string Mark(const std::string& where, const YAML::Node& n) {
@@ -348,13 +340,13 @@ StatusOr<std::vector<core::PodRequest>> ParseWorkloadYaml(std::string_view text,
 }
 
 StatusOr<std::vector<core::Node>> LoadCluster(const std::string& path) {
-  GPUPACK_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  GPUPACK_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path, "input file"));
   if (text.rfind("sn,", 0) == 0) return ParseAlibabaNodes(text, path);
   return api::LoadClusterFile(path);
 }
 
 StatusOr<std::vector<core::PodRequest>> LoadWorkload(const std::string& path) {
-  GPUPACK_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  GPUPACK_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path, "input file"));
   if (text.rfind("name,", 0) == 0) return ParseAlibabaPods(text, path);
   return ParseWorkloadYaml(text, path);
 }

@@ -1,8 +1,6 @@
 // gpupack-extender: the kube-scheduler extender (docs/extender.md, docs/cluster-file.md). Parses
 // flags, loads the config and the backend, serves until SIGTERM or SIGINT, then stops gracefully
 // (in-flight requests finish, idle keep-alive connections close).
-#include <pthread.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,6 +16,7 @@
 #include "common/build_info.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/stop_signals.h"
 #include "scheduler/core/placement.h"
 #include "scheduler/core/workload.h"
 #include "scheduler/extender/backend.h"
@@ -92,12 +91,7 @@ int main(int argc, char** argv) {
     return Fail("--standalone-cluster and --kubeconfig exclude each other");
   }
 
-  // Signals go to the signal thread only: block them before any thread starts.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  const StopSignals stop_signals;  // before any thread starts
 
   extender::ExtenderConfig config;
   if (flags.count("--config")) {
@@ -204,8 +198,7 @@ int main(int argc, char** argv) {
       lock.lock();
     }
   });
-  int received = 0;
-  sigwait(&signals, &received);
+  const int received = stop_signals.Wait();
   GPUPACK_LOG(kInfo, "extender") << "signal " << received << ": draining";
   {
     std::lock_guard lock(mu);

@@ -59,7 +59,4 @@ StatusOr<ExtenderConfig> LoadExtenderConfig(const std::string& path);
 // start): InvalidArgument naming the key when reservePerDevice is at least the memory of a device.
 Status CheckConfigAgainstCluster(const ExtenderConfig& config, const std::vector<core::Node>& nodes);
 
-// "90s", "5m", "1h30m", "250ms": Go's time.ParseDuration subset (h, m, s, ms, us, ns).
-StatusOr<std::chrono::nanoseconds> ParseDuration(std::string_view text);
-
 }  // namespace gpupack::extender

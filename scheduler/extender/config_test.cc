@@ -120,14 +120,5 @@ TEST(ExtenderConfig, RefusesDuplicateKeysAndAReserveLargerThanTheDevicesWithTheL
   EXPECT_TRUE(CheckConfigAgainstCluster(*reserve, {node}).ok());
 }
 
-TEST(ExtenderConfig, ParsesGoDurations) {
-  EXPECT_EQ(*ParseDuration("1h30m"), std::chrono::minutes(90));
-  EXPECT_EQ(*ParseDuration("250ms"), std::chrono::milliseconds(250));
-  EXPECT_EQ(*ParseDuration("1.5s"), std::chrono::milliseconds(1500));
-  EXPECT_FALSE(ParseDuration("5").ok());
-  EXPECT_FALSE(ParseDuration("5d").ok());
-  EXPECT_FALSE(ParseDuration("").ok());
-}
-
 }  // namespace
 }  // namespace gpupack::extender
