@@ -27,6 +27,16 @@ Agent::Agent(AgentOptions options, GpuBackend* backend, PodLister pods, Reporter
 StatusOr<api::GpuNodeStatus> Agent::RunOnce() {
   GPUPACK_ASSIGN_OR_RETURN(api::GpuNodeStatus status, backend_->Discover());
   status.max_pods_per_device = options_.max_pods_per_device;
+  if (options_.excluded_devices) {
+    StatusOr<std::vector<std::string>> excluded = options_.excluded_devices();
+    if (excluded.ok()) {
+      excluded_ = std::move(excluded).value();
+    } else {
+      GPUPACK_LOG(kWarning, "agent") << "excluded devices of " << options_.node_name
+                                     << " unknown, keeping the last list: " << excluded.status();
+    }
+  }
+  api::MarkExcluded(status, excluded_);
 
   std::optional<std::vector<PodInfo>> pods;
   if (pods_) {

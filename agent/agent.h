@@ -29,6 +29,10 @@ struct AgentOptions {
   std::string node_name;
   std::string cgroup_root = "/sys/fs/cgroup";
   int max_pods_per_device = 16;
+  // The UUIDs the administrator took out of gpupack's pool (the node's gpupack.io/excluded-devices
+  // annotation), read every pass; null = none. On an error the last answer is kept, so a flaky API
+  // server neither returns excluded devices to the pool nor takes others out.
+  std::function<StatusOr<std::vector<std::string>>()> excluded_devices;
 };
 
 class Agent {
@@ -54,6 +58,7 @@ class Agent {
   std::vector<api::GpuNodeAuditFinding> last_findings_;
   std::vector<ContainerCap> last_caps_;
   std::set<std::string> announced_;  // findings already logged and sent as events
+  std::vector<std::string> excluded_;  // the last good answer of options_.excluded_devices
 };
 
 }  // namespace gpupack::agent

@@ -200,5 +200,52 @@ TEST_F(AgentTest, VanishedDevicesLoseTheirSeries) {
   EXPECT_EQ(metrics.Serialize().find("GPU-x"), std::string::npos);
 }
 
+
+TEST_F(AgentTest, DevicesExcludedByTheNodeAnnotationLeaveTheAdvertisedCapacity) {
+  NvmlBackendOptions o;
+  o.library = GPUPACK_FAKE_NVML_R615;
+  o.proc_root = dir_.path() + "/proc";
+  o.cgroup_root = dir_.path() + "/cg";
+  NvmlBackend backend(o);
+  KubeSink sink(client_.get());
+  ReporterOptions ro;
+  ro.node_name = "n1";
+  ro.max_pods_per_device = 8;
+  Reporter reporter(ro, &sink, &clock_);
+  // The administrator annotates the node; the agent reads it every pass, as cmd/agent wires it.
+  Json node = *client_->GetNode("n1");
+  node["metadata"]["annotations"] = {{std::string(api::kNodeAnnotationExcludedDevices), "GPU-1"}};
+  ASSERT_TRUE(client_->Update(kube::NodesResource(), "", node).ok());
+  bool api_down = false;
+  AgentOptions ao;
+  ao.node_name = "n1";
+  ao.cgroup_root = dir_.path() + "/cg";
+  ao.max_pods_per_device = 8;
+  ao.excluded_devices = [&]() -> StatusOr<std::vector<std::string>> {
+    if (api_down) return Status::Unavailable("apiserver down");
+    GPUPACK_ASSIGN_OR_RETURN(Json n, client_->GetNode("n1"));
+    return api::ExcludedDevicesOfNode(n);
+  };
+  Agent agent(ao, &backend, nullptr, &reporter, &sink, nullptr, &clock_);
+  auto status = agent.RunOnce();
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_TRUE(status->devices[0].excluded);
+  // The node's only GPU is out of the pool: nothing advertised; the GPUNode says why.
+  auto k8s_node = client_->GetNode("n1");
+  ASSERT_TRUE(k8s_node.ok());
+  EXPECT_EQ((*k8s_node)["status"]["capacity"]["gpupack.io/gpu-memory"], "0Mi");
+  EXPECT_EQ((*k8s_node)["status"]["capacity"]["gpupack.io/gpu"], "0");
+  auto gpunode = client_->GetGpuNode("n1");
+  ASSERT_TRUE(gpunode.ok());
+  EXPECT_EQ((*gpunode)["status"]["devices"][0]["excluded"], true);
+  EXPECT_EQ((*gpunode)["status"]["excludedGpus"], 1);
+  // An API error keeps the last list rather than returning the GPU to the pool.
+  api_down = true;
+  clock_.Advance(seconds(1));
+  status = agent.RunOnce();
+  ASSERT_TRUE(status.ok());
+  EXPECT_TRUE(status->devices[0].excluded);
+}
+
 }  // namespace
 }  // namespace gpupack::agent

@@ -141,8 +141,8 @@ void AgentMetrics::Update(const api::GpuNodeStatus& status, const std::vector<Co
   }
 }
 
-std::string AgentMetrics::Serialize() const {
-  return prometheus::TextSerializer().Serialize(registry_->Collect());
-}
+std::vector<prometheus::MetricFamily> AgentMetrics::Collect() const { return registry_->Collect(); }
+
+std::string AgentMetrics::Serialize() const { return prometheus::TextSerializer().Serialize(Collect()); }
 
 }  // namespace gpupack::agent

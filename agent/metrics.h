@@ -1,4 +1,5 @@
-// The agent's Prometheus metrics (prometheus-cpp registry; served on /metrics by the binary).
+// The agent's Prometheus metrics (prometheus-cpp registry; served on /metrics by the shared HTTP
+// server, server/http_server.h).
 // Names use base units and carry the labels dashboards join on (node, gpu_uuid, gpu_index,
 // gpu_model, mig_profile, namespace, pod, container):
 //
@@ -57,7 +58,9 @@ class AgentMetrics {
   // Replaces the per-device, per-container, mode and audit series with this pass's values.
   void Update(const api::GpuNodeStatus& status, const std::vector<ContainerCap>& caps);
 
-  // Prometheus text exposition of everything.
+  // Every family, for the HTTP server's /metrics.
+  std::vector<prometheus::MetricFamily> Collect() const;
+  // Collect() in the text format, for tests.
   std::string Serialize() const;
 
  private:

@@ -27,11 +27,13 @@ NodeCapacity CapacityOf(const api::GpuNodeStatus& status) {
   NodeCapacity c;
   for (const api::GpuNodeDevice& d : status.devices) {
     if (!d.mig_enabled) {
+      if (d.excluded) continue;  // out of gpupack's pool: not advertised
       c.memory_mib += d.memory_mib;
       ++c.devices;
       continue;
     }
     for (const api::GpuNodeMigInstance& m : d.mig_instances) {
+      if (m.excluded) continue;
       c.memory_mib += m.memory_mib;
       ++c.devices;
     }

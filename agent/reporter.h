@@ -45,7 +45,7 @@ struct ReporterOptions {
 };
 
 // The node capacity a status implies: Σ memory of whole GPUs not in MIG mode and of MIG
-// instances, and their count.
+// instances, and their count, leaving out devices the administrator excluded.
 struct NodeCapacity {
   core::MiB memory_mib = 0;
   int64_t devices = 0;

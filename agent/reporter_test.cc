@@ -160,5 +160,21 @@ TEST(SignificantChangeTest, OnlyUsageNoiseIsIgnored) {
   EXPECT_FALSE(SignificantChange(a, b, 256));
 }
 
+
+TEST_F(ReporterTest, ExcludedDevicesAreNotAdvertised) {
+  api::GpuNodeStatus s = TwoDevices();
+  api::MarkExcluded(s, {"GPU-1", "MIG-b"});
+  // Left: MIG-a only, 19968 MiB; the report carries the exclusion and the capacity shrinks.
+  const NodeCapacity c = CapacityOf(s);
+  EXPECT_EQ(c.memory_mib, 19968);
+  EXPECT_EQ(c.devices, 1);
+  ASSERT_TRUE(reporter_.Report(s).ok());
+  ASSERT_EQ(sink_.capacity.size(), 1u);
+  EXPECT_EQ(sink_.capacity[0].memory, "19968Mi");
+  EXPECT_EQ(sink_.capacity[0].gpus, 1 * 4);
+  ASSERT_EQ(sink_.writes.size(), 1u);
+  EXPECT_TRUE(sink_.writes[0].second.devices[0].excluded);
+}
+
 }  // namespace
 }  // namespace gpupack::agent

@@ -59,6 +59,7 @@ std::string EncodeAllocation(const Allocation& allocation) {
     containers.push_back(std::move(cj));
   }
   ojson doc = {{"v", kAllocationVersion}, {"node", allocation.node}, {"containers", std::move(containers)}};
+  if (!allocation.spread_key.empty()) doc["spreadKey"] = allocation.spread_key;
   return doc.dump();
 }
 
@@ -74,6 +75,7 @@ StatusOr<Allocation> DecodeAllocation(std::string_view text) {
   Allocation out;
   GPUPACK_RETURN_IF_ERROR(ReadField(doc, "node", "document", out.node));
   if (out.node.empty()) return Bad("node", "missing or empty");
+  GPUPACK_RETURN_IF_ERROR(ReadField(doc, "spreadKey", "document", out.spread_key));
   auto cs = doc.find("containers");
   if (cs == doc.end() || !cs->is_array()) return Bad("containers", "missing or not an array");
   for (size_t i = 0; i < cs->size(); ++i) {
@@ -175,6 +177,7 @@ std::vector<std::pair<std::string, core::DeviceShare>> AllocationShares(const Al
       share.container = c.name;
       share.mem_mib = d.mem_mib;
       share.exclusive = c.exclusive;
+      share.spread_key = allocation.spread_key;
       out.emplace_back(d.uuid, std::move(share));
     }
   }

@@ -8,7 +8,8 @@
 // Container fields: "name", "index" (position in spec.containers, or spec.initContainers when
 // "init":true), "exclusive":true for whole-device requests, "withinPod":true for an init container
 // that reuses devices the pod's app containers hold (it adds nothing to the ledger). Device fields: "uuid", "index" (device
-// index on the node), "memMiB" (the cap), and for MIG instances "parent" and "profile".
+// index on the node), "memMiB" (the cap), and for MIG instances "parent" and "profile". Top-level
+// "spreadKey": the pod's gpupack.io/spread-key, when it has one.
 // Optional fields are omitted when they hold their default. Decoding accepts any key order,
 // ignores unknown keys (forward compatibility within v1) and refuses other versions.
 //
@@ -51,6 +52,9 @@ struct ContainerAllocation {
 struct Allocation {
   std::string node;
   std::vector<ContainerAllocation> containers;
+  // The pod's gpupack.io/spread-key ("spreadKey", omitted when empty): carried in the decision so
+  // a restarted extender's ledger still keeps the pod's replicas off these devices.
+  std::string spread_key;
 
   bool operator==(const Allocation&) const = default;
 };

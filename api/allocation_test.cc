@@ -115,5 +115,21 @@ TEST(Allocation, FromPlacementResolvesSlotsToDevices) {
   EXPECT_EQ(shares[0].second.pod_uid, "uid-1");
 }
 
+
+TEST(Allocation, CarriesTheSpreadKeyIntoTheRebuiltLedger) {
+  Allocation a = TwoContainers();
+  a.spread_key = "web";
+  const std::string text = EncodeAllocation(a);
+  EXPECT_NE(text.find(R"("spreadKey":"web")"), std::string::npos) << text;
+  StatusOr<Allocation> back = DecodeAllocation(text);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, a);
+  // The shares rebuilt from it keep the key, so a restarted extender still spreads replicas.
+  for (const auto& [uuid, share] : AllocationShares(*back, "uid-1", "ns/web-1")) EXPECT_EQ(share.spread_key, "web");
+  // Without a key nothing is written (the design format is unchanged).
+  EXPECT_EQ(EncodeAllocation(TwoContainers()).find("spreadKey"), std::string::npos);
+  EXPECT_FALSE(DecodeAllocation(R"({"v":1,"node":"n1","containers":[],"spreadKey":7})").ok());
+}
+
 }  // namespace
 }  // namespace gpupack::api

@@ -18,6 +18,31 @@ inline constexpr std::string_view kAnnotationDeviceKind = "gpupack.io/device-kin
 inline constexpr std::string_view kAnnotationMigProfile = "gpupack.io/mig-profile";   // e.g. 1g.10gb
 inline constexpr std::string_view kAnnotationGpuModel = "gpupack.io/gpu-model";       // "A100|H100"
 inline constexpr std::string_view kAnnotationIsolation = "gpupack.io/isolation";      // hard|best-effort
+// Device rules, policy and spreading (docs/annotations.md, "Choosing devices").
+inline constexpr std::string_view kAnnotationGpuModelExclude = "gpupack.io/gpu-model-exclude";  // "T4|V100"
+inline constexpr std::string_view kAnnotationGpuUuids = "gpupack.io/gpu-uuids";                 // "GPU-a,GPU-b"
+inline constexpr std::string_view kAnnotationGpuUuidsExclude = "gpupack.io/gpu-uuids-exclude";  // "GPU-c"
+inline constexpr std::string_view kAnnotationNodePolicy = "gpupack.io/node-policy";      // binpack|spread|fgd|default
+inline constexpr std::string_view kAnnotationDevicePolicy = "gpupack.io/device-policy";  // binpack|spread|fgd|default
+inline constexpr std::string_view kAnnotationSpreadKey = "gpupack.io/spread-key";        // e.g. "web-frontend"
+inline constexpr std::string_view kAnnotationSpreadScope = "gpupack.io/spread-scope";    // device|node
+
+// Written by the webhook (never by users): the containers, "c0,i1", whose gpupack.io/gpu-memory
+// the webhook added to a whole-device request so a ResourceQuota on requests.gpupack.io/gpu-memory
+// counts it. Those containers still take whole devices.
+inline constexpr std::string_view kAnnotationWholeDeviceCharge = "gpupack.io/whole-device-charge";
+
+// Node annotation the agent honours: UUIDs ("GPU-a,MIG-b") taken out of gpupack's pool without
+// draining the node. The agent reports them excluded in the GPUNode status and leaves them out
+// of the node's advertised capacity; the extender places nothing new on them.
+inline constexpr std::string_view kNodeAnnotationExcludedDevices = "gpupack.io/excluded-devices";
+
+// Every pod annotation a user may set on a gpupack pod (issue 19's controls included). The
+// webhook's check of unknown gpupack.io/* names should take its list from here.
+inline constexpr std::string_view kUserPodAnnotations[] = {
+    kAnnotationDeviceKind,     kAnnotationMigProfile,      kAnnotationGpuModel,    kAnnotationIsolation,
+    kAnnotationGpuModelExclude, kAnnotationGpuUuids,       kAnnotationGpuUuidsExclude, kAnnotationNodePolicy,
+    kAnnotationDevicePolicy,   kAnnotationSpreadKey,       kAnnotationSpreadScope};
 
 // Written by the extender on the Binding (lands on the pod atomically with spec.nodeName).
 inline constexpr std::string_view kAnnotationAllocation = "gpupack.io/allocation";

@@ -1,7 +1,10 @@
 #include "api/gpunode.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <ctime>
+
+#include "api/annotations.h"
 
 namespace gpupack::api {
 namespace {
@@ -70,6 +73,7 @@ Json MigToJson(const GpuNodeMigInstance& m) {
   Json j = {{"uuid", m.uuid}, {"profile", m.profile}, {"memoryMiB", m.memory_mib},
             {"usedMiB", m.used_mib}, {"gpuInstanceId", m.gpu_instance_id}};
   if (m.placement_start >= 0) j["placement"] = {{"start", m.placement_start}, {"size", m.placement_size}};
+  if (m.excluded) j["excluded"] = true;
   return j;
 }
 
@@ -80,6 +84,7 @@ Status MigFromJson(const Json& j, const std::string& where, GpuNodeMigInstance* 
   GPUPACK_RETURN_IF_ERROR(ReadMiB(j, "memoryMiB", where, &m->memory_mib));
   GPUPACK_RETURN_IF_ERROR(ReadMiB(j, "usedMiB", where, &m->used_mib));
   GPUPACK_RETURN_IF_ERROR(ReadInt32(j, "gpuInstanceId", where, &m->gpu_instance_id));
+  GPUPACK_RETURN_IF_ERROR(ReadBool(j, "excluded", where, &m->excluded));
   auto p = j.find("placement");
   if (p != j.end() && !p->is_null()) {
     if (!p->is_object()) return Status::InvalidArgument(where + ".placement: expected an object");
@@ -99,6 +104,7 @@ Status DeviceFromJson(const Json& j, const std::string& where, GpuNodeDevice* d)
   GPUPACK_RETURN_IF_ERROR(ReadMiB(j, "allocatedMiB", where, &d->allocated_mib));
   GPUPACK_RETURN_IF_ERROR(ReadBool(j, "healthy", where, &d->healthy));
   GPUPACK_RETURN_IF_ERROR(ReadBool(j, "migEnabled", where, &d->mig_enabled));
+  GPUPACK_RETURN_IF_ERROR(ReadBool(j, "excluded", where, &d->excluded));
   return ForEach(j, "migInstances", where, [&](const Json& m, const std::string& at) {
     GpuNodeMigInstance mig;
     GPUPACK_RETURN_IF_ERROR(MigFromJson(m, at, &mig));
@@ -186,12 +192,20 @@ StatusOr<Clock::TimePoint> ParseRfc3339(std::string_view text) {
 nlohmann::json GpuNodeStatusToJson(const GpuNodeStatus& status) {
   Json devices = Json::array();
   core::MiB total = 0, allocated = 0, used = 0;
+  int excluded = 0;
   for (const GpuNodeDevice& d : status.devices) {
     Json migs = Json::array();
-    for (const GpuNodeMigInstance& m : d.mig_instances) migs.push_back(MigToJson(m));
+    for (const GpuNodeMigInstance& m : d.mig_instances) {
+      migs.push_back(MigToJson(m));
+      excluded += m.excluded ? 1 : 0;
+    }
     devices.push_back({{"uuid", d.uuid}, {"index", d.index}, {"model", d.model}, {"memoryMiB", d.memory_mib},
                        {"usedMiB", d.used_mib}, {"allocatedMiB", d.allocated_mib}, {"healthy", d.healthy},
                        {"migEnabled", d.mig_enabled}, {"migInstances", std::move(migs)}});
+    if (d.excluded) {
+      devices.back()["excluded"] = true;
+      excluded += d.mig_enabled ? 0 : 1;
+    }
     total += d.memory_mib;
     allocated += d.allocated_mib;
     used += d.used_mib;
@@ -220,6 +234,7 @@ nlohmann::json GpuNodeStatusToJson(const GpuNodeStatus& status) {
               {"allocatedMiB", allocated},
               {"usedMiB", used},
               {"maxPodsPerDevice", status.max_pods_per_device},
+              {"excludedGpus", excluded},
               {"heartbeatTime", FormatRfc3339(status.heartbeat_time)}};
 }
 
@@ -326,6 +341,7 @@ StatusOr<core::Node> NodeFromGpuNode(const nlohmann::json& gpunode, std::chrono:
       dev.capacity_mib = d.memory_mib;
       dev.used_mib = d.used_mib;
       dev.healthy = d.healthy;
+      dev.excluded = d.excluded;
       dev.hard_isolation = driver_caps;
       node.devices.push_back(std::move(dev));
       continue;
@@ -344,6 +360,7 @@ StatusOr<core::Node> NodeFromGpuNode(const nlohmann::json& gpunode, std::chrono:
       dev.capacity_mib = m.memory_mib;
       dev.used_mib = m.used_mib;
       dev.healthy = d.healthy;
+      dev.excluded = d.excluded || m.excluded;
       dev.hard_isolation = true;
       node.devices.push_back(std::move(dev));
     }
@@ -358,6 +375,41 @@ StatusOr<core::Node> NodeFromGpuNode(const nlohmann::json& gpunode, std::chrono:
     }
   }
   return node;
+}
+
+StatusOr<std::vector<std::string>> ExcludedDevicesOfNode(const nlohmann::json& node) {
+  std::vector<std::string> out;
+  const std::string annotation(kNodeAnnotationExcludedDevices);
+  if (!node.is_object() || !node.contains("metadata") || !node["metadata"].is_object()) return out;
+  const Json& meta = node["metadata"];
+  auto ann = meta.find("annotations");
+  if (ann == meta.end() || !ann->is_object()) return out;
+  auto it = ann->find(annotation);
+  if (it == ann->end() || it->is_null()) return out;
+  if (!it->is_string()) return Status::InvalidArgument("node annotation " + annotation + " must be a string");
+  const std::string text = it->get<std::string>();
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    std::string part = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    part.erase(0, part.find_first_not_of(" \t"));
+    part.erase(part.find_last_not_of(" \t") + 1);
+    if (part.empty()) {
+      return Status::InvalidArgument("node annotation " + annotation + ": \"" + text + "\" has an empty UUID");
+    }
+    out.push_back(std::move(part));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+void MarkExcluded(GpuNodeStatus& status, const std::vector<std::string>& uuids) {
+  auto named = [&](const std::string& uuid) { return std::find(uuids.begin(), uuids.end(), uuid) != uuids.end(); };
+  for (GpuNodeDevice& d : status.devices) {
+    d.excluded = named(d.uuid);
+    for (GpuNodeMigInstance& m : d.mig_instances) m.excluded = d.excluded || named(m.uuid);
+  }
 }
 
 }  // namespace gpupack::api

@@ -13,6 +13,7 @@
 //    "audit":[{"kind":"over-cap","device":"GPU-…","podUID":"…","pod":"ns/name","container":"main",
 //              "pid":4242,"usedMiB":9000,"capMiB":8192,"message":"…"}],
 //    "gpus":1,"memoryMiB":81559,"allocatedMiB":16384,"usedMiB":1200,   // printer-column summary
+//    "excludedGpus":0,   // devices (GPUs or MIG instances) the administrator excluded
 //    "maxPodsPerDevice":16,
 //    "heartbeatTime":"2026-11-29T10:18:41Z"}
 // enforcement.mode is one of cgroup-dmem | cgroup-misc | mps | none. Audit kinds: over-cap,
@@ -57,6 +58,7 @@ struct GpuNodeMigInstance {
   int gpu_instance_id = -1;
   int placement_start = -1;  // memory slices; -1 = unknown
   int placement_size = -1;
+  bool excluded = false;  // named in the node's gpupack.io/excluded-devices (itself or its GPU)
 
   bool operator==(const GpuNodeMigInstance&) const = default;
 };
@@ -70,6 +72,10 @@ struct GpuNodeDevice {
   core::MiB allocated_mib = 0;  // Σ caps of gpupack containers the agent sees on this device
   bool healthy = true;
   bool mig_enabled = false;
+  // Taken out of gpupack's pool by the administrator (node annotation gpupack.io/excluded-devices):
+  // "excluded": true, written only when set. Left out of the advertised capacity; the extender
+  // places nothing new on it.
+  bool excluded = false;
   std::vector<GpuNodeMigInstance> mig_instances;
 
   bool operator==(const GpuNodeDevice&) const = default;
@@ -139,6 +145,13 @@ nlohmann::json GpuNodeObject(std::string_view node_name, const GpuNodeStatus& st
 // InvalidArgument for a missing metadata.name or a malformed status.
 StatusOr<core::Node> NodeFromGpuNode(const nlohmann::json& gpunode, std::chrono::seconds heartbeat_ttl,
                                      const Clock& clock);
+
+// The UUIDs in a core/v1 Node's gpupack.io/excluded-devices annotation ("GPU-a, MIG-b"; absent =
+// none). InvalidArgument naming the annotation for an empty entry or a non-string value.
+StatusOr<std::vector<std::string>> ExcludedDevicesOfNode(const nlohmann::json& node);
+
+// Marks the status' devices named in `uuids` excluded; naming a GPU excludes its MIG instances.
+void MarkExcluded(GpuNodeStatus& status, const std::vector<std::string>& uuids);
 
 // RFC 3339 in UTC at whole seconds ("2026-11-29T10:18:41Z"), as Kubernetes writes metav1.Time.
 std::string FormatRfc3339(Clock::TimePoint t);

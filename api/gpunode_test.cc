@@ -187,5 +187,47 @@ TEST(GpuNodeTest, MissingHeartbeatOrNameOrStatus) {
   EXPECT_NE(bad.status().message().find("GPUNode n1"), std::string::npos) << bad.status();
 }
 
+
+TEST(GpuNodeTest, AdminExclusionFlowsFromTheNodeAnnotationToTheCoreDevices) {
+  // The node annotation, as an administrator writes it (spaces tolerated).
+  const Json k8s_node = {{"metadata", {{"name", "n1"}, {"annotations", {{"gpupack.io/excluded-devices", "GPU-aaaa, MIG-2"}}}}}};
+  auto uuids = ExcludedDevicesOfNode(k8s_node);
+  ASSERT_TRUE(uuids.ok()) << uuids.status();
+  EXPECT_EQ(*uuids, (std::vector<std::string>{"GPU-aaaa", "MIG-2"}));
+  EXPECT_TRUE(ExcludedDevicesOfNode(Json{{"metadata", {{"name", "n1"}}}})->empty());
+  auto bad = ExcludedDevicesOfNode(Json{{"metadata", {{"annotations", {{"gpupack.io/excluded-devices", "GPU-a,,"}}}}}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "node annotation gpupack.io/excluded-devices: \"GPU-a,,\" has an empty UUID");
+
+  GpuNodeStatus status = SampleStatus();
+  MarkExcluded(status, *uuids);
+  EXPECT_TRUE(status.devices[0].excluded);
+  EXPECT_FALSE(status.devices[1].excluded);
+  EXPECT_FALSE(status.devices[1].mig_instances[0].excluded);
+  EXPECT_TRUE(status.devices[1].mig_instances[1].excluded);
+  const Json j = GpuNodeStatusToJson(status);
+  EXPECT_EQ(j["devices"][0]["excluded"], true);
+  EXPECT_FALSE(j["devices"][1].contains("excluded"));  // written only when set
+  EXPECT_EQ(j["devices"][1]["migInstances"][1]["excluded"], true);
+  EXPECT_EQ(j["excludedGpus"], 2);
+  auto back = GpuNodeStatusFromJson(j);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, status);
+
+  FakeClock clock(Clock::TimePoint(seconds(1'800'000'030)));
+  auto node = NodeFromGpuNode(GpuNodeObject("n1", status), seconds(60), clock);
+  ASSERT_TRUE(node.ok()) << node.status();
+  EXPECT_TRUE(node->devices[0].excluded);
+  EXPECT_FALSE(node->devices[1].excluded);
+  EXPECT_TRUE(node->devices[2].excluded);
+  // Naming a GPU in MIG mode excludes every instance of it; clearing the list returns them.
+  MarkExcluded(status, {"GPU-bbbb"});
+  EXPECT_FALSE(status.devices[0].excluded);
+  EXPECT_TRUE(status.devices[1].mig_instances[0].excluded);
+  EXPECT_TRUE(status.devices[1].mig_instances[1].excluded);
+  MarkExcluded(status, {});
+  EXPECT_FALSE(status.devices[1].mig_instances[0].excluded);
+}
+
 }  // namespace
 }  // namespace gpupack::api

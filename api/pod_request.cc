@@ -1,6 +1,8 @@
 #include "api/pod_request.h"
 
 #include <algorithm>
+#include <cctype>
+#include <set>
 
 #include "api/annotations.h"
 #include "common/quantity.h"
@@ -79,7 +81,9 @@ Status HostRequests(const json& container, const std::string& where, int64_t* cp
   return Status::Ok();
 }
 
-StatusOr<core::ContainerRequest> ParseContainer(const json& c, int index, bool init, int max_devices) {
+// `charged`: the webhook added this container's gpupack.io/gpu-memory to a whole-device request
+// for the namespace's quota (kAnnotationWholeDeviceCharge); the container still takes whole devices.
+StatusOr<core::ContainerRequest> ParseContainer(const json& c, int index, bool init, int max_devices, bool charged) {
   core::ContainerRequest out;
   out.index = index;
   out.init = init;
@@ -108,11 +112,73 @@ StatusOr<core::ContainerRequest> ParseContainer(const json& c, int index, bool i
     }
   }
   out.device_count = static_cast<int>(k);
+  if (charged) {
+    if (!count) {
+      return Status::InvalidArgument(where + ": listed in " + std::string(kAnnotationWholeDeviceCharge) + " but asks for no " +
+                                     std::string(kResourceGpu));
+    }
+    return out;  // whole devices; the memory is the quota's charge, not a cap
+  }
   if (memory) {
     GPUPACK_ASSIGN_OR_RETURN(int64_t total, ParseMemoryMiBCeil(*memory, where + ": " + std::string(kResourceGpuMemory)));
     out.mem_per_device_mib = (total + k - 1) / k;  // split evenly, rounded up to whole MiB
   }
   return out;
+}
+
+// Splits "a|b" (or "a,b") into trimmed parts; InvalidArgument naming the annotation when a part
+// is empty.
+StatusOr<std::vector<std::string>> SplitList(const std::string& text, char separator, std::string_view annotation,
+                                             std::string_view what) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find(separator, start);
+    std::string part = text.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    part.erase(0, part.find_first_not_of(" \t"));
+    part.erase(part.find_last_not_of(" \t") + 1);
+    if (part.empty()) {
+      return Status::InvalidArgument("annotation " + std::string(annotation) + ": \"" + text + "\" has an empty " +
+                                     std::string(what));
+    }
+    parts.push_back(std::move(part));
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return parts;
+}
+
+// A GPU or MIG UUID as NVML prints it: "GPU-…" or "MIG-…", without spaces or separators.
+StatusOr<std::vector<std::string>> ParseUuids(const std::string& text, std::string_view annotation) {
+  GPUPACK_ASSIGN_OR_RETURN(std::vector<std::string> uuids, SplitList(text, ',', annotation, "UUID"));
+  for (const std::string& u : uuids) {
+    const bool prefixed = u.rfind("GPU-", 0) == 0 || u.rfind("MIG-", 0) == 0;
+    if (!prefixed || u.size() < 5 || u.find_first_of(" \t|;\"'") != std::string::npos) {
+      return Status::InvalidArgument("annotation " + std::string(annotation) + ": \"" + u +
+                                     "\" is not a device UUID like GPU-3f2a… or MIG-9c1b… (separate several with commas)");
+    }
+  }
+  return uuids;
+}
+
+StatusOr<std::optional<core::PolicyKind>> ParsePodPolicy(const std::string& text, std::string_view annotation) {
+  if (text == "binpack") return std::optional<core::PolicyKind>(core::PolicyKind::kBinpack);
+  if (text == "spread") return std::optional<core::PolicyKind>(core::PolicyKind::kSpread);
+  if (text == "fgd") return std::optional<core::PolicyKind>(core::PolicyKind::kFgd);
+  if (text == "default" || text.empty()) return std::optional<core::PolicyKind>();
+  return Status::InvalidArgument("annotation " + std::string(annotation) + ": \"" + text +
+                                 "\" is not binpack, spread, fgd or default");
+}
+
+// A Kubernetes label value: 1–63 of [A-Za-z0-9._-], alphanumeric at both ends.
+bool IsLabelValue(const std::string& v) {
+  if (v.empty() || v.size() > 63 || !std::isalnum(static_cast<unsigned char>(v.front())) ||
+      !std::isalnum(static_cast<unsigned char>(v.back()))) {
+    return false;
+  }
+  return std::all_of(v.begin(), v.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+  });
 }
 
 Status ParseAnnotations(const json& pod, core::PodRequest* req) {
@@ -148,17 +214,61 @@ Status ParseAnnotations(const json& pod, core::PodRequest* req) {
   }
   GPUPACK_ASSIGN_OR_RETURN(auto models, get(kAnnotationGpuModel));
   if (models) {
-    size_t start = 0;
-    while (start <= models->size()) {
-      size_t bar = models->find('|', start);
-      std::string part = models->substr(start, bar == std::string::npos ? std::string::npos : bar - start);
-      part.erase(0, part.find_first_not_of(" \t"));
-      part.erase(part.find_last_not_of(" \t") + 1);
-      if (part.empty()) return Status::InvalidArgument("annotation " + std::string(kAnnotationGpuModel) + ": \"" + *models + "\" has an empty model name");
-      req->gpu_models.push_back(part);
-      if (bar == std::string::npos) break;
-      start = bar + 1;
+    GPUPACK_ASSIGN_OR_RETURN(req->gpu_models, SplitList(*models, '|', kAnnotationGpuModel, "model name"));
+  }
+  GPUPACK_ASSIGN_OR_RETURN(auto excluded_models, get(kAnnotationGpuModelExclude));
+  if (excluded_models) {
+    GPUPACK_ASSIGN_OR_RETURN(req->excluded_gpu_models,
+                             SplitList(*excluded_models, '|', kAnnotationGpuModelExclude, "model name"));
+    for (const std::string& m : req->excluded_gpu_models) {
+      if (std::find(req->gpu_models.begin(), req->gpu_models.end(), m) != req->gpu_models.end()) {
+        return Status::InvalidArgument("annotation " + std::string(kAnnotationGpuModelExclude) + ": \"" + m +
+                                       "\" is also in " + std::string(kAnnotationGpuModel));
+      }
     }
+  }
+  GPUPACK_ASSIGN_OR_RETURN(auto uuids, get(kAnnotationGpuUuids));
+  if (uuids) {
+    GPUPACK_ASSIGN_OR_RETURN(req->gpu_uuids, ParseUuids(*uuids, kAnnotationGpuUuids));
+  }
+  GPUPACK_ASSIGN_OR_RETURN(auto excluded_uuids, get(kAnnotationGpuUuidsExclude));
+  if (excluded_uuids) {
+    GPUPACK_ASSIGN_OR_RETURN(req->excluded_gpu_uuids, ParseUuids(*excluded_uuids, kAnnotationGpuUuidsExclude));
+    for (const std::string& u : req->excluded_gpu_uuids) {
+      if (std::find(req->gpu_uuids.begin(), req->gpu_uuids.end(), u) != req->gpu_uuids.end()) {
+        return Status::InvalidArgument("annotation " + std::string(kAnnotationGpuUuidsExclude) + ": \"" + u +
+                                       "\" is also in " + std::string(kAnnotationGpuUuids));
+      }
+    }
+  }
+  GPUPACK_ASSIGN_OR_RETURN(auto node_policy, get(kAnnotationNodePolicy));
+  if (node_policy) {
+    GPUPACK_ASSIGN_OR_RETURN(req->node_policy, ParsePodPolicy(*node_policy, kAnnotationNodePolicy));
+  }
+  GPUPACK_ASSIGN_OR_RETURN(auto device_policy, get(kAnnotationDevicePolicy));
+  if (device_policy) {
+    GPUPACK_ASSIGN_OR_RETURN(req->device_policy, ParsePodPolicy(*device_policy, kAnnotationDevicePolicy));
+  }
+  GPUPACK_ASSIGN_OR_RETURN(auto spread_key, get(kAnnotationSpreadKey));
+  if (spread_key) {
+    if (!IsLabelValue(*spread_key)) {
+      return Status::InvalidArgument("annotation " + std::string(kAnnotationSpreadKey) + ": \"" + *spread_key +
+                                     "\" is not 1-63 letters, digits, '-', '_' or '.' starting and ending with a "
+                                     "letter or digit");
+    }
+    req->spread_key = *spread_key;
+  }
+  GPUPACK_ASSIGN_OR_RETURN(auto spread_scope, get(kAnnotationSpreadScope));
+  if (spread_scope) {
+    if (*spread_scope != "device" && *spread_scope != "node") {
+      return Status::InvalidArgument("annotation " + std::string(kAnnotationSpreadScope) + ": \"" + *spread_scope +
+                                     "\" is not device or node");
+    }
+    if (req->spread_key.empty()) {
+      return Status::InvalidArgument("annotation " + std::string(kAnnotationSpreadScope) + " needs " +
+                                     std::string(kAnnotationSpreadKey));
+    }
+    req->spread_across_nodes = *spread_scope == "node";
   }
   GPUPACK_ASSIGN_OR_RETURN(auto isolation, get(kAnnotationIsolation));
   if (isolation) {
@@ -206,6 +316,19 @@ StatusOr<core::PodRequest> ParsePodRequest(const json& pod, int max_devices_per_
   const json* containers = Child(*spec, "containers");
   if (containers == nullptr || !containers->is_array()) return Status::InvalidArgument("spec.containers must be an array");
 
+  std::set<std::string> charged;  // container keys "c0", "i1" of kAnnotationWholeDeviceCharge
+  if (const json* meta = Child(pod, "metadata")) {
+    const json* ann = Child(*meta, "annotations");
+    if (ann != nullptr && ann->is_object()) {
+      auto it = ann->find(std::string(kAnnotationWholeDeviceCharge));
+      if (it != ann->end() && !it->is_null()) {
+        if (!it->is_string()) return Status::InvalidArgument("annotation " + std::string(kAnnotationWholeDeviceCharge) + " must be a string");
+        GPUPACK_ASSIGN_OR_RETURN(std::vector<std::string> keys,
+                                 SplitList(it->get<std::string>(), ',', kAnnotationWholeDeviceCharge, "container key"));
+        charged.insert(keys.begin(), keys.end());
+      }
+    }
+  }
   int64_t app_cpu = 0, app_mem = 0, init_cpu = 0, init_mem = 0;
   for (bool init : {false, true}) {
     const json* list = init ? Child(*spec, "initContainers") : containers;
@@ -213,7 +336,9 @@ StatusOr<core::PodRequest> ParsePodRequest(const json& pod, int max_devices_per_
     if (!list->is_array()) return Status::InvalidArgument("spec.initContainers must be an array");
     int index = 0;
     for (const auto& c : *list) {
-      GPUPACK_ASSIGN_OR_RETURN(core::ContainerRequest cr, ParseContainer(c, index, init, max_devices_per_container));
+      const bool is_charged = charged.count((init ? "i" : "c") + std::to_string(index)) > 0;
+      GPUPACK_ASSIGN_OR_RETURN(core::ContainerRequest cr,
+                               ParseContainer(c, index, init, max_devices_per_container, is_charged));
       int64_t cpu = 0, mem = 0;
       GPUPACK_RETURN_IF_ERROR(HostRequests(c, "container \"" + cr.name + "\"", &cpu, &mem));
       if (init) {

@@ -143,5 +143,92 @@ TEST(PodRequest, NullsAreTolerated) {
   EXPECT_EQ(r->containers[0].mem_per_device_mib, 1024);
 }
 
+
+// ---- issue 19: device rules, per-pod policy, spread key, whole-device charge ----
+
+json OneGpu() { return json::array({Container("main", {{"gpupack.io/gpu-memory", "8Gi"}})}); }
+
+TEST(PodRequest, DeviceRulesPolicyAndSpreadKeyAreParsed) {
+  auto r = ParsePodRequest(PodWith(OneGpu(), {{"gpupack.io/gpu-uuids", "GPU-a1, GPU-b2"},
+                                              {"gpupack.io/gpu-uuids-exclude", "MIG-c3"},
+                                              {"gpupack.io/gpu-model-exclude", "Tesla T4|V100"},
+                                              {"gpupack.io/node-policy", "spread"},
+                                              {"gpupack.io/device-policy", "binpack"},
+                                              {"gpupack.io/spread-key", "web-frontend"},
+                                              {"gpupack.io/spread-scope", "node"}}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->gpu_uuids, (std::vector<std::string>{"GPU-a1", "GPU-b2"}));
+  EXPECT_EQ(r->excluded_gpu_uuids, std::vector<std::string>{"MIG-c3"});
+  EXPECT_EQ(r->excluded_gpu_models, (std::vector<std::string>{"Tesla T4", "V100"}));
+  EXPECT_EQ(r->node_policy, core::PolicyKind::kSpread);
+  EXPECT_EQ(r->device_policy, core::PolicyKind::kBinpack);
+  EXPECT_EQ(r->spread_key, "web-frontend");
+  EXPECT_TRUE(r->spread_across_nodes);
+  // "default" (or no annotation) leaves the cluster's policy; "fgd" names it explicitly.
+  auto d = ParsePodRequest(PodWith(OneGpu(), {{"gpupack.io/node-policy", "default"}, {"gpupack.io/device-policy", "fgd"}}));
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_FALSE(d->node_policy.has_value());
+  EXPECT_EQ(d->device_policy, core::PolicyKind::kFgd);
+  EXPECT_FALSE(d->spread_across_nodes);
+}
+
+TEST(PodRequest, BadControlValuesNameTheAnnotationAndTheValue) {
+  struct Case {
+    json annotations;
+    std::string message;
+  };
+  const Case cases[] = {
+      {{{"gpupack.io/gpu-uuids", "3f2a"}},
+       "annotation gpupack.io/gpu-uuids: \"3f2a\" is not a device UUID like GPU-3f2a… or MIG-9c1b… (separate several with commas)"},
+      {{{"gpupack.io/gpu-uuids", "GPU-a,,GPU-b"}}, "annotation gpupack.io/gpu-uuids: \"GPU-a,,GPU-b\" has an empty UUID"},
+      {{{"gpupack.io/gpu-uuids", "GPU-a|GPU-b"}},
+       "annotation gpupack.io/gpu-uuids: \"GPU-a|GPU-b\" is not a device UUID like GPU-3f2a… or MIG-9c1b… (separate several with commas)"},
+      {{{"gpupack.io/gpu-uuids", "GPU-a"}, {"gpupack.io/gpu-uuids-exclude", "GPU-a"}},
+       "annotation gpupack.io/gpu-uuids-exclude: \"GPU-a\" is also in gpupack.io/gpu-uuids"},
+      {{{"gpupack.io/gpu-model-exclude", "T4|"}}, "annotation gpupack.io/gpu-model-exclude: \"T4|\" has an empty model name"},
+      {{{"gpupack.io/gpu-model", "A100"}, {"gpupack.io/gpu-model-exclude", "A100"}},
+       "annotation gpupack.io/gpu-model-exclude: \"A100\" is also in gpupack.io/gpu-model"},
+      {{{"gpupack.io/node-policy", "mostallocated"}},
+       "annotation gpupack.io/node-policy: \"mostallocated\" is not binpack, spread, fgd or default"},
+      {{{"gpupack.io/device-policy", "Spread"}},
+       "annotation gpupack.io/device-policy: \"Spread\" is not binpack, spread, fgd or default"},
+      {{{"gpupack.io/spread-key", "web frontend"}},
+       "annotation gpupack.io/spread-key: \"web frontend\" is not 1-63 letters, digits, '-', '_' or '.' starting and "
+       "ending with a letter or digit"},
+      {{{"gpupack.io/spread-key", std::string(64, 'a')}},
+       "annotation gpupack.io/spread-key: \"" + std::string(64, 'a') +
+           "\" is not 1-63 letters, digits, '-', '_' or '.' starting and ending with a letter or digit"},
+      {{{"gpupack.io/spread-key", "web"}, {"gpupack.io/spread-scope", "zone"}},
+       "annotation gpupack.io/spread-scope: \"zone\" is not device or node"},
+      {{{"gpupack.io/spread-scope", "node"}}, "annotation gpupack.io/spread-scope needs gpupack.io/spread-key"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.annotations.dump());
+    auto r = ParsePodRequest(PodWith(OneGpu(), c.annotations));
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(r.status().message(), c.message);
+  }
+}
+
+TEST(PodRequest, WholeDeviceChargeKeepsWholeDevices) {
+  // The webhook charged c0's two whole devices 2 × 16384 MiB for the quota: still whole devices.
+  json charged = Container("main", {{"gpupack.io/gpu", "2"}, {"gpupack.io/gpu-memory", "32768Mi"}},
+                           {{"gpupack.io/gpu", "2"}, {"gpupack.io/gpu-memory", "32768Mi"}});
+  auto r = ParsePodRequest(PodWith({charged}, {{"gpupack.io/whole-device-charge", "c0"}}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->containers[0].whole_device());
+  EXPECT_EQ(r->containers[0].device_count, 2);
+  // Without the annotation the same container is a 16384 MiB share per device.
+  auto plain = ParsePodRequest(PodWith({charged}));
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->containers[0].mem_per_device_mib, 16384);
+  // A listed container without gpupack.io/gpu is refused.
+  auto bad = ParsePodRequest(PodWith(OneGpu(), {{"gpupack.io/whole-device-charge", "c0"}}));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(),
+            "container \"main\": listed in gpupack.io/whole-device-charge but asks for no gpupack.io/gpu");
+}
+
 }  // namespace
 }  // namespace gpupack::api

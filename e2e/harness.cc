@@ -227,7 +227,8 @@ StatusOr<ExtenderProcess> Cluster::StartExtender(const std::string& extra_config
 }
 
 StatusOr<Json> Cluster::CreatePod(const std::string& name, const std::string& gpu_memory, int gpus,
-                                  const std::map<std::string, std::string>& annotations) {
+                                  const std::map<std::string, std::string>& annotations,
+                                  const std::function<StatusOr<Json>(const Json&)>& admit) {
   Json limits = {{"cpu", "100m"}, {"memory", "128Mi"}};
   if (!gpu_memory.empty()) limits[std::string(api::kResourceGpuMemory)] = gpu_memory;
   if (gpus > 1 || (gpu_memory.empty() && gpus > 0)) limits[std::string(api::kResourceGpu)] = std::to_string(gpus);
@@ -241,6 +242,9 @@ StatusOr<Json> Cluster::CreatePod(const std::string& name, const std::string& gp
                                              {"image", "registry.k8s.io/pause:3.9"},
                                              {"resources", {{"limits", limits}, {"requests", limits}}}}})}}}};
   if (!annotations.empty()) pod["metadata"]["annotations"] = annotations;
+  if (admit) {
+    GPUPACK_ASSIGN_OR_RETURN(pod, admit(pod));
+  }
   return api_->Create(kube::PodsResource(), ns_, pod);
 }
 

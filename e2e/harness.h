@@ -66,9 +66,11 @@ class Cluster {
   StatusOr<ExtenderProcess> StartExtender(const std::string& extra_config = "");
 
   // Creates a pod asking for `gpu_memory` (quantity, may be empty) on `gpus` devices; returns the
-  // created object.
+  // created object. `admit`, when given, is the mutating admission the pod passes first (the
+  // webhook's patch applied, or its denial returned instead of creating anything).
   StatusOr<Json> CreatePod(const std::string& name, const std::string& gpu_memory, int gpus,
-                           const std::map<std::string, std::string>& annotations = {});
+                           const std::map<std::string, std::string>& annotations = {},
+                           const std::function<StatusOr<Json>(const Json&)>& admit = nullptr);
   // Deletes every pod of this run (real-cluster hygiene; the test server dies with the test).
   void Cleanup();
 

@@ -7,8 +7,11 @@
 #include <future>
 #include <random>
 
+#include "api/allocation.h"
 #include "api/annotations.h"
+#include "api/gpunode.h"
 #include "e2e/harness.h"
+#include "webhook/mutator.h"
 
 namespace gpupack::e2e {
 namespace {
@@ -274,6 +277,97 @@ TEST_F(Scenario, StaleAgentMakesItsNodeUnschedulable) {
   LedgerReport report = Check(r, pods.size());
   EXPECT_EQ(report.bound_per_node["t4-b"], 0);
   EXPECT_EQ(report.bound_per_node["t4-a"], 8);  // t4-a alone: 2 × 16 GiB
+}
+
+
+// Issue 19's controls end to end: a pod pinned to a UUID lands on it, an excluded model is
+// avoided, two replicas with one spread key get different devices, and a namespace over its
+// ResourceQuota on requests.gpupack.io/gpu-memory is refused at admission (the webhook's patch
+// charges whole-device pods; the API server's quota admission refuses).
+TEST_F(Scenario, PodControlsAndNamespaceQuota) {
+  Up(R"(nodes:
+  - name: a100-1
+    gpus:
+      - {model: NVIDIA A100-SXM4-80GB, memory: 80Gi, count: 2}
+  - name: t4-1
+    gpus:
+      - {model: Tesla T4, memory: 16Gi, count: 2}
+)");
+  ExtenderProcess ext = StartExtender();
+  auto gpunode = cluster_->api().GetGpuNode("a100-1");
+  ASSERT_TRUE(gpunode.ok()) << gpunode.status();
+  auto a100 = api::GpuNodeStatusFromJson((*gpunode)["status"]);
+  ASSERT_TRUE(a100.ok()) << a100.status();
+  ASSERT_EQ(a100->devices.size(), 2u);
+  const std::string pinned_uuid = a100->devices[1].uuid;
+
+  // A namespace quota of 40Gi, and the webhook charging each whole device 16Gi.
+  ASSERT_TRUE(cluster_->api()
+                  .Create(kube::Resource{"", "v1", "resourcequotas", true}, cluster_->ns(),
+                          Json{{"metadata", {{"name", "gpu-memory"}}},
+                               {"spec", {{"hard", {{"requests.gpupack.io/gpu-memory", "40Gi"}}}}}})
+                  .ok());
+  webhook::Config wc;
+  wc.whole_device_charge_mib = 16384;
+  wc.allow_custom_scheduler_name = true;  // keep the harness's scheduler name
+  const webhook::Mutator mutator(wc);
+  auto admit = [&](const Json& pod) -> StatusOr<Json> {
+    GPUPACK_ASSIGN_OR_RETURN(Json patch, mutator.PatchFor(pod));
+    return pod.patch(patch);
+  };
+  const std::string binpack = "binpack";
+  std::vector<Json> pods;
+  auto create = [&](const std::string& name, const std::string& mem, int gpus, std::map<std::string, std::string> ann) {
+    // Binpack at both levels, so that without the controls every pod would stack on a T4.
+    ann[std::string(api::kAnnotationNodePolicy)] = binpack;
+    ann[std::string(api::kAnnotationDevicePolicy)] = binpack;
+    auto p = cluster_->CreatePod(name, mem, gpus, ann, admit);
+    EXPECT_TRUE(p.ok()) << name << ": " << p.status();
+    if (p.ok()) pods.push_back(*p);
+  };
+  create("control", "4Gi", 1, {});                                                    // 4Gi of quota
+  create("pinned", "4Gi", 1, {{std::string(api::kAnnotationGpuUuids), pinned_uuid}});  // 8Gi
+  create("no-t4", "4Gi", 1, {{std::string(api::kAnnotationGpuModelExclude), "Tesla T4"}});  // 12Gi
+  create("web-0", "2Gi", 1, {{std::string(api::kAnnotationSpreadKey), "web"}});            // 14Gi
+  create("web-1", "2Gi", 1, {{std::string(api::kAnnotationSpreadKey), "web"}});            // 16Gi
+  create("whole", "", 1, {});  // charged 16Gi: 32Gi ≤ 40Gi
+  ASSERT_EQ(pods.size(), 6u);
+  EXPECT_EQ(pods.back()["spec"]["containers"][0]["resources"]["requests"]["gpupack.io/gpu-memory"], "16384Mi");
+  // One more whole device would make 48Gi > 40Gi: refused before anything is created.
+  auto refused = cluster_->CreatePod("whole-2", "", 1, {}, admit);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find(
+                "exceeded quota: gpu-memory, requested: requests.gpupack.io/gpu-memory=16Gi, used: "
+                "requests.gpupack.io/gpu-memory=32Gi, limited: requests.gpupack.io/gpu-memory=40Gi"),
+            std::string::npos)
+      << refused.status();
+
+  FakeKubeScheduler sched(*cluster_);
+  sched.SetExtender(ext.url);
+  ScheduleResult r = sched.Schedule(pods);
+  Check(r, pods.size());
+  ASSERT_EQ(r.bound.size(), pods.size()) << "every admitted pod fits";
+  auto devices_of = [&](const std::string& name) {
+    std::vector<std::string> uuids;
+    auto pod = cluster_->api().GetPod(cluster_->ns(), name);
+    EXPECT_TRUE(pod.ok()) << pod.status();
+    if (!pod.ok()) return uuids;
+    auto alloc = api::DecodeAllocation((*pod)["metadata"]["annotations"].value(std::string(api::kAnnotationAllocation), ""));
+    EXPECT_TRUE(alloc.ok()) << alloc.status();
+    if (!alloc.ok()) return uuids;
+    for (const auto& c : alloc->containers) {
+      for (const auto& d : c.devices) uuids.push_back(d.uuid);
+    }
+    return uuids;
+  };
+  const std::string key = cluster_->ns() + "/";
+  EXPECT_EQ(r.bound[key + "control"], "t4-1") << "binpack prefers the small T4s";
+  EXPECT_EQ(devices_of("pinned"), std::vector<std::string>{pinned_uuid});
+  EXPECT_EQ(r.bound[key + "no-t4"], "a100-1");
+  const std::vector<std::string> web0 = devices_of("web-0"), web1 = devices_of("web-1");
+  ASSERT_EQ(web0.size(), 1u);
+  ASSERT_EQ(web1.size(), 1u);
+  EXPECT_NE(web0[0], web1[0]) << "replicas with one spread key share no device";
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -9,10 +10,13 @@
 #include <list>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <thread>
 #include <vector>
+
+#include "common/quantity.h"
 
 namespace gpupack::e2e {
 
@@ -38,6 +42,7 @@ const std::vector<ResourceType>& Types() {
       {"", "v1", "events", "Event", true, false},
       {"coordination.k8s.io", "v1", "leases", "Lease", true, false},
       {"gpupack.io", "v1alpha1", "gpunodes", "GPUNode", false, true},
+      {"", "v1", "resourcequotas", "ResourceQuota", true, true},
   };
   return types;
 }
@@ -345,6 +350,66 @@ struct TestApiServer::Impl {
     return {200, it->second};
   }
 
+  // A pod's request for one resource as ResourceQuota counts it: Σ app containers (requests, else
+  // limits), or the largest init container's if larger. Bytes for quantities such as "8Gi".
+  static int64_t PodRequestOf(const Json& pod, const std::string& resource) {
+    auto container_request = [&](const Json& c) -> int64_t {
+      for (const char* section : {"requests", "limits"}) {
+        const Json* map = c.contains("resources") && c["resources"].is_object() && c["resources"].contains(section)
+                              ? &c["resources"][section]
+                              : nullptr;
+        if (map == nullptr || !map->is_object() || !map->contains(resource) || !(*map)[resource].is_string()) continue;
+        StatusOr<int64_t> v = ParseBytes((*map)[resource].get<std::string>(), resource);
+        return v.ok() ? *v : 0;
+      }
+      return 0;
+    };
+    int64_t app = 0, init = 0;
+    const Json spec = pod.value("spec", Json::object());
+    for (const Json& c : spec.value("containers", Json::array())) app += container_request(c);
+    for (const Json& c : spec.value("initContainers", Json::array())) init = std::max(init, container_request(c));
+    return std::max(app, init);
+  }
+
+  static std::string QuantityText(int64_t bytes) {
+    for (const auto& [suffix, unit] : {std::pair{"Gi", int64_t{1} << 30}, std::pair{"Mi", int64_t{1} << 20}}) {
+      if (bytes != 0 && bytes % unit == 0) return std::to_string(bytes / unit) + suffix;
+    }
+    return std::to_string(bytes);
+  }
+
+  // ResourceQuota admission for a pod create: every "requests.<resource>" in a quota's spec.hard
+  // of the pod's namespace must still hold with the pod added to the non-terminal pods there.
+  // Refused as the real API server does (403, "exceeded quota: …"). REQUIRES: mu held.
+  std::optional<Reply> QuotaAdmission(const std::string& ns, const Json& pod) {
+    for (const auto& [qkey, quota] : store["resourcequotas"]) {
+      if (quota["metadata"].value("namespace", "") != ns) continue;
+      const Json hard = quota.contains("spec") ? quota["spec"].value("hard", Json::object()) : Json::object();
+      for (const auto& [name, limit_value] : hard.items()) {
+        if (name.rfind("requests.", 0) != 0 || !limit_value.is_string()) continue;
+        const std::string resource = name.substr(std::string("requests.").size());
+        const int64_t requested = PodRequestOf(pod, resource);
+        if (requested == 0) continue;
+        StatusOr<int64_t> limit = ParseBytes(limit_value.get<std::string>(), name);
+        if (!limit.ok()) continue;
+        int64_t used = 0;
+        for (const auto& [pkey, other] : store["pods"]) {
+          if (other["metadata"].value("namespace", "") != ns) continue;
+          const std::string phase = other.contains("status") ? other["status"].value("phase", "") : "";
+          if (phase == "Succeeded" || phase == "Failed") continue;
+          used += PodRequestOf(other, resource);
+        }
+        if (used + requested <= *limit) continue;
+        return Error(403, "Forbidden",
+                     "pods \"" + pod["metadata"].value("name", "") + "\" is forbidden: exceeded quota: " +
+                         quota["metadata"].value("name", "") + ", requested: " + name + "=" + QuantityText(requested) +
+                         ", used: " + name + "=" + QuantityText(used) + ", limited: " + name + "=" +
+                         QuantityText(*limit));
+      }
+    }
+    return std::nullopt;
+  }
+
   Reply Create(const Target& t, Json obj) {
     if (!obj.is_object()) return Error(400, "BadRequest", "body must be a JSON object");
     if (!obj.contains("metadata") || !obj["metadata"].is_object()) obj["metadata"] = Json::object();
@@ -363,6 +428,9 @@ struct TestApiServer::Impl {
     auto& bucket = store[t.type->plural];
     const std::string key = Key(t.ns, name);
     if (bucket.count(key)) return Error(409, "AlreadyExists", t.type->plural + " \"" + name + "\" already exists");
+    if (t.type->plural == "pods") {
+      if (std::optional<Reply> refused = QuotaAdmission(t.ns, obj)) return *refused;
+    }
     md["uid"] = NewUid();
     md["creationTimestamp"] = NowRfc3339();
     obj["apiVersion"] = t.type->ApiVersion();

@@ -4,7 +4,9 @@
 //
 // Covered (see docs/e2e.md for the exact list and what is NOT covered):
 //   core/v1 pods (+ binding, status), nodes (+ status), events; coordination.k8s.io/v1 leases;
-//   gpupack.io/v1alpha1 gpunodes (+ status). Verbs: get, list, watch, create, update (PUT),
+//   gpupack.io/v1alpha1 gpunodes (+ status); core/v1 resourcequotas, whose spec.hard
+//   "requests.<resource>" entries are enforced when a pod is created (403 "exceeded quota: …",
+//   as the real quota admission answers; status.used is not maintained). Verbs: get, list, watch, create, update (PUT),
 //   patch (merge, strategic-merge treated as merge, JSON patch), delete.
 //   A global resourceVersion counter; watches resume from a resourceVersion, send bookmarks when
 //   asked, and get an in-band 410 ERROR event when the RV is older than the bounded history;

@@ -6,7 +6,7 @@
 #
 # TRACE is a pod-list name without prefix/suffix (default, gpushare40, multigpu20, gpuspec33, cpu250, ...),
 # or "all" for every pod list in the trace folder (24). Default: the paper's 17 traces (Figs. 9, 11-14). The trace folder is $GPUPACK_TRACE_DIR, else
-# ../shared/traces/alibaba-gpu-v2023 beside the repository. Writes OUT/<trace>.txt (table) and
+# data/traces/alibaba-gpu-v2023 in the repository, which ships only the default pod list (pass "default" there). Writes OUT/<trace>.txt (table) and
 # OUT/<trace>.html (Fig. 9(a)-like chart), and prints a markdown summary of
 # unallocated GPU % at arrived 100 % (median, mean ± SD) and seconds per seed.
 set -euo pipefail
@@ -32,7 +32,7 @@ if [[ ${#traces[@]} -eq 0 ]]; then
   traces=(default gpushare40 gpushare60 gpushare80 gpushare100 multigpu20 multigpu30 multigpu40 multigpu50
           gpuspec10 gpuspec20 gpuspec25 gpuspec33 cpu050 cpu100 cpu200 cpu250)
 fi
-trace_dir="${GPUPACK_TRACE_DIR:-$repo/../shared/traces/alibaba-gpu-v2023}"
+trace_dir="${GPUPACK_TRACE_DIR:-$repo/data/traces/alibaba-gpu-v2023}"
 if [[ "${traces[*]}" == "all" ]]; then
   traces=()
   for f in "$trace_dir"/openb_pod_list_*.csv; do
@@ -49,7 +49,7 @@ echo "| trace | policy | unallocated @100 median | mean ± SD | failed pods | s/
 echo "|---|---|---:|---:|---:|---:|"
 for t in "${traces[@]}"; do
   pods="$trace_dir/openb_pod_list_$t.csv"
-  [[ -f "$pods" ]] || { echo "fgd-benchmark: no $pods" >&2; exit 2; }
+  [[ -f "$pods" ]] || { echo "fgd-benchmark: no $pods (the repository ships only the default pod list; set GPUPACK_TRACE_DIR to the full trace)" >&2; exit 2; }
   args=(--cluster "$trace_dir/openb_node_list_gpu_node.csv" --workload "$pods" --policy "$policies" --seeds "$seeds")
   "$sim" "${args[@]}" --report "$out/$t.html" > "$out/$t.txt"
   # Table rows: policy, 80..130 (7 columns), mean±sd at 100, failed, s/seed.

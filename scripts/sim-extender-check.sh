@@ -24,7 +24,7 @@ while [[ $# -gt 0 ]]; do
 done
 sim="$build/cmd/sim/gpupack-sim"
 extender_bin="${extender_bin:-$build/cmd/extender/gpupack-extender}"
-trace_dir="${GPUPACK_TRACE_DIR:-$repo/../shared/traces/alibaba-gpu-v2023}"
+trace_dir="${GPUPACK_TRACE_DIR:-$repo/data/traces/alibaba-gpu-v2023}"
 nodes="$trace_dir/openb_node_list_gpu_node.csv"
 pods="$trace_dir/openb_pod_list_$trace.csv"
 for f in "$sim" "$extender_bin"; do [[ -x "$f" ]] || { echo "sim-extender-check: $f not built" >&2; exit 2; }; done

@@ -167,6 +167,26 @@ nlohmann::json PodJson(const core::PodRequest& request, const std::string& name)
   if (request.device_kind == core::DeviceKindPreference::kGpu) annotations[std::string(api::kAnnotationDeviceKind)] = "gpu";
   if (request.device_kind == core::DeviceKindPreference::kMig) annotations[std::string(api::kAnnotationDeviceKind)] = "mig";
   if (request.hard_isolation) annotations[std::string(api::kAnnotationIsolation)] = "hard";
+  auto joined = [](const std::vector<std::string>& parts, char separator) {
+    std::string out;
+    for (const auto& p : parts) out += (out.empty() ? "" : std::string(1, separator)) + p;
+    return out;
+  };
+  if (!request.excluded_gpu_models.empty()) {
+    annotations[std::string(api::kAnnotationGpuModelExclude)] = joined(request.excluded_gpu_models, '|');
+  }
+  if (!request.gpu_uuids.empty()) annotations[std::string(api::kAnnotationGpuUuids)] = joined(request.gpu_uuids, ',');
+  if (!request.excluded_gpu_uuids.empty()) {
+    annotations[std::string(api::kAnnotationGpuUuidsExclude)] = joined(request.excluded_gpu_uuids, ',');
+  }
+  if (request.node_policy) annotations[std::string(api::kAnnotationNodePolicy)] = std::string(core::PolicyKindName(*request.node_policy));
+  if (request.device_policy) {
+    annotations[std::string(api::kAnnotationDevicePolicy)] = std::string(core::PolicyKindName(*request.device_policy));
+  }
+  if (!request.spread_key.empty()) {
+    annotations[std::string(api::kAnnotationSpreadKey)] = request.spread_key;
+    if (request.spread_across_nodes) annotations[std::string(api::kAnnotationSpreadScope)] = "node";
+  }
   nlohmann::json container = {{"name", "main"}, {"image", "sim"}, {"resources", {{"requests", requests}}}};
   if (!limits.empty()) container["resources"]["limits"] = limits;
   return {{"apiVersion", "v1"},

@@ -5,9 +5,12 @@
 #include <map>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
 
+#include "api/annotations.h"
 #include "api/cluster_file.h"
+#include "api/pod_request.h"
 #include "common/quantity.h"
 
 namespace gpupack::sim {
@@ -214,8 +217,10 @@ StatusOr<std::vector<core::PodRequest>> ParseWorkloadYaml(std::string_view text,
   if (!root.IsMap() || !root["pods"] || !root["pods"].IsSequence()) {
     return Status::InvalidArgument(where + ": expected a map with a \"pods\" list");
   }
-  static const char* kKeys[] = {"name", "count", "gpuMemory", "gpus", "cpu", "memory", "migProfile", "gpuModel",
-                                "deviceKind", "isolation"};
+  static const char* kKeys[] = {"name",       "count",        "gpuMemory",       "gpus",     "cpu",
+                                "memory",     "migProfile",   "gpuModel",        "deviceKind", "isolation",
+                                "gpuModelExclude", "gpuUuids", "gpuUuidsExclude", "nodePolicy", "devicePolicy",
+                                "spreadKey",  "spreadScope"};
   std::vector<core::PodRequest> pods;
   std::map<std::string, std::string> names;
   for (const YAML::Node& entry : root["pods"]) {
@@ -290,6 +295,29 @@ StatusOr<std::vector<core::PodRequest>> ParseWorkloadYaml(std::string_view text,
     } else if (!kind.empty() && kind != "any") {
       return Status::InvalidArgument(Mark(where, entry["deviceKind"]) + "deviceKind: want gpu, mig or any, got \"" +
                                      kind + "\"");
+    }
+    // The pod annotations of docs/annotations.md, under the api's own parser, so the simulator
+    // accepts and refuses exactly what the webhook does.
+    static const std::pair<const char*, std::string_view> kAnnotationKeys[] = {
+        {"gpuModelExclude", api::kAnnotationGpuModelExclude}, {"gpuUuids", api::kAnnotationGpuUuids},
+        {"gpuUuidsExclude", api::kAnnotationGpuUuidsExclude}, {"nodePolicy", api::kAnnotationNodePolicy},
+        {"devicePolicy", api::kAnnotationDevicePolicy},       {"spreadKey", api::kAnnotationSpreadKey},
+        {"spreadScope", api::kAnnotationSpreadScope}};
+    nlohmann::json annotations = nlohmann::json::object();
+    for (const auto& [key, annotation] : kAnnotationKeys) {
+      if (entry[key]) annotations[std::string(annotation)] = scalar(key);
+    }
+    if (!annotations.empty()) {
+      const nlohmann::json pod = {{"metadata", {{"annotations", annotations}}}, {"spec", {{"containers", nlohmann::json::array()}}}};
+      StatusOr<core::PodRequest> parsed = api::ParsePodRequest(pod);
+      if (!parsed.ok()) return Status::InvalidArgument(Mark(where, entry) + parsed.status().message());
+      base.excluded_gpu_models = parsed->excluded_gpu_models;
+      base.gpu_uuids = parsed->gpu_uuids;
+      base.excluded_gpu_uuids = parsed->excluded_gpu_uuids;
+      base.node_policy = parsed->node_policy;
+      base.device_policy = parsed->device_policy;
+      base.spread_key = parsed->spread_key;
+      base.spread_across_nodes = parsed->spread_across_nodes;
     }
     const std::string isolation = scalar("isolation");
     if (isolation == "hard") {

@@ -254,8 +254,9 @@ class CorePolicy final : public SimPolicy {
       if (!s.Fits(n, pod.demand)) continue;
       const core::NodeScore score = policy_->Score(nodes_[n], summaries_[n], *pod.request);
       if (!score.verdict.fits()) continue;
-      const core::RankKey key = core::RankOf(
-          {score.cost, score.fill_cost, score.reservation_cost, score.completion_loss, rank_[n]}, unit, options);
+      const core::RankKey key =
+          core::RankOf({score.cost, score.fill_cost, score.reservation_cost, score.completion_loss, rank_[n]}, unit,
+                       options, pod.request->node_policy);
       if (best < 0 || key < best_key || (key == best_key && rank_[n] < rank_[best])) {
         best = n;
         best_key = key;

@@ -518,5 +518,48 @@ TEST(Extender, PodJsonCarriesTheGpupackLimits) {
   EXPECT_FALSE(MakeExtenderPolicy("ftp://x", 1).ok());
 }
 
+
+TEST(Policy, PodNodePolicyOverridesTheRankingOfGpupack) {
+  // As NodeChoiceFollowsEachDefinition: a = [500 used, 0], b = [0, 0]; a half-GPU pod. gpupack
+  // (FGD) fills a's half-used GPU. A spread node policy ranks by free memory left: a keeps
+  // 0 + 1000 = 1000, b 500 + 1000 = 1500, so b; binpack keeps a.
+  std::vector<core::Node> nodes{TraceNode("a", 64000, {500, 0}), TraceNode("b", 64000, {0, 0})};
+  core::TypicalWorkload m{{Spec(1000, 1, 500, 1.0)}};
+  core::PodRequest half = Pod("half", 1000, 1, 500);
+  EXPECT_EQ(PickWith("gpupack", nodes, m, half).node, 0);
+  half.node_policy = core::PolicyKind::kSpread;
+  EXPECT_EQ(PickWith("gpupack", nodes, m, half).node, 1);
+  half.node_policy = core::PolicyKind::kBinpack;
+  EXPECT_EQ(PickWith("gpupack", nodes, m, half).node, 0);
+  // A spread device policy on a's node would take its empty GPU#1 instead of filling GPU#0.
+  half.node_policy.reset();
+  half.device_policy = core::PolicyKind::kSpread;
+  const Picked spread_devices = PickWith("gpupack", {nodes[0]}, m, half);
+  EXPECT_EQ(spread_devices.slots, std::vector<int>{1});
+}
+
+TEST(Inputs, WorkloadYamlCarriesThePodControls) {
+  auto pods = ParseWorkloadYaml(
+      "pods:\n"
+      "  - {name: web, gpuMemory: 4Gi, count: 2, spreadKey: web, spreadScope: node, nodePolicy: spread,"
+      " devicePolicy: binpack, gpuModelExclude: T4, gpuUuids: \"GPU-a,GPU-b\", gpuUuidsExclude: GPU-c}\n",
+      "w.yaml");
+  ASSERT_TRUE(pods.ok()) << pods.status();
+  ASSERT_EQ(pods->size(), 2u);
+  for (const core::PodRequest& p : *pods) {
+    EXPECT_EQ(p.spread_key, "web");
+    EXPECT_TRUE(p.spread_across_nodes);
+    EXPECT_EQ(p.node_policy, core::PolicyKind::kSpread);
+    EXPECT_EQ(p.device_policy, core::PolicyKind::kBinpack);
+    EXPECT_EQ(p.excluded_gpu_models, std::vector<std::string>{"T4"});
+    EXPECT_EQ(p.gpu_uuids, (std::vector<std::string>{"GPU-a", "GPU-b"}));
+    EXPECT_EQ(p.excluded_gpu_uuids, std::vector<std::string>{"GPU-c"});
+  }
+  auto bad = ParseWorkloadYaml("pods:\n  - {name: a, gpus: 1, nodePolicy: tight}\n", "w.yaml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(),
+            "w.yaml:2:5: annotation gpupack.io/node-policy: \"tight\" is not binpack, spread, fgd or default");
+}
+
 }  // namespace
 }  // namespace gpupack::sim

@@ -13,7 +13,7 @@ namespace {
 constexpr std::string_view kKnownKeys[] = {
     "schedulerName",   "allowCustomSchedulerName", "failurePolicy",
     "maxDevicesPerContainer", "maxDeviceMemory", "certCheckIntervalSeconds",
-    "workerThreads"};
+    "workerThreads", "wholeDeviceCharge"};
 
 std::string KeyList() {
   std::string out;
@@ -75,6 +75,11 @@ Status ApplyKey(const std::string& key, const YAML::Node& value, Config& config)
                              Scalar<std::string>(value, key, "a quantity such as 80Gi"));
     GPUPACK_ASSIGN_OR_RETURN(config.max_device_memory_mib,
                              ParseMemoryMiBCeil(text, "config key maxDeviceMemory"));
+  } else if (key == "wholeDeviceCharge") {
+    GPUPACK_ASSIGN_OR_RETURN(std::string text,
+                             Scalar<std::string>(value, key, "a quantity such as 16Gi"));
+    GPUPACK_ASSIGN_OR_RETURN(config.whole_device_charge_mib,
+                             ParseMemoryMiBCeil(text, "config key wholeDeviceCharge"));
   } else if (key == "certCheckIntervalSeconds") {
     GPUPACK_ASSIGN_OR_RETURN(int seconds, IntInRange(value, key, 0, 86400));
     config.cert_check_interval = std::chrono::seconds(seconds);

@@ -28,10 +28,16 @@ struct Config {
   int max_devices_per_container = 16;
   // Largest per-device memory (MiB) any device in the cluster has; 0 = unknown, not checked.
   int64_t max_device_memory_mib = 0;
+  // > 0: a container asking for whole devices (gpupack.io/gpu without gpu-memory) is given a
+  // gpupack.io/gpu-memory request and limit of devices × this (MiB), and the pod the annotation
+  // api::kAnnotationWholeDeviceCharge, so a ResourceQuota on requests.gpupack.io/gpu-memory counts
+  // it (docs/annotations.md, "Quota"). At most the smallest device any node has, or kubelet's
+  // admission would find the node's advertised gpupack.io/gpu-memory short. 0 = not charged.
+  int64_t whole_device_charge_mib = 0;
   // How often a TLS handshake may look at the certificate files for a rotation.
   std::chrono::seconds cert_check_interval{10};
-  // Worker threads of the HTTPS server; each keep-alive connection holds one while it is open.
-  int worker_threads = 16;
+  // Threads that run reviews; connections do not hold one (server/http_server.h).
+  int worker_threads = 4;
 };
 
 // Parses the YAML text of a config file. Every key is optional; unknown keys, wrong types and

@@ -146,6 +146,12 @@ Status Mutator::CheckWebhookRules(const json& pod) const {
             "\"]: only the gpupack scheduler may set this annotation (it records the device and "
             "memory cap chosen at bind); remove it from the pod");
       }
+      if (key == api::kAnnotationWholeDeviceCharge) {
+        return Status::PermissionDenied(
+            "metadata.annotations[\"" + key +
+            "\"]: only gpupack-webhook may set this annotation (it marks the quota charge it adds to "
+            "whole-device requests); remove it from the pod");
+      }
     }
   }
   const json* spec = Field(pod, "spec");
@@ -178,9 +184,29 @@ StatusOr<json> Mutator::PatchFor(const json& pod) const {
   GPUPACK_RETURN_IF_ERROR(CheckWebhookRules(pod));
   const json& spec = pod.at("spec");
   json patch = json::array();
+  std::string charged;  // api::kAnnotationWholeDeviceCharge: "c0,i1"
   for (const core::ContainerRequest& container : request.containers) {
     std::string_view list = container.init ? "initContainers" : "containers";
     const json& object = spec.at(list).at(static_cast<size_t>(container.index));
+    if (config_.whole_device_charge_mib > 0 && container.whole_device()) {
+      // Charge whole devices to the namespace's gpu-memory quota: requests and limits alike
+      // (Kubernetes wants them equal for extended resources).
+      const json* old = Field(object, "resources");
+      if (old != nullptr && !old->is_null() && !old->is_object()) {
+        return Status::InvalidArgument(ContainerLabel(object, list, container.index) + ": resources must be an object");
+      }
+      json resources = old != nullptr && old->is_object() ? *old : json::object();
+      const std::string charge =
+          std::to_string(config_.whole_device_charge_mib * container.device_count) + "Mi";
+      for (const char* section : {"limits", "requests"}) {
+        if (!resources[section].is_object()) resources[section] = json::object();
+        resources[section][std::string(api::kResourceGpuMemory)] = charge;
+      }
+      json::json_pointer path =
+          json::json_pointer("/spec") / std::string(list) / static_cast<size_t>(container.index) / "resources";
+      patch.push_back({{"op", old != nullptr ? "replace" : "add"}, {"path", path.to_string()}, {"value", resources}});
+      charged += (charged.empty() ? "" : ",") + std::string(container.init ? "i" : "c") + std::to_string(container.index);
+    }
     if (config_.max_device_memory_mib > 0 &&
         container.mem_per_device_mib > config_.max_device_memory_mib) {
       return Status::InvalidArgument(
@@ -208,6 +234,19 @@ StatusOr<json> Mutator::PatchFor(const json& pod) const {
     patch.push_back({{"op", old_env != nullptr ? "replace" : "add"},
                      {"path", path.to_string()},
                      {"value", std::move(env)}});
+  }
+  if (!charged.empty()) {
+    const json* metadata = Field(pod, "metadata");
+    const json* annotations = metadata != nullptr ? Field(*metadata, "annotations") : nullptr;
+    if (annotations != nullptr && annotations->is_object()) {
+      patch.push_back({{"op", "add"},
+                       {"path", (json::json_pointer("/metadata/annotations") / std::string(api::kAnnotationWholeDeviceCharge)).to_string()},
+                       {"value", charged}});
+    } else {
+      patch.push_back({{"op", "add"},
+                       {"path", "/metadata/annotations"},
+                       {"value", {{std::string(api::kAnnotationWholeDeviceCharge), charged}}}});
+    }
   }
   json scheduler = SchedulerNamePatch(spec);
   if (!scheduler.is_null()) patch.insert(patch.begin(), std::move(scheduler));

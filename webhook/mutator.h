@@ -1,5 +1,5 @@
 // The admission logic of gpupack-webhook: AdmissionReview (admission.k8s.io/v1) in, AdmissionReview
-// out. No sockets; the HTTPS server (webhook/server.h) only moves bytes and counts outcomes.
+// out. No sockets; the HTTPS routes (webhook/routes.h) only move bytes and count outcomes.
 //
 // For a pod CREATE that asks for a gpupack resource in any container (api::PodAsksForGpupack), the
 // review is validated (api::ParsePodRequest plus the webhook-only checks below) and answered with

@@ -9,6 +9,7 @@
 
 #include "api/allocation.h"
 #include "api/annotations.h"
+#include "api/pod_request.h"
 
 namespace gpupack::webhook {
 namespace {
@@ -483,6 +484,64 @@ TEST(Mutator, WrongTypesAnywhereInThePodNeverCrash) {
     }
   }
   EXPECT_GT(denied, 0);  // the mutations do reach the validation
+}
+
+
+// ---- issue 19: the controls' annotations and the whole-device quota charge ----
+
+TEST(Mutator, BadControlAnnotationsAreDeniedNamingAnnotationAndValue) {
+  Mutator mutator{Config{}};
+  const std::pair<const char*, const char*> cases[] = {
+      {"gpupack.io/gpu-uuids", "not-a-uuid"},   {"gpupack.io/gpu-uuids-exclude", "GPU-a,"},
+      {"gpupack.io/gpu-model-exclude", "|T4"},  {"gpupack.io/node-policy", "least-allocated"},
+      {"gpupack.io/device-policy", "packed"},   {"gpupack.io/spread-key", "-web"},
+      {"gpupack.io/spread-scope", "rack"},
+  };
+  for (const auto& [annotation, value] : cases) {
+    json pod = PodWith(json::array({GpuContainer("main", "8Gi")}));
+    pod["metadata"]["annotations"] = {{annotation, value}};
+    if (std::string(annotation) == "gpupack.io/spread-scope") pod["metadata"]["annotations"]["gpupack.io/spread-key"] = "web";
+    Denial d = DenialOf(mutator, pod);
+    EXPECT_EQ(d.code, 400) << annotation;
+    EXPECT_NE(d.message.find(annotation), std::string::npos) << d.message;
+    EXPECT_NE(d.message.find(std::string("\"") + value + "\""), std::string::npos) << d.message;
+  }
+  json good = PodWith(json::array({GpuContainer("main", "8Gi")}));
+  good["metadata"]["annotations"] = {{"gpupack.io/gpu-uuids", "GPU-a"}, {"gpupack.io/spread-key", "web"},
+                                     {"gpupack.io/node-policy", "binpack"}, {"gpupack.io/spread-scope", "node"}};
+  EXPECT_EQ(Ask(mutator, ReviewOf(good)).result.outcome, Outcome::kPatched);
+}
+
+TEST(Mutator, WholeDevicePodsAreChargedToTheGpuMemoryQuota) {
+  Config config;
+  config.whole_device_charge_mib = 16384;
+  Mutator mutator{config};
+  json whole = {{"name", "train"}, {"image", "x"}, {"resources", {{"limits", {{"gpupack.io/gpu", "2"}}}}}};
+  json review = ReviewOf(PodWith(json::array({GpuContainer("infer", "8Gi"), whole})));
+  Answer a = Ask(mutator, review);
+  ASSERT_EQ(a.result.outcome, Outcome::kPatched);
+  const json pod = PatchedPod(review, a);
+  // 2 whole devices × 16384 MiB = 32768Mi, in requests and limits alike; the share pod's own
+  // gpu-memory is already what the quota counts.
+  EXPECT_EQ(pod["spec"]["containers"][1]["resources"]["limits"]["gpupack.io/gpu-memory"], "32768Mi");
+  EXPECT_EQ(pod["spec"]["containers"][1]["resources"]["requests"]["gpupack.io/gpu-memory"], "32768Mi");
+  EXPECT_EQ(pod["spec"]["containers"][1]["resources"]["limits"]["gpupack.io/gpu"], "2");
+  EXPECT_FALSE(pod["spec"]["containers"][0]["resources"].contains("requests"));
+  EXPECT_EQ(pod["metadata"]["annotations"][std::string(api::kAnnotationWholeDeviceCharge)], "c1");
+  // The patched pod still asks for two whole devices, and reviewing it again changes nothing more
+  // than its charge would (the annotation is the webhook's own, so a user may not preset it).
+  auto parsed = api::ParsePodRequest(pod);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  ASSERT_EQ(parsed->containers.size(), 2u);
+  EXPECT_TRUE(parsed->containers[1].whole_device());
+  json preset = PodWith(json::array({whole}));
+  preset["metadata"]["annotations"] = {{std::string(api::kAnnotationWholeDeviceCharge), "c0"}};
+  Denial d = DenialOf(mutator, preset);
+  EXPECT_EQ(d.code, 403);
+  EXPECT_NE(d.message.find("gpupack.io/whole-device-charge"), std::string::npos) << d.message;
+  // Off by default: no charge, no annotation.
+  Answer off = Ask(Mutator{Config{}}, review);
+  EXPECT_FALSE(PatchedPod(review, off)["spec"]["containers"][1]["resources"]["limits"].contains("gpupack.io/gpu-memory"));
 }
 
 }  // namespace

@@ -21,8 +21,8 @@
 #include "scheduler/extender/backend.h"
 #include "scheduler/extender/cluster_state.h"
 #include "scheduler/extender/extender.h"
-#include "scheduler/extender/http_server.h"
 #include "scheduler/extender/metrics.h"
+#include "scheduler/extender/routes.h"
 #include "scheduler/extender/test_util.h"
 
 namespace gpupack::extender {
@@ -71,11 +71,9 @@ struct World {
   std::unique_ptr<StandaloneBackend> backend;
   std::unique_ptr<ExtenderMetrics> metrics;
   std::unique_ptr<Extender> extender;
-  std::unique_ptr<ExtenderServer> server;
-  std::thread serving;
+  std::unique_ptr<server::HttpServer> server;
   int port = 0;
-  httplib::Server null_server;
-  std::thread null_serving;
+  std::unique_ptr<server::HttpServer> null_server;
   int null_port = 0;
   std::map<int, std::string> names_body;  // by node count
   std::vector<std::string> shape_bodies;   // 5,000 names, 64 distinct request sizes
@@ -104,24 +102,25 @@ struct World {
     ExtenderOptions extender_options;
     extender_options.decision.device_mib = 81920;
     extender = std::make_unique<Extender>(*state, *backend, extender_options, clock, metrics.get());
-    ServerOptions options;
-    options.threads = 8;
-    server = std::make_unique<ExtenderServer>(*extender, metrics.get(), options);
-    StatusOr<std::string> address = server->Bind("127.0.0.1:0");
-    GPUPACK_CHECK(address.ok());
-    port = std::stoi(address->substr(address->rfind(':') + 1));
-    serving = std::thread([this] { server->Serve(); });
+    ExtenderConfig config;
+    config.threads = 8;
+    server = std::make_unique<server::HttpServer>(ExtenderServerOptions(config, *extender));
+    RegisterVerbs(*server, *extender, "");
+    GPUPACK_CHECK(server->Start("127.0.0.1:0").ok());
+    port = server->port();
 
-    null_server.new_task_queue = [] { return new httplib::ThreadPool(8); };
-    null_server.set_tcp_nodelay(true);
-    null_server.Post("/filter", [](const httplib::Request& req, httplib::Response& res) {
+    server::HttpServerOptions null_options;
+    null_options.worker_threads = 8;
+    null_server = std::make_unique<server::HttpServer>(null_options);
+    null_server->Handle("POST", "/filter", [](const server::Request& req) {
       StatusOr<api::ExtenderArgs> args = DecodeExtenderArgsFast(req.body);
       GPUPACK_CHECK(args.ok());
-      res.set_content(R"({"Nodes":null,"NodeNames":[],"FailedNodes":{},"FailedAndUnresolvableNodes":{},"Error":""})",
-                      "application/json");
+      return server::Response{
+          200, "application/json",
+          R"({"Nodes":null,"NodeNames":[],"FailedNodes":{},"FailedAndUnresolvableNodes":{},"Error":""})", {}};
     });
-    null_port = null_server.bind_to_any_port("127.0.0.1");
-    null_serving = std::thread([this] { null_server.listen_after_bind(); });
+    GPUPACK_CHECK(null_server->Start("127.0.0.1:0").ok());
+    null_port = null_server->port();
 
     const json pod = testing::PodJson("bench-pod", "bench-uid", "10Gi");
     for (int n : {1000, 5000}) {
@@ -141,10 +140,8 @@ struct World {
     full_nodes_body = json{{"Pod", pod}, {"Nodes", {{"metadata", json::object()}, {"items", items}}}, {"NodeNames", nullptr}}.dump();
   }
   ~World() {
-    server->Stop();
-    null_server.stop();
-    serving.join();
-    null_serving.join();
+    server->Drain();
+    null_server->Drain();
   }
 };
 

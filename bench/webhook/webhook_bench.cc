@@ -11,8 +11,9 @@
 
 #include "common/clock.h"
 #include "webhook/mutator.h"
-#include "webhook/server.h"
-#include "webhook/test_certs.h"
+#include "server/http_server.h"
+#include "server/test_certs.h"
+#include "webhook/routes.h"
 
 namespace gpupack::webhook {
 namespace {
@@ -72,17 +73,19 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   std::string dir = (std::filesystem::temp_directory_path() / "gpupack-webhook-bench-XXXXXX").string();
   GPUPACK_CHECK(mkdtemp(dir.data()) != nullptr);
-  PemPair pair = MakeSelfSignedCert("gpupack-webhook-bench");
-  WriteFileAtomically(dir + "/tls.crt", pair.cert_pem);
-  WriteFileAtomically(dir + "/tls.key", pair.key_pem);
-  auto server = Server::Start({"127.0.0.1", 0, dir + "/tls.crt", dir + "/tls.key"}, Config{},
-                              gpupack::SystemClock::Instance());
-  GPUPACK_CHECK(server.ok());
-  Served s{dir + "/tls.crt", (*server)->port()};
+  gpupack::server::PemPair pair = gpupack::server::MakeSelfSignedCert("gpupack-webhook-bench");
+  gpupack::server::WriteFileAtomically(dir + "/tls.crt", pair.cert_pem);
+  gpupack::server::WriteFileAtomically(dir + "/tls.key", pair.key_pem);
+  WebhookRoutes routes(Config{}, gpupack::BuildInfo{"bench", "bench"});
+  gpupack::server::HttpServer http(WebhookServerOptions(Config{}, dir + "/tls.crt", dir + "/tls.key",
+                                                        gpupack::SystemClock::Instance()));
+  routes.Register(http);
+  GPUPACK_CHECK(http.Start("127.0.0.1:0").ok());
+  Served s{dir + "/tls.crt", http.port()};
   served = &s;
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
-  (*server)->Stop();
+  http.Drain();
   std::filesystem::remove_all(dir);
   return 0;
 }

@@ -70,7 +70,7 @@ GPUPACK_RESOURCES = {"gpupack.io/gpu-memory", "gpupack.io/gpu"}
 # Keys gpupack-webhook's config accepts (webhook/config.cc); checked live when the binary exists.
 WEBHOOK_CONFIG_KEYS = {"schedulerName", "allowCustomSchedulerName", "failurePolicy",
                        "maxDevicesPerContainer", "maxDeviceMemory", "certCheckIntervalSeconds",
-                       "workerThreads"}
+                       "workerThreads", "wholeDeviceCharge"}
 
 # ---- the API calls each binary makes ------------------------------------------------------------
 # From the code (scheduler/cluster/kube_backend.cc, agent/kube_sink.cc, cmd/agent/main.cc,
@@ -97,7 +97,7 @@ def extender_calls(ns, scheduler_name):
 AGENT_CALLS = [
     ("gpupack.io", "gpunodes", "get", None, None), ("gpupack.io", "gpunodes", "create", None, None),
     ("gpupack.io", "gpunodes/status", "update", None, None),  # UpsertGpuNodeStatus
-    ("", "nodes", "get", None, None), ("", "nodes/status", "patch", None, None),  # capacity
+    ("", "nodes", "get", None, None), ("", "nodes/status", "patch", None, None),  # capacity; excluded devices
     ("", "pods", "list", None, None), ("", "pods", "watch", None, None),  # informer on its node
     ("", "events", "create", None, None),
 ]

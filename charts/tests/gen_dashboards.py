@@ -326,6 +326,18 @@ def capacity():
             [(f"max by (node) (gpupack_node_reservation_tightness{{{sel}}})", "{{node}}")],
             "none", w=24, h=8, min=0)
 
+    b.row("Namespaces and exclusions")
+    b.panel("timeseries", "Allocated GPU memory by namespace",
+            "Caps allocated to each namespace's pods (whole-device pods count their devices' full size): what a "
+            "ResourceQuota on requests.gpupack.io/gpu-memory is measured against (docs/annotations.md, Quota).",
+            [(f"max by (namespace) (gpupack_namespace_gpu_memory_allocated_bytes{{{EXT}}})", "{{namespace}}")],
+            "bytes", w=12, h=8, min=0)
+    b.panel("timeseries", "Devices excluded by the administrator",
+            "Devices taken out of gpupack's pool per node (node annotation gpupack.io/excluded-devices): their "
+            "running pods stay, nothing new lands there, and the node advertises less capacity.",
+            [(f"max by (node) (gpupack_node_excluded_gpus{{{sel}}})", "{{node}}")],
+            "short", w=12, h=8, min=0)
+
     b.row("Per GPU / MIG instance")
     keys = "node, gpu_index, gpu_uuid, gpu_model, mig_profile"
     b.panel("table", "Devices",

@@ -14,12 +14,12 @@
 #include <thread>
 
 #include "agent/agent.h"
-#include "agent/http_server.h"
 #include "agent/kube_sink.h"
 #include "common/build_info.h"
 #include "common/log.h"
 #include "kube/config.h"
 #include "kube/informer.h"
+#include "server/http_server.h"
 
 namespace {
 
@@ -67,16 +67,6 @@ bool ParseInt(const std::string& text, int64_t lo, int64_t hi, int64_t* out) {
   if (text.empty() || text.size() > 12 || text.find_first_not_of("0123456789") != std::string::npos) return false;
   *out = std::stoll(text);
   return *out >= lo && *out <= hi;
-}
-
-bool ParseListen(const std::string& text, std::string* host, int* port) {
-  const size_t colon = text.rfind(':');
-  if (colon == std::string::npos || colon + 1 == text.size()) return false;
-  *host = colon == 0 ? "0.0.0.0" : text.substr(0, colon);
-  int64_t p = 0;
-  if (!ParseInt(text.substr(colon + 1), 0, 65535, &p)) return false;
-  *port = static_cast<int>(p);
-  return true;
 }
 
 }  // namespace
@@ -189,6 +179,11 @@ int main(int argc, char** argv) {
     if (!pods.HasSynced()) return Status::Unavailable("pod informer has not synced yet");
     return pods.List();
   };
+  // One GET of the Node per pass: the administrator's device exclusions (docs/annotations.md).
+  options.excluded_devices = [&client, &node_name]() -> StatusOr<std::vector<std::string>> {
+    GPUPACK_ASSIGN_OR_RETURN(nlohmann::json node, (*client)->GetNode(node_name));
+    return api::ExcludedDevicesOfNode(node);
+  };
   agent::Agent agent(options, backend.get(), lister, &reporter, &sink, &metrics, &SystemClock::Instance());
 
   if (once) {
@@ -204,7 +199,7 @@ int main(int argc, char** argv) {
 
   std::string host;
   int port = 0;
-  if (!ParseListen(listen, &host, &port)) return Fail("--listen " + listen + ": expected HOST:PORT");
+  if (!server::ParseListenAddress(listen, &host, &port).ok()) return Fail("--listen " + listen + ": expected HOST:PORT");
   // Block the stop signals before any thread starts, so only the waiter below receives them.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
@@ -213,15 +208,21 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   Clock::TimePoint last_pass = SystemClock::Instance().Now();
-  auto server = agent::HttpServer::Start(host, port, &metrics, [&]() -> std::string {
+  server::HttpServerOptions http_options;
+  http_options.component = "agent";
+  http_options.worker_threads = 1;  // /metrics only
+  http_options.health = [&]() -> std::string {
     std::lock_guard<std::mutex> lock(mu);
     const auto age = SystemClock::Instance().Now() - last_pass;
     if (age > 3 * poll + seconds(30)) return "agent loop stalled: last pass " +
                                              std::to_string(std::chrono::duration_cast<seconds>(age).count()) + "s ago";
     return "";
-  });
-  if (!server.ok()) return Fail(server.status().ToString());
-  std::cout << host << ":" << (*server)->port() << std::endl;
+  };
+  server::HttpServer http(http_options);
+  http.AddMetrics([&metrics] { return metrics.Collect(); });
+  StatusOr<std::string> address = http.Start(listen);
+  if (!address.ok()) return Fail(address.status().ToString());
+  std::cout << *address << std::endl;
 
   std::thread waiter([&] {
     int signal_number = 0;
@@ -248,6 +249,6 @@ int main(int argc, char** argv) {
   }
   waiter.join();
   pods.Stop();
-  (*server)->Stop();
+  http.Drain();
   return 0;
 }

@@ -24,8 +24,9 @@
 #include "scheduler/extender/backend.h"
 #include "scheduler/extender/config.h"
 #include "scheduler/extender/extender.h"
-#include "scheduler/extender/http_server.h"
 #include "scheduler/extender/metrics.h"
+#include "scheduler/extender/routes.h"
+#include "server/http_server.h"
 
 namespace {
 
@@ -134,22 +135,23 @@ int main(int argc, char** argv) {
 
   if (Status started = backend->Start(state); !started.ok()) return Fail(started.ToString());
 
-  extender::ServerOptions server_options;
-  server_options.prefix = config.prefix;
-  server_options.max_body_bytes = config.max_body_bytes;
-  server_options.threads = config.threads;
-  server_options.tls_cert_file = config.tls_cert_file;
-  server_options.tls_key_file = config.tls_key_file;
-  extender::ExtenderServer server(service, &metrics, server_options);
-  StatusOr<std::string> address = server.Bind(config.listen);
-  if (!address.ok()) return Fail(address.status().message());
-  std::unique_ptr<extender::ExtenderServer> metrics_server;
+  server::HttpServer http(extender::ExtenderServerOptions(config, service));
+  extender::RegisterVerbs(http, service, config.prefix);
+  extender::RegisterMetrics(http, service, metrics);
+  // The metrics listener is a second server with only the built-in endpoints.
+  std::unique_ptr<server::HttpServer> metrics_http;
   if (!config.metrics_listen.empty()) {
-    extender::ServerOptions metrics_options;
-    metrics_options.serve_verbs = false;
-    metrics_options.threads = 2;
-    metrics_server = std::make_unique<extender::ExtenderServer>(service, &metrics, metrics_options);
-    StatusOr<std::string> metrics_address = metrics_server->Bind(config.metrics_listen);
+    server::HttpServerOptions metrics_options = extender::ExtenderServerOptions(config, service);
+    metrics_options.worker_threads = 1;
+    metrics_options.tls_cert_file.clear();
+    metrics_options.tls_key_file.clear();
+    metrics_http = std::make_unique<server::HttpServer>(metrics_options);
+    extender::RegisterMetrics(*metrics_http, service, metrics);
+  }
+  StatusOr<std::string> address = http.Start(config.listen);
+  if (!address.ok()) return Fail(address.status().message());
+  if (metrics_http) {
+    StatusOr<std::string> metrics_address = metrics_http->Start(config.metrics_listen);
     if (!metrics_address.ok()) return Fail(metrics_address.status().message());
     GPUPACK_LOG(kInfo, "extender") << "metrics on " << *metrics_address;
   }
@@ -170,28 +172,16 @@ int main(int argc, char** argv) {
       lock.lock();
     }
   });
-  std::thread signal_thread([&] {
-    int received = 0;
-    sigwait(&signals, &received);
-    GPUPACK_LOG(kInfo, "extender") << "signal " << received << ": stopping";
-    {
-      std::lock_guard lock(mu);
-      stopping = true;
-    }
-    stop_cv.notify_all();
-    server.Stop();
-    if (metrics_server) metrics_server->Stop();
-  });
-  std::thread metrics_thread;
-  if (metrics_server) metrics_thread = std::thread([&] { metrics_server->Serve(); });
-  server.Serve();
+  int received = 0;
+  sigwait(&signals, &received);
+  GPUPACK_LOG(kInfo, "extender") << "signal " << received << ": draining";
   {
     std::lock_guard lock(mu);
-    // Serve returned without a signal (the listener failed): wake the signal thread ourselves.
-    if (!stopping) kill(getpid(), SIGTERM);
+    stopping = true;
   }
-  signal_thread.join();
-  if (metrics_thread.joinable()) metrics_thread.join();
+  stop_cv.notify_all();
+  http.Drain();
+  if (metrics_http) metrics_http->Drain();
   maintenance.join();
   backend->Stop();
   GPUPACK_LOG(kInfo, "extender") << "stopped";

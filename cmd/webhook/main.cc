@@ -1,5 +1,6 @@
 // gpupack-webhook: the mutating admission webhook (DESIGN.md §3.5, docs/webhook.md). Parses
-// flags, loads the config, serves until SIGTERM or SIGINT.
+// flags, loads the config, serves until SIGTERM or SIGINT, then drains (in-flight reviews finish,
+// idle keep-alive connections close).
 #include <pthread.h>
 #include <signal.h>
 
@@ -11,7 +12,8 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "webhook/config.h"
-#include "webhook/server.h"
+#include "server/http_server.h"
+#include "webhook/routes.h"
 
 namespace {
 
@@ -24,7 +26,7 @@ constexpr const char* kUsage = R"(usage: gpupack-webhook --listen HOST:PORT --tl
                          changes, so a rotated Secret is served without a restart
   --tls-key-file FILE    PEM private key of that certificate
   --config FILE          YAML config (docs/webhook.md); defaults apply without one
-Endpoints: POST /mutate (AdmissionReview admission.k8s.io/v1), GET /healthz, GET /metrics.
+Endpoints: POST /mutate (AdmissionReview admission.k8s.io/v1), GET /healthz, /readyz, /metrics.
 )";
 
 int Fail(const std::string& message) {
@@ -32,48 +34,32 @@ int Fail(const std::string& message) {
   return 2;
 }
 
-// "HOST:PORT", "[IPv6]:PORT", or ":PORT" for every IPv4 interface.
-bool ParseListen(const std::string& text, std::string* host, int* port) {
-  size_t colon = text.rfind(':');
-  if (colon == std::string::npos || colon + 1 == text.size()) return false;
-  *host = colon == 0 ? "0.0.0.0" : text.substr(0, colon);
-  if (host->size() >= 2 && host->front() == '[' && host->back() == ']') {
-    *host = host->substr(1, host->size() - 2);
-  }
-  std::string digits = text.substr(colon + 1);
-  if (digits.size() > 5 || digits.find_first_not_of("0123456789") != std::string::npos) return false;
-  *port = std::stoi(digits);
-  return *port <= 65535;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace gpupack;
-  std::string listen_text, config_path;
-  webhook::ListenOptions listen;
+  std::string listen, cert_file, key_file, config_path;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
       std::fputs(kUsage, stdout);
       return 0;
     }
-    std::string* target = arg == "--listen"          ? &listen_text
-                          : arg == "--tls-cert-file" ? &listen.cert_file
-                          : arg == "--tls-key-file"  ? &listen.key_file
+    std::string* target = arg == "--listen"          ? &listen
+                          : arg == "--tls-cert-file" ? &cert_file
+                          : arg == "--tls-key-file"  ? &key_file
                           : arg == "--config"        ? &config_path
                                                      : nullptr;
     if (target == nullptr) return Fail("unknown flag " + arg + "\n" + kUsage);
     if (i + 1 >= argc) return Fail(arg + " needs a value");
     *target = argv[++i];
   }
-  if (listen_text.empty() || listen.cert_file.empty() || listen.key_file.empty()) {
+  if (listen.empty() || cert_file.empty() || key_file.empty()) {
     return Fail(std::string("--listen, --tls-cert-file and --tls-key-file are required\n") + kUsage);
   }
-  if (!ParseListen(listen_text, &listen.host, &listen.port)) {
-    return Fail("--listen " + listen_text + ": expected HOST:PORT");
-  }
-  listen.build = BuildInfo{GPUPACK_VERSION, GPUPACK_REVISION};
+  std::string host;
+  int port = 0;
+  if (!server::ParseListenAddress(listen, &host, &port).ok()) return Fail("--listen " + listen + ": expected HOST:PORT");
   webhook::Config config;
   if (!config_path.empty()) {
     StatusOr<webhook::Config> loaded = webhook::LoadConfig(config_path);
@@ -88,19 +74,19 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
-  StatusOr<std::unique_ptr<webhook::Server>> server =
-      webhook::Server::Start(listen, config, SystemClock::Instance());
-  if (!server.ok()) return Fail(server.status().ToString());
-  bool ipv6 = listen.host.find(':') != std::string::npos;
-  std::cout << (ipv6 ? "[" + listen.host + "]" : listen.host) << ":" << (*server)->port()
-            << std::endl;
-  GPUPACK_LOG(kInfo, "webhook") << "serving AdmissionReviews on port " << (*server)->port()
-                                << ", scheduler " << config.scheduler_name << ", failurePolicy "
+  webhook::WebhookRoutes routes(config, BuildInfo{GPUPACK_VERSION, GPUPACK_REVISION});
+  server::HttpServer http(webhook::WebhookServerOptions(config, cert_file, key_file, SystemClock::Instance()));
+  routes.Register(http);
+  StatusOr<std::string> address = http.Start(listen);
+  if (!address.ok()) return Fail(address.status().ToString());
+  std::cout << *address << std::endl;
+  GPUPACK_LOG(kInfo, "webhook") << "serving AdmissionReviews on " << *address << ", scheduler "
+                                << config.scheduler_name << ", failurePolicy "
                                 << webhook::FailurePolicyName(config.failure_policy);
 
   int signal_number = 0;
   sigwait(&stop_signals, &signal_number);
-  GPUPACK_LOG(kInfo, "webhook") << "signal " << signal_number << ": stopping";
-  (*server)->Stop();
+  GPUPACK_LOG(kInfo, "webhook") << "signal " << signal_number << ": draining";
+  http.Drain();
   return 0;
 }

@@ -490,30 +490,30 @@ KubeBackendStats KubeBackend::stats() const {
   return out;
 }
 
-std::string KubeBackend::MetricsText() const {
+std::vector<prometheus::MetricFamily> KubeBackend::Metrics() const {
   std::vector<std::pair<std::string, kube::InformerStats>> per_resource;
   if (pods_) per_resource.emplace_back("pods", pods_->stats());
   if (gpunodes_) per_resource.emplace_back("gpunodes", gpunodes_->stats());
-  std::ostringstream out;
-  auto family = [&](const char* name, const char* type, const char* help, auto value) {
-    out << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n";
+  auto family = [&](const char* name, prometheus::MetricType type, const char* help, auto value) {
+    prometheus::MetricFamily out{name, help, type, {}};
     for (const auto& [resource, stats] : per_resource) {
-      out << name << "{resource=\"" << resource << "\"} " << value(stats) << "\n";
+      prometheus::ClientMetric& metric = out.metric.emplace_back();
+      metric.label = {{"resource", resource}};
+      (type == prometheus::MetricType::Counter ? metric.counter.value : metric.gauge.value) = value(stats);
     }
+    return out;
   };
-  family("gpupack_kube_watch_restarts_total", "counter", "Watches started after the first, per informer.",
-         [](const kube::InformerStats& s) { return std::to_string(s.watch_restarts); });
-  family("gpupack_kube_relists_total", "counter", "Lists after the first (410 Gone or errors), per informer.",
-         [](const kube::InformerStats& s) { return std::to_string(s.relists); });
-  family("gpupack_kube_last_sync_timestamp_seconds", "gauge",
-         "When the informer last received a list, an event or a bookmark (Unix seconds).",
-         [](const kube::InformerStats& s) {
-           const auto secs = std::chrono::duration_cast<std::chrono::milliseconds>(s.last_event_time.time_since_epoch());
-           std::ostringstream v;
-           v << secs.count() / 1000 << "." << std::setw(3) << std::setfill('0') << secs.count() % 1000;
-           return v.str();
-         });
-  return out.str();
+  return {family("gpupack_kube_watch_restarts_total", prometheus::MetricType::Counter,
+                 "Watches started after the first, per informer.",
+                 [](const kube::InformerStats& s) { return double(s.watch_restarts); }),
+          family("gpupack_kube_relists_total", prometheus::MetricType::Counter,
+                 "Lists after the first (410 Gone or errors), per informer.",
+                 [](const kube::InformerStats& s) { return double(s.relists); }),
+          family("gpupack_kube_last_sync_timestamp_seconds", prometheus::MetricType::Gauge,
+                 "When the informer last received a list, an event or a bookmark (Unix seconds).",
+                 [](const kube::InformerStats& s) {
+                   return std::chrono::duration<double>(s.last_event_time.time_since_epoch()).count();
+                 })};
 }
 
 StatusOr<std::unique_ptr<KubeBackend>> NewKubeBackend(const std::string& kubeconfig, KubeBackendConfig config) {

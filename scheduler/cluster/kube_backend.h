@@ -107,11 +107,10 @@ class KubeBackend final : public extender::ClusterBackend {
   void Stop() override;
 
   KubeBackendStats stats() const;
-  // Informer health in Prometheus text format (0.0.4), with the names of docs/metrics.md:
-  // gpupack_kube_watch_restarts_total, gpupack_kube_relists_total and
-  // gpupack_kube_last_sync_timestamp_seconds, each with resource="pods"|"gpunodes". For the
-  // extender's /metrics to append.
-  std::string MetricsText() const override;
+  // Informer health, with the names of docs/metrics.md: gpupack_kube_watch_restarts_total,
+  // gpupack_kube_relists_total and gpupack_kube_last_sync_timestamp_seconds, each with
+  // resource="pods"|"gpunodes". Collected for the extender's /metrics.
+  std::vector<prometheus::MetricFamily> Metrics() const override;
 
  private:
   void OnPod(const nlohmann::json& pod);

@@ -1,6 +1,7 @@
 #include "scheduler/cluster/kube_backend.h"
 
 #include <gtest/gtest.h>
+#include <prometheus/text_serializer.h>
 
 #include <algorithm>
 #include <thread>
@@ -203,11 +204,12 @@ TEST_F(KubeBackendTest, HeldPodRequestsAreTheBoundPodsWithAllocations) {
   EXPECT_EQ(mib, (std::vector<core::MiB>{10 * kGiB, 20 * kGiB}));
 }
 
-TEST_F(KubeBackendTest, MetricsTextNamesEachInformer) {
+TEST_F(KubeBackendTest, MetricsNameEachInformer) {
   StartBackend();
   server_->DropWatches();
-  ASSERT_TRUE(Eventually([&] { return backend_->MetricsText().find("gpupack_kube_watch_restarts_total{resource=\"pods\"} 1") != std::string::npos; }));
-  const std::string text = backend_->MetricsText();
+  auto text_of = [&] { return prometheus::TextSerializer().Serialize(backend_->Metrics()); };
+  ASSERT_TRUE(Eventually([&] { return text_of().find("gpupack_kube_watch_restarts_total{resource=\"pods\"} 1") != std::string::npos; }));
+  const std::string text = text_of();
   EXPECT_NE(text.find("gpupack_kube_relists_total{resource=\"gpunodes\"} 0"), std::string::npos) << text;
   EXPECT_NE(text.find("# TYPE gpupack_kube_last_sync_timestamp_seconds gauge"), std::string::npos) << text;
 }

@@ -38,8 +38,13 @@ MiB TypicalDeviceMiB(std::span<const Node> nodes, MiB fallback) {
   return MostMemory(memory, fallback);
 }
 
-RankKey RankOf(const RankInputs& in, MiB unit_mib, const DecisionOptions& options) {
-  if (!options.fgd_levels) return RankKey{in.cost, 0};
+bool RanksOnLevels(const DecisionOptions& options, std::optional<PolicyKind> pod_node_policy) {
+  return options.fgd_levels && (!pod_node_policy || *pod_node_policy == PolicyKind::kFgd);
+}
+
+RankKey RankOf(const RankInputs& in, MiB unit_mib, const DecisionOptions& options,
+               std::optional<PolicyKind> pod_node_policy) {
+  if (!RanksOnLevels(options, pod_node_policy)) return RankKey{in.cost, 0};
   // The keys are small integers folded into one integer-valued double, exact in it: FGD levels
   // are −100..0; fill levels are clamped to ±500 (|ΔF̂| ≤ the node's free memory, ≤ 64 devices =
   // 128 half devices of the unit, plus the reservation price; the clamp only guards the

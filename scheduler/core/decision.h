@@ -70,8 +70,13 @@ struct RankKey {
   friend auto operator<=>(const RankKey&, const RankKey&) = default;
 };
 
-// REQUIRES: unit_mib > 0 when options.fgd_levels.
-RankKey RankOf(const RankInputs& inputs, MiB unit_mib, const DecisionOptions& options);
+// Whether a pod is ranked on the integer levels: options.fgd_levels, unless the pod's own
+// gpupack.io/node-policy names another policy than FGD (then its exact binpack / spread cost).
+bool RanksOnLevels(const DecisionOptions& options, std::optional<PolicyKind> pod_node_policy);
+
+// REQUIRES: unit_mib > 0 when RanksOnLevels.
+RankKey RankOf(const RankInputs& inputs, MiB unit_mib, const DecisionOptions& options,
+               std::optional<PolicyKind> pod_node_policy = std::nullopt);
 
 // The learner and its refresh for one cluster.
 class Decision {

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,7 @@ struct DeviceShare {
   std::string container;  // container name
   MiB mem_mib = 0;        // the cap
   bool exclusive = false; // whole-device request: nobody else may share the device
+  std::string spread_key; // the pod's gpupack.io/spread-key ("" = none): its replicas avoid this device
 };
 
 struct Device {
@@ -41,6 +43,9 @@ struct Device {
   MiB capacity_mib = 0;
   MiB used_mib = 0;          // live usage reported by the agent (0 when unknown)
   bool healthy = true;
+  // Taken out of gpupack's pool by the administrator (node annotation gpupack.io/excluded-devices,
+  // honoured by the agent): existing shares stay, no new pod lands here.
+  bool excluded = false;
   // True when a cap on this device is a hard driver-enforced boundary: a whole GPU on a node
   // whose agent reports R615 cgroup limits, or a MIG instance (hard when taken exclusively).
   bool hard_isolation = false;
@@ -61,6 +66,9 @@ struct Node {
   // (e.g. "GPUNode heartbeat 312s old > TTL 120s").
   std::string stale_reason;
 };
+
+// How devices or nodes are chosen: FGD (fragmentation-aware), best fit, worst fit.
+enum class PolicyKind : uint8_t { kFgd, kBinpack, kSpread };
 
 // Which kind of device a pod accepts (annotation gpupack.io/device-kind).
 enum class DeviceKindPreference : uint8_t { kAny, kGpu, kMig };
@@ -87,6 +95,19 @@ struct PodRequest {
   std::string mig_profile;              // only MIG instances of this profile
   std::vector<std::string> gpu_models;  // device model must contain one of these (empty = any)
   bool hard_isolation = false;          // gpupack.io/isolation: hard
+  // Device rules (docs/annotations.md): the device's UUID (or a MIG instance's parent UUID) must
+  // be in gpu_uuids when it is not empty, and in neither excluded list; its model must match none
+  // of excluded_gpu_models (same matching as gpu_models).
+  std::vector<std::string> gpu_uuids;
+  std::vector<std::string> excluded_gpu_uuids;
+  std::vector<std::string> excluded_gpu_models;
+  // Per-pod policy (gpupack.io/node-policy, gpupack.io/device-policy); nullopt = the cluster's.
+  std::optional<PolicyKind> node_policy;    // how nodes are ranked for this pod
+  std::optional<PolicyKind> device_policy;  // how devices are picked on a node
+  // Pods with the same non-empty spread key never share a device, and with spread_across_nodes
+  // (gpupack.io/spread-scope: node) this pod also avoids nodes holding one.
+  std::string spread_key;
+  bool spread_across_nodes = false;
 
   bool WantsDevices() const { return !containers.empty(); }
   std::string Key() const { return ns + "/" + name; }

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <limits>
 
+#include "api/annotations.h"
+
 namespace gpupack::core {
 
 MiB DeviceUsableMiB(const Device& d, const PlacementOptions& o) {
@@ -21,12 +23,23 @@ struct Demand {
   const std::string* mig_profile = nullptr;         // empty or null = any
   const std::vector<std::string>* models = nullptr; // null or empty = any
   bool hard_isolation = false;
-  // No kind, profile, model or isolation constraint: every device's sort matches.
+  // The pod's device rules (pods only; specs have none). Null or empty = no rule.
+  const std::vector<std::string>* uuids = nullptr;
+  const std::vector<std::string>* excluded_uuids = nullptr;
+  const std::vector<std::string>* excluded_models = nullptr;
+  const std::string* spread_key = nullptr;
+  const std::string* pod_uid = nullptr;
+  // No kind, profile, model, isolation or device rule: every device's sort matches, and only the
+  // summary's free memory decides (it already counts unhealthy and excluded devices as full).
   bool Unconstrained() const {
-    return kind == DeviceKindPreference::kAny && (mig_profile == nullptr || mig_profile->empty()) &&
-           (models == nullptr || models->empty()) && !hard_isolation;
+    auto none = [](const auto* p) { return p == nullptr || p->empty(); };
+    return kind == DeviceKindPreference::kAny && none(mig_profile) && none(models) && !hard_isolation &&
+           none(uuids) && none(excluded_uuids) && none(excluded_models) && none(spread_key);
   }
 };
+
+// Whether a device may take new shares at all: healthy and not excluded by the administrator.
+bool InPool(const Device& d) { return d.healthy && !d.excluded; }
 
 bool ModelMatches(const std::string& model, const std::vector<std::string>* wanted) {
   if (wanted == nullptr || wanted->empty()) return true;
@@ -48,6 +61,66 @@ bool SortMatches(const Device& d, const Demand& demand) {
   }
   if (demand.hard_isolation && d.kind == DeviceKind::kGpu && !d.hard_isolation) return false;
   return ModelMatches(d.model, demand.models);
+}
+
+// The device rules of a pod, in the order a rejection lists them.
+enum class Rule : uint8_t { kNone, kModelExclude, kUuidAllow, kUuidExclude, kAdminExcluded, kSpreadKey, kCount };
+
+bool NamesDevice(const Device& d, const std::vector<std::string>& uuids) {
+  for (const std::string& u : uuids) {
+    if (u == d.uuid || (!d.parent_uuid.empty() && u == d.parent_uuid)) return true;
+  }
+  return false;
+}
+
+// The first rule that keeps a device of a matching sort from the demand (kNone: allowed).
+Rule FailedRule(const Device& d, const Demand& demand) {
+  if (demand.excluded_models != nullptr && !demand.excluded_models->empty() &&
+      ModelMatches(d.model, demand.excluded_models)) {
+    return Rule::kModelExclude;
+  }
+  if (demand.uuids != nullptr && !demand.uuids->empty() && !NamesDevice(d, *demand.uuids)) return Rule::kUuidAllow;
+  if (demand.excluded_uuids != nullptr && NamesDevice(d, *demand.excluded_uuids)) return Rule::kUuidExclude;
+  if (d.excluded) return Rule::kAdminExcluded;
+  if (demand.spread_key != nullptr && !demand.spread_key->empty()) {
+    for (const DeviceShare& s : d.shares) {
+      if (s.spread_key == *demand.spread_key && s.pod_uid != *demand.pod_uid) return Rule::kSpreadKey;
+    }
+  }
+  return Rule::kNone;
+}
+
+// Healthy, of a sort the demand accepts, and allowed by every rule: a device the pod may use.
+bool Allowed(const Device& d, const Demand& demand) {
+  return d.healthy && SortMatches(d, demand) && FailedRule(d, demand) == Rule::kNone;
+}
+
+// "2 devices excluded by gpupack.io/gpu-uuids-exclude, 1 holds a pod with gpupack.io/spread-key
+// \"web\"": why devices of a matching sort were refused, one clause per rule.
+std::string DescribeRules(const std::array<int, static_cast<int>(Rule::kCount)>& refused, const Demand& demand) {
+  std::string out;
+  for (int r = 1; r < static_cast<int>(Rule::kCount); ++r) {
+    const int n = refused[r];
+    if (n == 0) continue;
+    const std::string devices = std::to_string(n) + (n == 1 ? " device " : " devices ");
+    std::string clause;
+    switch (static_cast<Rule>(r)) {
+      case Rule::kModelExclude: clause = devices + "of a model excluded by " + std::string(api::kAnnotationGpuModelExclude); break;
+      case Rule::kUuidAllow: clause = devices + "not allowed by " + std::string(api::kAnnotationGpuUuids); break;
+      case Rule::kUuidExclude: clause = devices + "excluded by " + std::string(api::kAnnotationGpuUuidsExclude); break;
+      case Rule::kAdminExcluded:
+        clause = devices + "taken out of the pool by the administrator (node annotation " +
+                 std::string(api::kNodeAnnotationExcludedDevices) + ")";
+        break;
+      case Rule::kSpreadKey:
+        clause = devices + (n == 1 ? "holds" : "hold") + " a pod with the same " + std::string(api::kAnnotationSpreadKey) +
+                 " \"" + *demand.spread_key + "\"";
+        break;
+      default: break;
+    }
+    out += (out.empty() ? "" : ", ") + clause;
+  }
+  return out;
 }
 
 // Whole-device demands, and hard isolation on a MIG instance, take the device exclusively.
@@ -73,6 +146,11 @@ Demand DemandOfContainer(const PodRequest& pod, const ContainerRequest& c) {
   d.mig_profile = &pod.mig_profile;
   d.models = &pod.gpu_models;
   d.hard_isolation = pod.hard_isolation;
+  d.uuids = &pod.gpu_uuids;
+  d.excluded_uuids = &pod.excluded_gpu_uuids;
+  d.excluded_models = &pod.excluded_gpu_models;
+  d.spread_key = &pod.spread_key;
+  d.pod_uid = &pod.uid;
   return d;
 }
 
@@ -321,12 +399,18 @@ std::string DescribeSort(const Demand& d) {
 // no amount of eviction fixes (unresolvable) from a shortage of free memory / devices.
 Verdict ShortageVerdict(const Node& node, const MiB* free, const bool* empty, const Demand& demand,
                         const PlacementOptions& o) {
-  int matching = 0, large_enough = 0, usable_now = 0;
+  int sort_matching = 0, matching = 0, large_enough = 0, usable_now = 0;
+  std::array<int, static_cast<int>(Rule::kCount)> refused{};
   MiB largest_capacity = 0, largest_free = 0;
   const int n = static_cast<int>(node.devices.size());
   for (int g = 0; g < n; ++g) {
     const Device& d = node.devices[g];
     if (!d.healthy || !SortMatches(d, demand)) continue;
+    ++sort_matching;
+    if (const Rule rule = FailedRule(d, demand); rule != Rule::kNone) {
+      ++refused[static_cast<int>(rule)];
+      continue;
+    }
     ++matching;
     largest_capacity = std::max(largest_capacity, DeviceUsableMiB(d, o));
     if (demand.mem == 0 || DeviceUsableMiB(d, o) >= demand.mem) ++large_enough;
@@ -335,10 +419,15 @@ Verdict ShortageVerdict(const Node& node, const MiB* free, const bool* empty, co
                                           : free[g] >= demand.mem;
     if (ok) ++usable_now;
   }
-  if (matching == 0) return Verdict::Reject(RejectReason::kNoMatchingDevice, true, 0, 0, DescribeSort(demand));
+  if (sort_matching == 0) return Verdict::Reject(RejectReason::kNoMatchingDevice, true, 0, 0, DescribeSort(demand));
+  const std::string rules = DescribeRules(refused, demand);
+  if (matching == 0) {
+    return Verdict::Reject(RejectReason::kExcludedByRule, true, 0, 0, "no device left for " + DescribeSort(demand) + ": " + rules);
+  }
   if (large_enough == 0) return Verdict::Reject(RejectReason::kDeviceTooSmall, true, demand.mem, largest_capacity);
   if (large_enough < demand.count) {
-    return Verdict::Reject(RejectReason::kTooFewMatchingDevices, true, demand.count, large_enough, DescribeSort(demand));
+    return Verdict::Reject(RejectReason::kTooFewMatchingDevices, true, demand.count, large_enough,
+                           DescribeSort(demand) + (rules.empty() ? "" : " (" + rules + ")"));
   }
   if (demand.mem == 0) return Verdict::Reject(RejectReason::kInsufficientEmptyDevices, false, demand.count, usable_now);
   if (demand.count == 1) return Verdict::Reject(RejectReason::kInsufficientDeviceMemory, false, demand.mem, largest_free);
@@ -420,7 +509,7 @@ bool CanHost(const Node& node, const TypicalSpec& spec, const PlacementOptions& 
   const Demand demand = DemandOfSpec(spec);
   int matching = 0;
   for (const Device& d : node.devices) {
-    if (!d.healthy || !SortMatches(d, demand)) continue;
+    if (!InPool(d) || !SortMatches(d, demand)) continue;
     if (spec.mem_per_device_mib > 0 && DeviceUsableMiB(d, options) < spec.mem_per_device_mib) continue;
     if (++matching == spec.device_count) return true;
   }
@@ -428,7 +517,7 @@ bool CanHost(const Node& node, const TypicalSpec& spec, const PlacementOptions& 
 }
 
 MiB DeviceFreeMiB(const Device& d, const PlacementOptions& o) {
-  if (!d.healthy) return 0;
+  if (!InPool(d)) return 0;
   MiB caps = 0;
   for (const auto& s : d.shares) {
     if (s.exclusive) return 0;
@@ -484,14 +573,14 @@ NodeSummary Policy::Summarize(const Node& node) const {
   for (int g = 0; g < n; ++g) {
     const Device& d = node.devices[g];
     sum.free[g] = DeviceFreeMiB(d, options_);
-    empty[g] = d.healthy && d.shares.empty() && sum.free[g] == DeviceUsableMiB(d, options_);
+    empty[g] = InPool(d) && d.shares.empty() && sum.free[g] == DeviceUsableMiB(d, options_);
     sum.total_free += sum.free[g];
     sum.completion_table[g] = static_cast<int16_t>(completion_.TableFor(DeviceUsableMiB(d, options_)));
     // Devices of one sort (model, kind, profile, size, health) match the same specs: a node's
     // GPUs are usually identical, so compute the mask once per sort.
     if (g > 0) {
       const Device& p = node.devices[g - 1];
-      if (p.healthy == d.healthy && p.kind == d.kind && p.capacity_mib == d.capacity_mib &&
+      if (p.healthy == d.healthy && p.excluded == d.excluded && p.kind == d.kind && p.capacity_mib == d.capacity_mib &&
           p.hard_isolation == d.hard_isolation && p.model == d.model && p.mig_profile == d.mig_profile) {
         sum.spec_match[g] = sum.spec_match[g - 1];
         continue;
@@ -500,7 +589,7 @@ NodeSummary Policy::Summarize(const Node& node) const {
     uint64_t mask = 0;
     for (int m = 0; m < cols.n; ++m) {
       const TypicalSpec& s = workload_.specs[m];
-      if (s.device_count == 0 || !d.healthy) continue;
+      if (s.device_count == 0 || !InPool(d)) continue;
       if (!SortMatches(d, DemandOfSpec(s))) continue;
       if (s.mem_per_device_mib > 0 && DeviceUsableMiB(d, options_) < s.mem_per_device_mib) continue;
       mask |= uint64_t{1} << m;
@@ -579,11 +668,27 @@ NodeEvaluation Policy::EvaluateImpl(const Node& node, const NodeSummary& sum, co
     out.verdict = Verdict::Reject(RejectReason::kNoDevices, true);
     return out;
   }
+  if (pod.spread_across_nodes && !pod.spread_key.empty()) {
+    for (const Device& d : node.devices) {
+      for (const DeviceShare& s : d.shares) {
+        if (s.spread_key != pod.spread_key || s.pod_uid == pod.uid) continue;
+        out.verdict = Verdict::Reject(RejectReason::kExcludedByRule, true, 0, 0,
+                                      "node already runs " + s.pod_key + " with the same " +
+                                          std::string(api::kAnnotationSpreadKey) + " \"" + pod.spread_key + "\" and " +
+                                          std::string(api::kAnnotationSpreadScope) + " is node");
+        return out;
+      }
+    }
+  }
   out.verdict = ResourceVerdict(sum, pod);
   if (!out.verdict.fits()) return out;
 
   const int n = sum.device_count;
-  const bool fgd = kind_ == PolicyKind::kFgd;
+  // The pod may choose its own device and node policies (gpupack.io/device-policy, node-policy);
+  // FGD's tallies are kept when either is FGD. Without an override both are the cluster's.
+  const PolicyKind device_kind = pod.device_policy.value_or(kind_);
+  const PolicyKind node_kind = pod.node_policy.value_or(kind_);
+  const bool fgd = device_kind == PolicyKind::kFgd || node_kind == PolicyKind::kFgd;
   // Only the first n device entries and cols.n spec entries of these arrays are used; they are
   // left uninitialised beyond that so a node costs what it has, not what the maximum is.
   WorkState st;
@@ -628,7 +733,7 @@ NodeEvaluation Policy::EvaluateImpl(const Node& node, const NodeSummary& sum, co
   const bool fill_fast =
       !columns_.multi_device_whole && (st.free_cpu < 0 || st.free_cpu >= sum.fill_cpu_ample);
   double fill_used_delta = 0;
-  const bool with_completion = fgd && !completion_.empty();
+  const bool with_completion = device_kind == PolicyKind::kFgd && !completion_.empty();
   double completion_loss = 0;
   const bool constrained = !DemandOfContainer(pod, ContainerRequest{}).Unconstrained();
   int picks_left = 0;
@@ -706,6 +811,7 @@ NodeEvaluation Policy::EvaluateImpl(const Node& node, const NodeSummary& sum, co
       DeltaEvaluator delta(cols, sum, st, tally_usable, tally_unusable, cpu_short, feasible);
       int best = -1;
       double best_cost = 0;
+      double best_fgd_delta = 0;
       int64_t best_loss = 0;
       double best_loss_mib = 0;
       MiB best_new_free = 0;
@@ -716,7 +822,7 @@ NodeEvaluation Policy::EvaluateImpl(const Node& node, const NodeSummary& sum, co
         if (taken[g]) continue;
         // Unconstrained demands never read the Device: the summary has all they need (an
         // unhealthy device has no free memory and is never empty).
-        if (constrained && (!node.devices[g].healthy || !SortMatches(node.devices[g], demand))) continue;
+        if (constrained && !Allowed(node.devices[g], demand)) continue;
         const bool exclusive = constrained ? TakesExclusively(node.devices[g], demand) : demand.mem == 0;
         if (exclusive) {
           if (!st.empty[g] || (demand.mem > 0 && st.free[g] < demand.mem)) continue;
@@ -735,10 +841,12 @@ NodeEvaluation Policy::EvaluateImpl(const Node& node, const NodeSummary& sum, co
         seen[seen_n++] = g;
         const MiB new_free = exclusive ? 0 : st.free[g] - demand.mem;
         double cost;
+        double fgd_delta = 0;
         double loss_mib = 0;
         int64_t loss = 0;
-        if (fgd) {
-          cost = delta.Delta(g, new_free);
+        if (fgd) fgd_delta = delta.Delta(g, new_free);
+        if (device_kind == PolicyKind::kFgd) {
+          cost = fgd_delta;
           // An exclusive pick takes the whole device, whatever the slices on offer: no loss to
           // rank by (across device sizes it would only prefer the smallest device, against
           // the pods pinned to it, which the reservation prices later in the ranking).
@@ -747,7 +855,7 @@ NodeEvaluation Policy::EvaluateImpl(const Node& node, const NodeSummary& sum, co
             // Whole MiB: distinct losses differ by far more, equal ones by float noise only.
             loss = static_cast<int64_t>(std::floor(loss_mib + 1e-6));
           }
-        } else if (kind_ == PolicyKind::kBinpack) {
+        } else if (device_kind == PolicyKind::kBinpack) {
           cost = static_cast<double>(new_free);  // best fit: least left over
         } else {
           cost = -static_cast<double>(new_free);  // worst fit: most left over
@@ -755,6 +863,7 @@ NodeEvaluation Policy::EvaluateImpl(const Node& node, const NodeSummary& sum, co
         if (best < 0 || loss < best_loss || (loss == best_loss && cost < best_cost)) {
           best = g;
           best_cost = cost;
+          best_fgd_delta = fgd_delta;
           best_loss = loss;
           best_loss_mib = loss_mib;
           best_new_free = new_free;
@@ -768,7 +877,7 @@ NodeEvaluation Policy::EvaluateImpl(const Node& node, const NodeSummary& sum, co
       }
       --picks_left;
       if (fgd) {
-        fgd_cost += best_cost;
+        fgd_cost += best_fgd_delta;
         completion_loss += best_loss_mib;
         if (!fill_fast && fill_empty_devices_now != fill_empty_devices.data()) {
           std::copy_n(sum.fill_empty_devices.begin(), cols.n_device, fill_empty_devices.begin());
@@ -814,7 +923,7 @@ NodeEvaluation Policy::EvaluateImpl(const Node& node, const NodeSummary& sum, co
   }
 
   // Cost of the whole placement.
-  if (fgd) {
+  if (node_kind == PolicyKind::kFgd) {
     out.cost = fgd_cost;
     out.fill_cost = fill_fast ? cols.total_weight * static_cast<double>(fill_total_free - sum.total_free) - fill_used_delta
                               : FillFragmentation(cols, fill_empty_devices_now, fill_usable_free_now, st.free_cpu,
@@ -824,7 +933,9 @@ NodeEvaluation Policy::EvaluateImpl(const Node& node, const NodeSummary& sum, co
   } else if (!pod.WantsDevices()) {
     out.cost = 0;  // CPU-only pods: neutral under the simple policies
   } else {
-    out.cost = kind_ == PolicyKind::kBinpack ? static_cast<double>(st.total_free) : -static_cast<double>(st.total_free);
+    // With FGD tallies the state stops tracking after the last pick; the fill tally does not.
+    const MiB total_after = fgd ? fill_total_free : st.total_free;
+    out.cost = node_kind == PolicyKind::kBinpack ? static_cast<double>(total_after) : -static_cast<double>(total_after);
   }
   out.verdict = Verdict::Fits();
   return out;
@@ -862,7 +973,8 @@ Status ApplyPlacement(Node& node, const PodRequest& pod, const Placement& placem
   for (const auto& cp : placement.containers) {
     if (cp.within_pod_devices) continue;
     for (int slot : cp.device_slots) {
-      node.devices[slot].shares.push_back(DeviceShare{pod.uid, pod.Key(), cp.container, cp.mem_per_device_mib, cp.exclusive});
+      node.devices[slot].shares.push_back(
+          DeviceShare{pod.uid, pod.Key(), cp.container, cp.mem_per_device_mib, cp.exclusive, pod.spread_key});
     }
   }
   node.requested_cpu_milli += pod.cpu_milli;

@@ -115,7 +115,6 @@ struct NodeEvaluation {
   Placement placement;  // empty unless verdict.fits()
 };
 
-enum class PolicyKind { kFgd, kBinpack, kSpread };
 StatusOr<PolicyKind> ParsePolicyKind(std::string_view name);  // "fgd" | "binpack" | "spread"
 std::string_view PolicyKindName(PolicyKind kind);
 

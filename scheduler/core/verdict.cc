@@ -16,6 +16,7 @@ std::string_view RejectReasonLabel(RejectReason reason) {
     case RejectReason::kInsufficientCpu: return "insufficient_cpu";
     case RejectReason::kInsufficientMemory: return "insufficient_memory";
     case RejectReason::kInvalidRequest: return "invalid_request";
+    case RejectReason::kExcludedByRule: return "excluded_by_rule";
   }
   return "unknown";
 }
@@ -42,6 +43,7 @@ std::string Verdict::Message() const {
     case RejectReason::kInsufficientMemory:
       return "insufficient memory: pod needs " + n(need) + " bytes, node has " + n(have) + " bytes free";
     case RejectReason::kInvalidRequest: return "invalid request: " + detail;
+    case RejectReason::kExcludedByRule: return detail;
   }
   return "unknown reason";
 }

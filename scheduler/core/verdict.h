@@ -21,6 +21,8 @@ enum class RejectReason : uint8_t {
   kInsufficientCpu,
   kInsufficientMemory,
   kInvalidRequest,           // the pod's request itself is malformed               (unresolvable)
+  kExcludedByRule,           // devices of the wanted sort exist but the pod's device rules, the
+                             // administrator's exclusion or the spread key refuse them all (unresolvable)
 };
 
 // Metric label / short name, e.g. "insufficient_device_memory".

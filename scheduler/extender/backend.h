@@ -17,6 +17,8 @@
 #include <string_view>
 #include <vector>
 
+#include <prometheus/metric_family.h>
+
 #include "common/status.h"
 #include "scheduler/core/model.h"
 #include "scheduler/extender/cluster_state.h"
@@ -57,9 +59,9 @@ class ClusterBackend {
   // again from the prior. Meaningful once Synced(); pods whose request does not parse are left
   // out. Default: none (standalone starts with an empty ledger).
   virtual std::vector<core::PodRequest> HeldPodRequests() const { return {}; }
-  // The backend's own metrics in Prometheus text format (e.g. watch restarts, relists, sync
-  // age), appended to the extender's /metrics. Empty when it has none.
-  virtual std::string MetricsText() const { return ""; }
+  // The backend's own metric families (e.g. watch restarts, relists, sync age), collected at
+  // scrape time for the extender's /metrics. None by default.
+  virtual std::vector<prometheus::MetricFamily> Metrics() const { return {}; }
 };
 
 // The Kubernetes backend's factory. Declared here so the extender's main can wire it; defined by

@@ -49,6 +49,13 @@ std::string ClusterState::ShapeKey(const core::PodRequest& pod) {
                     std::to_string(static_cast<int>(pod.device_kind)) + "/" + pod.mig_profile + "/" +
                     (pod.hard_isolation ? "h" : "b");
   for (const std::string& model : pod.gpu_models) key += "/m:" + model;
+  // The device rules, per-pod policies and spread key change verdicts and costs too.
+  for (const std::string& model : pod.excluded_gpu_models) key += "/xm:" + model;
+  for (const std::string& uuid : pod.gpu_uuids) key += "/u:" + uuid;
+  for (const std::string& uuid : pod.excluded_gpu_uuids) key += "/xu:" + uuid;
+  if (pod.node_policy) key += "/np" + std::to_string(static_cast<int>(*pod.node_policy));
+  if (pod.device_policy) key += "/dp" + std::to_string(static_cast<int>(*pod.device_policy));
+  if (!pod.spread_key.empty()) key += (pod.spread_across_nodes ? "/sn:" : "/sd:") + pod.spread_key;
   for (const core::ContainerRequest& c : pod.containers) {
     key += "/c" + std::to_string(c.index) + (c.init ? "i" : "a") + std::to_string(c.device_count) + "x" +
            std::to_string(c.mem_per_device_mib);
@@ -334,6 +341,7 @@ StatusOr<ClusterState::Reservation> ClusterState::Reserve(const core::PodRequest
   record.node = std::string(node);
   record.pod_key = pod.Key();
   record.allocation = api::AllocationFromPlacement(entry->node, evaluation.placement);
+  record.allocation.spread_key = pod.spread_key;
   record.state = PodState::kReserved;
   record.since = clock_.Now();
   record.cpu_milli = pod.cpu_milli;  // ApplyPlacement added these to the node

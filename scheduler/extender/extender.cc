@@ -95,10 +95,11 @@ void Extender::RefreshPolicyLocked() {
   state_.SetPolicy(std::make_shared<core::Policy>(std::move(policy)));
 }
 
-Extender::RankKey Extender::RankOf(const ClusterState::Assessment& assessment) const {
+Extender::RankKey Extender::RankOf(const ClusterState::Assessment& assessment,
+                                   std::optional<core::PolicyKind> pod_node_policy) const {
   return core::RankOf({assessment.cost, assessment.fill_cost, assessment.reservation_cost, assessment.completion_loss,
                        assessment.tie_break_rank},
-                      unit_mib_.load(std::memory_order_relaxed), rank_options_);
+                      unit_mib_.load(std::memory_order_relaxed), rank_options_, pod_node_policy);
 }
 
 std::vector<int64_t> Extender::RankScores(size_t levels) {
@@ -246,13 +247,13 @@ Reply Extender::Filter(std::string_view body) {
       continue;
     }
     passes[i] = true;
-    costs[i] = RankOf(*evaluation);
+    costs[i] = RankOf(*evaluation, pod->node_policy);
     if (!any_fit || costs[i] < best) best = costs[i];
     any_fit = true;
   }
   if (options_.decisive_filter && any_fit) {
     for (size_t i = 0; i < names.size(); ++i) {
-      if (passes[i] && !SameLevel(best, costs[i], options_.band_mib, !fgd_levels_)) passes[i] = false;
+      if (passes[i] && !SameLevel(best, costs[i], options_.band_mib, !RanksOnFgdLevels(pod->node_policy))) passes[i] = false;
     }
   }
   return finish();
@@ -284,14 +285,14 @@ Reply Extender::Prioritize(std::string_view body) {
   state_.AssessMany(std::vector<std::string_view>(names.begin(), names.end()), *pod, ClusterState::ShapeKey(*pod),
                     assessments);
   for (size_t i = 0; i < names.size(); ++i) {
-    if (assessments[i] && assessments[i]->verdict.fits()) fits.emplace_back(RankOf(*assessments[i]), i);
+    if (assessments[i] && assessments[i]->verdict.fits()) fits.emplace_back(RankOf(*assessments[i], pod->node_policy), i);
   }
   std::sort(fits.begin(), fits.end());
   std::vector<size_t> level_of(fits.size());
   size_t levels = 0;
   RankKey level_start;
   for (size_t k = 0; k < fits.size(); ++k) {
-    if (k == 0 || !SameLevel(level_start, fits[k].first, options_.band_mib, !fgd_levels_)) {
+    if (k == 0 || !SameLevel(level_start, fits[k].first, options_.band_mib, !RanksOnFgdLevels(pod->node_policy))) {
       level_start = fits[k].first;
       ++levels;
     }

@@ -76,9 +76,12 @@ class Extender {
 
   bool Ready() const { return backend_.Synced(); }
   // Where a node stands in the verbs' ranking, lower first: core::RankOf of the assessment.
+  // `pod_node_policy`: the pod's gpupack.io/node-policy, when it overrides the cluster's policy
+  // (an FGD cluster ranks such a pod's exact binpack / spread costs, not FGD levels).
   using RankKey = core::RankKey;
-  RankKey RankOf(const ClusterState::Assessment& assessment) const;
-  std::string BackendMetricsText() const { return backend_.MetricsText(); }
+  RankKey RankOf(const ClusterState::Assessment& assessment,
+                 std::optional<core::PolicyKind> pod_node_policy = std::nullopt) const;
+  std::vector<prometheus::MetricFamily> BackendMetrics() const { return backend_.Metrics(); }
   // Periodic housekeeping (the server calls it every few seconds): releases expired
   // reservations and forgets expired remembered requests.
   void Maintain();
@@ -93,6 +96,10 @@ class Extender {
     Clock::TimePoint at;
     std::list<std::string>::iterator lru;
   };
+  // Whether a pod with this node-policy override is ranked on FGD levels (else on exact costs).
+  bool RanksOnFgdLevels(std::optional<core::PolicyKind> pod_node_policy) const {
+    return core::RanksOnLevels(rank_options_, pod_node_policy);
+  }
   // The pod's request, or an error naming the pod and the field.
   StatusOr<core::PodRequest> ParsePod(const nlohmann::json& pod) const;
   void Remember(const core::PodRequest& request);

@@ -578,5 +578,118 @@ TEST_F(ExtenderTest, MetricsCountRequestsByVerbAndResult) {
   }
 }
 
+
+// ---- issue 19: device rules, per-pod policy and the spread key through the verbs ----
+
+json Annotated(json pod, json annotations) {
+  pod["metadata"]["annotations"] = std::move(annotations);
+  return pod;
+}
+
+TEST_F(ExtenderTest, PinnedPodPassesOnlyItsDeviceAndTheOthersSayWhichRule) {
+  Extender ext = Make();
+  const json pod = Annotated(PodJson("p", "u1", "8Gi"), {{"gpupack.io/gpu-uuids", "GPU-n-mid-0"}});
+  json r = Parse(ext.Filter(FilterBody(pod, all_)));
+  EXPECT_EQ(r["NodeNames"], json({"n-mid"}));
+  for (const char* node : {"n-tight", "n-roomy", "n-small"}) {
+    EXPECT_EQ(r["FailedAndUnresolvableNodes"][node], "no device left for any device: 1 device not allowed by gpupack.io/gpu-uuids")
+        << node;
+  }
+  EXPECT_NE(metrics_.Render().find("gpupack_filter_node_rejections_total{reason=\"excluded_by_rule\"} 3"), std::string::npos);
+}
+
+TEST_F(ExtenderTest, PodNodePolicyOverridesTheClusterRanking) {
+  Extender ext = Make();  // the cluster binpacks: n-tight (4 GiB left) wins
+  EXPECT_EQ(Parse(ext.Filter(FilterBody(PodJson("p", "u1", "8Gi"), all_)))["NodeNames"], json({"n-tight"}));
+  // node-policy spread: the most free memory left wins, n-roomy (81920 − 8192 = 73728 MiB).
+  const json spread = Annotated(PodJson("p", "u1", "8Gi"), {{"gpupack.io/node-policy", "spread"}});
+  EXPECT_EQ(Parse(ext.Filter(FilterBody(spread, all_)))["NodeNames"], json({"n-roomy"}));
+  json p = Parse(ext.Prioritize(FilterBody(spread, {"n-tight", "n-mid", "n-roomy"})));
+  EXPECT_EQ(p[2], json({{"Host", "n-roomy"}, {"Score", 10}}));
+  EXPECT_EQ(p[0], json({{"Host", "n-tight"}, {"Score", 1}}));
+}
+
+TEST(ExtenderRanking, PodNodePolicyRanksExactCostsOnAnFgdCluster) {
+  FakeClock clock;
+  ClusterState state(std::make_shared<core::Policy>(core::PolicyKind::kFgd, core::DefaultPriorWorkload(81920),
+                                                    core::PlacementOptions{}),
+                     clock, std::chrono::seconds(0));
+  ScriptedBackend backend;
+  ExtenderOptions options;
+  options.decision.device_mib = 81920;
+  Extender ext(state, backend, options, clock, nullptr);
+  ClusterState::Assessment a;
+  a.cost = 12345;  // a binpack / spread cost: free MiB left
+  a.fill_cost = 40960;
+  EXPECT_EQ(ext.RankOf(a, core::PolicyKind::kBinpack).cost, 12345);
+  EXPECT_EQ(ext.RankOf(a, core::PolicyKind::kSpread).tie, 0);
+  // No override, or fgd named explicitly: the FGD levels, as for every other pod.
+  EXPECT_EQ(ext.RankOf(a).cost, ext.RankOf(a, core::PolicyKind::kFgd).cost);
+  EXPECT_NE(ext.RankOf(a).cost, 12345);
+}
+
+TEST_F(ExtenderTest, SpreadKeyKeepsReplicasApartAcrossARestart) {
+  Extender ext = Make();
+  const json first = Annotated(PodJson("web-1", "w1", "8Gi"), {{"gpupack.io/spread-key", "web"}});
+  ASSERT_EQ(Parse(ext.Filter(FilterBody(first, all_)))["NodeNames"], json({"n-tight"}));
+  ASSERT_EQ(Parse(ext.Bind(BindBody("web-1", "w1", "n-tight")))["Error"], "");
+  const std::string allocation = backend_.binds["w1"].annotations[std::string(api::kAnnotationAllocation)];
+  EXPECT_NE(allocation.find(R"("spreadKey":"web")"), std::string::npos) << allocation;
+  // A 2 GiB replica would fit in n-tight's remaining 12288 − 8192 = 4096 MiB: the key, not the
+  // size, moves it.
+  const json second = Annotated(PodJson("web-2", "w2", "2Gi"), {{"gpupack.io/spread-key", "web"}});
+  json r = Parse(ext.Filter(FilterBody(second, all_)));
+  EXPECT_EQ(r["NodeNames"], json({"n-small"}));  // binpack among the rest: 4096 − 2048 = 2048 left
+  EXPECT_EQ(r["FailedAndUnresolvableNodes"]["n-tight"],
+            "no device left for any device: 1 device holds a pod with the same gpupack.io/spread-key \"web\"");
+  // Without the key n-tight is as good as n-small (4096 MiB free on each).
+  const json unkeyed = PodJson("other", "o1", "2Gi");
+  EXPECT_EQ(Parse(ext.Filter(FilterBody(unkeyed, all_)))["NodeNames"], json({"n-tight", "n-small"}));
+
+  // A restarted extender rebuilds its ledger from the pod's allocation annotation alone.
+  FakeClock clock;
+  ClusterState restarted(std::make_shared<core::Policy>(core::PolicyKind::kBinpack, core::DefaultPriorWorkload(81920),
+                                                        core::PlacementOptions{}),
+                         clock, std::chrono::seconds(0));
+  for (const auto& [n, mib] : std::map<std::string, core::MiB>{{"n-tight", 12288}, {"n-mid", 16384}, {"n-roomy", 81920},
+                                                                  {"n-small", 4096}}) {
+    restarted.UpsertNode(GpuNode(n, 1, mib));
+  }
+  StatusOr<api::Allocation> decoded = api::DecodeAllocation(allocation);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  restarted.UpsertPodAllocation("w1", "default/web-1", *decoded);
+  ScriptedBackend backend;
+  Extender ext2(restarted, backend, ExtenderOptions{}, clock, nullptr);
+  EXPECT_EQ(Parse(ext2.Filter(FilterBody(second, all_)))["NodeNames"], json({"n-small"}));
+}
+
+TEST_F(ExtenderTest, AllocatedMemoryPerNamespaceIsExported) {
+  Extender ext = Make();
+  json pod = PodJson("p", "u1", "8Gi");
+  pod["metadata"]["namespace"] = "team-a";
+  ASSERT_EQ(Parse(ext.Filter(FilterBody(pod, all_)))["NodeNames"], json({"n-tight"}));
+  ASSERT_EQ(Parse(ext.Bind(json{{"PodName", "p"}, {"PodNamespace", "team-a"}, {"PodUID", "u1"}, {"Node", "n-tight"}}.dump()))["Error"], "");
+  // 8 GiB = 8589934592 bytes; a whole-device pod counts its device's size (n-roomy: 80 GiB).
+  json whole = PodJson("w", "u2", "", 1);
+  ASSERT_EQ(Parse(ext.Filter(FilterBody(whole, {"n-roomy"})))["NodeNames"], json({"n-roomy"}));
+  ASSERT_EQ(Parse(ext.Bind(BindBody("w", "u2", "n-roomy")))["Error"], "");
+  const std::string text = metrics_.Render();
+  EXPECT_NE(text.find("gpupack_namespace_gpu_memory_allocated_bytes{namespace=\"team-a\"} 8589934592"), std::string::npos) << text;
+  EXPECT_NE(text.find("gpupack_namespace_gpu_memory_allocated_bytes{namespace=\"default\"} 85899345920"), std::string::npos) << text;
+}
+
+TEST_F(ExtenderTest, AdminExcludedDeviceIsSkippedAndCounted) {
+  core::Node tight = GpuNode("n-tight", 1, 12288);
+  tight.devices[0].excluded = true;
+  state_.UpsertNode(tight);
+  Extender ext = Make();
+  json r = Parse(ext.Filter(FilterBody(PodJson("p", "u1", "8Gi"), all_)));
+  EXPECT_EQ(r["NodeNames"], json({"n-mid"}));
+  EXPECT_EQ(r["FailedAndUnresolvableNodes"]["n-tight"],
+            "no device left for any device: 1 device taken out of the pool by the administrator (node annotation "
+            "gpupack.io/excluded-devices)");
+  EXPECT_NE(metrics_.Render().find("gpupack_node_excluded_gpus{node=\"n-tight\"} 1"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace gpupack::extender

@@ -1,5 +1,7 @@
 #include "scheduler/extender/metrics.h"
 
+#include <map>
+
 #include <set>
 #include <string_view>
 
@@ -97,7 +99,9 @@ void ExtenderMetrics::CountExpiredReservations(int count) {
 
 void ExtenderMetrics::SetReady(bool ready) { ready_.store(ready); }
 
-std::string ExtenderMetrics::Render() const {
+std::string ExtenderMetrics::Render() const { return prometheus::TextSerializer().Serialize(Collect()); }
+
+std::vector<prometheus::MetricFamily> ExtenderMetrics::Collect() const {
   std::vector<prometheus::MetricFamily> families = registry_->Collect();
   prometheus::MetricFamily ready = Gauge("gpupack_extender_ready", "1 when the cluster state is synced and verbs are served.");
   AddSample(ready, ready_.load() ? 1 : 0);
@@ -125,6 +129,13 @@ std::string ExtenderMetrics::Render() const {
     prometheus::MetricFamily node_reserved =
         Gauge("gpupack_node_reservation_tightness",
               "Capacity reservation price per MiB a pod takes on the node (0 = not reserved; only nodes above 0).");
+    prometheus::MetricFamily ns_allocated =
+        Gauge("gpupack_namespace_gpu_memory_allocated_bytes",
+              "GPU memory caps allocated to the namespace's pods (bound and reserved; whole devices count their size).");
+    prometheus::MetricFamily excluded = Gauge(
+        "gpupack_node_excluded_gpus",
+        "Devices the administrator took out of gpupack's pool (node annotation gpupack.io/excluded-devices); only nodes above 0.");
+    std::map<std::string, double> by_namespace;
     double total = 0, total_allocated = 0, total_used = 0, fragmented = 0, free = 0;
     state_->ForEachNode([&](const core::Node& node, const core::NodeSummary& summary,
                             std::optional<Clock::TimePoint> heartbeat) {
@@ -137,9 +148,14 @@ std::string ExtenderMetrics::Render() const {
       // Most nodes reserve nothing: only the few a constrained shape depends on get a series.
       if (summary.reservation_tightness > 0) AddSample(node_reserved, summary.reservation_tightness, {{"node", node.name}});
       free += static_cast<double>(summary.total_free);
+      int excluded_here = 0;
       for (const core::Device& device : node.devices) {
         core::MiB caps = 0;
-        for (const core::DeviceShare& share : device.shares) caps += share.mem_mib;
+        for (const core::DeviceShare& share : device.shares) {
+          caps += share.mem_mib;
+          by_namespace[share.pod_key.substr(0, share.pod_key.find('/'))] += static_cast<double>(share.mem_mib);
+        }
+        excluded_here += device.excluded ? 1 : 0;
         total += static_cast<double>(device.capacity_mib);
         total_allocated += static_cast<double>(caps);
         total_used += static_cast<double>(device.used_mib);
@@ -158,7 +174,9 @@ std::string ExtenderMetrics::Render() const {
         for (const core::DeviceShare& share : device.shares) pod_uids.insert(share.pod_uid);
         AddSample(dev_pods, static_cast<double>(pod_uids.size()), std::move(labels));
       }
+      if (excluded_here > 0) AddSample(excluded, excluded_here, {{"node", node.name}});
     });
+    for (const auto& [ns, mib] : by_namespace) AddSample(ns_allocated, mib * kBytesPerMiB, {{"namespace", ns}});
     AddSample(nodes, static_cast<double>(state_->NodeCount()));
     AddSample(pods, static_cast<double>(state_->PodCount()));
     AddSample(reservations, static_cast<double>(state_->ReservationCount()));
@@ -167,14 +185,14 @@ std::string ExtenderMetrics::Render() const {
     AddSample(used, total_used * kBytesPerMiB);
     AddSample(frag, free > 0 ? fragmented / free : 0);
     for (auto* family : {&nodes, &pods, &reservations, &capacity, &allocated, &used, &frag, &node_frag, &node_report,
-                         &node_reserved}) {
+                         &node_reserved, &ns_allocated, &excluded}) {
       families.push_back(std::move(*family));
     }
     if (per_device_) {
       for (auto* family : {&dev_capacity, &dev_allocated, &dev_used, &dev_pods}) families.push_back(std::move(*family));
     }
   }
-  return prometheus::TextSerializer().Serialize(families);
+  return families;
 }
 
 }  // namespace gpupack::extender

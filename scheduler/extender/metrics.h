@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/build_info.h"
 #include "common/status.h"
@@ -23,6 +24,7 @@ template <typename T>
 class Family;
 class Counter;
 class Histogram;
+struct MetricFamily;
 }  // namespace prometheus
 
 namespace gpupack::extender {
@@ -47,7 +49,10 @@ class ExtenderMetrics {
   void CountExpiredReservations(int count);
   void SetReady(bool ready);
 
-  // Prometheus text exposition format 0.0.4.
+  // Every family, the ClusterState gauges computed now. The extender's routes hand this to the
+  // HTTP server's /metrics.
+  std::vector<prometheus::MetricFamily> Collect() const;
+  // Collect() in the text format, for tests.
   std::string Render() const;
 
  private:

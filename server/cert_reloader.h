@@ -1,4 +1,4 @@
-// The webhook's TLS identity, read from a certificate file and a key file that may be replaced
+// A TLS server identity, read from a certificate file and a key file that may be replaced
 // at any time (a Secret volume rotated by cert-manager or the chart): new handshakes get the new
 // pair without a restart, connections already open keep theirs.
 //
@@ -19,7 +19,7 @@
 #include "common/clock.h"
 #include "common/status.h"
 
-namespace gpupack::webhook {
+namespace gpupack::server {
 
 class CertReloader {
  public:
@@ -57,4 +57,4 @@ class CertReloader {
   Clock::TimePoint last_check_;             // guarded by mu_
 };
 
-}  // namespace gpupack::webhook
+}  // namespace gpupack::server

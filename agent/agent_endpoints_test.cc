@@ -1,20 +1,28 @@
-#include "agent/http_server.h"
-
+// The agent's endpoints as cmd/agent wires them on the shared server: the metrics registry on
+// /metrics, the loop's health on /healthz.
 #include <httplib.h>
 
 #include <gtest/gtest.h>
 
+#include "agent/metrics.h"
+#include "server/http_server.h"
+
 namespace gpupack::agent {
 namespace {
 
-TEST(HttpServerTest, ServesMetricsAndHealth) {
+TEST(AgentEndpoints, ServeMetricsAndHealth) {
   AgentMetrics metrics("n1");
   metrics.CountReport("written");
   metrics.SetBuildInfo(BuildInfo{"0.1.0", "0123456789ab"});
   std::string reason;
-  auto server = HttpServer::Start("127.0.0.1", 0, &metrics, [&] { return reason; });
-  ASSERT_TRUE(server.ok()) << server.status();
-  httplib::Client client("127.0.0.1", (*server)->port());
+  server::HttpServerOptions options;
+  options.component = "agent";
+  options.health = [&] { return reason; };
+  server::HttpServer http(options);
+  http.AddMetrics([&metrics] { return metrics.Collect(); });
+  StatusOr<std::string> address = http.Start("127.0.0.1:0");
+  ASSERT_TRUE(address.ok()) << address.status();
+  httplib::Client client("127.0.0.1", http.port());
   auto res = client.Get("/metrics");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 200);
@@ -33,22 +41,6 @@ TEST(HttpServerTest, ServesMetricsAndHealth) {
   res = client.Get("/nope");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 404);
-  (*server)->Stop();
-}
-
-TEST(HttpServerTest, UnbindableAddressIsAClearError) {
-  AgentMetrics metrics("n1");
-  // TEST-NET-3: never a local address, so bind fails with EADDRNOTAVAIL.
-  auto server = HttpServer::Start("203.0.113.1", 0, &metrics, nullptr);
-  ASSERT_FALSE(server.ok());
-  EXPECT_EQ(server.status().message(), "cannot listen on 203.0.113.1:0");
-}
-
-TEST(HttpServerTest, StopRightAfterStartReturns) {
-  AgentMetrics metrics("n1");
-  auto server = HttpServer::Start("127.0.0.1", 0, &metrics, nullptr);
-  ASSERT_TRUE(server.ok());
-  (*server)->Stop();
 }
 
 }  // namespace

@@ -1,6 +1,4 @@
-#include "scheduler/extender/http_server.h"
-
-#include <thread>
+#include "scheduler/extender/routes.h"
 
 #include <httplib.h>
 #include <gtest/gtest.h>
@@ -14,21 +12,18 @@ using nlohmann::json;
 
 class HttpServerTest : public ::testing::Test {
  protected:
-  void Start(ServerOptions options) {
+  // Serves the verbs under `prefix` with `config`'s server options, like cmd/extender.
+  void Start(ExtenderConfig config = {}) {
     ASSERT_TRUE(backend_.Start(state_).ok());
-    server_ = std::make_unique<ExtenderServer>(extender_, &metrics_, options);
-    StatusOr<std::string> address = server_->Bind("127.0.0.1:0");
+    server_ = std::make_unique<server::HttpServer>(ExtenderServerOptions(config, extender_));
+    RegisterVerbs(*server_, extender_, config.prefix);
+    RegisterMetrics(*server_, extender_, metrics_);
+    StatusOr<std::string> address = server_->Start("127.0.0.1:0");
     ASSERT_TRUE(address.ok()) << address.status();
     address_ = *address;
-    serving_ = std::thread([this] { server_->Serve(); });
     const size_t colon = address_.rfind(':');
     client_ = std::make_unique<httplib::Client>(address_.substr(0, colon), std::stoi(address_.substr(colon + 1)));
     client_->set_keep_alive(true);
-  }
-  void TearDown() override {
-    client_.reset();  // closes the kept-alive connection, so Stop need not wait for it to idle out
-    if (server_) server_->Stop();
-    if (serving_.joinable()) serving_.join();
   }
 
   FakeClock clock_;
@@ -38,16 +33,15 @@ class HttpServerTest : public ::testing::Test {
   StandaloneBackend backend_{{testing::GpuNode("a", 2, 81920), testing::GpuNode("b", 1, 40960)}};
   ExtenderMetrics metrics_{&state_, true, BuildInfo{"0.1.0", "test"}};
   Extender extender_{state_, backend_, ExtenderOptions{}, clock_, &metrics_};
-  std::unique_ptr<ExtenderServer> server_;
-  std::thread serving_;
+  std::unique_ptr<server::HttpServer> server_;
   std::string address_;
   std::unique_ptr<httplib::Client> client_;
 };
 
 TEST_F(HttpServerTest, ServesTheVerbsUnderThePrefixOverOneKeptAliveConnection) {
-  ServerOptions options;
-  options.prefix = "/gpupack";
-  Start(options);
+  ExtenderConfig config;
+  config.prefix = "/gpupack";
+  Start(config);
   for (int i = 0; i < 3; ++i) {
     const std::string uid = "u" + std::to_string(i);
     auto filter = client_->Post("/gpupack/filter", testing::FilterBody(testing::PodJson("p", uid, "10Gi"), {"a", "b"}),
@@ -72,7 +66,7 @@ TEST_F(HttpServerTest, ServesTheVerbsUnderThePrefixOverOneKeptAliveConnection) {
 }
 
 TEST_F(HttpServerTest, HealthReadinessAndMetrics) {
-  Start(ServerOptions{});
+  Start();
   auto health = client_->Get("/healthz");
   ASSERT_TRUE(health);
   EXPECT_EQ(health->status, 200);
@@ -86,9 +80,9 @@ TEST_F(HttpServerTest, HealthReadinessAndMetrics) {
 }
 
 TEST_F(HttpServerTest, OversizeBodiesAreRefusedWith413AndChangeNothing) {
-  ServerOptions options;
-  options.max_body_bytes = 4096;
-  Start(options);
+  ExtenderConfig config;
+  config.max_body_bytes = 4096;
+  Start(config);
   std::string big = testing::FilterBody(testing::PodJson("p", "u", "10Gi"), std::vector<std::string>(2000, "a"));
   auto res = client_->Post("/filter", big, "application/json");
   ASSERT_TRUE(res);
@@ -100,7 +94,7 @@ TEST_F(HttpServerTest, OversizeBodiesAreRefusedWith413AndChangeNothing) {
 }
 
 TEST_F(HttpServerTest, MalformedJsonGetsAProtocolErrorNotACrash) {
-  Start(ServerOptions{});
+  Start();
   auto res = client_->Post("/filter", "{\"Pod\": [", "application/json");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 200);
@@ -111,19 +105,34 @@ TEST_F(HttpServerTest, MalformedJsonGetsAProtocolErrorNotACrash) {
   EXPECT_EQ(client_->Get("/healthz")->status, 200) << "still serving";
 }
 
-TEST(ListenAddress, Parses) {
-  std::string host;
-  int port = -1;
-  ASSERT_TRUE(ParseListenAddress("127.0.0.1:0", &host, &port).ok());
-  EXPECT_EQ(host, "127.0.0.1");
-  EXPECT_EQ(port, 0);
-  ASSERT_TRUE(ParseListenAddress("[::1]:8888", &host, &port).ok());
-  EXPECT_EQ(host, "::1");
-  ASSERT_TRUE(ParseListenAddress(":8888", &host, &port).ok());
-  EXPECT_EQ(host, "0.0.0.0");
-  EXPECT_FALSE(ParseListenAddress("localhost", &host, &port).ok());
-  EXPECT_FALSE(ParseListenAddress("h:99999", &host, &port).ok());
-  EXPECT_FALSE(ParseListenAddress("h:", &host, &port).ok());
+// Issue 18 item 7: `curl -d @args.json .../filter` sends application/x-www-form-urlencoded; a
+// 10 KB body is an ExtenderArgs like any other, far below the 64 MiB limit.
+TEST_F(HttpServerTest, AFormEncodedContentTypeIsDecodedAsJson) {
+  Start();
+  std::vector<std::string> names = {"a", "b"};
+  for (int i = 0; i < 1000; ++i) names.push_back("absent-node-" + std::to_string(i));
+  const std::string body = testing::FilterBody(testing::PodJson("p", "u", "10Gi"), names);
+  ASSERT_GT(body.size(), 10000u);
+  auto res = client_->Post("/filter", body, "application/x-www-form-urlencoded");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200) << res->body;
+  json f = json::parse(res->body);
+  EXPECT_EQ(f["Error"], "");
+  ASSERT_FALSE(f["NodeNames"].empty()) << res->body;
+  for (const json& name : f["NodeNames"]) EXPECT_TRUE(name == "a" || name == "b") << res->body;
+}
+
+// Issue 18 item 7: a wrong method on a verb is 405 naming the allowed one, not 404.
+TEST_F(HttpServerTest, AWrongMethodIs405WithAllow) {
+  Start();
+  auto res = client_->Get("/filter");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 405);
+  EXPECT_EQ(res->get_header_value("Allow"), "POST");
+  auto unknown = client_->Post("/filtre", "{}", "application/json");
+  ASSERT_TRUE(unknown);
+  EXPECT_EQ(unknown->status, 404);
+  EXPECT_EQ(unknown->body, "no such endpoint: POST /filtre\n");
 }
 
 }  // namespace

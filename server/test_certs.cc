@@ -1,17 +1,20 @@
-#include "webhook/test_certs.h"
+#include "server/test_certs.h"
 
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
+#include <stdlib.h>
+
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 
 #include "common/status.h"
 
-namespace gpupack::webhook {
+namespace gpupack::server {
 namespace {
 
 std::string BioText(BIO* bio) {
@@ -68,4 +71,12 @@ void WriteFileAtomically(const std::string& path, const std::string& text) {
   GPUPACK_CHECK(std::rename(temp.c_str(), path.c_str()) == 0);
 }
 
-}  // namespace gpupack::webhook
+TempDir::TempDir() {
+  std::string pattern = (std::filesystem::temp_directory_path() / "gpupack-test-XXXXXX").string();
+  GPUPACK_CHECK(mkdtemp(pattern.data()) != nullptr);
+  path_ = pattern;
+}
+
+TempDir::~TempDir() { std::filesystem::remove_all(path_); }
+
+}  // namespace gpupack::server

@@ -1,6 +1,7 @@
-// The webhook over real TLS on loopback: port 0, a certificate made in the test, httplib clients
-// that verify the server against exactly the certificate they were given.
-#include "webhook/server.h"
+// The webhook's routes on the shared server over real TLS on loopback: port 0, a certificate made
+// in the test, httplib clients that verify the server against exactly the certificate they were
+// given.
+#include "webhook/routes.h"
 
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -10,26 +11,17 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "webhook/test_certs.h"
+#include "server/test_certs.h"
 
 namespace gpupack::webhook {
 namespace {
 
 using nlohmann::json;
+using server::MakeSelfSignedCert;
+using server::PemPair;
+using server::TempDir;
+using server::WriteFileAtomically;
 
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "gpupack-webhook-XXXXXX").string();
-    GPUPACK_CHECK(mkdtemp(pattern.data()) != nullptr);
-    path_ = pattern;
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  std::string File(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  std::filesystem::path path_;
-};
 
 const char kReview[] = R"({
   "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
@@ -63,6 +55,18 @@ struct Fixture {
   }
 };
 
+// The webhook's server with its routes, started on 127.0.0.1:0.
+struct Served {
+  Served(const Fixture& f, const Config& config, const BuildInfo& build = {})
+      : routes(config, build), http(WebhookServerOptions(config, f.cert, f.key, f.clock)) {
+    routes.Register(http);
+    started = http.Start("127.0.0.1:0");
+  }
+  WebhookRoutes routes;
+  server::HttpServer http;
+  StatusOr<std::string> started = Status::Internal("not started");
+};
+
 // A fresh TLS connection that trusts only `ca_file`; true when the handshake verified and
 // /healthz answered.
 bool HandshakeTrusting(int port, const std::string& ca_file) {
@@ -79,10 +83,9 @@ TEST(WebhookServer, AnswersAReviewOverTls) {
   PemPair pair = MakeSelfSignedCert("gpupack-webhook");
   f.Install(pair);
   std::string ca = f.Trust(pair, "ca.crt");
-  StatusOr<std::unique_ptr<Server>> server =
-      Server::Start({"127.0.0.1", 0, f.cert, f.key, BuildInfo{"0.1.0", "0123456789ab"}}, Config{}, f.clock);
-  ASSERT_TRUE(server.ok()) << server.status();
-  int port = (*server)->port();
+  Served served(f, Config{}, BuildInfo{"0.1.0", "0123456789ab"});
+  ASSERT_TRUE(served.started.ok()) << served.started.status();
+  int port = served.http.port();
   ASSERT_GT(port, 0);
 
   httplib::SSLClient client("127.0.0.1", port);
@@ -120,14 +123,11 @@ TEST(WebhookServer, AnswersAReviewOverTls) {
             std::string::npos)
       << metrics->body;
 
-  client.stop();  // else Stop() waits out the idle keep-alive connection
-
   // Plain HTTP to the TLS port gets nowhere.
   httplib::Client plain("127.0.0.1", port);
   plain.set_read_timeout(5);
   httplib::Result cleartext = plain.Get("/healthz");
   EXPECT_TRUE(!cleartext || cleartext->status != 200);
-  (*server)->Stop();
 }
 
 TEST(WebhookServer, ServesARotatedCertificateWithoutRestart) {
@@ -139,10 +139,9 @@ TEST(WebhookServer, ServesARotatedCertificateWithoutRestart) {
   std::string trust_second = f.Trust(second, "second.crt");
   Config config;
   config.cert_check_interval = std::chrono::seconds(10);
-  StatusOr<std::unique_ptr<Server>> server =
-      Server::Start({"127.0.0.1", 0, f.cert, f.key}, config, f.clock);
-  ASSERT_TRUE(server.ok()) << server.status();
-  int port = (*server)->port();
+  Served served(f, config);
+  ASSERT_TRUE(served.started.ok()) << served.started.status();
+  int port = served.http.port();
   EXPECT_TRUE(HandshakeTrusting(port, trust_first));
   EXPECT_FALSE(HandshakeTrusting(port, trust_second));
 
@@ -171,23 +170,21 @@ TEST(WebhookServer, RefusesToStartWithABadCertificateOrKey) {
   PemPair other = MakeSelfSignedCert("y");
   WriteFileAtomically(f.cert, pair.cert_pem);
   WriteFileAtomically(f.key, other.key_pem);
-  StatusOr<std::unique_ptr<Server>> mismatched =
-      Server::Start({"127.0.0.1", 0, f.cert, f.key}, Config{}, f.clock);
-  ASSERT_FALSE(mismatched.ok());
-  EXPECT_NE(mismatched.status().message().find("does not belong"), std::string::npos)
-      << mismatched.status();
+  Served mismatched(f, Config{});
+  ASSERT_FALSE(mismatched.started.ok());
+  EXPECT_NE(mismatched.started.status().message().find("does not belong"), std::string::npos)
+      << mismatched.started.status();
 
   WriteFileAtomically(f.key, "garbage");
-  StatusOr<std::unique_ptr<Server>> garbage =
-      Server::Start({"127.0.0.1", 0, f.cert, f.key}, Config{}, f.clock);
-  ASSERT_FALSE(garbage.ok());
-  EXPECT_NE(garbage.status().message().find("no PEM private key"), std::string::npos)
-      << garbage.status();
+  Served garbage(f, Config{});
+  ASSERT_FALSE(garbage.started.ok());
+  EXPECT_NE(garbage.started.status().message().find("no PEM private key"), std::string::npos)
+      << garbage.started.status();
 
-  StatusOr<std::unique_ptr<Server>> missing =
-      Server::Start({"127.0.0.1", 0, f.dir.File("none.crt"), f.key}, Config{}, f.clock);
-  ASSERT_FALSE(missing.ok());
-  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  std::remove(f.cert.c_str());
+  Served missing(f, Config{});
+  ASSERT_FALSE(missing.started.ok());
+  EXPECT_EQ(missing.started.status().code(), StatusCode::kNotFound);
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-#include "webhook/cert_reloader.h"
+#include "server/cert_reloader.h"
 
 #include <openssl/err.h>
 #include <openssl/pem.h>
@@ -11,7 +11,7 @@
 
 #include "common/log.h"
 
-namespace gpupack::webhook {
+namespace gpupack::server {
 namespace {
 
 struct BioFree {
@@ -144,7 +144,7 @@ bool CertReloader::MaybeReload() {
   if (stamps == serving->stamps) return false;
   StatusOr<std::shared_ptr<const KeyPair>> loaded = Load(stamps);
   if (!loaded.ok()) {
-    GPUPACK_LOG(kWarning, "webhook") << "keeping the current TLS certificate: "
+    GPUPACK_LOG(kWarning, "tls") << "keeping the current TLS certificate: "
                                      << loaded.status().message();
     return false;
   }
@@ -152,7 +152,7 @@ bool CertReloader::MaybeReload() {
     std::lock_guard<std::mutex> lock(mu_);
     current_ = std::move(loaded).value();
   }
-  GPUPACK_LOG(kInfo, "webhook") << "loaded the rotated TLS certificate from " << cert_file_;
+  GPUPACK_LOG(kInfo, "tls") << "loaded the rotated TLS certificate from " << cert_file_;
   return true;
 }
 
@@ -166,4 +166,4 @@ int CertReloader::OnHandshake(SSL* ssl, void* self) {
 
 void CertReloader::InstallOn(SSL_CTX* ctx) { SSL_CTX_set_cert_cb(ctx, &CertReloader::OnHandshake, this); }
 
-}  // namespace gpupack::webhook
+}  // namespace gpupack::server

@@ -1,0 +1,42 @@
+#include "scheduler/extender/routes.h"
+
+#include <prometheus/metric_family.h>
+
+namespace gpupack::extender {
+
+server::HttpServerOptions ExtenderServerOptions(const ExtenderConfig& config, const Extender& extender) {
+  server::HttpServerOptions options;
+  options.component = "extender";
+  options.worker_threads = config.threads;
+  options.max_body_bytes = config.max_body_bytes;
+  options.tls_cert_file = config.tls_cert_file;
+  options.tls_key_file = config.tls_key_file;
+  options.readiness = [&extender] { return extender.Ready() ? "" : "not synced with the cluster yet"; };
+  return options;
+}
+
+void RegisterVerbs(server::HttpServer& server, Extender& extender, const std::string& prefix) {
+  auto verb = [&extender](Reply (Extender::*handler)(std::string_view)) {
+    return [&extender, handler](const server::Request& request) {
+      Reply reply = (extender.*handler)(request.body);
+      return server::Response{reply.status, reply.status == 200 ? "application/json" : "text/plain",
+                              std::move(reply.body), {}};
+    };
+  };
+  server.Handle("POST", prefix + "/filter", verb(&Extender::Filter));
+  server.Handle("POST", prefix + "/prioritize", verb(&Extender::Prioritize));
+  server.Handle("POST", prefix + "/bind", verb(&Extender::Bind));
+  server.Handle("POST", prefix + "/preempt", verb(&Extender::Preempt));
+}
+
+void RegisterMetrics(server::HttpServer& server, const Extender& extender, ExtenderMetrics& metrics) {
+  server.AddMetrics([&extender, &metrics] {
+    metrics.SetReady(extender.Ready());
+    std::vector<prometheus::MetricFamily> families = metrics.Collect();
+    std::vector<prometheus::MetricFamily> backend = extender.BackendMetrics();
+    families.insert(families.end(), std::make_move_iterator(backend.begin()), std::make_move_iterator(backend.end()));
+    return families;
+  });
+}
+
+}  // namespace gpupack::extender

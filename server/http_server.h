@@ -1,0 +1,124 @@
+// The one HTTP/1.1 server of gpupack-extender, gpupack-webhook and gpupack-agent, on Boost.Asio
+// with Boost.Beast's parser. Each binary registers its routes, (method, path) -> handler; the
+// server owns everything else:
+//
+//   * Connections cost a socket, not a thread: `io_threads` I/O threads accept, read, parse, do
+//     TLS and write for every connection asynchronously (each connection on a strand of its own);
+//     handlers run on a separate pool of `worker_threads`, so a slow handler (a bind waiting on
+//     the API server) never stalls another connection's I/O or the built-in probes.
+//   * Keep-alive, with an idle timeout. A request's headers must arrive within `header_timeout`
+//     of its first byte and its body within `body_timeout` of the headers (slowloris); a reply
+//     must be taken within `write_timeout`. A timed-out connection is closed.
+//   * Bodies above `max_body_bytes` get 413 naming the limit. Bodies are handed over as bytes,
+//     whatever their Content-Type (curl's default application/x-www-form-urlencoded included).
+//   * A known path with the wrong method gets 405 and an Allow header; an unknown path 404.
+//   * Built in: GET /healthz (the health callback), GET /readyz (the readiness callback) and
+//     GET /metrics (every registered metrics source, serialised by prometheus::TextSerializer).
+//   * TLS when a certificate and key are given, served through CertReloader: a rotated pair is
+//     picked up by new handshakes without a restart.
+//   * Drain: stop accepting, let requests in flight finish (their replies say Connection: close),
+//     close idle connections; whatever is still open after `drain_timeout` is cut.
+//
+// Usage: construct, Handle/AddMetrics, Start (port 0 picks a free port; the bound address is
+// returned), later Drain. The destructor drains.
+//
+// Thread safety: Handle and AddMetrics before Start only. Drain may be called from any thread
+// (not from a handler). Handlers and callbacks run concurrently on the worker threads.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/status.h"
+
+namespace prometheus {
+class Collectable;
+struct MetricFamily;
+}  // namespace prometheus
+
+namespace gpupack::server {
+
+struct Request {
+  std::string method;  // "GET", "POST", ...
+  std::string path;    // the target without its query string
+  std::string query;   // after '?', "" when none
+  std::string content_type;
+  std::string body;
+};
+
+struct Response {
+  int status = 200;
+  std::string content_type = "text/plain";
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;  // extra headers
+};
+
+using Handler = std::function<Response(const Request&)>;
+
+// Where a handler runs. kWorker by default: the worker pool, so a handler that takes long or
+// waits (a bind writing to the API server) never delays another connection. kIoThread runs it on
+// the connection's I/O thread, saving two thread hand-offs per request; only for handlers that
+// never block and finish in well under a millisecond (an admission review).
+enum class RunOn { kWorker, kIoThread };
+// Returns "" when all is well, else the reason (sent with 503).
+using Probe = std::function<std::string()>;
+
+struct HttpServerOptions {
+  std::string component = "http";  // names the server in logs
+  int worker_threads = 0;           // threads that run handlers; 0: one per core
+  int io_threads = 0;               // threads that run the connections' I/O; 0: one per core
+  int64_t max_body_bytes = 64ll << 20;
+  std::chrono::milliseconds idle_timeout{std::chrono::seconds(120)};  // between requests
+  std::chrono::milliseconds header_timeout{std::chrono::seconds(10)};  // first byte to end of headers
+  std::chrono::milliseconds body_timeout{std::chrono::seconds(30)};    // end of headers to end of body
+  std::chrono::milliseconds write_timeout{std::chrono::seconds(30)};   // one reply
+  std::chrono::milliseconds drain_timeout{std::chrono::seconds(20)};   // Drain waits this long at most
+  // Both set: HTTPS (TLS 1.2+). The files are looked at again at most once per
+  // `cert_check_interval`, on a handshake, by `clock` (SystemClock when null; must outlive).
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::chrono::seconds cert_check_interval{10};
+  const Clock* clock = nullptr;
+  Probe health;     // GET /healthz; null: always "ok"
+  Probe readiness;  // GET /readyz; null: always "ok"
+};
+
+class HttpServer {
+ public:
+  explicit HttpServer(HttpServerOptions options);
+  ~HttpServer();  // Drains.
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Serves `method` on exactly `path`. REQUIRES: before Start; not a built-in path.
+  void Handle(std::string method, std::string path, Handler handler, RunOn run_on = RunOn::kWorker);
+  // Adds a source of metric families to GET /metrics. REQUIRES: before Start.
+  void AddMetrics(std::function<std::vector<prometheus::MetricFamily>()> collect);
+  // `collectable` (e.g. a prometheus::Registry) must outlive the server.
+  void AddMetrics(const prometheus::Collectable& collectable);
+
+  // Binds "HOST:PORT" ("[::1]:PORT", ":PORT" = all IPv4 interfaces; port 0 = any free port) and
+  // serves. Returns the bound "HOST:PORT". InvalidArgument for a malformed address, NotFound /
+  // InvalidArgument for unusable TLS files, Unavailable when the address cannot be bound.
+  StatusOr<std::string> Start(const std::string& listen);
+  // The bound port; 0 before Start.
+  int port() const;
+  // Stops accepting, finishes requests in flight, closes idle connections, then stops the
+  // threads. Idempotent.
+  void Drain();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Splits "HOST:PORT" / "[IPv6]:PORT" / ":PORT" (all IPv4 interfaces).
+Status ParseListenAddress(const std::string& text, std::string* host, int* port);
+
+}  // namespace gpupack::server

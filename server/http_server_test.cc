@@ -1,0 +1,558 @@
+// The server over real sockets on loopback (port 0): raw sockets where the test needs to control
+// bytes and timing (slow headers, idle connections), httplib clients elsewhere. Timeouts are
+// shortened to a few hundred milliseconds; every wait has a bound several times longer.
+#include "server/http_server.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <prometheus/counter.h>
+#include <prometheus/registry.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include "server/test_certs.h"
+
+namespace gpupack::server {
+namespace {
+
+using std::chrono::milliseconds;
+using SteadyClock = std::chrono::steady_clock;
+
+// A blocking TCP connection to 127.0.0.1:port.
+class RawConnection {
+ public:
+  explicit RawConnection(int port) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    GPUPACK_CHECK(fd_ >= 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(uint16_t(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+    int one = 1;
+    setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  }
+  ~RawConnection() { close(fd_); }
+  RawConnection(const RawConnection&) = delete;
+  RawConnection& operator=(const RawConnection&) = delete;
+
+  bool connected() const { return connected_; }
+  void Send(const std::string& bytes) {
+    size_t sent = 0;
+    while (sent < bytes.size()) {
+      ssize_t n = send(fd_, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
+      if (n <= 0) return;
+      sent += size_t(n);
+    }
+  }
+  // Reads one response (headers, then Content-Length bytes of body) within `timeout`; "" when
+  // the connection closed or the time ran out first.
+  std::string ReadResponse(milliseconds timeout = milliseconds(5000)) {
+    const auto deadline = SteadyClock::now() + timeout;
+    for (;;) {
+      const size_t end = pending_.find("\r\n\r\n");
+      if (end != std::string::npos) {
+        size_t length = 0;
+        const size_t cl = Lower(pending_.substr(0, end)).find("content-length: ");
+        if (cl != std::string::npos) length = std::stoul(pending_.substr(cl + 16));
+        if (pending_.size() >= end + 4 + length) {
+          std::string response = pending_.substr(0, end + 4 + length);
+          pending_.erase(0, end + 4 + length);
+          return response;
+        }
+      }
+      if (!ReadSome(deadline)) return "";
+    }
+  }
+  // True when the server closes the connection (EOF or reset) within `timeout`, discarding
+  // whatever it sends first.
+  bool ClosedWithin(milliseconds timeout) {
+    const auto deadline = SteadyClock::now() + timeout;
+    while (ReadSome(deadline)) pending_.clear();
+    return closed_;
+  }
+
+ private:
+  static std::string Lower(std::string text) {
+    for (char& c : text) c = char(std::tolower(static_cast<unsigned char>(c)));
+    return text;
+  }
+  // Appends what arrives before `deadline`; false on EOF, error or time out.
+  bool ReadSome(SteadyClock::time_point deadline) {
+    const auto left = std::chrono::duration_cast<milliseconds>(deadline - SteadyClock::now()).count();
+    if (left <= 0) return false;
+    pollfd p{fd_, POLLIN, 0};
+    if (poll(&p, 1, int(left)) <= 0) return false;
+    char buffer[16384];
+    const ssize_t n = recv(fd_, buffer, sizeof(buffer), 0);
+    if (n <= 0) {
+      closed_ = true;
+      return false;
+    }
+    pending_.append(buffer, size_t(n));
+    return true;
+  }
+
+  int fd_ = -1;
+  bool connected_ = false;
+  bool closed_ = false;
+  std::string pending_;
+};
+
+std::string Post(const std::string& path, const std::string& body, const std::string& extra_headers = "") {
+  return "POST " + path + " HTTP/1.1\r\nHost: t\r\n" + extra_headers + "Content-Length: " + std::to_string(body.size()) +
+         "\r\n\r\n" + body;
+}
+
+std::string Get(const std::string& path) { return "GET " + path + " HTTP/1.1\r\nHost: t\r\n\r\n"; }
+
+// An echo route: POST /echo answers 200 with "<content type>|<body size>".
+Handler Echo() {
+  return [](const Request& req) {
+    return Response{200, "text/plain", req.content_type + "|" + std::to_string(req.body.size()), {}};
+  };
+}
+
+HttpServerOptions Quick() {
+  HttpServerOptions o;
+  o.component = "test";
+  o.worker_threads = 1;
+  o.idle_timeout = milliseconds(5000);
+  o.header_timeout = milliseconds(5000);
+  o.body_timeout = milliseconds(5000);
+  o.drain_timeout = milliseconds(5000);
+  return o;
+}
+
+std::unique_ptr<HttpServer> StartEcho(HttpServerOptions options) {
+  auto server = std::make_unique<HttpServer>(std::move(options));
+  server->Handle("POST", "/echo", Echo());
+  server->Handle("PUT", "/echo", Echo());
+  StatusOr<std::string> address = server->Start("127.0.0.1:0");
+  GPUPACK_CHECK(address.ok());
+  return server;
+}
+
+std::string MetricsOf(const HttpServer& server) {
+  httplib::Client client("127.0.0.1", server.port());
+  httplib::Result res = client.Get("/metrics");
+  return res ? res->body : "";
+}
+
+TEST(HttpServer, PortZeroReportsTheBoundAddress) {
+  HttpServer server(Quick());
+  StatusOr<std::string> address = server.Start("127.0.0.1:0");
+  ASSERT_TRUE(address.ok()) << address.status();
+  ASSERT_GT(server.port(), 0);
+  EXPECT_EQ(*address, "127.0.0.1:" + std::to_string(server.port()));
+}
+
+TEST(HttpServer, BadOrUnbindableAddressesAreClearErrors) {
+  HttpServer malformed(Quick());
+  StatusOr<std::string> a = malformed.Start("127.0.0.1");
+  ASSERT_FALSE(a.ok());
+  EXPECT_EQ(a.status().code(), StatusCode::kInvalidArgument);
+  HttpServer foreign(Quick());
+  // TEST-NET-3: never a local address.
+  StatusOr<std::string> b = foreign.Start("203.0.113.1:0");
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(b.status().message().find("cannot listen on 203.0.113.1:0"), std::string::npos) << b.status();
+}
+
+TEST(HttpServer, UnknownPathIs404AndWrongMethodIs405WithAllow) {
+  auto server = StartEcho(Quick());
+  httplib::Client client("127.0.0.1", server->port());
+  httplib::Result missing = client.Post("/nope", "{}", "application/json");
+  ASSERT_TRUE(missing);
+  EXPECT_EQ(missing->status, 404);
+  EXPECT_EQ(missing->body, "no such endpoint: POST /nope\n");
+  httplib::Result wrong = client.Get("/echo");
+  ASSERT_TRUE(wrong);
+  EXPECT_EQ(wrong->status, 405);
+  EXPECT_EQ(wrong->get_header_value("Allow"), "POST, PUT");
+  EXPECT_EQ(wrong->body, "method GET not allowed on /echo; allowed: POST, PUT\n");
+  httplib::Result health_post = client.Post("/healthz", "", "text/plain");
+  ASSERT_TRUE(health_post);
+  EXPECT_EQ(health_post->status, 405);
+  EXPECT_EQ(health_post->get_header_value("Allow"), "GET");
+  httplib::Result query = client.Post("/echo?x=1", "abc", "text/plain");
+  ASSERT_TRUE(query);
+  EXPECT_EQ(query->body, "text/plain|3") << "the query string is not part of the path";
+}
+
+// Issue 18 item 7: curl -d @file sends application/x-www-form-urlencoded; a 10 KB JSON body must
+// reach the handler whole, whatever the content type says.
+TEST(HttpServer, BodiesReachTheHandlerWholeWhateverTheirContentType) {
+  auto server = StartEcho(Quick());
+  const std::string body(10 * 1024, 'x');
+  for (const char* type : {"application/x-www-form-urlencoded", "application/json", "text/plain; charset=utf-8",
+                           "multipart/form-data; boundary=zz"}) {
+    RawConnection c(server->port());
+    c.Send(Post("/echo", body, "Content-Type: " + std::string(type) + "\r\n"));
+    const std::string response = c.ReadResponse();
+    EXPECT_EQ(response.substr(0, 15), "HTTP/1.1 200 OK") << type << "\n" << response;
+    EXPECT_NE(response.find(std::string(type) + "|10240"), std::string::npos) << response;
+  }
+  RawConnection untyped(server->port());
+  untyped.Send(Post("/echo", body));
+  EXPECT_NE(untyped.ReadResponse().find("\r\n\r\n|10240"), std::string::npos);
+}
+
+TEST(HttpServer, ExpectContinueGetsA100BeforeTheBody) {
+  auto server = StartEcho(Quick());
+  RawConnection c(server->port());
+  c.Send("POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 4\r\nExpect: 100-continue\r\n\r\n");
+  EXPECT_EQ(c.ReadResponse(), "HTTP/1.1 100 Continue\r\n\r\n");
+  c.Send("abcd");
+  EXPECT_NE(c.ReadResponse().find("|4"), std::string::npos);
+}
+
+TEST(HttpServer, OversizeBodiesGet413NamingTheLimit) {
+  HttpServerOptions options = Quick();
+  options.max_body_bytes = 1000;
+  auto server = StartEcho(options);
+  {
+    RawConnection c(server->port());
+    c.Send(Post("/echo", std::string(1000, 'a')));
+    EXPECT_NE(c.ReadResponse().find("|1000"), std::string::npos) << "exactly the limit is fine";
+  }
+  {  // Declared too large: refused before a byte of the body is read.
+    RawConnection c(server->port());
+    c.Send("POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5000\r\n\r\n");
+    const std::string response = c.ReadResponse();
+    EXPECT_EQ(response.substr(0, 12), "HTTP/1.1 413") << response;
+    EXPECT_NE(response.find("request body too large: the limit is 1000 bytes\n"), std::string::npos) << response;
+    EXPECT_NE(response.find("Connection: close"), std::string::npos) << response;
+  }
+  {  // Chunked, found too large while reading.
+    RawConnection c(server->port());
+    c.Send("POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n" + std::string("800\r\n") +
+           std::string(0x800, 'b') + "\r\n0\r\n\r\n");
+    EXPECT_EQ(c.ReadResponse().substr(0, 12), "HTTP/1.1 413");
+  }
+  httplib::Client client("127.0.0.1", server->port());
+  client.set_keep_alive(true);
+  httplib::Result big = client.Post("/echo", std::string(5000, 'c'), "application/json");
+  ASSERT_TRUE(big) << "an httplib client sees the 413, not a reset: " << httplib::to_string(big.error());
+  EXPECT_EQ(big->status, 413);
+}
+
+TEST(HttpServer, KeepAliveCarriesManyRequestsOnOneConnection) {
+  auto server = StartEcho(Quick());
+  RawConnection c(server->port());
+  for (int i = 0; i < 5; ++i) {
+    c.Send(Post("/echo", std::string(size_t(i), 'x')));
+    const std::string response = c.ReadResponse();
+    EXPECT_NE(response.find("|" + std::to_string(i)), std::string::npos) << response;
+    EXPECT_EQ(response.find("Connection: close"), std::string::npos) << response;
+  }
+  // Two pipelined requests in one write are both answered, in order.
+  c.Send(Post("/echo", "1") + Post("/echo", "22"));
+  EXPECT_NE(c.ReadResponse().find("|1"), std::string::npos);
+  EXPECT_NE(c.ReadResponse().find("|2"), std::string::npos);
+  EXPECT_NE(MetricsOf(*server).find("gpupack_http_connections 2"), std::string::npos)
+      << "this connection and the scrape's";
+}
+
+TEST(HttpServer, IdleKeptAliveConnectionsCloseAfterTheIdleTimeout) {
+  HttpServerOptions options = Quick();
+  options.idle_timeout = milliseconds(300);
+  auto server = StartEcho(options);
+  RawConnection c(server->port());
+  c.Send(Post("/echo", "x"));
+  ASSERT_NE(c.ReadResponse().find("|1"), std::string::npos);
+  const auto start = SteadyClock::now();
+  EXPECT_TRUE(c.ClosedWithin(milliseconds(3000)));
+  EXPECT_GE(SteadyClock::now() - start, milliseconds(250));
+  EXPECT_NE(MetricsOf(*server).find(R"(gpupack_http_connections_closed_total{reason="idle_timeout"} 1)"),
+            std::string::npos);
+}
+
+TEST(HttpServer, SlowHeadersAreCutAtTheHeaderDeadline) {
+  HttpServerOptions options = Quick();
+  options.header_timeout = milliseconds(300);
+  auto server = StartEcho(options);
+  RawConnection c(server->port());
+  c.Send("POST /echo HTTP/1.1\r\nHost: t\r\n");  // ... and the rest never comes
+  const auto start = SteadyClock::now();
+  EXPECT_TRUE(c.ClosedWithin(milliseconds(3000)));
+  EXPECT_GE(SteadyClock::now() - start, milliseconds(250));
+  // Trickling a byte now and then does not extend the deadline.
+  RawConnection trickle(server->port());
+  bool closed = false;
+  for (int i = 0; i < 20 && !closed; ++i) {
+    trickle.Send("X");
+    closed = trickle.ClosedWithin(milliseconds(100));
+  }
+  EXPECT_TRUE(closed) << "still open after 2 s of one byte per 100 ms";
+  EXPECT_NE(MetricsOf(*server).find(R"(gpupack_http_connections_closed_total{reason="header_timeout"} 2)"),
+            std::string::npos);
+}
+
+TEST(HttpServer, SlowBodiesAreCutAtTheBodyDeadline) {
+  HttpServerOptions options = Quick();
+  options.body_timeout = milliseconds(300);
+  auto server = StartEcho(options);
+  RawConnection c(server->port());
+  c.Send("POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\nonly ten b");
+  EXPECT_TRUE(c.ClosedWithin(milliseconds(3000)));
+  EXPECT_NE(MetricsOf(*server).find(R"(gpupack_http_connections_closed_total{reason="body_timeout"} 1)"),
+            std::string::npos);
+}
+
+// The issue-16 stall: with a thread per connection, a few idle keep-alive connections starved
+// the next request. Here 100 idle connections (each served once, then kept alive) and 20 that
+// never sent a byte must not delay a new client, with a single worker thread.
+TEST(HttpServer, ManyIdleKeepAliveConnectionsDoNotDelayTheNextRequest) {
+  auto server = StartEcho(Quick());  // one worker
+  std::vector<std::unique_ptr<RawConnection>> idle;
+  for (int i = 0; i < 100; ++i) {
+    idle.push_back(std::make_unique<RawConnection>(server->port()));
+    idle.back()->Send(Post("/echo", "x"));
+    ASSERT_NE(idle.back()->ReadResponse().find("|1"), std::string::npos);
+  }
+  for (int i = 0; i < 20; ++i) idle.push_back(std::make_unique<RawConnection>(server->port()));
+  const auto start = SteadyClock::now();
+  httplib::Client client("127.0.0.1", server->port());
+  client.set_read_timeout(5);
+  httplib::Result res = client.Post("/echo", "hello", "application/json");
+  const auto took = SteadyClock::now() - start;
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->body, "application/json|5");
+  EXPECT_LT(took, milliseconds(1000)) << "the old servers made it wait 5 s";
+  for (auto& c : idle) {  // and they are all still usable
+    c->Send(Post("/echo", "yy"));
+    EXPECT_NE(c->ReadResponse().find("|2"), std::string::npos);
+  }
+}
+
+// Workers busy (one worker, held by a slow request): the probes and a RunOn::kIoThread route
+// still answer; a worker route waits its turn.
+TEST(HttpServer, IoThreadRoutesAndProbesAnswerWhileEveryWorkerIsBusy) {
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::promise<void> entered;
+  HttpServer server(Quick());  // one worker
+  server.Handle("POST", "/slow", [&](const Request&) {
+    entered.set_value();
+    released.wait();
+    return Response{200, "text/plain", "slow", {}};
+  });
+  server.Handle("POST", "/fast", Echo(), RunOn::kIoThread);
+  server.Handle("POST", "/queued", Echo());
+  ASSERT_TRUE(server.Start("127.0.0.1:0").ok());
+  RawConnection busy(server.port());
+  busy.Send(Post("/slow", ""));
+  entered.get_future().wait();
+  RawConnection other(server.port());
+  other.Send(Post("/fast", "abc"));
+  EXPECT_NE(other.ReadResponse(milliseconds(2000)).find("|3"), std::string::npos);
+  other.Send(Get("/healthz"));
+  EXPECT_NE(other.ReadResponse(milliseconds(2000)).find("ok\n"), std::string::npos);
+  other.Send(Post("/queued", "abcd"));
+  EXPECT_EQ(other.ReadResponse(milliseconds(300)), "") << "the only worker is busy";
+  release.set_value();
+  EXPECT_NE(busy.ReadResponse().find("slow"), std::string::npos);
+  EXPECT_NE(other.ReadResponse().find("|4"), std::string::npos);
+}
+
+TEST(HttpServer, ProbesAndMetrics) {
+  std::string unhealthy;
+  std::string not_ready = "not synced yet";
+  HttpServerOptions options = Quick();
+  options.health = [&] { return unhealthy; };
+  options.readiness = [&] { return not_ready; };
+  HttpServer server(options);
+  prometheus::Registry registry;
+  prometheus::BuildCounter().Name("test_things_total").Help("Things.").Register(registry).Add({}).Increment(3);
+  server.AddMetrics(registry);
+  server.AddMetrics([] {
+    prometheus::MetricFamily family;
+    family.name = "test_computed";
+    family.help = "Computed at scrape time.";
+    family.type = prometheus::MetricType::Gauge;
+    family.metric.emplace_back().gauge.value = 7;
+    return std::vector<prometheus::MetricFamily>{family};
+  });
+  ASSERT_TRUE(server.Start("127.0.0.1:0").ok());
+  httplib::Client client("127.0.0.1", server.port());
+  EXPECT_EQ(client.Get("/healthz")->body, "ok\n");
+  httplib::Result ready = client.Get("/readyz");
+  EXPECT_EQ(ready->status, 503);
+  EXPECT_EQ(ready->body, "not synced yet\n");
+  not_ready = "";
+  EXPECT_EQ(client.Get("/readyz")->status, 200);
+  unhealthy = "loop stalled";
+  EXPECT_EQ(client.Get("/healthz")->status, 503);
+  httplib::Result metrics = client.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_EQ(metrics->get_header_value("Content-Type"), "text/plain; version=0.0.4; charset=utf-8");
+  EXPECT_NE(metrics->body.find("# TYPE test_things_total counter\ntest_things_total 3\n"), std::string::npos)
+      << metrics->body;
+  EXPECT_NE(metrics->body.find("test_computed 7\n"), std::string::npos);
+  EXPECT_NE(metrics->body.find("gpupack_http_responses_total{code=\"503\"} 2"), std::string::npos) << metrics->body;
+}
+
+TEST(HttpServer, DrainFinishesInFlightRequestsAndClosesIdleOnes) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool entered = false, release = false;
+  HttpServer server(Quick());
+  server.Handle("POST", "/slow", [&](const Request&) {
+    std::unique_lock lock(mu);
+    entered = true;
+    cv.notify_all();
+    cv.wait(lock, [&] { return release; });
+    return Response{200, "text/plain", "finished", {}};
+  });
+  ASSERT_TRUE(server.Start("127.0.0.1:0").ok());
+  const int port = server.port();
+  RawConnection idle(port);
+  idle.Send(Get("/healthz"));
+  ASSERT_NE(idle.ReadResponse().find("ok"), std::string::npos);
+  RawConnection busy(port);
+  busy.Send(Post("/slow", ""));
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(5), [&] { return entered; }));
+  }
+  std::future<void> drained = std::async(std::launch::async, [&] { server.Drain(); });
+  EXPECT_TRUE(idle.ClosedWithin(milliseconds(3000))) << "idle connections close at once";
+  EXPECT_EQ(drained.wait_for(milliseconds(200)), std::future_status::timeout) << "waits for the request in flight";
+  RawConnection late(port);
+  EXPECT_TRUE(!late.connected() || late.ClosedWithin(milliseconds(3000))) << "no longer accepting";
+  {
+    std::lock_guard lock(mu);
+    release = true;
+  }
+  cv.notify_all();
+  const std::string response = busy.ReadResponse();
+  EXPECT_NE(response.find("finished"), std::string::npos) << response;
+  EXPECT_NE(response.find("Connection: close"), std::string::npos) << response;
+  EXPECT_EQ(drained.wait_for(milliseconds(5000)), std::future_status::ready);
+}
+
+
+// A fresh TLS connection that trusts only `ca_file`: the body of /echo, or "" when the handshake
+// did not verify.
+std::string EchoTrusting(int port, const std::string& ca_file) {
+  httplib::SSLClient client("127.0.0.1", port);
+  client.set_ca_cert_path(ca_file.c_str());
+  client.enable_server_certificate_verification(true);
+  client.set_connection_timeout(5);
+  httplib::Result res = client.Post("/echo", "abc", "text/plain");
+  return res && res->status == 200 ? res->body : "";
+}
+
+TEST(HttpServer, TlsServesARotatedCertificateWithoutRestart) {
+  TempDir dir;
+  FakeClock clock;
+  PemPair first = MakeSelfSignedCert("first");
+  PemPair second = MakeSelfSignedCert("second");
+  WriteFileAtomically(dir.File("tls.crt"), first.cert_pem);
+  WriteFileAtomically(dir.File("tls.key"), first.key_pem);
+  WriteFileAtomically(dir.File("first.crt"), first.cert_pem);
+  WriteFileAtomically(dir.File("second.crt"), second.cert_pem);
+  HttpServerOptions options = Quick();
+  options.tls_cert_file = dir.File("tls.crt");
+  options.tls_key_file = dir.File("tls.key");
+  options.cert_check_interval = std::chrono::seconds(10);
+  options.clock = &clock;
+  auto server = StartEcho(options);
+  EXPECT_EQ(EchoTrusting(server->port(), dir.File("first.crt")), "text/plain|3");
+  EXPECT_EQ(EchoTrusting(server->port(), dir.File("second.crt")), "");
+
+  WriteFileAtomically(dir.File("tls.crt"), second.cert_pem);
+  WriteFileAtomically(dir.File("tls.key"), second.key_pem);
+  clock.Advance(std::chrono::seconds(9));
+  EXPECT_NE(EchoTrusting(server->port(), dir.File("first.crt")), "") << "not looked at within the interval";
+  clock.Advance(std::chrono::seconds(1));
+  EXPECT_EQ(EchoTrusting(server->port(), dir.File("second.crt")), "text/plain|3");
+  EXPECT_EQ(EchoTrusting(server->port(), dir.File("first.crt")), "");
+
+  // A half-written rotation (a new certificate with the old key) is not taken into service.
+  PemPair third = MakeSelfSignedCert("third");
+  WriteFileAtomically(dir.File("tls.crt"), third.cert_pem);
+  clock.Advance(std::chrono::seconds(10));
+  EXPECT_NE(EchoTrusting(server->port(), dir.File("second.crt")), "");
+
+  // Plain HTTP to the TLS port gets no answer.
+  httplib::Client plain("127.0.0.1", server->port());
+  plain.set_read_timeout(5);
+  httplib::Result cleartext = plain.Get("/healthz");
+  EXPECT_TRUE(!cleartext || cleartext->status != 200);
+}
+
+TEST(HttpServer, TlsKeepAliveAndDrain) {
+  TempDir dir;
+  PemPair pair = MakeSelfSignedCert("keep");
+  WriteFileAtomically(dir.File("tls.crt"), pair.cert_pem);
+  WriteFileAtomically(dir.File("tls.key"), pair.key_pem);
+  HttpServerOptions options = Quick();
+  options.tls_cert_file = dir.File("tls.crt");
+  options.tls_key_file = dir.File("tls.key");
+  auto server = StartEcho(options);
+  httplib::SSLClient client("127.0.0.1", server->port());
+  client.set_ca_cert_path(dir.File("tls.crt").c_str());
+  client.enable_server_certificate_verification(true);
+  client.set_keep_alive(true);
+  for (int i = 0; i < 3; ++i) {
+    httplib::Result res = client.Post("/echo", std::string(size_t(i), 'z'), "application/json");
+    ASSERT_TRUE(res) << httplib::to_string(res.error());
+    EXPECT_EQ(res->body, "application/json|" + std::to_string(i));
+  }
+  const auto start = SteadyClock::now();
+  server->Drain();  // the kept-alive TLS connection is idle: closed at once
+  EXPECT_LT(SteadyClock::now() - start, milliseconds(3000));
+}
+
+TEST(HttpServer, RefusesToStartWithAnUnusableCertificate) {
+  TempDir dir;
+  PemPair pair = MakeSelfSignedCert("x");
+  PemPair other = MakeSelfSignedCert("y");
+  WriteFileAtomically(dir.File("tls.crt"), pair.cert_pem);
+  WriteFileAtomically(dir.File("tls.key"), other.key_pem);
+  HttpServerOptions options = Quick();
+  options.tls_cert_file = dir.File("tls.crt");
+  options.tls_key_file = dir.File("tls.key");
+  HttpServer mismatched(options);
+  StatusOr<std::string> started = mismatched.Start("127.0.0.1:0");
+  ASSERT_FALSE(started.ok());
+  EXPECT_NE(started.status().message().find("does not belong"), std::string::npos) << started.status();
+  options.tls_cert_file = dir.File("missing.crt");
+  HttpServer missing(options);
+  EXPECT_EQ(missing.Start("127.0.0.1:0").status().code(), StatusCode::kNotFound);
+}
+
+TEST(ListenAddress, Parses) {
+  std::string host;
+  int port = -1;
+  ASSERT_TRUE(ParseListenAddress("127.0.0.1:0", &host, &port).ok());
+  EXPECT_EQ(host, "127.0.0.1");
+  EXPECT_EQ(port, 0);
+  ASSERT_TRUE(ParseListenAddress("[::1]:8888", &host, &port).ok());
+  EXPECT_EQ(host, "::1");
+  ASSERT_TRUE(ParseListenAddress(":8888", &host, &port).ok());
+  EXPECT_EQ(host, "0.0.0.0");
+  EXPECT_EQ(port, 8888);
+  EXPECT_FALSE(ParseListenAddress("localhost", &host, &port).ok());
+  EXPECT_FALSE(ParseListenAddress("h:99999", &host, &port).ok());
+  EXPECT_FALSE(ParseListenAddress("h:", &host, &port).ok());
+}
+
+}  // namespace
+}  // namespace gpupack::server
