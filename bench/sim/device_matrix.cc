@@ -12,11 +12,14 @@
 // whole GiB (at most the device). Whole-GPU pods take whole devices either way. With --http each
 // gpupack seed also goes through a fresh standalone gpupack-extender (no config file) with the
 // kube-scheduler-like client of gpupack-sim --extender (random ties), column `gpupack http`.
+// Column `bound`: what no scheduler can beat on the seed's arrivals (PackingBound), median.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <numeric>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -89,6 +92,90 @@ std::vector<core::PodRequest> Rescale(std::vector<core::PodRequest> pods, const 
   return pods;
 }
 
+// Liquid filling: the most of `small` (size → volume, divisible) that `bins` (capacity → count)
+// take when a bin only takes sizes up to its capacity. The eligibility is nested, so filling the
+// smallest bins first with the largest sizes they take is optimal.
+double LiquidFill(const std::map<core::MiB, double>& bins, std::map<core::MiB, double> small) {
+  double placed = 0;
+  for (const auto& [capacity, count] : bins) {
+    double room = static_cast<double>(capacity) * count;
+    for (auto it = small.upper_bound(capacity); it != small.begin() && room > 0;) {
+      --it;
+      const double take = std::min(room, it->second);
+      it->second -= take;
+      room -= take;
+      placed += take;
+    }
+  }
+  return placed;
+}
+
+// A lower bound on the unallocated % at arrived 100 % that no scheduler can beat, even offline:
+// the pods of the seed's arrival list up to 100 % of capacity, packed with every constraint but
+// the device memory dropped (no CPU or host memory, no node boundaries, no models, any order).
+// Whole-device pods fill a device each and come first (a device gives them all its memory, more
+// than shares can). On the other devices: at most one share above half a device each; shares fit
+// in K, the largest multiple of their greatest common divisor g that a device holds (Gi-aligned
+// shares on 16000 MiB: 15 GiB), and beside a big share b only in the multiple of g below the
+// device − b; the small shares (at most half a device) pour like liquid into whatever room takes
+// their size. For x big shares placed, the x largest bound their memory and the rooms beside the
+// x smallest bound the small shares'; the bound is the best x.
+double PackingBound(const Replayer& replayer, uint64_t seed) {
+  const core::MiB device = replayer.unit_mib();
+  const double capacity = static_cast<double>(replayer.capacity_mib());
+  const int64_t devices = replayer.capacity_mib() / device;
+  Rng rng(seed);
+  int64_t whole = 0, full = 0;
+  core::MiB gcd = 0, arrived = 0;
+  std::vector<core::MiB> big;
+  std::map<core::MiB, double> small;  // size → volume
+  for (int index : replayer.Arrivals(rng)) {
+    const core::PodRequest& pod = replayer.pods()[index];
+    core::MiB adds = 0;
+    for (const core::ContainerRequest& c : pod.containers) {
+      if (!c.init) adds += c.device_count * (c.whole_device() ? device : c.mem_per_device_mib);
+    }
+    if (arrived + adds > replayer.capacity_mib()) break;
+    arrived += adds;
+    for (const core::ContainerRequest& c : pod.containers) {
+      if (c.init || c.device_count == 0) continue;
+      for (int k = 0; k < c.device_count; ++k) {
+        const core::MiB share = c.mem_per_device_mib;
+        if (c.whole_device()) {
+          ++whole;
+        } else if (share >= device) {
+          ++full;
+        } else {
+          gcd = std::gcd(gcd, share);
+          if (2 * share > device) big.push_back(share);
+          else small[share] += static_cast<double>(share);
+        }
+      }
+    }
+  }
+  if (gcd == 0) gcd = 1;
+  const int64_t placed_whole = std::min(whole, devices);
+  const int64_t placed_full = std::min(full, devices - placed_whole);
+  const int64_t rest = devices - placed_whole - placed_full;
+  const core::MiB per_device = device / gcd * gcd;
+  std::sort(big.begin(), big.end());  // ascending: the x smallest are the first x
+  const int64_t most = std::min<int64_t>(rest, static_cast<int64_t>(big.size()));
+  std::vector<double> largest(most + 1, 0);  // largest[x]: the x largest big shares' memory
+  for (int64_t x = 1; x <= most; ++x) largest[x] = largest[x - 1] + static_cast<double>(big[big.size() - x]);
+  double best = 0;
+  std::map<core::MiB, double> rooms;  // the rooms beside the x smallest big shares
+  for (int64_t x = 0; x <= most; ++x) {
+    if (x > 0) rooms[(device - big[x - 1]) / gcd * gcd] += 1;
+    std::map<core::MiB, double> bins = rooms;
+    bins[per_device] += static_cast<double>(rest - x);
+    const double shares = std::min(largest[x] + LiquidFill(bins, small),
+                                   static_cast<double>(rest) * static_cast<double>(per_device));
+    best = std::max(best, shares);
+  }
+  const double placed = static_cast<double>(placed_whole + placed_full) * static_cast<double>(device) + best;
+  return 100.0 * (1.0 - placed / capacity);
+}
+
 double At100(const PolicyRun& run) {
   return run.curve.size() > 100 ? run.curve[100].unallocated_pct.median : NAN;
 }
@@ -146,10 +233,10 @@ int Main(int argc, char** argv) {
   std::filesystem::create_directories(work);
 
   std::printf("seeds %s; unallocated GPU %% at arrived 100 %% (median)\n\n", seeds_text.c_str());
-  std::printf("| trace | device | requests |");
+  std::printf("| trace | device | requests | bound |");
   for (const auto& p : policies) std::printf(" %s |", p.c_str());
   if (http) std::printf(" gpupack http |");
-  std::printf("\n|---|---|---|");
+  std::printf("\n|---|---|---|---:|");
   for (size_t i = 0; i < policies.size() + (http ? 1 : 0); ++i) std::printf("---:|");
   std::printf("\n");
   std::fflush(stdout);
@@ -169,7 +256,10 @@ int Main(int argc, char** argv) {
           std::fprintf(stderr, "bench_device_matrix: %s\n", replayer.status().ToString().c_str());
           return 2;
         }
-        std::printf("| %s | %s | %s |", trace.c_str(), size.label.c_str(), requests.c_str());
+        std::vector<double> bounds;
+        for (uint64_t seed : *seeds) bounds.push_back(PackingBound(*replayer, seed));
+        std::printf("| %s | %s | %s | %.2f |", trace.c_str(), size.label.c_str(), requests.c_str(),
+                    Summarize(bounds).median);
         for (const std::string& policy : policies) {
           auto run = replayer->Run(policy, [&]() { return MakePolicy(policy, replayer->typical()); }, *seeds);
           std::printf(run.ok() ? " %.2f |" : " error |", run.ok() ? At100(*run) : 0.0);

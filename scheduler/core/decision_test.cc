@@ -62,6 +62,19 @@ TEST(RankOf, FoldsTheLevelsIntoOneExactKey) {
   EXPECT_EQ(RankOf({-1234.5, 600, 0, 0, 99}, 1000, exact), (RankKey{-1234.5, 0}));
 }
 
+// A pod's own gpupack.io/node-policy other than FGD ranks by its exact (binpack / spread) cost,
+// in the extender and the simulator alike; naming fgd keeps the levels.
+TEST(RankOf, APodsOwnNodePolicyRanksItsExactCost) {
+  const DecisionOptions options;
+  const RankInputs in{12345, 40960, 0, 0, 99};
+  EXPECT_EQ(RankOf(in, 1000, options, PolicyKind::kBinpack), (RankKey{12345, 0}));
+  EXPECT_EQ(RankOf(in, 1000, options, PolicyKind::kSpread), (RankKey{12345, 0}));
+  EXPECT_EQ(RankOf(in, 1000, options, PolicyKind::kFgd), RankOf(in, 1000, options));
+  EXPECT_NE(RankOf(in, 1000, options).cost, 12345);
+  EXPECT_TRUE(RanksOnLevels(options, std::nullopt));
+  EXPECT_FALSE(RanksOnLevels(options, PolicyKind::kBinpack));
+}
+
 // The last key is the node order: equal levels, the lower tie-break rank first; without
 // fixed_tie_break the two tie.
 TEST(RankOf, TheNodeOrderBreaksTies) {
