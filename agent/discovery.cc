@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <fstream>
+#include <map>
 #include <tuple>
 #include <sstream>
 
 #include <yaml-cpp/yaml.h>
 
 #include "api/cluster_file.h"
+#include "common/input_check.h"
 #include "common/log.h"
 
 namespace gpupack::agent {
@@ -249,32 +251,40 @@ StatusOr<api::GpuNodeStatus> FileBackend::Discover() {
   if (!in) return Status::NotFound("file backend: cannot read " + path_);
   std::stringstream ss;
   ss << in.rdbuf();
-  YAML::Node root;
-  try {
-    root = YAML::Load(ss.str());
-  } catch (const YAML::Exception& e) {
-    return Status::InvalidArgument(path_ + ": invalid YAML: " + e.what());
-  }
+  StatusOr<YAML::Node> parsed = ParseYamlStrict(ss.str());
+  if (!parsed.ok()) return parsed.status().WithContext(path_);
+  const YAML::Node root = *parsed;
   if (!root.IsMap()) return Status::InvalidArgument(path_ + ": expected a node entry or a cluster file");
   YAML::Node entry = root;
-  std::string where = path_;
+  std::string where = "node";  // a file holding one node entry
   if (root["nodes"]) {
     const YAML::Node nodes = root["nodes"];
-    if (!nodes.IsSequence()) return Status::InvalidArgument(path_ + ": nodes: expected a list");
+    if (!nodes.IsSequence()) return YamlFieldError(nodes, "nodes", "expected a list").WithContext(path_);
     entry = YAML::Node();
+    // The extender and the simulator refuse a cluster file that names a node twice; so does the
+    // agent, rather than report whichever entry comes last.
+    std::map<std::string, size_t> seen;
     for (size_t i = 0; i < nodes.size(); ++i) {
-      const bool named = nodes[i].IsMap() && nodes[i]["name"] && nodes[i]["name"].IsScalar() &&
-                         nodes[i]["name"].as<std::string>() == node_name_;
-      if (named || (nodes.size() == 1 && node_name_.empty())) {
+      if (!nodes[i].IsMap() || !nodes[i]["name"] || !nodes[i]["name"].IsScalar()) continue;
+      const std::string name = nodes[i]["name"].as<std::string>();
+      auto [first, fresh] = seen.emplace(name, i);
+      if (!fresh) {
+        return YamlFieldError(nodes[i]["name"], "nodes[" + std::to_string(i) + "].name",
+                              "duplicate node \"" + name + "\" (also nodes[" + std::to_string(first->second) + "])")
+            .WithContext(path_);
+      }
+      if (name == node_name_ || (nodes.size() == 1 && node_name_.empty())) {
         entry = nodes[i];
-        where = path_ + ": nodes[" + std::to_string(i) + "]";
+        where = "nodes[" + std::to_string(i) + "]";
       }
     }
     if (!entry.IsDefined() || entry.IsNull()) {
       return Status::NotFound(path_ + ": no node entry named \"" + node_name_ + "\"");
     }
   }
-  GPUPACK_ASSIGN_OR_RETURN(core::Node node, api::ParseNodeEntry(entry, where));
+  StatusOr<core::Node> parsed_node = api::ParseNodeEntry(entry, where);
+  if (!parsed_node.ok()) return parsed_node.status().WithContext(path_);
+  const core::Node node = std::move(parsed_node).value();
   api::GpuNodeStatus status;
   status.devices = DevicesFromCoreNode(node);
   status.enforcement.reason = "file backend";

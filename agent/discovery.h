@@ -5,7 +5,7 @@
 //   NvmlBackend  the real driver through libnvidia-ml (agent/nvml.h); opens the library lazily and
 //                retries on every pass until it loads, so a node whose driver comes up late or
 //                is upgraded is picked up without a restart.
-//   FileBackend  one node entry in the cluster-file schema (DESIGN.md §3.5), re-read every pass,
+//   FileBackend  one node entry in the cluster-file schema (docs/cluster-file.md), re-read every pass,
 //                for tests, demos and the simulator.
 //
 // Thread safety: a backend is used by one thread at a time (the agent's loop).

@@ -215,5 +215,27 @@ TEST(FileBackendTest, BadFilesAreClearErrors) {
   EXPECT_FALSE(FileBackend(dir.WriteFile("c.yaml", "- 1\n"), "n").Discover().ok());
 }
 
+// The extender and the simulator refuse these files; the agent used to publish them.
+TEST(FileBackendTest, RefusesWhatTheExtenderRefuses) {
+  TempDir dir;
+  struct Case {
+    const char* yaml;
+    const char* message;
+  };
+  const Case cases[] = {
+      {"nodes:\n  - {name: n, gpus: [{model: X, memory: 8Gi}]}\n  - {name: n, gpus: [{model: Y, memory: 8Gi}]}\n",
+       "d.yaml: line 3: nodes[1].name: duplicate node \"n\" (also nodes[0])"},
+      {"name: n\ngpus:\n  - {model: T4, memory: 16Gi, used: 32Gi}\n",
+       "d.yaml: line 3: node.gpus[0].used: 32768 MiB is more than the GPU's memory (16384 MiB)"},
+      {"name: n\nname: m\n", "d.yaml: line 2: key \"name\" appears twice in one mapping (first on line 1)"},
+  };
+  for (const Case& c : cases) {
+    auto status = FileBackend(dir.WriteFile("d.yaml", c.yaml), "n").Discover();
+    ASSERT_FALSE(status.ok()) << c.yaml;
+    const std::string message = status.status().message();
+    EXPECT_EQ(message.substr(message.find("d.yaml")), c.message) << c.yaml;
+  }
+}
+
 }  // namespace
 }  // namespace gpupack::agent

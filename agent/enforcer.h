@@ -1,4 +1,4 @@
-// Applies and audits gpupack containers' memory caps (DESIGN.md §2, "the runtime enforcer").
+// Applies and audits gpupack containers' memory caps (docs/agent.md "Enforcement and audit").
 //
 // Where the driver has R615 per-cgroup limits (a MemoryLimiter is given), each running gpupack
 // container gets, on its own leaf cgroup and for each whole GPU it was allocated, hard = its cap

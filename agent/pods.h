@@ -1,5 +1,5 @@
 // What the agent needs to know about the pods on its node: which containers are gpupack
-// containers, their devices and caps (from the gpupack.io/allocation annotation, DESIGN.md §3.2),
+// containers, their devices and caps (from the gpupack.io/allocation annotation, docs/annotations.md),
 // their soft limits (gpupack.io/c<i>-memory-request-mib), and the runtime container ids that tie
 // processes and cgroups to them.
 //

@@ -40,7 +40,7 @@ Status ReadField(const json& obj, const char* key, const std::string& where, T& 
 
 std::string EncodeAllocation(const Allocation& allocation) {
   // ordered_json keeps the documented key order, so equal allocations encode to equal strings
-  // that read like DESIGN.md's example.
+  // that read like docs/annotations.md's example.
   using ojson = nlohmann::ordered_json;
   ojson containers = ojson::array();
   for (const ContainerAllocation& c : allocation.containers) {

@@ -1,4 +1,4 @@
-// The gpupack.io/allocation annotation (DESIGN.md §3.2): the extender's decision, written on the
+// The gpupack.io/allocation annotation (docs/annotations.md): the extender's decision, written on the
 // Binding so it lands on the pod atomically with spec.nodeName. It is the source of truth from
 // which an extender rebuilds its whole ledger after a restart.
 //

@@ -1,7 +1,8 @@
 // The names that make up gpupack's contract with users, the webhook and the runtime
-// (DESIGN.md §3.1–3.2). Every component takes these names from here, so they cannot drift.
+// (docs/annotations.md). Every component takes these names from here, so they cannot drift.
 #pragma once
 
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -37,15 +38,24 @@ inline constexpr std::string_view kAnnotationWholeDeviceCharge = "gpupack.io/who
 // of the node's advertised capacity; the extender places nothing new on them.
 inline constexpr std::string_view kNodeAnnotationExcludedDevices = "gpupack.io/excluded-devices";
 
-// Every pod annotation a user may set on a gpupack pod (issue 19's controls included). The
-// webhook's check of unknown gpupack.io/* names should take its list from here.
-inline constexpr std::string_view kUserPodAnnotations[] = {
-    kAnnotationDeviceKind,     kAnnotationMigProfile,      kAnnotationGpuModel,    kAnnotationIsolation,
-    kAnnotationGpuModelExclude, kAnnotationGpuUuids,       kAnnotationGpuUuidsExclude, kAnnotationNodePolicy,
-    kAnnotationDevicePolicy,   kAnnotationSpreadKey,       kAnnotationSpreadScope};
-
 // Written by the extender on the Binding (lands on the pod atomically with spec.nodeName).
 inline constexpr std::string_view kAnnotationAllocation = "gpupack.io/allocation";
+
+// The one list of gpupack.io/ names a pod may use. api::ParsePodRequest refuses every other
+// gpupack.io/ resource and user annotation, naming these, so the webhook denies a typo such as
+// gpupack.io/gpu-mem and the extender reports such a pod unschedulable with the same message
+// (a misspelt name would otherwise ask for nothing and pass silently). A new annotation goes here.
+inline constexpr std::string_view kGpupackPrefix = "gpupack.io/";
+inline constexpr std::string_view kKnownResources[] = {kResourceGpuMemory, kResourceGpu};
+inline constexpr std::string_view kUserAnnotations[] = {
+    kAnnotationDeviceKind,      kAnnotationMigProfile, kAnnotationGpuModel,         kAnnotationIsolation,
+    kAnnotationGpuModelExclude, kAnnotationGpuUuids,   kAnnotationGpuUuidsExclude, kAnnotationNodePolicy,
+    kAnnotationDevicePolicy,    kAnnotationSpreadKey,  kAnnotationSpreadScope};
+// True for what only the scheduler writes at bind: kAnnotationAllocation and every
+// ContainerAnnotationKey.
+bool IsSchedulerAnnotation(std::string_view key);
+// "a, b, c": the known names as an error message lists them.
+std::string JoinNames(std::span<const std::string_view> names);
 
 // Per-container annotations the extender writes at bind and the webhook's downward-API env reads.
 // Keyed by the container's position, not its name, so every legal container name works and the

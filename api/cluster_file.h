@@ -1,4 +1,4 @@
-// The cluster file (DESIGN.md §3.5): YAML describing nodes and their GPUs, used by the
+// The cluster file (docs/cluster-file.md): YAML describing nodes and their GPUs, used by the
 // standalone extender, the simulator and the agent's file backend.
 //
 //   nodes:

@@ -52,21 +52,21 @@ TEST(ClusterFile, ErrorsNameThePlace) {
   };
   const Case cases[] = {
       {"nodes: [{name: a, gpus: [{model: T4, memory: 16GB}]}]",
-       "nodes[0].gpus[0].memory: invalid quantity \"16GB\": unknown suffix \"GB\""},
-      {"nodes: [{name: a, gpus: [{memory: 16Gi}]}]", "nodes[0].gpus[0]: missing \"model\""},
-      {"nodes: [{name: a, gpu: []}]", "nodes[0]: unknown key \"gpu\""},
-      {"nodes: [{name: a}, {name: a}]", "nodes[1].name: duplicate node \"a\""},
-      {"nodes: [{name: a, gpus: [{model: T4, memory: 16Gi, count: 0}]}]", "nodes[0].gpus[0].count: must be 1..64"},
+       "line 1: nodes[0].gpus[0].memory: invalid quantity \"16GB\": unknown suffix \"GB\""},
+      {"nodes: [{name: a, gpus: [{memory: 16Gi}]}]", "line 1: nodes[0].gpus[0]: missing \"model\""},
+      {"nodes: [{name: a, gpu: []}]", "line 1: nodes[0]: unknown key \"gpu\""},
+      {"nodes: [{name: a}, {name: a}]", "line 1: nodes[1].name: duplicate node \"a\" (also nodes[0])"},
+      {"nodes: [{name: a, gpus: [{model: T4, memory: 16Gi, count: 0}]}]", "line 1: nodes[0].gpus[0].count: must be 1..64"},
       {"nodes: [{name: a, gpus: [{model: T4, memory: 16Gi, count: 2, uuid: GPU-x}]}]",
-       "nodes[0].gpus[0].uuid: only allowed with count 1"},
+       "line 1: nodes[0].gpus[0].uuid: only allowed with count 1"},
       {"nodes: [{name: a, gpus: [{model: A, memory: 40Gi, mig: [{profile: 3g.40gb, memory: 40Gi}, {profile: 1g.10gb, memory: 10Gi}]}]}]",
-       "nodes[0].gpus[0].mig: instances total 51200 MiB, more than the GPU's 40960 MiB"},
+       "line 1: nodes[0].gpus[0].mig: instances total 51200 MiB, more than the GPU's 40960 MiB"},
       {"nodes: [{name: a, gpus: [{model: T4, memory: 16Gi, uuid: G}]}, {name: b, gpus: [{model: T4, memory: 16Gi, uuid: G}]}]",
-       "nodes[1]: duplicate device uuid \"G\""},
-      {"nodes: {a: 1}", "cluster file: \"nodes\" must be a list"},
-      {"pods: []", "cluster file: unknown key \"pods\""},
+       "line 1: nodes[1]: duplicate device uuid \"G\""},
+      {"nodes: {a: 1}", "line 1: cluster file: \"nodes\" must be a list"},
+      {"pods: []", "line 1: cluster file: unknown key \"pods\""},
       {"nodes: [{name: a, gpus: [{model: T4, memory: 16Gi, healthy: maybe}]}]",
-       "nodes[0].gpus[0].healthy: want true or false, got \"maybe\""},
+       "line 1: nodes[0].gpus[0].healthy: want true or false, got \"maybe\""},
   };
   for (const auto& c : cases) {
     auto nodes = ParseClusterYaml(c.yaml);
@@ -75,6 +75,35 @@ TEST(ClusterFile, ErrorsNameThePlace) {
   }
   EXPECT_FALSE(ParseClusterYaml("nodes: [").ok());
   EXPECT_EQ(LoadClusterFile("/nonexistent/cluster.yaml").status().code(), StatusCode::kNotFound);
+}
+
+// Files that parsed and then misled every component that read them.
+TEST(ClusterFile, RefusesSemanticMistakesWithFieldAndLine) {
+  struct Case {
+    const char* yaml;
+    const char* message;
+  };
+  const Case cases[] = {
+      // The agent would publish usedMiB 32768 on a 16384 MiB GPU.
+      {"nodes:\n  - name: a\n    gpus:\n      - {model: T4, memory: 16Gi, used: 32Gi}\n",
+       "line 4: nodes[0].gpus[0].used: 32768 MiB is more than the GPU's memory (16384 MiB)"},
+      {"nodes:\n  - name: a\n    gpus:\n      - {model: A100, memory: 40Gi, mig: [{profile: 1g.10gb, memory: 10Gi, used: 11Gi}]}\n",
+       "line 4: nodes[0].gpus[0].mig[0].used: 11264 MiB is more than the MIG instance's memory (10240 MiB)"},
+      // yaml-cpp keeps one of two equal keys silently.
+      {"nodes:\n  - name: a\n    name: b\n", "cluster file: line 3: key \"name\" appears twice in one mapping (first on line 2)"},
+      {"nodes:\n  - name: \"Bad Name!\"\n",
+       "line 2: nodes[0].name: \"Bad Name!\" is not a valid Kubernetes name (a DNS-1123 subdomain: at most 253 "
+       "lowercase letters, digits, '-' and '.', starting and ending with a letter or digit)"},
+      {"nodes: []\n", "line 1: cluster file: \"nodes\" is empty; list at least one node"},
+      {"nodes:\n  - name: a\n  - name: a\n", "line 3: nodes[1].name: duplicate node \"a\" (also nodes[0])"},
+  };
+  for (const auto& c : cases) {
+    auto nodes = ParseClusterYaml(c.yaml);
+    ASSERT_FALSE(nodes.ok()) << c.yaml;
+    EXPECT_EQ(nodes.status().message(), c.message) << c.yaml;
+  }
+  // A device may be full, not fuller.
+  EXPECT_TRUE(ParseClusterYaml("nodes: [{name: a.b-1, gpus: [{model: T4, memory: 16Gi, used: 16Gi}]}]").ok());
 }
 
 }  // namespace

@@ -25,6 +25,9 @@ namespace gpupack::api {
 
 inline constexpr int64_t kMinExtenderPriority = 0;
 inline constexpr int64_t kMaxExtenderPriority = 10;
+// The filter's reason for a node the extender has no inventory for. gpupack-sim --extender
+// recognises it: the extender was started on another cluster than the one replayed.
+inline constexpr std::string_view kUnknownNodeReason = "node has no GPUs known to gpupack";
 
 // One v1.Node of ExtenderArgs.Nodes.items: its name plus its JSON text, echoed back unchanged in
 // the filter result when nodeCacheCapable is false.

@@ -1,4 +1,4 @@
-// The GPUNode custom resource (DESIGN.md §3.3): gpunodes.gpupack.io/v1alpha1, cluster-scoped, one
+// The GPUNode custom resource (docs/agent.md "GPUNode status"): gpunodes.gpupack.io/v1alpha1, cluster-scoped, one
 // per node, metadata.name = node name. The node's agent is its only writer (status subresource);
 // the extender reads it to learn what each node really has.
 //

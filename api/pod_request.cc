@@ -52,6 +52,29 @@ StatusOr<std::optional<std::string>> ResourceValue(const json& container, std::s
   return limit ? limit : request;
 }
 
+bool IsGpupackName(std::string_view name) { return name.substr(0, kGpupackPrefix.size()) == kGpupackPrefix; }
+
+bool Known(std::span<const std::string_view> names, std::string_view name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+// A gpupack.io/ resource that is not one of kKnownResources, e.g. the typo gpupack.io/gpu-mem.
+Status CheckResourceNames(const json& container, const std::string& where) {
+  const json* resources = Child(container, "resources");
+  if (resources == nullptr || !resources->is_object()) return Status::Ok();
+  for (const char* section : {"limits", "requests"}) {
+    const json* map = Child(*resources, section);
+    if (map == nullptr || !map->is_object()) continue;
+    for (const auto& item : map->items()) {
+      if (IsGpupackName(item.key()) && !Known(kKnownResources, item.key())) {
+        return Status::InvalidArgument(where + ": resources." + section + "[" + item.key() +
+                                       "]: unknown gpupack resource; the resources are " + JoinNames(kKnownResources));
+      }
+    }
+  }
+  return Status::Ok();
+}
+
 // Host CPU (milli) and memory (bytes) a container requests, as the scheduler counts them:
 // requests, or limits when requests are absent.
 Status HostRequests(const json& container, const std::string& where, int64_t* cpu, int64_t* mem) {
@@ -95,6 +118,7 @@ StatusOr<core::ContainerRequest> ParseContainer(const json& c, int index, bool i
   }
   out.name = name ? name->get<std::string>() : "";
   std::string where = "container \"" + out.name + "\"";
+  GPUPACK_RETURN_IF_ERROR(CheckResourceNames(c, where));
   GPUPACK_ASSIGN_OR_RETURN(auto memory, ResourceValue(c, kResourceGpuMemory, where));
   GPUPACK_ASSIGN_OR_RETURN(auto count, ResourceValue(c, kResourceGpu, where));
   if (!memory && !count) return out;
@@ -186,6 +210,17 @@ Status ParseAnnotations(const json& pod, core::PodRequest* req) {
   const json* ann = meta ? Child(*meta, "annotations") : nullptr;
   if (ann == nullptr) return Status::Ok();
   if (!ann->is_object()) return Status::InvalidArgument("metadata.annotations must be an object");
+  for (const auto& item : ann->items()) {
+    const std::string& key = item.key();
+    // Besides the user's annotations: what the scheduler writes at bind and the webhook's quota
+    // marker, both present when a pod is parsed again after admission or a restart.
+    if (IsGpupackName(key) && !Known(kUserAnnotations, key) && !IsSchedulerAnnotation(key) &&
+        key != kAnnotationWholeDeviceCharge) {
+      return Status::InvalidArgument("metadata.annotations[\"" + key +
+                                     "\"]: unknown gpupack annotation; the annotations a pod may set are " +
+                                     JoinNames(kUserAnnotations));
+    }
+  }
   auto get = [&](std::string_view key) -> StatusOr<std::optional<std::string>> {
     auto it = ann->find(std::string(key));
     if (it == ann->end() || it->is_null()) return std::optional<std::string>();
@@ -292,7 +327,11 @@ bool PodAsksForGpupack(const json& pod) {
       for (const char* section : {"limits", "requests"}) {
         const json* map = Child(*res, section);
         if (map == nullptr || !map->is_object()) continue;
-        if (map->contains(std::string(kResourceGpuMemory)) || map->contains(std::string(kResourceGpu))) return true;
+        // Any gpupack.io/ name, known or not: an unknown one is refused by ParsePodRequest
+        // rather than passing as a pod that asks for nothing.
+        for (const auto& item : map->items()) {
+          if (IsGpupackName(item.key())) return true;
+        }
       }
     }
   }

@@ -88,6 +88,31 @@ TEST(PodRequest, Annotations) {
   EXPECT_TRUE(r->hard_isolation);
 }
 
+// A typo in a gpupack name used to ask for nothing and pass silently.
+TEST(PodRequest, UnknownGpupackNamesAreRefusedNamingTheValidOnes) {
+  const json typo = PodWith({Container("main", {{"gpupack.io/gpu-mem", "8Gi"}})});
+  EXPECT_TRUE(PodAsksForGpupack(typo));
+  auto r = ParsePodRequest(typo);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(),
+            "container \"main\": resources.limits[gpupack.io/gpu-mem]: unknown gpupack resource; the resources are "
+            "gpupack.io/gpu-memory, gpupack.io/gpu");
+  auto annotated = ParsePodRequest(PodWith({Container("main", {{"gpupack.io/gpu-memory", "8Gi"}})}, {{"gpupack.io/foo", "x"}}));
+  ASSERT_FALSE(annotated.ok());
+  EXPECT_EQ(annotated.status().message(),
+            "metadata.annotations[\"gpupack.io/foo\"]: unknown gpupack annotation; the annotations a pod may set are "
+            "gpupack.io/device-kind, gpupack.io/mig-profile, gpupack.io/gpu-model, gpupack.io/isolation, "
+            "gpupack.io/gpu-model-exclude, gpupack.io/gpu-uuids, gpupack.io/gpu-uuids-exclude, gpupack.io/node-policy, "
+            "gpupack.io/device-policy, gpupack.io/spread-key, gpupack.io/spread-scope");
+  // What the scheduler writes at bind is known: a bound pod parses again (the extender's restart).
+  auto bound = ParsePodRequest(PodWith({Container("main", {{"gpupack.io/gpu-memory", "8Gi"}})},
+                                       {{"gpupack.io/allocation", "{}"}, {"gpupack.io/c0-memory-limit-mib", "8192"},
+                                        {"example.com/gpupack.io-note", "x"}}));
+  EXPECT_TRUE(bound.ok()) << bound.status();
+  // Other vendors' names are none of gpupack's business.
+  EXPECT_FALSE(PodAsksForGpupack(PodWith({Container("main", {{"example.com/gpu-mem", "8Gi"}})})));
+}
+
 struct BadCase {
   json pod;
   const char* message;

@@ -44,7 +44,7 @@ struct ExtenderProcess {
 
 class Cluster {
  public:
-  // `cluster_yaml`: a cluster file (DESIGN.md §3.5). With the test server, a core/v1 Node is
+  // `cluster_yaml`: a cluster file (docs/cluster-file.md). With the test server, a core/v1 Node is
   // created per entry; against a real cluster (GPUPACK_E2E_KUBECONFIG) the entries' names must be
   // real nodes (GPUPACK_E2E_NODES renames them in order) and pods go to GPUPACK_E2E_NAMESPACE.
   static StatusOr<std::unique_ptr<Cluster>> Create(const std::string& test_name, const std::string& cluster_yaml,

@@ -37,7 +37,7 @@ int ClusterState::InternConstraint(const ConstraintKey& key) {
     if (ok && key.hard && d.kind == core::DeviceKind::kGpu && !d.hard_isolation) ok = false;
     if (ok && !key.models.empty()) {
       ok = std::any_of(key.models.begin(), key.models.end(),
-                       [&](const std::string& m) { return !m.empty() && d.model.find(m) != std::string::npos; });
+                       [&](const std::string& m) { return core::GpuModelMatches(m, d.model); });
     }
     allowed[t] = ok ? 1 : 0;
   }

@@ -17,7 +17,7 @@ namespace {
 class ExtenderPolicy final : public SimPolicy {
  public:
   ExtenderPolicy(std::string base, std::string prefix, int weight)
-      : client_(base), prefix_(std::move(prefix)), weight_(weight) {
+      : client_(base), base_(base), prefix_(std::move(prefix)), weight_(weight) {
     client_.set_keep_alive(true);
     // Header and body go out as separate writes; without TCP_NODELAY the body waits for the
     // delayed ACK of the header (~40 ms per request on Linux).
@@ -53,6 +53,14 @@ class ExtenderPolicy final : public SimPolicy {
     GPUPACK_ASSIGN_OR_RETURN(std::string filtered_body, Post("/filter", body));
     GPUPACK_ASSIGN_OR_RETURN(api::ExtenderFilterResult filtered, api::DecodeFilterResult(filtered_body));
     if (!filtered.error.empty()) return Status::Unavailable("extender filter error: " + filtered.error);
+    for (const auto& [node, reason] : filtered.failed_and_unresolvable_nodes) {
+      // The replayed cluster and the extender's disagree: every result would be meaningless.
+      if (reason == api::kUnknownNodeReason) {
+        return Status::FailedPrecondition("the extender at " + base_ + prefix_ + " does not know node " + node +
+                                          " of the replayed cluster; start it on the same cluster (gpupack-sim "
+                                          "--write-cluster FILE, then gpupack-extender --standalone-cluster FILE)");
+      }
+    }
     if (!filtered.node_names.has_value() || filtered.node_names->empty()) return std::optional<Choice>();
 
     args.node_names = filtered.node_names;
@@ -126,14 +134,30 @@ class ExtenderPolicy final : public SimPolicy {
 
   StatusOr<std::string> Post(const std::string& verb, const std::string& body) {
     auto res = client_.Post(prefix_ + verb, body, "application/json");
-    if (!res) return Status::Unavailable("extender " + verb + ": " + httplib::to_string(res.error()));
+    if (!res) {
+      return Status::Unavailable("cannot reach the extender at " + base_ + prefix_ + verb + ": " +
+                                 TransportFailure(res.error()));
+    }
     if (res->status != 200) {
       return Status::Unavailable("extender " + verb + ": HTTP " + std::to_string(res->status) + ": " + res->body);
     }
     return res->body;
   }
 
+  // What went wrong, in words, for the httplib errors a replay can meet.
+  static std::string TransportFailure(httplib::Error error) {
+    switch (error) {
+      case httplib::Error::Connection:
+        return "connection failed (refused, or no such host: is gpupack-extender running and listening there?)";
+      case httplib::Error::ConnectionTimeout: return "no connection within 5 s";
+      case httplib::Error::Read: return "no complete reply within 30 s, or the connection closed while reading it";
+      case httplib::Error::Write: return "the connection failed while sending the request";
+      default: return "HTTP client error " + httplib::to_string(error);
+    }
+  }
+
   httplib::Client client_;
+  std::string base_;  // scheme, host and port, for messages
   std::string prefix_;
   int weight_;
   std::optional<core::Decision> decision_;

@@ -11,6 +11,7 @@
 #include "api/annotations.h"
 #include "api/cluster_file.h"
 #include "api/pod_request.h"
+#include "common/input_check.h"
 #include "common/quantity.h"
 
 namespace gpupack::sim {
@@ -152,6 +153,7 @@ StatusOr<std::vector<core::Node>> ParseAlibabaNodes(std::string_view csv, const 
     }
     nodes.push_back(std::move(node));
   }
+  if (nodes.empty()) return Status::InvalidArgument(where + ": the node list has a header but no nodes");
   return nodes;
 }
 
@@ -208,12 +210,9 @@ StatusOr<std::vector<core::PodRequest>> ParseAlibabaPods(std::string_view csv, c
 }
 
 StatusOr<std::vector<core::PodRequest>> ParseWorkloadYaml(std::string_view text, const std::string& where) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(text));
-  } catch (const YAML::Exception& e) {
-    return Status::InvalidArgument(At(where, e.mark.line + 1, e.mark.column + 1) + e.msg);
-  }
+  StatusOr<YAML::Node> parsed = ParseYamlStrict(text);
+  if (!parsed.ok()) return parsed.status().WithContext(where);
+  const YAML::Node root = *parsed;
   if (!root.IsMap() || !root["pods"] || !root["pods"].IsSequence()) {
     return Status::InvalidArgument(where + ": expected a map with a \"pods\" list");
   }
@@ -235,6 +234,9 @@ StatusOr<std::vector<core::PodRequest>> ParseWorkloadYaml(std::string_view text,
     auto scalar = [&](const char* key) { return entry[key] ? entry[key].as<std::string>() : std::string(); };
     const std::string name = scalar("name");
     if (name.empty()) return Status::InvalidArgument(Mark(where, entry) + "name: required");
+    if (Status valid = CheckDns1123Subdomain(name, "name"); !valid.ok()) {
+      return Status::InvalidArgument(Mark(where, entry["name"]) + valid.message());
+    }
     core::PodRequest base;
     base.ns = "default";
     int64_t count = 1;

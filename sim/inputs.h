@@ -1,5 +1,5 @@
 // Readers for the simulator's inputs: clusters (our cluster file, or the Alibaba node CSV) and
-// workloads (our workload file, DESIGN.md §3.5, or an Alibaba pod CSV).
+// workloads (our workload file, docs/cluster-file.md, or an Alibaba pod CSV).
 //
 // The Alibaba trace models every GPU with 1000 MiB of memory, so 1 milli-GPU = 1 MiB and the FGD
 // paper's arithmetic carries over unchanged: a pod's gpu_milli < 1000 becomes a 'gpu_milli' MiB
@@ -38,7 +38,7 @@ StatusOr<std::vector<core::PodRequest>> ParseWorkloadYaml(std::string_view yaml,
 StatusOr<std::vector<core::Node>> LoadCluster(const std::string& path);
 StatusOr<std::vector<core::PodRequest>> LoadWorkload(const std::string& path);
 
-// Writes nodes as a cluster file (DESIGN.md §3.5), e.g. to start a standalone extender on the
+// Writes nodes as a cluster file (docs/cluster-file.md), e.g. to start a standalone extender on the
 // Alibaba cluster for the HTTP mode. Everything the file can say round-trips (labels, reported
 // usage, health, hard isolation, MIG instance ids and placements), so the extender started on it
 // decides on the cluster the simulator replays.

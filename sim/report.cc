@@ -58,7 +58,11 @@ const char* kColors[] = {"#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", 
 
 nlohmann::json RunJson(const PolicyRun& run) {
   nlohmann::json seeds = nlohmann::json::array();
-  for (const auto& s : run.seeds) seeds.push_back(s.seed);
+  nlohmann::json failed = nlohmann::json::array();
+  for (const auto& s : run.seeds) {
+    seeds.push_back(s.seed);
+    failed.push_back(s.failed);
+  }
   nlohmann::json curve = nlohmann::json::array();
   for (const auto& p : run.curve) {
     curve.push_back({{"arrivedPct", p.arrived_pct},
@@ -68,6 +72,7 @@ nlohmann::json RunJson(const PolicyRun& run) {
   return {{"policy", run.policy},
           {"seeds", seeds},
           {"pods", run.seeds.empty() ? 0 : run.seeds.front().pods},
+          {"failedPods", failed},
           {"curve", curve},
           {"seconds", std::round(run.seconds * 1000.0) / 1000.0}};
 }

@@ -1,4 +1,4 @@
-// The simulator's outputs: a readable table, the --json object (DESIGN.md §3.5), and a
+// The simulator's outputs: a readable table, the --json object (docs/simulator.md), and a
 // self-contained SVG / HTML report with the unallocated-GPU curve of each policy against arrived
 // workload (like the FGD paper's Fig. 9(a)).
 #pragma once

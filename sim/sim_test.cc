@@ -429,6 +429,44 @@ TEST(Inputs, WorkloadYamlErrorsNameLineAndColumn) {
   EXPECT_FALSE(ParseWorkloadYaml("nodes: []\n", "w.yaml").ok());
 }
 
+// Accepted before: a key given twice (one silently won), a pod name Kubernetes refuses, and a node
+// list with no nodes (a replay then reported a 100 % unallocated nothing).
+TEST(Inputs, RefusesDuplicateKeysBadNamesAndEmptyClusters) {
+  auto twice = ParseWorkloadYaml("pods:\n  - name: a\n    gpus: 1\n    gpus: 2\n", "w.yaml");
+  ASSERT_FALSE(twice.ok());
+  EXPECT_EQ(twice.status().message(), "w.yaml: line 4: key \"gpus\" appears twice in one mapping (first on line 3)");
+  auto bad_name = ParseWorkloadYaml("pods:\n  - {name: \"Bad Name!\", gpus: 1}\n", "w.yaml");
+  ASSERT_FALSE(bad_name.ok());
+  EXPECT_EQ(bad_name.status().message().rfind("w.yaml:2:12: name: \"Bad Name!\" is not a valid Kubernetes name", 0), 0u)
+      << bad_name.status();
+  auto no_nodes = ParseAlibabaNodes("sn,cpu_milli,memory_mib,gpu,model\n", "nodes.csv");
+  ASSERT_FALSE(no_nodes.ok());
+  EXPECT_EQ(no_nodes.status().message(), "nodes.csv: the node list has a header but no nodes");
+}
+
+// The trace's gpu_spec names (V100M16, V100M32) are matched as whole names, not substrings.
+TEST(ClusterState, PinnedPodsMatchWholeModelNames) {
+  core::Node a10 = TraceNode("a10", 64000, {0});
+  a10.devices[0].model = "A10";
+  core::Node a100 = TraceNode("a100", 64000, {100});  // fuller, so bestfit would prefer it
+  a100.devices[0].model = "A100";
+  ReplayOptions opts;
+  opts.tune = 0;
+  opts.shuffle = false;
+  core::PodRequest pinned = Pod("p", 1, 1, 500);
+  pinned.gpu_models = {"A10"};
+  core::PodRequest on_a100 = Pod("q", 1, 1, 600);
+  on_a100.gpu_models = {"A100"};
+  auto r = Replayer::Create({a100, a10}, {pinned, on_a100}, opts);
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto policy = MakePolicy("bestfit", r->typical());
+  auto run = r->RunSeed(**policy, 1);
+  ASSERT_TRUE(run.ok()) << run.status();
+  // p fits only the A10, q then has 900 MiB on the A100. Substring matching put p on the A100
+  // (A10 is in A100, and bestfit prefers the fuller device), leaving q 400 MiB.
+  EXPECT_EQ(run->failed, 0);
+}
+
 TEST(Replay, InflationAppendsCopiesUntilTheNextWouldPassTheTarget) {
   // 2 GPUs = 2000 MiB; target 1.3 × 2000 = 2600. Two 500 pods (1000) + copies of 500:
   // 1500, 2000, 2500; a fourth would make 3000 > 2600. So 5 arrivals.
@@ -559,6 +597,7 @@ TEST(Report, JsonFollowsTheContract) {
   EXPECT_EQ(j["curve"][100]["unallocatedGpuPct"]["median"], 0.0);
   EXPECT_TRUE(j["curve"][100]["fragRatePct"].contains("sd"));
   EXPECT_TRUE(j["seconds"].is_number());
+  EXPECT_EQ(j["failedPods"], nlohmann::json::array({0, 0}));
   const std::string html = HtmlReport({*run}, "t");
   EXPECT_NE(html.find("<svg"), std::string::npos);
   EXPECT_NE(html.find("<polyline fill=\"none\" stroke=\"#d62728\""), std::string::npos);

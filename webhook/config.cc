@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/input_check.h"
 #include "common/quantity.h"
 
 namespace gpupack::webhook {
@@ -52,9 +53,8 @@ StatusOr<int> IntInRange(const YAML::Node& node, std::string_view key, int lo, i
 Status ApplyKey(const std::string& key, const YAML::Node& value, Config& config) {
   if (key == "schedulerName") {
     GPUPACK_ASSIGN_OR_RETURN(config.scheduler_name, Scalar<std::string>(value, key, "a string"));
-    if (config.scheduler_name.empty()) {
-      return Status::InvalidArgument("config key schedulerName: must not be empty");
-    }
+    // The name kube-scheduler's profile must carry: a DNS-1123 subdomain, as every object name.
+    GPUPACK_RETURN_IF_ERROR(CheckDns1123Subdomain(config.scheduler_name, "config key schedulerName"));
   } else if (key == "allowCustomSchedulerName") {
     GPUPACK_ASSIGN_OR_RETURN(config.allow_custom_scheduler_name,
                              Scalar<bool>(value, key, "true or false"));
@@ -94,18 +94,14 @@ Status ApplyKey(const std::string& key, const YAML::Node& value, Config& config)
 }  // namespace
 
 StatusOr<Config> ParseConfig(std::string_view yaml_text) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(yaml_text));
-  } catch (const YAML::Exception& e) {
-    return Status::InvalidArgument(std::string("config is not valid YAML: ") + e.what());
-  }
+  GPUPACK_ASSIGN_OR_RETURN(YAML::Node root, ParseYamlStrict(yaml_text));
   Config config;
   if (root.IsNull()) return config;  // an empty file means all defaults
   if (!root.IsMap()) return Status::InvalidArgument("config must be a YAML mapping of keys");
   for (const auto& entry : root) {
     if (!entry.first.IsScalar()) return Status::InvalidArgument("config keys must be strings");
-    GPUPACK_RETURN_IF_ERROR(ApplyKey(entry.first.Scalar(), entry.second, config));
+    const Status applied = ApplyKey(entry.first.Scalar(), entry.second, config);
+    if (!applied.ok()) return Status::InvalidArgument(YamlLine(entry.first) + applied.message());
   }
   return config;
 }

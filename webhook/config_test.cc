@@ -59,7 +59,7 @@ TEST(WebhookConfig, RefusesBadValuesNamingTheKey) {
       {"schedulerName: ''", "schedulerName"},
       {"workerThreads: -1", "workerThreads"},
       {"- a list", "mapping"},
-      {"a: [unclosed", "not valid YAML"},
+      {"a: [unclosed", "invalid YAML"},
   };
   for (const Case& c : cases) {
     StatusOr<Config> config = ParseConfig(c.yaml);
@@ -67,6 +67,19 @@ TEST(WebhookConfig, RefusesBadValuesNamingTheKey) {
     EXPECT_NE(config.status().message().find(c.expected), std::string::npos)
         << c.yaml << " -> " << config.status();
   }
+}
+
+// Accepted before: a scheduler name no kube-scheduler profile can carry, a key given twice.
+TEST(WebhookConfig, RefusesAnInvalidSchedulerNameAndDuplicateKeysWithTheLine) {
+  StatusOr<Config> bad_name = ParseConfig("failurePolicy: Fail\nschedulerName: \"Bad Name!\"\n");
+  ASSERT_FALSE(bad_name.ok());
+  EXPECT_EQ(bad_name.status().message(),
+            "line 2: config key schedulerName: \"Bad Name!\" is not a valid Kubernetes name (a DNS-1123 subdomain: at "
+            "most 253 lowercase letters, digits, '-' and '.', starting and ending with a letter or digit)");
+  StatusOr<Config> twice = ParseConfig("schedulerName: a\nschedulerName: b\n");
+  ASSERT_FALSE(twice.ok());
+  EXPECT_EQ(twice.status().message(), "line 2: key \"schedulerName\" appears twice in one mapping (first on line 1)");
+  EXPECT_TRUE(ParseConfig("schedulerName: gpupack-scheduler.v2\n").ok());
 }
 
 TEST(WebhookConfig, MissingFileIsNotFound) {

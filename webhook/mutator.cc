@@ -5,6 +5,7 @@
 
 #include "api/annotations.h"
 #include "api/pod_request.h"
+#include "common/log.h"
 #include "common/quantity.h"
 
 namespace gpupack::webhook {
@@ -82,23 +83,6 @@ std::string ContainerLabel(const json& container, std::string_view list, size_t 
   return "container \"" + name + "\" (spec." + std::string(list) + "[" + std::to_string(index) + "])";
 }
 
-// The api::ContainerAnnotationKey entry `key` names, or false when it names none. Decided by
-// regenerating the key from its parsed index, so it follows ContainerAnnotationKey exactly.
-bool IsContainerAnnotationKey(std::string_view key) {
-  constexpr std::string_view kPrefix = "gpupack.io/";
-  if (key.substr(0, kPrefix.size()) != kPrefix) return false;
-  std::string_view rest = key.substr(kPrefix.size());
-  if (rest.size() < 2 || (rest[0] != 'c' && rest[0] != 'i')) return false;
-  size_t digits = 1;
-  while (digits < rest.size() && digits < 8 && rest[digits] >= '0' && rest[digits] <= '9') ++digits;
-  if (digits == 1) return false;
-  int index = std::stoi(std::string(rest.substr(1, digits - 1)));
-  for (api::ContainerEnvKey env_key : api::kAllContainerEnvKeys) {
-    if (api::ContainerAnnotationKey(rest[0] == 'i', index, env_key) == key) return true;
-  }
-  return false;
-}
-
 // The env entries that carry one container's cap, in api::kAllContainerEnvKeys order.
 json InjectedEnv(bool init, int index) {
   json env = json::array();
@@ -140,7 +124,7 @@ Status Mutator::CheckWebhookRules(const json& pod) const {
   if (annotations != nullptr && annotations->is_object()) {
     for (const auto& entry : annotations->items()) {
       const std::string& key = entry.key();
-      if (key == api::kAnnotationAllocation || IsContainerAnnotationKey(key)) {
+      if (api::IsSchedulerAnnotation(key)) {
         return Status::PermissionDenied(
             "metadata.annotations[\"" + key +
             "\"]: only the gpupack scheduler may set this annotation (it records the device and "
@@ -295,6 +279,11 @@ ReviewResult Mutator::Review(std::string_view body) const {
     StatusOr<json> patch = PatchFor(*pod);
     if (!patch.ok()) {
       bool forbidden = patch.status().code() == StatusCode::kPermissionDenied;
+      const json* metadata = Field(*pod, "metadata");
+      std::string name = metadata != nullptr ? StringField(*metadata, "name") : std::string();
+      if (name.empty() && metadata != nullptr) name = StringField(*metadata, "generateName") + "*";
+      GPUPACK_LOG(kInfo, "webhook") << "denied pod " << StringField(*request, "namespace") << "/" << name
+                                    << " (uid " << uid << "): " << patch.status().message();
       return Refuse(uid, Outcome::kDenied, 200, forbidden ? 403 : 400,
                     forbidden ? "Forbidden" : "BadRequest", patch.status().message());
     }

@@ -384,6 +384,34 @@ TEST(Mutator, InvalidRequestsAreDeniedWithMessagesNamingContainerAndField) {
   EXPECT_NE(d.message.find("gpupack.io/mig-profile"), std::string::npos) << d.message;
 }
 
+// docs/webhook.md promised it; a typo (gpupack.io/gpu-mem) used to be skipped as a pod that asks
+// for nothing, and gpupack.io/foo was admitted.
+TEST(Mutator, DeniesUnknownGpupackNamesListingTheValidOnesAndLogsTheDenial) {
+  Mutator mutator{Config{}};
+  const json typo = PodWith(json::array(
+      {{{"name", "main"}, {"image", "x"}, {"resources", {{"limits", {{"gpupack.io/gpu-mem", "8Gi"}}}}}}}));
+  testing::internal::CaptureStderr();
+  Denial d = DenialOf(mutator, typo);
+  const std::string log = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(d.code, 400);
+  EXPECT_NE(d.message.find("resources.limits[gpupack.io/gpu-mem]: unknown gpupack resource; the resources are "
+                           "gpupack.io/gpu-memory, gpupack.io/gpu"),
+            std::string::npos)
+      << d.message;
+  EXPECT_NE(log.find("INFO webhook: denied pod ml/p (uid 3f5c2f6e-9b1d-4a8e-a7f0-5b2d8c1e4a90): container \"main\""),
+            std::string::npos)
+      << log;
+
+  json annotated = PodWith(json::array({GpuContainer("main", "8Gi")}));
+  annotated["metadata"]["annotations"] = {{"gpupack.io/foo", "bar"}};
+  d = DenialOf(mutator, annotated);
+  EXPECT_EQ(d.code, 400);
+  EXPECT_NE(d.message.find("metadata.annotations[\"gpupack.io/foo\"]: unknown gpupack annotation; the annotations a "
+                           "pod may set are gpupack.io/device-kind, gpupack.io/mig-profile"),
+            std::string::npos)
+      << d.message;
+}
+
 TEST(Mutator, PodsMayNotPresetWhatOnlyTheSchedulerWrites) {
   Mutator mutator{Config{}};
   for (const std::string& key :
@@ -397,10 +425,11 @@ TEST(Mutator, PodsMayNotPresetWhatOnlyTheSchedulerWrites) {
     EXPECT_EQ(d.code, 403);
     EXPECT_NE(d.message.find(key), std::string::npos) << d.message;
   }
-  // Look-alike user annotations are fine.
+  // Look-alikes under gpupack.io/ are not reserved, but unknown: a 400, not a 403. Others' are fine.
   json pod = PodWith(json::array({GpuContainer("main", "8Gi")}));
-  pod["metadata"]["annotations"] = {{"gpupack.io/c0-notes", "x"}, {"gpupack.io/cx-memory-limit-mib", "1"},
-                                    {"example.com/c0-memory-limit-mib", "1"}};
+  pod["metadata"]["annotations"] = {{"gpupack.io/c0-notes", "x"}};
+  EXPECT_EQ(DenialOf(mutator, pod).code, 400);
+  pod["metadata"]["annotations"] = {{"example.com/c0-memory-limit-mib", "1"}};
   EXPECT_EQ(Ask(mutator, ReviewOf(pod)).result.outcome, Outcome::kPatched);
 
   json pinned = PodWith(json::array({GpuContainer("main", "8Gi")}));

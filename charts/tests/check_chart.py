@@ -62,7 +62,7 @@ EXTENDER_KEYS = {"urlPrefix", "filterVerb", "preemptVerb", "prioritizeVerb", "we
                  "enableHTTPS", "tlsConfig", "httpTimeout", "nodeCacheCapable", "managedResources",
                  "ignorable"}
 MANAGED_KEYS = {"name", "ignoredByScheduler"}
-# The extender's routes (DESIGN.md §3.4): POST {prefix}/<verb>.
+# The extender's routes (docs/extender.md "Endpoints"): POST {prefix}/<verb>.
 EXTENDER_ROUTES = {"filterVerb": "filter", "prioritizeVerb": "prioritize", "bindVerb": "bind",
                    "preemptVerb": "preempt"}
 GPUPACK_RESOURCES = {"gpupack.io/gpu-memory", "gpupack.io/gpu"}
@@ -74,7 +74,7 @@ WEBHOOK_CONFIG_KEYS = {"schedulerName", "allowCustomSchedulerName", "failurePoli
 
 # ---- the API calls each binary makes ------------------------------------------------------------
 # From the code (scheduler/cluster/kube_backend.cc, agent/kube_sink.cc, cmd/agent/main.cc,
-# kube/client.cc) and DESIGN.md §3.3, §5. (apiGroup, resource[/subresource], verb, namespace or
+# kube/client.cc) and docs/agent.md "GPUNode status", docs/kubernetes.md. (apiGroup, resource[/subresource], verb, namespace or
 # None for cluster scope / all namespaces, resourceName or None)
 def extender_calls(ns, scheduler_name):
     return [

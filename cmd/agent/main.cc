@@ -1,4 +1,4 @@
-// gpupack-agent: the node agent (DESIGN.md §2, §3.3, docs/agent.md). Parses flags, wires the
+// gpupack-agent: the node agent (docs/agent.md). Parses flags, wires the
 // discovery backend, the enforcer, the reporter and the HTTP endpoints, and runs one pass every
 // poll interval until SIGTERM or SIGINT; `--once --print` runs one pass and prints it.
 #include <pthread.h>

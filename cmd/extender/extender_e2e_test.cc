@@ -112,4 +112,16 @@ TEST(ExtenderBinary, RefusesBadFlagsAndConfigNamingTheProblem) {
   EXPECT_EQ(Wait(missing), 2);
 }
 
+// It used to start serving an empty cluster without a word.
+TEST(ExtenderBinary, RefusesAnEmptyInventoryAndAReserveLargerThanTheDevices) {
+  Child empty = Spawn({"--standalone-cluster", WriteTemp("empty.yaml", "nodes: []\n"), "--listen", "127.0.0.1:0"});
+  char line[256] = {0};
+  EXPECT_EQ(fgets(line, sizeof line, empty.out), nullptr) << "it printed an address: " << line;
+  EXPECT_EQ(Wait(empty), 2);
+  Child reserve = Spawn({"--standalone-cluster", WriteTemp("c2.yaml", kCluster), "--config",
+                         WriteTemp("reserve.yaml", "reservePerDevice: 100Gi\n"), "--listen", "127.0.0.1:0"});
+  EXPECT_EQ(fgets(line, sizeof line, reserve.out), nullptr) << "it printed an address: " << line;
+  EXPECT_EQ(Wait(reserve), 2);
+}
+
 }  // namespace

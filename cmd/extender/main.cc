@@ -1,4 +1,4 @@
-// gpupack-extender: the kube-scheduler extender (DESIGN.md §3.4–3.5, docs/extender.md). Parses
+// gpupack-extender: the kube-scheduler extender (docs/extender.md, docs/cluster-file.md). Parses
 // flags, loads the config and the backend, serves until SIGTERM or SIGINT, then stops gracefully
 // (in-flight requests finish, idle keep-alive connections close).
 #include <pthread.h>
@@ -33,8 +33,8 @@ namespace {
 constexpr const char* kUsage = R"(usage: gpupack-extender [--standalone-cluster FILE | --kubeconfig FILE] [--config FILE]
                         [--listen HOST:PORT] [--metrics-listen HOST:PORT] [--policy fgd|binpack|spread]
 
-  --standalone-cluster FILE  no API server: inventory from a cluster file (DESIGN.md §3.5), binds
-                             recorded in memory
+  --standalone-cluster FILE  no API server: inventory from a cluster file (docs/cluster-file.md),
+                             binds recorded in memory
   --kubeconfig FILE          talk to this cluster (default without either flag: the in-cluster
                              service account)
   --config FILE              YAML config (docs/configuration.md); defaults apply without one
@@ -100,6 +100,9 @@ int main(int argc, char** argv) {
   if (flags.count("--standalone-cluster")) {
     StatusOr<std::vector<core::Node>> nodes = api::LoadClusterFile(flags["--standalone-cluster"]);
     if (!nodes.ok()) return Fail(nodes.status().message());
+    if (Status fits = extender::CheckConfigAgainstCluster(config, *nodes); !fits.ok()) {
+      return Fail((flags.count("--config") ? flags["--config"] + ": " : std::string()) + fits.message());
+    }
     typical_device_mib = core::TypicalDeviceMiB(*nodes);
     backend = std::make_unique<extender::StandaloneBackend>(std::move(nodes).value());
   } else {

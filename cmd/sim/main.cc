@@ -1,5 +1,5 @@
 // gpupack-sim: replays a workload against a cluster with one or more placement policies and
-// reports packing quality (DESIGN.md §3.5, docs/simulator.md).
+// reports packing quality (docs/simulator.md; input formats in docs/cluster-file.md).
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -35,17 +35,25 @@ std::string Usage() {
   }
   return R"(usage: gpupack-sim --cluster FILE --workload FILE [options]
 
-  --cluster FILE       cluster file (YAML) or Alibaba node CSV (openb_node_list_gpu_node.csv)
-  --workload FILE      workload file (YAML) or Alibaba pod CSV (openb_pod_list_*.csv)
+  --cluster FILE       cluster file (YAML, docs/cluster-file.md) or Alibaba node CSV
+                       (openb_node_list_gpu_node.csv; data/traces/alibaba-gpu-v2023 ships one)
+  --workload FILE      workload file (YAML, docs/cluster-file.md) or Alibaba pod CSV (openb_pod_list_*.csv)
 )" + head + policies + R"(
   --seeds LIST         e.g. 42-51 (default) or 42,43
   --tune R             inflate the workload to R x cluster GPU capacity (default 1.3; 0 = off)
   --keep-order         replay pods in file order (default: sort by name, shuffle per seed)
-  --extender URL       replay through a running gpupack-extender (policy name: extender)
+  --extender URL       replay through a running gpupack-extender (policy name: extender), as
+                       kube-scheduler would (filter, prioritize, bind over HTTP); with --policy,
+                       those policies run in process on the same seed, in the same table
   --extender-weight N  the extender's weight in kube-scheduler's profile (default 1)
   --json               print one JSON object (several policies: {"runs":[...]})
   --report FILE        write a self-contained .html or .svg chart
   --write-cluster FILE write the cluster as a cluster file (for a standalone extender) and exit
+
+The table: unallocated GPU % (the share of GPU capacity left unallocated; lower is better) at
+each arrived-workload level, median over seeds; "@100 mean±sd" the same at 100 % over seeds;
+"failed" the pods that fit on no node, mean per seed (a pod fails once and is not retried);
+"s/seed" wall-clock seconds per seed. --json gives the same numbers, with "failedPods" per seed.
 )";
 }
 
@@ -79,6 +87,7 @@ int main(int argc, char** argv) {
   sim::ReplayOptions options;
   int extender_weight = 1;
   bool seeds_given = false;
+  bool policies_given = false;
   bool json = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -101,6 +110,7 @@ int main(int argc, char** argv) {
       if (!value(workload_path)) return Fail("--workload needs a file");
     } else if (arg == "--policy") {
       if (!value(policies)) return Fail("--policy needs a name");
+      policies_given = true;
     } else if (arg == "--seeds") {
       if (!value(seeds_text)) return Fail("--seeds needs a list");
       seeds_given = true;
@@ -151,12 +161,16 @@ int main(int argc, char** argv) {
   auto replayer = sim::Replayer::Create(std::move(*nodes), std::move(*pods), options);
   if (!replayer.ok()) return Fail(replayer.status().message());
 
-  std::vector<std::string> names = extender_url.empty() ? SplitComma(policies) : std::vector<std::string>{"extender"};
+  std::vector<std::string> names;
+  if (!extender_url.empty()) names.push_back("extender");
+  if (extender_url.empty() || policies_given) {
+    for (const std::string& name : SplitComma(policies)) names.push_back(name);
+  }
   if (names.empty()) return Fail("--policy: no policy named");
   std::vector<sim::PolicyRun> runs;
   for (const auto& name : names) {
     std::function<StatusOr<std::unique_ptr<sim::SimPolicy>>()> make;
-    if (!extender_url.empty()) {
+    if (!extender_url.empty() && name == "extender") {
       make = [&]() -> StatusOr<std::unique_ptr<sim::SimPolicy>> {
         return sim::MakeExtenderPolicy(extender_url, extender_weight);
       };

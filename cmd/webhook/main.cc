@@ -1,6 +1,6 @@
-// gpupack-webhook: the mutating admission webhook (DESIGN.md §3.5, docs/webhook.md). Parses
-// flags, loads the config, serves until SIGTERM or SIGINT, then drains (in-flight reviews finish,
-// idle keep-alive connections close).
+// gpupack-webhook: the mutating admission webhook (docs/webhook.md). Parses flags, loads the
+// config, serves until SIGTERM or SIGINT, then drains (in-flight reviews finish, idle keep-alive
+// connections close).
 #include <pthread.h>
 #include <signal.h>
 

@@ -3,7 +3,7 @@
 // current by informers; binds are Binding objects that carry the allocation annotations, so the
 // node and the device decision land on the pod in one atomic write.
 //
-// Failover safety (DESIGN.md §5): kube-scheduler's leader election gives no fencing, so a newly
+// Failover safety (docs/kubernetes.md): kube-scheduler's leader election gives no fencing, so a newly
 // active extender may not yet have seen the last binds of the previous one, and the previous
 // one's binds may still be in flight. Before every bind to node N this backend
 //   1. reads N's fence, a coordination.k8s.io Lease "gpupack-fence-N" whose annotation

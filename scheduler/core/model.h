@@ -11,6 +11,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace gpupack::core {
@@ -93,7 +94,7 @@ struct PodRequest {
   std::vector<ContainerRequest> containers;  // only those with device_count > 0, app first then init
   DeviceKindPreference device_kind = DeviceKindPreference::kAny;
   std::string mig_profile;              // only MIG instances of this profile
-  std::vector<std::string> gpu_models;  // device model must contain one of these (empty = any)
+  std::vector<std::string> gpu_models;  // device model must match one of these (GpuModelMatches; empty = any)
   bool hard_isolation = false;          // gpupack.io/isolation: hard
   // Device rules (docs/annotations.md): the device's UUID (or a MIG instance's parent UUID) must
   // be in gpu_uuids when it is not empty, and in neither excluded list; its model must match none
@@ -114,6 +115,14 @@ struct PodRequest {
   // Σ over app containers of k × per-device memory (whole devices count their k only).
   MiB TotalMemMiB() const;
 };
+
+// Whether the pod-side model name `wanted` (one |-separated part of gpupack.io/gpu-model) matches
+// a device's `model` (docs/annotations.md): case-insensitively, `wanted` equals the model or a run of
+// whole words of it, words split at spaces and hyphens ("A100", "a100-sxm4" and "NVIDIA A100"
+// match "NVIDIA A100-SXM4-80GB"; "A10" and "A100-SXM" do not); a name holding `*` is a glob over
+// the whole model instead, `*` standing for any run of characters ("*A100*80GB" matches it,
+// "A100*" does not). An empty name matches nothing.
+bool GpuModelMatches(std::string_view wanted, std::string_view model);
 
 // Where one container's devices are: slots index Node::devices.
 struct ContainerPlacement {

@@ -44,7 +44,7 @@ bool InPool(const Device& d) { return d.healthy && !d.excluded; }
 bool ModelMatches(const std::string& model, const std::vector<std::string>* wanted) {
   if (wanted == nullptr || wanted->empty()) return true;
   for (const auto& w : *wanted) {
-    if (!w.empty() && model.find(w) != std::string::npos) return true;
+    if (GpuModelMatches(w, model)) return true;
   }
   return false;
 }

@@ -130,6 +130,42 @@ struct RejectCase {
   const char* message;
 };
 
+// docs/annotations.md. gpu-model used to match substrings: A10 landed on A100s.
+TEST(ModelMatch, WholeWordsCaseInsensitiveOrAGlob) {
+  struct Case {
+    const char* wanted;
+    const char* model;
+    bool matches;
+  };
+  const Case cases[] = {
+      {"A100", "NVIDIA A100-SXM4-80GB", true},   // one word of it
+      {"a100", "NVIDIA A100-SXM4-80GB", true},   // case-insensitively
+      {"A100-SXM4", "NVIDIA A100-SXM4-80GB", true},  // a run of words, split at '-'
+      {"NVIDIA A100", "NVIDIA A100-SXM4-80GB", true},  // split at ' '
+      {"NVIDIA A100-SXM4-80GB", "NVIDIA A100-SXM4-80GB", true},  // the whole model
+      {"A10", "NVIDIA A100-SXM4-80GB", false},  // not a word of it
+      {"A10", "NVIDIA A10", true},
+      {"A100-SXM", "NVIDIA A100-SXM4-80GB", false},  // SXM is not SXM4
+      {"SXM4 A100", "NVIDIA A100-SXM4-80GB", false},  // words in order
+      {"T4", "Tesla T4", true},
+      {"V100M16", "V100M32", false},  // the Alibaba trace's names
+      {"*A100*80GB", "NVIDIA A100-SXM4-80GB", true},  // a glob covers the whole model
+      {"A100*", "NVIDIA A100-SXM4-80GB", false},
+      {"nvidia a100*", "NVIDIA A100-SXM4-80GB", true},
+      {"*H100*", "NVIDIA A100-SXM4-80GB", false},
+      {"*", "anything", true},
+      {"", "NVIDIA A100-SXM4-80GB", false},
+      {" - ", "NVIDIA A100-SXM4-80GB", false},  // no word at all
+  };
+  for (const Case& c : cases) EXPECT_EQ(GpuModelMatches(c.wanted, c.model), c.matches) << c.wanted << " vs " << c.model;
+
+  PodRequest a10 = Pod(1, 1000);
+  a10.gpu_models = {"A10"};
+  const NodeEvaluation on_a100 = Simple(PolicyKind::kFgd).Evaluate(MakeNode({Gpu(81920)}), a10);
+  EXPECT_EQ(on_a100.verdict.reason, RejectReason::kNoMatchingDevice) << on_a100.verdict.Message();
+  EXPECT_TRUE(Simple(PolicyKind::kFgd).Evaluate(MakeNode({Gpu(24576, 0, "NVIDIA A10")}), a10).verdict.fits());
+}
+
 TEST(Fit, PreciseReasons) {
   PodRequest mig_pod = Pod(1, 5000);
   mig_pod.mig_profile = "1g.10gb";

@@ -41,7 +41,7 @@ class ClusterBackend {
   // unreadable cluster file): the extender then exits.
   virtual Status Start(ClusterState& state) = 0;
   // True once the initial inventory and every existing allocation are in the state. Until then
-  // /readyz fails and the verbs answer with an error (DESIGN.md §5).
+  // /readyz fails and the verbs answer with an error (docs/kubernetes.md).
   virtual bool Synced() const = 0;
   // The request of a pod about to be bound, when the extender did not see it in a recent filter
   // or prioritize call. NotFound when the backend does not know the pod; InvalidArgument when its
@@ -72,7 +72,7 @@ struct KubeBackendOptions {
 };
 StatusOr<std::unique_ptr<ClusterBackend>> MakeKubeBackend(const KubeBackendOptions& options);
 
-// Standalone mode (DESIGN.md §3.5): the inventory is a fixed list of nodes (from the cluster
+// Standalone mode (docs/cluster-file.md): the inventory is a fixed list of nodes (from the cluster
 // file), synced at once; binds are recorded in memory; LookupPod knows nothing (the extender
 // remembers requests from filter/prioritize).
 class StandaloneBackend final : public ClusterBackend {

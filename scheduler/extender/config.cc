@@ -8,6 +8,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "common/input_check.h"
 #include "common/quantity.h"
 
 namespace gpupack::extender {
@@ -98,8 +99,11 @@ Status ReadSection(const YAML::Node& node, const std::string& prefix, const std:
     const std::string name = item.first.as<std::string>();
     const std::string key = prefix.empty() ? name : prefix + "." + name;
     auto reader = readers.find(name);
-    if (reader == readers.end()) return BadKey(key, "unknown key");
-    GPUPACK_RETURN_IF_ERROR(reader->second(item.second, key, config));
+    if (reader == readers.end()) return Status::InvalidArgument(YamlLine(item.first) + BadKey(key, "unknown key").message());
+    const Status read = reader->second(item.second, key, config);
+    // A section's own error already carries the line of the key inside it.
+    if (!read.ok() && !item.second.IsMap()) return Status::InvalidArgument(YamlLine(item.first) + read.message());
+    GPUPACK_RETURN_IF_ERROR(read);
   }
   return Status::Ok();
 }
@@ -135,12 +139,9 @@ StatusOr<std::chrono::nanoseconds> ParseDuration(std::string_view text) {
 }
 
 StatusOr<ExtenderConfig> ParseExtenderConfig(std::string_view yaml_text) {
-  YAML::Node doc;
-  try {
-    doc = YAML::Load(std::string(yaml_text));
-  } catch (const YAML::Exception& e) {
-    return Status::InvalidArgument(std::string("config is not valid YAML: ") + e.what());
-  }
+  StatusOr<YAML::Node> parsed = ParseYamlStrict(yaml_text);
+  if (!parsed.ok()) return parsed.status();
+  const YAML::Node doc = *parsed;
   ExtenderConfig config;
   if (doc.IsNull()) return config;  // an empty file: all defaults
 
@@ -248,6 +249,20 @@ core::DecisionOptions DecisionOptionsOf(const ExtenderConfig& config) {
   options.coverage = config.workload_coverage;
   options.refresh_pods = config.workload_refresh_pods;
   return options;
+}
+
+Status CheckConfigAgainstCluster(const ExtenderConfig& config, const std::vector<core::Node>& nodes) {
+  if (config.reserve_per_device_mib <= 0) return Status::Ok();
+  for (const core::Node& node : nodes) {
+    for (const core::Device& device : node.devices) {
+      if (device.capacity_mib > config.reserve_per_device_mib) continue;
+      return BadKey("reservePerDevice",
+                    std::to_string(config.reserve_per_device_mib) + " MiB is not less than the memory of device " +
+                        std::to_string(device.index) + " (" + device.model + ", " + std::to_string(device.capacity_mib) +
+                        " MiB) of node " + node.name + ": nothing would ever fit on it");
+    }
+  }
+  return Status::Ok();
 }
 
 StatusOr<ExtenderConfig> LoadExtenderConfig(const std::string& path) {

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/status.h"
 #include "scheduler/core/decision.h"
@@ -57,6 +58,9 @@ StatusOr<ExtenderConfig> ParseExtenderConfig(std::string_view yaml_text);
 // The decision's options as configured (ExtenderOptions::decision).
 core::DecisionOptions DecisionOptionsOf(const ExtenderConfig& config);
 StatusOr<ExtenderConfig> LoadExtenderConfig(const std::string& path);
+// What the config cannot know alone, checked once the inventory is known (standalone mode, at
+// start): InvalidArgument naming the key when reservePerDevice is at least the memory of a device.
+Status CheckConfigAgainstCluster(const ExtenderConfig& config, const std::vector<core::Node>& nodes);
 
 // "90s", "5m", "1h30m", "250ms": Go's time.ParseDuration subset (h, m, s, ms, us, ns).
 StatusOr<std::chrono::nanoseconds> ParseDuration(std::string_view text);

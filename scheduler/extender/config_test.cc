@@ -82,7 +82,7 @@ TEST(ExtenderConfig, RefusesUnknownKeysAndBadValuesNamingTheKey) {
       {"prefix: gpupack", "\"prefix\": must start with"},
       {"tls: {certFile: /c.pem}", "\"tls\""},
       {"[1, 2]", "expected a mapping"},
-      {"a: [", "not valid YAML"},
+      {"a: [", "invalid YAML"},
   };
   for (const Case& c : cases) {
     StatusOr<ExtenderConfig> config = ParseExtenderConfig(c.yaml);
@@ -107,6 +107,34 @@ TEST(ExtenderConfig, DefaultsAreTheDecisionDefaults) {
   EXPECT_EQ(got.prior_pods, want.prior_pods);
   EXPECT_EQ(got.coverage, want.coverage);
   EXPECT_EQ(got.refresh_pods, want.refresh_pods);
+}
+
+// Accepted without complaint before: a key given twice (one silently won) and a reserve no device
+// could ever hold; and no error said on which line.
+TEST(ExtenderConfig, RefusesDuplicateKeysAndAReserveLargerThanTheDevicesWithTheLine) {
+  StatusOr<ExtenderConfig> twice = ParseExtenderConfig("policy: fgd\nthreads: 2\npolicy: binpack\n");
+  ASSERT_FALSE(twice.ok());
+  EXPECT_EQ(twice.status().message(), "line 3: key \"policy\" appears twice in one mapping (first on line 1)");
+  StatusOr<ExtenderConfig> bad = ParseExtenderConfig("threads: 2\nworkload:\n  coverage: 0.2\nrequestRatio: 1.5\n");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message().rfind("line 3: config key \"workload.coverage\": ", 0), 0u) << bad.status();
+  StatusOr<ExtenderConfig> ratio = ParseExtenderConfig("threads: 2\nrequestRatio: 1.5\n");
+  ASSERT_FALSE(ratio.ok());
+  EXPECT_EQ(ratio.status().message().rfind("line 2: config key \"requestRatio\": ", 0), 0u) << ratio.status();
+
+  StatusOr<ExtenderConfig> reserve = ParseExtenderConfig("reservePerDevice: 100Gi\n");
+  ASSERT_TRUE(reserve.ok()) << reserve.status();
+  core::Node node;
+  node.name = "gpu-a1";
+  core::Device device;
+  device.model = "NVIDIA A100-SXM4-80GB";
+  device.capacity_mib = 81920;
+  node.devices.push_back(device);
+  EXPECT_EQ(CheckConfigAgainstCluster(*reserve, {node}).message(),
+            "config key \"reservePerDevice\": 102400 MiB is not less than the memory of device 0 (NVIDIA "
+            "A100-SXM4-80GB, 81920 MiB) of node gpu-a1: nothing would ever fit on it");
+  reserve->reserve_per_device_mib = 512;
+  EXPECT_TRUE(CheckConfigAgainstCluster(*reserve, {node}).ok());
 }
 
 TEST(ExtenderConfig, ParsesGoDurations) {

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
+#include <sstream>
 
 #include "api/allocation.h"
 #include "api/pod_request.h"
@@ -40,6 +42,58 @@ class VerbTimer {
 bool SameLevel(const Extender::RankKey& level_start, const Extender::RankKey& rank, double band, bool exact_costs) {
   const double slack = exact_costs ? 1e-9 * std::max(1.0, std::fabs(level_start.cost)) : 0.0;
   return rank.cost - level_start.cost <= band + slack && (band > 0 || rank.tie == level_start.tie);
+}
+
+// The pod's "namespace/name" as the request names it, also for a request gpupack refuses.
+std::string PodKey(const nlohmann::json& pod) {
+  auto field = [&](const char* key) {
+    const nlohmann::json* meta = pod.is_object() && pod.contains("metadata") ? &pod["metadata"] : nullptr;
+    if (meta == nullptr || !meta->is_object() || !meta->contains(key) || !(*meta)[key].is_string()) return std::string("?");
+    return (*meta)[key].get<std::string>();
+  };
+  return field("namespace") + "/" + field("name");
+}
+
+// One log line per decision, at info level in every mode, so that an operator can tell from the
+// extender's log alone where each pod went and why, or why it went nowhere:
+//   decision pod=default/infer-0 node=gpu-a1 devices=main:GPU-1f…#0 cap=8192MiB reason="bound (policy fgd)"
+void LogDecision(std::string_view pod, std::string_view node, std::string_view devices, std::string_view cap,
+                 std::string_view reason) {
+  GPUPACK_LOG(kInfo, "extender") << "decision pod=" << pod << " node=" << (node.empty() ? "none" : node)
+                                 << " devices=" << (devices.empty() ? "none" : devices)
+                                 << " cap=" << (cap.empty() ? "none" : cap) << " reason=\"" << reason << "\"";
+}
+
+// "main:GPU-a#0,GPU-b#1 sidecar:MIG-c#2" and the per-device caps, "8192MiB" or "8192MiB,4096MiB".
+std::pair<std::string, std::string> DevicesAndCaps(const api::Allocation& allocation) {
+  std::string devices, caps;
+  std::set<core::MiB> seen;
+  for (const api::ContainerAllocation& c : allocation.containers) {
+    if (c.within_pod || c.devices.empty()) continue;
+    if (!devices.empty()) devices += ' ';
+    devices += (c.name.empty() ? std::string(c.init ? "init" : "c") + std::to_string(c.index) : c.name) + ':';
+    for (size_t i = 0; i < c.devices.size(); ++i) {
+      devices += (i ? "," : "") + c.devices[i].uuid + "#" + std::to_string(c.devices[i].index);
+      const std::string cap = c.exclusive ? std::string("whole") : std::to_string(c.devices[i].mem_mib) + "MiB";
+      if (seen.insert(c.exclusive ? -1 : c.devices[i].mem_mib).second) caps += (caps.empty() ? "" : ",") + cap;
+    }
+  }
+  return {devices, caps};
+}
+
+// "no node fits (2 insufficient_device_memory, 1 no_matching_device), e.g. gpu-a1: <message>".
+std::string NoFitReason(const std::map<core::RejectReason, int>& counts, std::string_view example_node,
+                        const std::string& example) {
+  std::ostringstream out;
+  out << "no node fits (";
+  bool first = true;
+  for (const auto& [reason, count] : counts) {
+    out << (first ? "" : ", ") << count << " " << core::RejectReasonLabel(reason);
+    first = false;
+  }
+  out << ")";
+  if (!example_node.empty()) out << ", e.g. " << example_node << ": " << example;
+  return out.str();
 }
 
 Reply PlainError(int status, std::string message) {
@@ -212,9 +266,15 @@ Reply Extender::Filter(std::string_view body) {
     return reply();
   };
 
+  if (!args->pod.is_object()) {
+    // The caller's mistake, not the nodes': one error for the request, not one per node.
+    result.error = "ExtenderArgs.Pod is missing or not an object";
+    return reply();
+  }
   StatusOr<core::PodRequest> pod = ParsePod(args->pod);
   if (!pod.ok()) {
     // The request itself is wrong: no node can help, preemption neither.
+    LogDecision(PodKey(args->pod), "", "", "", pod.status().message());
     for (std::string_view name : names) result.failed_and_unresolvable_nodes[std::string(name)] = pod.status().message();
     if (metrics_ != nullptr) {
       for (size_t i = 0; i < names.size(); ++i) metrics_->CountRejection(core::RejectReason::kInvalidRequest);
@@ -230,26 +290,40 @@ Reply Extender::Filter(std::string_view body) {
   std::vector<RankKey> costs(names.size());
   RankKey best;
   bool any_fit = false;
+  std::map<core::RejectReason, int> rejections;
+  std::string_view example_node;
+  std::string example;
+  auto reject = [&](std::string_view node, core::RejectReason reason, std::string message) {
+    ++rejections[reason];
+    if (example_node.empty()) {
+      example_node = node;
+      example = message;
+    }
+    if (metrics_ != nullptr) metrics_->CountRejection(reason);
+    return message;
+  };
   std::vector<std::optional<ClusterState::Assessment>> assessments;
   state_.AssessMany(names, *pod, ClusterState::ShapeKey(*pod), assessments);
   for (size_t i = 0; i < names.size(); ++i) {
     const std::optional<ClusterState::Assessment>& evaluation = assessments[i];
     if (!evaluation) {
-      result.failed_and_unresolvable_nodes[std::string(names[i])] = "node has no GPUs known to gpupack";
-      if (metrics_ != nullptr) metrics_->CountRejection(core::RejectReason::kNoDevices);
+      result.failed_and_unresolvable_nodes[std::string(names[i])] =
+          reject(names[i], core::RejectReason::kNoDevices, std::string(api::kUnknownNodeReason));
       continue;
     }
     const core::Verdict& verdict = evaluation->verdict;
     if (!verdict.fits()) {
       (verdict.unresolvable ? result.failed_and_unresolvable_nodes : result.failed_nodes)[std::string(names[i])] =
-          verdict.Message();
-      if (metrics_ != nullptr) metrics_->CountRejection(verdict.reason);
+          reject(names[i], verdict.reason, verdict.Message());
       continue;
     }
     passes[i] = true;
     costs[i] = RankOf(*evaluation, pod->node_policy);
     if (!any_fit || costs[i] < best) best = costs[i];
     any_fit = true;
+  }
+  if (!any_fit && !names.empty()) {
+    LogDecision(pod->ns + "/" + pod->name, "", "", "", NoFitReason(rejections, example_node, example));
   }
   if (options_.decisive_filter && any_fit) {
     for (size_t i = 0; i < names.size(); ++i) {
@@ -332,6 +406,7 @@ Reply Extender::Bind(std::string_view body) {
     StatusOr<ClusterState::Reservation> reservation = state_.Reserve(*request, args->node);
     if (!reservation.ok()) {
       timer.set_result(reservation.status().code() == StatusCode::kFailedPrecondition ? "no_fit" : "error");
+      LogDecision(pod_key, "", "", "", "not bound to " + args->node + ": " + reservation.status().message());
       done = error(reservation.status().message());
       return std::nullopt;
     }
@@ -358,6 +433,7 @@ Reply Extender::Bind(std::string_view body) {
       return error(bound.ToString());
     }
     if (reserved) state_.Confirm(target.uid);
+    LogDecision(pod_key, args->node, "", "", "bound (the pod asks for no GPU)");
     Learn(*request);
     timer.set_result("ok");
     return Reply{200, api::EncodeBindingResult({})};
@@ -373,6 +449,9 @@ Reply Extender::Bind(std::string_view body) {
     return error("binding pod " + pod_key + " to node " + args->node + " failed: " + bound.ToString());
   }
   state_.Confirm(target.uid);
+  const auto [devices, caps] = DevicesAndCaps(reservation->allocation);
+  LogDecision(pod_key, args->node, devices, caps,
+              "bound (policy " + std::string(core::PolicyKindName(state_.policy()->kind())) + ")");
   Learn(*request);
   timer.set_result("ok");
   return Reply{200, api::EncodeBindingResult({})};

@@ -136,6 +136,52 @@ TEST_F(ExtenderTest, AnInvalidRequestFailsEveryNodeUnresolvably) {
   EXPECT_EQ(r["Error"], "");
 }
 
+// It used to say "Pod is missing" once per node, as if the nodes were at fault.
+TEST_F(ExtenderTest, AFilterWithoutAPodIsOneErrorNotOnePerNode) {
+  Extender ext = Make();
+  json r = Parse(ext.Filter(R"({"NodeNames":["n-mid","n-roomy"]})"));
+  EXPECT_EQ(r["Error"], "ExtenderArgs.Pod is missing or not an object");
+  EXPECT_TRUE(r["FailedNodes"].empty()) << r.dump();
+  EXPECT_TRUE(r["FailedAndUnresolvableNodes"].empty()) << r.dump();
+}
+
+// The webhook denies it; a pod that got past the webhook gets the same message from the extender.
+TEST_F(ExtenderTest, AnUnknownGpupackResourceIsUnschedulableWithTheWebhooksMessage) {
+  Extender ext = Make();
+  json pod = PodJson("p", "u1", "8Gi");
+  pod["spec"]["containers"][0]["resources"]["limits"].erase("gpupack.io/gpu-memory");
+  pod["spec"]["containers"][0]["resources"]["limits"]["gpupack.io/gpu-mem"] = "8Gi";
+  json r = Parse(ext.Filter(FilterBody(pod, {"n-mid", "n-roomy"})));
+  EXPECT_TRUE(r["NodeNames"].empty()) << r.dump();
+  const StatusOr<core::PodRequest> webhook_view = api::ParsePodRequest(pod);
+  ASSERT_FALSE(webhook_view.ok());
+  EXPECT_EQ(r["FailedAndUnresolvableNodes"]["n-mid"], "invalid gpupack request: " + webhook_view.status().message());
+  EXPECT_NE(webhook_view.status().message().find("gpupack.io/gpu-memory, gpupack.io/gpu"), std::string::npos);
+}
+
+// Standalone mode logged nothing about decisions, and a bind did not say which device it chose.
+TEST_F(ExtenderTest, LogsOneInfoLinePerDecisionWithNodeDevicesCapAndReason) {
+  Extender ext = Make();
+  Parse(ext.Filter(FilterBody(PodJson("p", "u1", "8Gi"), all_)));
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(Parse(ext.Bind(BindBody("p", "u1", "n-mid")))["Error"], "");
+  Parse(ext.Filter(FilterBody(PodJson("huge", "u2", "100Gi"), {"n-mid", "n-small"})));
+  Parse(ext.Filter(FilterBody(PodJson("bad", "u3", "lots"), {"n-mid"})));
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find(" INFO extender: decision pod=default/p node=n-mid devices=main:GPU-n-mid-0#0 cap=8192MiB "
+                     "reason=\"bound (policy binpack)\"\n"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find(" INFO extender: decision pod=default/huge node=none devices=none cap=none reason=\"no node fits "
+                     "(2 device_too_small), e.g. n-mid: "),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find(" INFO extender: decision pod=default/bad node=none devices=none cap=none reason=\"invalid gpupack "
+                     "request: "),
+            std::string::npos)
+      << log;
+}
+
 TEST_F(ExtenderTest, BadBodiesGetErrorsAndNeverTouchTheLedger) {
   Extender ext = Make();
   for (const char* body : {"", "{", "[]", "null", "\xff", R"({"NodeNames":7})", R"({"Pod":"x","NodeNames":[]})"}) {

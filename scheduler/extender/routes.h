@@ -1,4 +1,4 @@
-// The extender's routes on the shared HTTP server (server/http_server.h; DESIGN.md §3.4): POST
+// The extender's routes on the shared HTTP server (server/http_server.h; docs/extender.md "Endpoints"): POST
 // {prefix}/filter|prioritize|bind|preempt answered by Extender, /readyz from Extender::Ready, and
 // the extender's metrics (ExtenderMetrics and the backend's families) on /metrics.
 //
