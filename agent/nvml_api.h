@@ -1,5 +1,5 @@
 // Our own declarations of the part of the NVML C API the agent uses, so the build needs no NVIDIA
-// SDK. Layouts and values follow nvml.h 13.3.29 (see reference/gpu-runtime.md §2) and, for the
+// SDK. Layouts and values follow nvml.h 13.3.29 (docs/design.md, "Sources") and, for the
 // R615 memory-limit calls, the NVML API reference. Both the real library (through dlopen) and the
 // fake library built for tests (agent/testing/fake_nvml.cc) use exactly these declarations.
 //

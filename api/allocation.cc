@@ -103,6 +103,16 @@ StatusOr<Allocation> DecodeAllocation(std::string_view text) {
       GPUPACK_RETURN_IF_ERROR(ReadField(dj, "profile", dwhere, d.profile));
       c.devices.push_back(std::move(d));
     }
+    // The index keys the container's env annotations (c<i>-*, i<i>-*): two entries on one index
+    // would hand one container the other's devices and cap. A missing index reads as 0, so this
+    // is also what a multi-container allocation without indexes hits.
+    for (size_t k = 0; k < out.containers.size(); ++k) {
+      if (out.containers[k].index == c.index && out.containers[k].init == c.init) {
+        return Bad(where + ".index", std::string(c.init ? "init" : "app") + " container index " +
+                                         std::to_string(c.index) + " appears twice (also containers[" +
+                                         std::to_string(k) + "]); each container needs its own index");
+      }
+    }
     out.containers.push_back(std::move(c));
   }
   return out;
@@ -151,7 +161,7 @@ std::map<std::string, std::string> AllocationAnnotations(const Allocation& alloc
       visible += c.devices[i].uuid;
       mps += std::to_string(i) + "=" + std::to_string(c.devices[i].mem_mib) + "M";
     }
-    // Every device of a container carries the same cap (memory is split evenly, DESIGN §3.1).
+    // Every device of a container carries the same cap (memory is split evenly, docs/annotations.md).
     const core::MiB limit = c.devices.front().mem_mib;
     const core::MiB request =
         std::max<core::MiB>(1, static_cast<core::MiB>(std::floor(static_cast<double>(limit) * request_ratio)));

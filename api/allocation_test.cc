@@ -65,6 +65,9 @@ TEST(Allocation, RefusesMalformedInputNamingTheField) {
        "containers[0].devices[0].memMiB"},
       {R"({"v":1,"node":"n1","containers":[{"name":7,"devices":[]}]})", "containers[0].name"},
       {R"({"v":1,"node":"n1","containers":[{"name":"m","devices":[{"uuid":"G","memMiB":1.5}]}]})", "memMiB"},
+      // Two containers without indexes would both write c0-*: one would run with the other's cap.
+      {R"({"v":1,"node":"n1","containers":[{"name":"a","devices":[]},{"name":"b","devices":[]}]})",
+       "containers[1].index: app container index 0 appears twice (also containers[0])"},
   };
   for (const Case& c : cases) {
     StatusOr<Allocation> a = DecodeAllocation(c.text);

@@ -1,5 +1,5 @@
 // Wire types of the kube-scheduler HTTP extender protocol (k8s.io/kube-scheduler/extender/v1) and
-// their JSON codecs. See shared reference/extender-protocol.md §1.
+// their JSON codecs. Sources: docs/design.md ("Sources"); our reading: docs/extender.md.
 //
 // Decoding is tolerant the way Go's encoding/json is: field names match case-insensitively,
 // `null` is accepted for every field, unknown fields are ignored. Wrong types are refused with an

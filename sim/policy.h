@@ -1,6 +1,6 @@
 // Placement policies the simulator can replay: gpupack's own (the placement core, exactly what
 // the extender runs) and the published baselines of the FGD paper, re-implemented from their
-// definitions (shared reference/fragmentation.md §3): random, dotprod, clustering, packing,
+// definitions (the artifact's *_score.go, docs/design.md "Sources"): random, dotprod, clustering, packing,
 // bestfit, fgd.
 //
 // Every policy sees the same filter (ClusterState::Fits: CPU and host memory like

@@ -1,4 +1,4 @@
-// The FGD paper's replay protocol (shared reference/fragmentation.md §4), for any cluster and
+// The FGD paper's replay protocol (its artifact's scripts, docs/design.md "Sources"), for any cluster and
 // workload:
 //  1. the target workload M comes once from the original pod list (FGD's GetTypicalPods);
 //  2. per seed: sort the pods by name, shuffle them (unless keep_order);

@@ -62,7 +62,7 @@ core::TypicalSpec Spec(int64_t cpu, int k, MiB mem, double w) {
   return s;
 }
 
-// The worked example of reference/fragmentation.md §2.5: free GPUs [1000, 1000, 500, 200], 16 free
+// The FGD worked example (placement_test; docs/design.md "Sources"): free GPUs [1000, 1000, 500, 200], 16 free
 // CPUs; M = {a: 4 CPU × 0.5 GPU, p=.5; b: 8 CPU × 1 GPU, p=.3; c: CPU-only 32 CPU, p=.2}.
 struct WorkedExample {
   std::vector<core::Node> nodes{TraceNode("n", 16000, {0, 0, 500, 800})};

@@ -1,6 +1,6 @@
 // The fragmentation benchmark on the real Alibaba trace (label: slow, ~10 s): two seeds of the
 // default trace must land the fgd baseline near the FGD paper's 4.77 % unallocated GPUs at
-// arrived 100 % (reference/fragmentation.md §5 T1; our RNG differs from Go's, so ±0.6 pp), and
+// arrived 100 % (the artifact's results, docs/simulator.md; our RNG differs from Go's, so ±0.6 pp), and
 // bestfit near 7.09 %. It needs only the two files the repository ships
 // (data/traces/alibaba-gpu-v2023); GPUPACK_TRACE_DIR, when set, points it at a fuller copy.
 #include <gtest/gtest.h>
@@ -33,7 +33,7 @@ TEST(AlibabaTrace, BaselinesReproduceThePaperAtArrived100) {
   auto replayer = Replayer::Create(std::move(*nodes), std::move(*pods), ReplayOptions{});
   ASSERT_TRUE(replayer.ok()) << replayer.status();
   EXPECT_EQ(replayer->capacity_mib(), 6212 * 1000);
-  // §2.2: 35 of the 91 distinct specs cover 95 % of the pods.
+  // FGD's typical set (GetTypicalPods): 35 of the 91 distinct specs cover 95 % of the pods.
   EXPECT_EQ(replayer->typical().specs.size(), 35u);
 
   struct Expect {

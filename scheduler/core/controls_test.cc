@@ -237,7 +237,7 @@ TEST(PodPolicy, DeviceAndNodePoliciesOverrideTheClustersSeparately) {
 }
 
 TEST(PodPolicy, FgdNodeCostOfAnotherDevicePolicysPick) {
-  // reference/fragmentation.md §2.5 (placement_test's worked example): free GPUs [1000, 1000,
+  // FGD's score, placement_test's worked example (docs/design.md "Sources"): free GPUs [1000, 1000,
   // 500, 200], 16 CPUs; M = {(4 CPU, 1×500) .5; (8 CPU, 1 whole) .3; (32 CPU, none) .2}.
   // FGD picks GPU#2 (ΔF = −250); worst fit picks GPU#0 (1000 → 500), whose ΔF is +50.
   Node node = MakeNode({Gpu("GPU-0", 1000), Gpu("GPU-1", 1000), Gpu("GPU-2", 1000, 500), Gpu("GPU-3", 1000, 800)});

@@ -54,7 +54,8 @@ TypicalSpec Spec(int64_t cpu, int k, MiB mem, double w) {
 Policy Fgd(std::vector<TypicalSpec> specs) { return Policy(PolicyKind::kFgd, TypicalWorkload{std::move(specs)}, {}); }
 Policy Simple(PolicyKind kind) { return Policy(kind, TypicalWorkload{{Spec(0, 1, 0, 1)}}, {}); }
 
-// reference/fragmentation.md §2.5, in MiB with 1000-MiB GPUs (1 milli-GPU = 1 MiB).
+// FGD's score as the paper's artifact computes it (fgd_score.go, docs/design.md "Sources"),
+// worked by hand in MiB with 1000-MiB GPUs (1 milli-GPU = 1 MiB).
 // Node free GPUs [1000, 1000, 500, 200], 16 free CPUs.
 // M = {a: (4 CPU, 1×500) p=.5; b: (8 CPU, 1 whole) p=.3; c: CPU-only 32 CPU p=.2}.
 TEST(FgdScore, WorkedExampleFromThePaperArtifact) {
@@ -86,8 +87,9 @@ TEST(FgdScore, WorkedExampleFromThePaperArtifact) {
   EXPECT_EQ(e2.placement.containers[0].device_slots, std::vector<int>{0});
 }
 
-// fragmentation.md §2.5: "Δ=+1 GPU → 26, Δ=0 → 50, Δ=−1 GPU → 73, −3 → 95, −5 → 99", and the
-// worked example's −250 → int(100·σ(0.25)) = 56, +50 → int(100·σ(−0.05)) = 48.
+// FGD's level int(100·σ(−ΔF/1 GPU)) (fgd_score.go, docs/design.md "Sources"): Δ=+1 GPU → 26, Δ=0 → 50,
+// Δ=−1 GPU → 73, −3 → 95, −5 → 99; the worked example's −250 → int(100·σ(0.25)) = 56,
+// +50 → int(100·σ(−0.05)) = 48.
 TEST(FgdScore, IntegerLevelsMatchThePaper) {
   EXPECT_EQ(FgdScoreLevel(1000, 1000), 26);
   EXPECT_EQ(FgdScoreLevel(0, 1000), 50);
