@@ -233,6 +233,13 @@ double FillPick(const Columns& c, uint64_t match, MiB old_free, bool old_empty, 
   return weighted;
 }
 
+// U_n(m) of a whole spec of `count` devices when the CPU feeds every copy: the free memory of
+// the empty devices that whole copies take (FillFragmentation's rounding).
+MiB WholeCopiesFree(MiB usable_free, int32_t empty_devices, int32_t count) {
+  if (usable_free <= 0 || empty_devices <= 0) return 0;
+  return usable_free * ((empty_devices / count) * count) / empty_devices;
+}
+
 // The free CPU from which the node feeds every device spec all the memory it could use.
 int64_t FillCpuAmple(const Columns& c, const int32_t* empty_devices, const MiB* usable_free) {
   int64_t ample = 0;
@@ -261,7 +268,7 @@ double Fragmentation(const Columns& c, const WorkState& st, uint64_t cpu_short) 
 void ChangeDevice(const Columns& c, const NodeSummary& sum, WorkState& st, int slot, MiB new_free) {
   const MiB old_free = st.free[slot];
   const bool old_empty = st.empty[slot];
-  const uint64_t match = sum.spec_match[slot];
+  const uint64_t match = sum.devices[slot].spec_match;
   for (int m = 0; m < c.n; ++m) {
     const bool matched = (match >> m) & 1;
     const bool was = matched && UsableFor(c.mem[m], old_free, old_empty);
@@ -292,12 +299,13 @@ class DeltaEvaluator {
   double Delta(int slot, MiB new_free) {
     const MiB old_free = st_.free[slot];
     const MiB df = new_free - old_free;
-    const uint64_t match = sum_.spec_match[slot];
+    const NodeSummary::DeviceSlot& device = sum_.devices[slot];
+    const uint64_t match = device.spec_match;
     // Specs [ub_new, ub_old) could use the device before and cannot after: walk down from
     // ub_old (precomputed in the summary while the device is unchanged) over exactly those.
     const MiB* mem = c_.mem;
-    const int ub_old = old_free == sum_.free[slot]
-                           ? sum_.fractional_fit[slot]
+    const int ub_old = old_free == device.free
+                           ? device.fractional_fit
                            : static_cast<int>(std::upper_bound(mem, mem + c_.n_fractional, old_free) - mem);
     double flips = 0;
     int ub_new = ub_old;
@@ -547,7 +555,6 @@ Policy::Policy(PolicyKind kind, TypicalWorkload workload, PlacementOptions optio
     if (rank(s) <= 1) ++columns_.n_device;
     columns_.total_weight += s.weight;
     columns_.max_cpu = std::max(columns_.max_cpu, s.cpu_milli);
-    columns_.multi_device_whole = columns_.multi_device_whole || (rank(s) == 1 && s.device_count > 1);
   }
   for (int m = 0; m < columns_.n; ++m) {
     const TypicalSpec& s = workload_.specs[m];
@@ -558,6 +565,7 @@ Policy::Policy(PolicyKind kind, TypicalWorkload workload, PlacementOptions optio
     columns_.cpu[m] = s.cpu_milli;
     columns_.inv_cpu[m] = s.cpu_milli > 0 ? 1.0 / static_cast<double>(s.cpu_milli) : 0.0;
     columns_.weight[m] = s.weight;
+    if (m >= columns_.n_fractional && m < columns_.n_device && s.device_count > 1) columns_.multi_whole |= uint64_t{1} << m;
   }
 }
 
@@ -569,20 +577,23 @@ NodeSummary Policy::Summarize(const Node& node) const {
   const int n = std::min<int>(static_cast<int>(node.devices.size()), kMaxDevicesPerNode);
   sum.device_count = n;
   sum.stale = !node.stale_reason.empty();
-  auto& empty = sum.empty;
+  auto& slots = sum.devices;
   for (int g = 0; g < n; ++g) {
     const Device& d = node.devices[g];
-    sum.free[g] = DeviceFreeMiB(d, options_);
-    empty[g] = InPool(d) && d.shares.empty() && sum.free[g] == DeviceUsableMiB(d, options_);
-    sum.total_free += sum.free[g];
-    sum.completion_table[g] = static_cast<int16_t>(completion_.TableFor(DeviceUsableMiB(d, options_)));
+    NodeSummary::DeviceSlot& slot = slots[g];
+    slot.free = DeviceFreeMiB(d, options_);
+    slot.empty = InPool(d) && d.shares.empty() && slot.free == DeviceUsableMiB(d, options_);
+    sum.total_free += slot.free;
+    slot.completion_table = static_cast<int16_t>(completion_.TableFor(DeviceUsableMiB(d, options_)));
+    slot.fractional_fit =
+        static_cast<int8_t>(std::upper_bound(cols.mem, cols.mem + cols.n_fractional, slot.free) - cols.mem);
     // Devices of one sort (model, kind, profile, size, health) match the same specs: a node's
     // GPUs are usually identical, so compute the mask once per sort.
     if (g > 0) {
       const Device& p = node.devices[g - 1];
       if (p.healthy == d.healthy && p.excluded == d.excluded && p.kind == d.kind && p.capacity_mib == d.capacity_mib &&
           p.hard_isolation == d.hard_isolation && p.model == d.model && p.mig_profile == d.mig_profile) {
-        sum.spec_match[g] = sum.spec_match[g - 1];
+        slot.spec_match = slots[g - 1].spec_match;
         continue;
       }
     }
@@ -594,18 +605,14 @@ NodeSummary Policy::Summarize(const Node& node) const {
       if (s.mem_per_device_mib > 0 && DeviceUsableMiB(d, options_) < s.mem_per_device_mib) continue;
       mask |= uint64_t{1} << m;
     }
-    sum.spec_match[g] = mask;
-  }
-  for (int g = 0; g < n; ++g) {
-    sum.fractional_fit[g] = static_cast<int8_t>(
-        std::upper_bound(cols.mem, cols.mem + cols.n_fractional, sum.free[g]) - cols.mem);
+    slot.spec_match = mask;
   }
   for (int m = 0; m < cols.n; ++m) {
     int16_t usable = 0;
     MiB unusable = 0;
     for (int g = 0; g < n; ++g) {
-      const bool ok = ((sum.spec_match[g] >> m) & 1) && UsableFor(cols.mem[m], sum.free[g], empty[g]);
-      if (ok) ++usable; else unusable += sum.free[g];
+      const bool ok = ((slots[g].spec_match >> m) & 1) && UsableFor(cols.mem[m], slots[g].free, slots[g].empty);
+      if (ok) ++usable; else unusable += slots[g].free;
     }
     sum.usable[m] = usable;
     sum.unusable_free[m] = unusable;
@@ -620,7 +627,7 @@ NodeSummary Policy::Summarize(const Node& node) const {
   st.total_free = sum.total_free;
   sum.cpu_short = CpuShortMask(cols, columns_.cpu.data(), sum.free_cpu_milli, columns_.max_cpu);
   if (n > 0) {
-    sum.prefix_mask = sum.spec_match[0];
+    sum.prefix_mask = slots[0].spec_match;
     const uint64_t bits = sum.prefix_mask & sum.satisfied & ~sum.cpu_short;
     for (int m = 0; m < cols.n_fractional; ++m) {
       sum.satisfied_prefix[m + 1] = sum.satisfied_prefix[m] + (((bits >> m) & 1) ? cols.weight[m] : 0.0);
@@ -628,12 +635,13 @@ NodeSummary Policy::Summarize(const Node& node) const {
   }
   sum.fragmentation = Fragmentation(cols, st, sum.cpu_short);
   for (int g = 0; g < n; ++g) {
-    FillPick(cols, sum.spec_match[g], 0, false, sum.free[g], sum.fill_empty_devices.data(), sum.fill_usable_free.data());
-    if (!empty[g]) continue;
+    FillPick(cols, slots[g].spec_match, 0, false, slots[g].free, sum.fill_empty_devices.data(),
+             sum.fill_usable_free.data());
+    if (!slots[g].empty) continue;
     for (int m = cols.n_fractional; m < cols.n_device; ++m) {
-      if (!((sum.spec_match[g] >> m) & 1)) continue;
+      if (!((slots[g].spec_match >> m) & 1)) continue;
       ++sum.fill_empty_devices[m];
-      sum.fill_usable_free[m] += sum.free[g];
+      sum.fill_usable_free[m] += slots[g].free;
     }
   }
   sum.fill_fragmentation = FillFragmentation(cols, sum.fill_empty_devices.data(), sum.fill_usable_free.data(),
@@ -697,8 +705,8 @@ NodeEvaluation Policy::EvaluateImpl(const Node& node, const NodeSummary& sum, co
   for (int g = 0; g < n; ++g) {
     pod_holds[g] = false;
     pod_cap[g] = 0;
-    st.free[g] = sum.free[g];
-    st.empty[g] = sum.empty[g];
+    st.free[g] = sum.devices[g].free;
+    st.empty[g] = sum.devices[g].empty;
   }
   // The per-spec tallies start as the summary's; copied into st only when a pick changes them.
   const int16_t* tally_usable = sum.usable.data();
@@ -721,24 +729,26 @@ NodeEvaluation Policy::EvaluateImpl(const Node& node, const NodeSummary& sum, co
     }
     feasible = sum.satisfied & ~cpu_short;
   }
-  // The fill tallies after the picks so far; copied from the summary at the first pick.
+  // The fill tallies after the picks so far; copied from the summary at the first pick (on the
+  // fast path below, only those of the specs in columns_.multi_whole).
   std::array<int32_t, kMaxTypicalSpecs> fill_empty_devices;
   std::array<MiB, kMaxTypicalSpecs> fill_usable_free;
   const int32_t* fill_empty_devices_now = sum.fill_empty_devices.data();
   const MiB* fill_usable_free_now = sum.fill_usable_free.data();
   MiB fill_total_free = sum.total_free;
   // Usable memory only shrinks with picks, so CPU ample for the node as it is stays ample after:
-  // then ΔF̂ needs no tallies, only Σ p_m·Δusable_m (FillPick) — unless a whole spec needs
-  // several devices, whose usable memory rounds down to whole copies.
-  const bool fill_fast =
-      !columns_.multi_device_whole && (st.free_cpu < 0 || st.free_cpu >= sum.fill_cpu_ample);
+  // then U_n(m) is the usable memory itself, F̂ = W·R − Σ_m p_m·U_n(m), and ΔF̂ needs no
+  // tallies, only Σ p_m·Δusable_m (FillPick) — except for whole specs of several devices, whose
+  // usable memory rounds down to whole copies: only their tallies are followed.
+  const bool fill_fast = st.free_cpu < 0 || st.free_cpu >= sum.fill_cpu_ample;
+  const uint64_t multi_whole = columns_.multi_whole;
+  bool multi_whole_tallied = false;
   double fill_used_delta = 0;
   const bool with_completion = device_kind == PolicyKind::kFgd && !completion_.empty();
   double completion_loss = 0;
   const bool constrained = !DemandOfContainer(pod, ContainerRequest{}).Unconstrained();
   int picks_left = 0;
   for (const auto& c : pod.containers) picks_left += c.device_count;
-  const int total_picks = picks_left;
 
   // Largest demands first (whole devices, then by memory), app containers before init ones:
   // the hardest to place chooses first, like best-fit decreasing.
@@ -795,13 +805,14 @@ NodeEvaluation Policy::EvaluateImpl(const Node& node, const NodeSummary& sum, co
       }
     }
 
-    // Only the device columns are needed to explain a failure. Before the pod's first pick they
-    // are the summary's; after one, copy just the node's devices (most pods never get here).
+    // Only the device columns are needed to explain a failure, as the container found them. Its
+    // own picks change them only before its later rounds: copy them only for a container that
+    // picks several devices (most pick one).
     std::array<MiB, kMaxDevicesPerNode> free_copy;
     std::array<bool, kMaxDevicesPerNode> empty_copy;
-    const MiB* free_before = sum.free.data();
-    const bool* empty_before = sum.empty.data();
-    if (picks_left != total_picks) {
+    const MiB* free_before = st.free.data();
+    const bool* empty_before = st.empty.data();
+    if (c.device_count > 1) {
       std::copy_n(st.free.begin(), n, free_copy.begin());
       std::copy_n(st.empty.begin(), n, empty_copy.begin());
       free_before = free_copy.data();
@@ -834,7 +845,8 @@ NodeEvaluation Policy::EvaluateImpl(const Node& node, const NodeSummary& sum, co
           // Cost depends only on (free, empty, spec match) and whether the pick is exclusive.
           const int h = seen[i];
           duplicate = st.free[h] == st.free[g] && st.empty[h] == st.empty[g] &&
-                      sum.spec_match[h] == sum.spec_match[g] && sum.completion_table[h] == sum.completion_table[g] &&
+                      sum.devices[h].spec_match == sum.devices[g].spec_match &&
+                      sum.devices[h].completion_table == sum.devices[g].completion_table &&
                       exclusive == (constrained ? TakesExclusively(node.devices[h], demand) : demand.mem == 0);
         }
         if (duplicate) continue;
@@ -851,7 +863,7 @@ NodeEvaluation Policy::EvaluateImpl(const Node& node, const NodeSummary& sum, co
           // rank by (across device sizes it would only prefer the smallest device, against
           // the pods pinned to it, which the reservation prices later in the ranking).
           if (with_completion && !exclusive) {
-            loss_mib = completion_.Loss(sum.completion_table[g], st.free[g], new_free);
+            loss_mib = completion_.Loss(sum.devices[g].completion_table, st.free[g], new_free);
             // Whole MiB: distinct losses differ by far more, equal ones by float noise only.
             loss = static_cast<int64_t>(std::floor(loss_mib + 1e-6));
           }
@@ -879,15 +891,32 @@ NodeEvaluation Policy::EvaluateImpl(const Node& node, const NodeSummary& sum, co
       if (fgd) {
         fgd_cost += best_fgd_delta;
         completion_loss += best_loss_mib;
-        if (!fill_fast && fill_empty_devices_now != fill_empty_devices.data()) {
-          std::copy_n(sum.fill_empty_devices.begin(), cols.n_device, fill_empty_devices.begin());
-          std::copy_n(sum.fill_usable_free.begin(), cols.n_device, fill_usable_free.begin());
-          fill_empty_devices_now = fill_empty_devices.data();
-          fill_usable_free_now = fill_usable_free.data();
+        const uint64_t match = sum.devices[best].spec_match;
+        if (fill_fast) {
+          fill_used_delta += FillPick(cols, match & ~multi_whole, st.free[best], st.empty[best], best_new_free, nullptr,
+                                      nullptr);
+          if ((match & multi_whole) != 0) {
+            if (!multi_whole_tallied) {
+              for (uint64_t bits = multi_whole; bits != 0; bits &= bits - 1) {
+                const int m = std::countr_zero(bits);
+                fill_empty_devices[m] = sum.fill_empty_devices[m];
+                fill_usable_free[m] = sum.fill_usable_free[m];
+              }
+              multi_whole_tallied = true;
+            }
+            FillPick(cols, match & multi_whole, st.free[best], st.empty[best], best_new_free, fill_empty_devices.data(),
+                     fill_usable_free.data());
+          }
+        } else {
+          if (fill_empty_devices_now != fill_empty_devices.data()) {
+            std::copy_n(sum.fill_empty_devices.begin(), cols.n_device, fill_empty_devices.begin());
+            std::copy_n(sum.fill_usable_free.begin(), cols.n_device, fill_usable_free.begin());
+            fill_empty_devices_now = fill_empty_devices.data();
+            fill_usable_free_now = fill_usable_free.data();
+          }
+          FillPick(cols, match, st.free[best], st.empty[best], best_new_free, fill_empty_devices.data(),
+                   fill_usable_free.data());
         }
-        fill_used_delta += FillPick(cols, sum.spec_match[best], st.free[best], st.empty[best], best_new_free,
-                                    fill_fast ? nullptr : fill_empty_devices.data(),
-                                    fill_fast ? nullptr : fill_usable_free.data());
         fill_total_free += best_new_free - st.free[best];
         // The state only matters for later picks.
         if (picks_left > 0) {
@@ -925,9 +954,19 @@ NodeEvaluation Policy::EvaluateImpl(const Node& node, const NodeSummary& sum, co
   // Cost of the whole placement.
   if (node_kind == PolicyKind::kFgd) {
     out.cost = fgd_cost;
-    out.fill_cost = fill_fast ? cols.total_weight * static_cast<double>(fill_total_free - sum.total_free) - fill_used_delta
-                              : FillFragmentation(cols, fill_empty_devices_now, fill_usable_free_now, st.free_cpu,
-                                                  fill_total_free) - sum.fill_fragmentation;
+    if (fill_fast) {
+      for (uint64_t bits = multi_whole_tallied ? multi_whole : 0; bits != 0; bits &= bits - 1) {
+        const int m = std::countr_zero(bits);
+        fill_used_delta +=
+            cols.weight[m] *
+            static_cast<double>(WholeCopiesFree(fill_usable_free[m], fill_empty_devices[m], cols.count[m]) -
+                                WholeCopiesFree(sum.fill_usable_free[m], sum.fill_empty_devices[m], cols.count[m]));
+      }
+      out.fill_cost = cols.total_weight * static_cast<double>(fill_total_free - sum.total_free) - fill_used_delta;
+    } else {
+      out.fill_cost = FillFragmentation(cols, fill_empty_devices_now, fill_usable_free_now, st.free_cpu, fill_total_free) -
+                      sum.fill_fragmentation;
+    }
     out.reservation_cost = sum.reservation_tightness * static_cast<double>(sum.total_free - fill_total_free);
     out.completion_loss = completion_loss;
   } else if (!pod.WantsDevices()) {

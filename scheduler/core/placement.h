@@ -48,37 +48,44 @@ MiB DeviceUsableMiB(const Device& device, const PlacementOptions& options);
 bool CanHost(const Node& node, const TypicalSpec& spec, const PlacementOptions& options);
 
 // Per-node precomputation against a policy's typical workload (FGD's F_n(M) ingredients).
+// Laid out for Score, which reads every node's summary once per pod and finds few of them in a
+// cache (5,000 summaries are far larger than L2): the scalars first, then one slot per device
+// with everything Score reads about it, so a node of 8 devices is a handful of cache lines, not
+// one line per per-device array.
 struct NodeSummary {
   int device_count = 0;
   bool stale = false;  // node.stale_reason is set: Score reads the Node only to explain it
-  std::array<MiB, kMaxDevicesPerNode> free{};      // per device slot
-  std::array<bool, kMaxDevicesPerNode> empty{};    // healthy, no shares, no foreign use
-  // How many fractional specs (the memory-sorted prefix) a device's free memory could hold.
-  std::array<int8_t, kMaxDevicesPerNode> fractional_fit{};
-  std::array<uint64_t, kMaxDevicesPerNode> spec_match{};  // bit m: device can serve spec m at all
-  std::array<int16_t, kMaxTypicalSpecs> usable{};  // q_n(m): devices with room for spec m
-  std::array<MiB, kMaxTypicalSpecs> unusable_free{};// Σ free of devices that cannot hold spec m
   MiB total_free = 0;                              // R_n
   int64_t free_cpu_milli = -1;                     // -1 = unlimited
   int64_t free_memory_bytes = -1;
-  double fragmentation = 0;                        // F_n(M) in MiB
   uint64_t satisfied = 0;  // bit m: at least count_m devices can hold spec m (CPU not considered)
   uint64_t cpu_short = 0;  // bit m: the node's free CPU is below spec m's
+  // For the first device's match mask: satisfied_prefix[i] = Σ weight of fractional specs j < i
+  // that the mask matches and that are satisfied (devices and CPU). FGD's per-pick delta needs
+  // it; precomputing it here keeps it off the per-pod path.
+  uint64_t prefix_mask = 0;
+  int64_t fill_cpu_ample = 0;  // free CPU from which no device spec is CPU-limited in F̂
+  double fragmentation = 0;                        // F_n(M) in MiB
+  double fill_fragmentation = 0;                   // F̂_n(M) in MiB
+  double reservation_tightness = 0;  // the policy's CapacityReservation::Tightness(node)
+  struct DeviceSlot {
+    MiB free = 0;
+    uint64_t spec_match = 0;  // bit m: the device can serve spec m at all
+    // The policy's CompletionValue table for the device's capacity (-1: none).
+    int16_t completion_table = 0;
+    // How many fractional specs (the memory-sorted prefix) the device's free memory could hold.
+    int8_t fractional_fit = 0;
+    bool empty = false;  // healthy, in the pool, no shares, no foreign use
+  };
+  std::array<int16_t, kMaxTypicalSpecs> usable{};  // q_n(m): devices with room for spec m
+  std::array<DeviceSlot, kMaxDevicesPerNode> devices{};  // the first device_count are used
+  std::array<double, kMaxTypicalSpecs + 1> satisfied_prefix{};
+  std::array<MiB, kMaxTypicalSpecs> unusable_free{};// Σ free of devices that cannot hold spec m
   // The fill fragmentation's ingredients (NodeEvaluation::fill_cost), per device spec m: the free
   // memory m could use, CPU aside (fractional: Σ free of the matching devices that hold one;
   // whole: Σ free of the matching empty devices), and for whole specs how many such devices.
   std::array<MiB, kMaxTypicalSpecs> fill_usable_free{};
   std::array<int32_t, kMaxTypicalSpecs> fill_empty_devices{};
-  double fill_fragmentation = 0;                   // F̂_n(M) in MiB
-  int64_t fill_cpu_ample = 0;  // free CPU from which no device spec is CPU-limited in F̂
-  double reservation_tightness = 0;  // the policy's CapacityReservation::Tightness(node)
-  // Per device slot: the policy's CompletionValue table for the device's capacity (-1: none).
-  std::array<int16_t, kMaxDevicesPerNode> completion_table{};
-  // For the first device's match mask: satisfied_prefix[i] = Σ weight of fractional specs j < i
-  // that the mask matches and that are satisfied (devices and CPU). FGD's per-pick delta needs
-  // it; precomputing it here keeps it off the per-pod path.
-  uint64_t prefix_mask = 0;
-  std::array<double, kMaxTypicalSpecs + 1> satisfied_prefix{};
 };
 
 // The node-level result without the device placement: what filter and prioritize need.
@@ -152,7 +159,7 @@ class Policy {
     int n_device = 0;      // specs [n_fractional, n_device) ask for whole devices; the rest CPU only
     double total_weight = 0;
     int64_t max_cpu = 0;   // the largest spec CPU: a node with more free never lacks CPU
-    bool multi_device_whole = false;  // some spec asks for several whole devices
+    uint64_t multi_whole = 0;  // bit m: spec m asks for several whole devices
     std::array<MiB, kMaxTypicalSpecs> mem{};        // per-device need; 0 = whole device
     std::array<int32_t, kMaxTypicalSpecs> count{};  // devices needed; CPU-only specs: never satisfiable
     std::array<int64_t, kMaxTypicalSpecs> cpu{};

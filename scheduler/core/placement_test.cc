@@ -438,9 +438,9 @@ TEST(FillFragmentation, SeesGpusStrandedByCpuAFewPodsAhead) {
 }
 
 // Property: Score's fill cost is the exact difference of the node's F̂ before and after the
-// placement Evaluate chose, on random nodes and pods (CPU-only and multi-device included). The
-// second workload has no multi-device whole spec, so nodes with CPU to spare (and unlimited CPU)
-// take the tally-free path.
+// placement Evaluate chose, on random nodes and pods (CPU-only and multi-device included). Nodes
+// with CPU to spare (and unlimited CPU) take the tally-free path, which follows the tallies of
+// the first workload's two-device whole spec only; the second workload has no such spec.
 TEST(FillFragmentation, ScoreIsTheExactDifferenceOnRandomNodes) {
   std::mt19937_64 rng(11);
   const Policy policies[] = {

@@ -1,6 +1,7 @@
 #include "scheduler/extender/cluster_state.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "common/log.h"
 
@@ -10,6 +11,10 @@ ClusterState::ClusterState(std::shared_ptr<const core::Policy> policy, const Clo
                            std::chrono::nanoseconds heartbeat_ttl, uint64_t tie_break_salt)
     : clock_(clock), heartbeat_ttl_(heartbeat_ttl), tie_break_salt_(tie_break_salt), policy_(std::move(policy)) {
   GPUPACK_CHECK(policy_ != nullptr);
+  auto snapshot = std::make_shared<Snapshot>();
+  snapshot->policy = policy_;
+  snapshot->generation = policy_generation_;
+  snapshot_ = std::move(snapshot);
 }
 
 std::pair<std::shared_ptr<const core::Policy>, uint64_t> ClusterState::PolicyAndGeneration() const {
@@ -19,29 +24,92 @@ std::pair<std::shared_ptr<const core::Policy>, uint64_t> ClusterState::PolicyAnd
 
 std::shared_ptr<const core::Policy> ClusterState::policy() const { return PolicyAndGeneration().first; }
 
-void ClusterState::SetPolicy(std::shared_ptr<const core::Policy> policy) {
-  GPUPACK_CHECK(policy != nullptr);
-  {
-    std::lock_guard lock(policy_mu_);
-    policy_ = std::move(policy);
-    ++policy_generation_;
-  }
-  std::vector<std::shared_ptr<NodeEntry>> entries;
-  {
-    std::shared_lock table(nodes_mu_);
-    for (const auto& [name, entry] : nodes_) entries.push_back(entry);
-  }
-  for (const auto& entry : entries) {
-    std::unique_lock lock(entry->mu);
-    Resummarize(*entry);
-  }
+std::shared_ptr<const ClusterState::Snapshot> ClusterState::CurrentSnapshot() const {
+  std::lock_guard lock(snapshot_mu_);
+  return snapshot_;
 }
 
-void ClusterState::Resummarize(NodeEntry& entry) const {
+void ClusterState::PublishRows(const std::vector<std::pair<size_t, std::shared_ptr<const NodeView>>>& rows,
+                               std::shared_ptr<const core::Policy> policy, uint64_t generation) {
+  std::shared_ptr<const Snapshot> previous;  // released after the lock: the last reader may be us
+  std::lock_guard lock(snapshot_mu_);
+  auto next = std::make_shared<Snapshot>(*snapshot_);
+  if (policy != nullptr) {
+    next->policy = std::move(policy);
+    next->generation = generation;
+  }
+  std::vector<bool> copied;  // chunks already copied by this publication
+  for (const auto& [row, view] : rows) {
+    const size_t c = row / kChunkRows;
+    if (next->chunks.size() <= c) next->chunks.resize(c + 1);
+    if (copied.size() <= c) copied.resize(c + 1, false);
+    if (!copied[c]) {
+      next->chunks[c] = next->chunks[c] ? std::make_shared<Chunk>(*next->chunks[c]) : std::make_shared<Chunk>();
+      copied[c] = true;
+    }
+    // Copied just above by this publication and not yet shared with any reader.
+    Chunk& chunk = const_cast<Chunk&>(*next->chunks[c]);
+    const size_t r = row % kChunkRows;
+    chunk.views[r] = view;
+    chunk.versions[r] = view ? view->version : 0;
+    chunk.heartbeats[r] = view ? view->heartbeat : std::nullopt;
+  }
+  previous = std::exchange(snapshot_, std::move(next));
+}
+
+std::shared_ptr<const ClusterState::NodeView> ClusterState::MakeView(const NodeEntry& entry,
+                                                                     std::shared_ptr<const core::Node> node,
+                                                                     std::optional<Clock::TimePoint> heartbeat,
+                                                                     const core::Policy& policy, uint64_t generation) {
+  auto view = std::make_shared<NodeView>();
+  view->summary = policy.Summarize(*node);
+  view->node = std::move(node);
+  view->summary_generation = generation;
+  view->heartbeat = heartbeat;
+  view->tie_break_rank = entry.tie_break_rank;
+  view->version = next_view_version_.fetch_add(1, std::memory_order_relaxed);
+  return view;
+}
+
+void ClusterState::Publish(NodeEntry& entry, std::shared_ptr<const core::Node> node,
+                           std::optional<Clock::TimePoint> heartbeat) {
+  if (entry.removed) return;
+  // Read under the node's lock: a SetPolicy that has already re-summarised this node waits for
+  // the lock, so the view is never left on an older policy than the state's.
   auto [policy, generation] = PolicyAndGeneration();
-  entry.summary = policy->Summarize(entry.node);
-  entry.summary_generation = generation;
-  ++entry.version;  // every mutation ends here, so the memo can never serve a stale answer
+  entry.view = MakeView(entry, std::move(node), heartbeat, *policy, generation);
+  PublishRows({{entry.row, entry.view}});
+}
+
+void ClusterState::SetPolicy(std::shared_ptr<const core::Policy> policy) {
+  GPUPACK_CHECK(policy != nullptr);
+  std::lock_guard serial(set_policy_mu_);
+  uint64_t generation = 0;
+  {
+    std::lock_guard lock(policy_mu_);
+    policy_ = policy;
+    generation = ++policy_generation_;
+  }
+  // Readers rank with the new policy at once (scoring on a summary made on the spot where a node
+  // still has an old one) ...
+  PublishRows({}, policy, generation);
+  // ... and every node is re-summarised, a chunk of rows per publication.
+  std::shared_lock table(nodes_mu_);
+  std::vector<NodeEntry*> by_row(row_names_.size(), nullptr);
+  for (const auto& [name, entry] : nodes_) by_row[entry->row] = entry.get();
+  for (size_t first = 0; first < by_row.size(); first += kChunkRows) {
+    std::vector<std::unique_lock<std::mutex>> locks;  // in row order: no other writer holds two
+    std::vector<std::pair<size_t, std::shared_ptr<const NodeView>>> rows;
+    for (size_t row = first; row < std::min(by_row.size(), first + kChunkRows); ++row) {
+      NodeEntry* entry = by_row[row];
+      if (entry == nullptr) continue;
+      locks.emplace_back(entry->mu);
+      if (entry->removed || entry->view == nullptr) continue;
+      entry->view = MakeView(*entry, entry->view->node, entry->view->heartbeat, *policy, generation);
+      rows.emplace_back(row, entry->view);
+    }
+    if (!rows.empty()) PublishRows(rows);
+  }
 }
 
 std::string ClusterState::ShapeKey(const core::PodRequest& pod) {
@@ -73,81 +141,154 @@ uint64_t ClusterState::ShapeId(const std::string& shape) const {
   return shape_ids_.emplace(shape, next_shape_id_++).first->second;
 }
 
-ClusterState::Assessment ClusterState::AssessEntry(const NodeEntry& entry, const core::PodRequest& pod,
-                                                   uint64_t shape_id, const core::Policy& policy,
-                                                   uint64_t generation, Clock::TimePoint now) const {
-  std::shared_lock lock(entry.mu);
-  if (std::optional<core::Verdict> stale = StaleVerdict(entry, now)) return Assessment{*stale, 0, 0, 0, 0, entry.tie_break_rank};
-  if (entry.summary_generation != generation) {
-    // A SetPolicy is re-summarising right now: score against a summary made on the spot.
-    core::NodeScore s = policy.Score(entry.node, policy.Summarize(entry.node), pod);
-    return Assessment{std::move(s.verdict), s.cost, s.fill_cost, s.reservation_cost, s.completion_loss, entry.tie_break_rank};
+std::shared_ptr<const ClusterState::ShapeMemo> ClusterState::FindMemo(uint64_t shape_id, uint64_t generation) const {
+  std::lock_guard lock(shapes_mu_);
+  for (const auto& memo : memos_) {
+    if (memo && memo->shape_id == shape_id && memo->generation == generation) return memo;
   }
-  {
-    std::lock_guard memo_lock(entry.memo_mu);
-    for (const NodeEntry::Memo& m : entry.memo) {
-      if (m.version == entry.version && m.shape_id == shape_id) return m.assessment;
+  return nullptr;
+}
+
+void ClusterState::StoreMemo(std::shared_ptr<const ShapeMemo> memo) const {
+  std::shared_ptr<const ShapeMemo> replaced;  // freed after the lock
+  std::lock_guard lock(shapes_mu_);
+  for (auto& slot : memos_) {
+    if (slot && slot->shape_id == memo->shape_id) {
+      replaced = std::exchange(slot, std::move(memo));
+      return;
     }
   }
+  replaced = std::exchange(memos_[memo_next_], std::move(memo));
+  memo_next_ = (memo_next_ + 1) % kMemoShapes;
+}
+
+ClusterState::Assessment ClusterState::ScoreView(const NodeView& view, const core::PodRequest& pod,
+                                                 const Snapshot& snapshot) const {
   // Score, not Evaluate: the per-node path needs no placement and so allocates nothing.
-  core::NodeScore s = policy.Score(entry.node, entry.summary, pod);
-  Assessment assessment{std::move(s.verdict), s.cost, s.fill_cost, s.reservation_cost, s.completion_loss, entry.tie_break_rank};
-  std::lock_guard memo_lock(entry.memo_mu);
-  NodeEntry::Memo& slot = entry.memo[entry.memo_next];
-  entry.memo_next = (entry.memo_next + 1) % NodeEntry::kMemoSlots;
-  slot.shape_id = shape_id;
-  slot.version = entry.version;
-  slot.assessment = assessment;
-  return assessment;
+  core::NodeScore s = view.summary_generation == snapshot.generation
+                          ? snapshot.policy->Score(*view.node, view.summary, pod)
+                          : snapshot.policy->Score(*view.node, snapshot.policy->Summarize(*view.node), pod);
+  return Assessment{std::move(s.verdict), s.cost, s.fill_cost, s.reservation_cost, s.completion_loss,
+                    view.tie_break_rank};
 }
 
 std::optional<ClusterState::Assessment> ClusterState::Assess(std::string_view node, const core::PodRequest& pod,
                                                              const std::string& shape) const {
-  std::shared_ptr<NodeEntry> entry = FindNode(node);
-  if (!entry) return std::nullopt;
-  auto [policy, generation] = PolicyAndGeneration();
-  return AssessEntry(*entry, pod, ShapeId(shape), *policy, generation, clock_.Now());
+  std::vector<std::optional<Assessment>> out;
+  AssessMany({node}, pod, shape, out);
+  return std::move(out[0]);
 }
 
 void ClusterState::AssessMany(const std::vector<std::string_view>& names, const core::PodRequest& pod,
                               const std::string& shape, std::vector<std::optional<Assessment>>& out) const {
   out.assign(names.size(), std::nullopt);
-  // One policy snapshot for the whole call: every node is ranked by the same policy.
-  auto [policy, generation] = PolicyAndGeneration();
   const uint64_t shape_id = ShapeId(shape);
   const Clock::TimePoint now = clock_.Now();
+  // The table lock before the snapshot: a node in the index is then in the snapshot (a node
+  // enters both under the exclusive lock), and a removed one in neither.
   std::shared_lock table(nodes_mu_);
+  // One snapshot for the whole call: every node is ranked by the same policy, as of one moment.
+  const std::shared_ptr<const Snapshot> snapshot = CurrentSnapshot();
+  const std::shared_ptr<const ShapeMemo> memo = FindMemo(shape_id, snapshot->generation);
+  const size_t memo_rows = memo ? memo->versions.size() : 0;
+  std::vector<std::pair<size_t, size_t>> fresh;  // (row, i) scored afresh by this call
+  std::vector<size_t> name_rows;
+  RowsOf(names, name_rows);
   for (size_t i = 0; i < names.size(); ++i) {
-    if (const NodeEntry* entry = IndexedNode(names[i])) {
-      out[i] = AssessEntry(*entry, pod, shape_id, *policy, generation, now);
+    const size_t row = name_rows[i];
+    if (row == kNoRow) continue;
+    const Chunk* chunk = snapshot->ChunkOf(row);
+    const size_t r = row % kChunkRows;
+    if (chunk == nullptr || chunk->versions[r] == 0) continue;  // unreachable: see the lock order above
+    if (std::optional<core::Verdict> stale = StaleVerdict(chunk->heartbeats[r], now)) {
+      out[i] = Assessment{std::move(*stale), 0, 0, 0, 0, chunk->views[r]->tie_break_rank};
+      continue;
     }
+    if (row < memo_rows && memo->versions[row] == chunk->versions[r]) {
+      out[i] = memo->assessments[row];
+      continue;
+    }
+    out[i] = ScoreView(*chunk->views[r], pod, *snapshot);
+    fresh.emplace_back(row, i);
   }
+  if (fresh.empty()) return;
+  // Remember this call's answers for the next call of the shape (a prioritize after its filter).
+  auto next = std::make_shared<ShapeMemo>();
+  next->shape_id = shape_id;
+  next->generation = snapshot->generation;
+  if (memo) {
+    next->versions = memo->versions;
+    next->assessments = memo->assessments;
+  }
+  const size_t rows = snapshot->chunks.size() * kChunkRows;
+  if (next->versions.size() < rows) {
+    next->versions.resize(rows, 0);
+    next->assessments.resize(rows);
+  }
+  for (const auto& [row, i] : fresh) {
+    next->versions[row] = snapshot->ChunkOf(row)->versions[row % kChunkRows];
+    next->assessments[row] = *out[i];
+  }
+  StoreMemo(std::move(next));
 }
 
-const ClusterState::NodeEntry* ClusterState::IndexedNode(std::string_view name) const {
-  if (index_.empty()) return nullptr;
+void ClusterState::RowsOf(const std::vector<std::string_view>& names, std::vector<size_t>& rows) const {
+  std::shared_ptr<const RowHint> hint;
+  {
+    std::lock_guard lock(row_hints_mu_);
+    for (const auto& h : row_hints_) {
+      if (h != nullptr && h->rows.size() == names.size()) hint = h;
+    }
+  }
+  rows.resize(names.size());
+  bool moved = hint == nullptr;
+  for (size_t i = 0; i < names.size(); ++i) {
+    const size_t guess = hint != nullptr ? hint->rows[i] : kNoRow;
+    if (guess < row_names_.size() && !names[i].empty() && row_names_[guess] == names[i]) {
+      rows[i] = guess;
+      continue;
+    }
+    rows[i] = IndexedRow(names[i]);
+    moved = moved || rows[i] != guess;
+  }
+  if (!moved) return;
+  auto next = std::make_shared<RowHint>();
+  next->rows = rows;
+  std::lock_guard lock(row_hints_mu_);
+  for (auto& h : row_hints_) {
+    if (h != nullptr && h->rows.size() == names.size()) {
+      h = std::move(next);
+      return;
+    }
+  }
+  row_hints_[row_hint_next_] = std::move(next);
+  row_hint_next_ = (row_hint_next_ + 1) % kRowHints;
+}
+
+size_t ClusterState::IndexedRow(std::string_view name) const {
+  if (index_.empty()) return kNoRow;
   const size_t hash = NameHash{}(name);
   const size_t mask = index_.size() - 1;
   for (size_t i = hash & mask;; i = (i + 1) & mask) {
     const IndexSlot& slot = index_[i];
-    if (slot.entry == nullptr) return nullptr;
-    if (slot.hash == hash && slot.entry->name == name) return slot.entry;
+    if (slot.row == kNoRow) return kNoRow;
+    if (slot.hash == hash && row_names_[slot.row] == name) return slot.row;
   }
 }
 
-void ClusterState::AddToIndex(const NodeEntry& entry) {
+void ClusterState::AddToIndex(size_t row) {
   const size_t mask = index_.size() - 1;
-  const size_t hash = NameHash{}(entry.name);
+  const size_t hash = NameHash{}(row_names_[row]);
   size_t i = hash & mask;
-  while (index_[i].entry != nullptr) i = (i + 1) & mask;
-  index_[i] = IndexSlot{hash, &entry};
+  while (index_[i].row != kNoRow) i = (i + 1) & mask;
+  index_[i] = IndexSlot{hash, row};
 }
 
-void ClusterState::IndexNewNode(const NodeEntry& entry) {
+void ClusterState::IndexNewNode(size_t row) {
   if (index_.size() >= 2 * nodes_.size()) {
-    AddToIndex(entry);
+    AddToIndex(row);
   } else {
-    RebuildIndex();  // includes `entry`, already in nodes_
+    RebuildIndex();  // includes `row`, already in nodes_
   }
 }
 
@@ -157,7 +298,7 @@ void ClusterState::RebuildIndex() {
   size_t size = 16;
   while (size < 4 * nodes_.size()) size *= 2;
   index_.assign(size, IndexSlot{});
-  for (const auto& [name, entry] : nodes_) AddToIndex(*entry);
+  for (const auto& [name, entry] : nodes_) AddToIndex(entry->row);
 }
 
 std::shared_ptr<ClusterState::NodeEntry> ClusterState::FindNode(std::string_view name) const {
@@ -166,20 +307,29 @@ std::shared_ptr<ClusterState::NodeEntry> ClusterState::FindNode(std::string_view
   return it == nodes_.end() ? nullptr : it->second;
 }
 
-void ClusterState::ReattachShares(NodeEntry& entry) {
+std::shared_ptr<const ClusterState::NodeView> ClusterState::CurrentView(std::string_view name) const {
+  std::shared_lock table(nodes_mu_);
+  const size_t row = IndexedRow(name);
+  if (row == kNoRow) return nullptr;
+  const std::shared_ptr<const Snapshot> snapshot = CurrentSnapshot();
+  const Chunk* chunk = snapshot->ChunkOf(row);
+  return chunk == nullptr ? nullptr : chunk->views[row % kChunkRows];
+}
+
+void ClusterState::ReattachShares(core::Node& node) const {
   std::unordered_map<std::string_view, core::Device*> by_uuid;
-  for (core::Device& device : entry.node.devices) {
+  for (core::Device& device : node.devices) {
     device.shares.clear();
     by_uuid.emplace(device.uuid, &device);
   }
-  entry.node.requested_cpu_milli = 0;
-  entry.node.requested_memory_bytes = 0;
-  auto pods = pods_by_node_.find(entry.node.name);
+  node.requested_cpu_milli = 0;
+  node.requested_memory_bytes = 0;
+  auto pods = pods_by_node_.find(node.name);
   if (pods == pods_by_node_.end()) return;
   for (const std::string& uid : pods->second) {
     const PodRecord& record = pods_.at(uid);
-    entry.node.requested_cpu_milli += record.cpu_milli;
-    entry.node.requested_memory_bytes += record.memory_bytes;
+    node.requested_cpu_milli += record.cpu_milli;
+    node.requested_memory_bytes += record.memory_bytes;
     for (auto& [uuid, share] : api::AllocationShares(record.allocation, uid, record.pod_key)) {
       auto device = by_uuid.find(uuid);
       if (device != by_uuid.end()) device->second->shares.push_back(std::move(share));
@@ -187,9 +337,10 @@ void ClusterState::ReattachShares(NodeEntry& entry) {
   }
 }
 
-std::optional<core::Verdict> ClusterState::StaleVerdict(const NodeEntry& entry, Clock::TimePoint now) const {
-  if (!entry.heartbeat || heartbeat_ttl_.count() <= 0) return std::nullopt;
-  const auto age = now - *entry.heartbeat;
+std::optional<core::Verdict> ClusterState::StaleVerdict(const std::optional<Clock::TimePoint>& heartbeat,
+                                                        Clock::TimePoint now) const {
+  if (heartbeat_ttl_.count() <= 0 || !heartbeat) return std::nullopt;
+  const auto age = now - *heartbeat;
   if (age <= heartbeat_ttl_) return std::nullopt;
   const int64_t age_s = std::chrono::duration_cast<std::chrono::seconds>(age).count();
   const int64_t ttl_s = std::chrono::duration_cast<std::chrono::seconds>(heartbeat_ttl_).count();
@@ -202,26 +353,47 @@ std::optional<core::Verdict> ClusterState::StaleVerdict(const NodeEntry& entry, 
 void ClusterState::UpsertNode(core::Node inventory, std::optional<Clock::TimePoint> heartbeat) {
   std::unique_lock table(nodes_mu_);
   std::shared_ptr<NodeEntry>& slot = nodes_[inventory.name];
-  if (!slot) {
-    slot = std::make_shared<NodeEntry>(inventory.name, core::NodeTieBreakRank(inventory.name, tie_break_salt_));
-    IndexNewNode(*slot);
+  const bool added = !slot;
+  if (added) {
+    size_t row = row_names_.size();
+    if (!free_rows_.empty()) {
+      row = free_rows_.back();
+      free_rows_.pop_back();
+    } else {
+      row_names_.emplace_back();
+    }
+    row_names_[row] = inventory.name;
+    slot = std::make_shared<NodeEntry>(inventory.name, core::NodeTieBreakRank(inventory.name, tie_break_salt_), row);
+    IndexNewNode(row);
   }
   std::shared_ptr<NodeEntry> entry = slot;
-  // Lock the entry before the table is released so nobody evaluates a half-filled new node.
-  std::unique_lock node_lock(entry->mu);
-  table.unlock();
-  entry->node = std::move(inventory);
-  entry->heartbeat = heartbeat;
+  std::lock_guard node_lock(entry->mu);
+  // A new node is published before the table lock is released, so a reader that finds its name
+  // in the index finds its row in the snapshot.
+  if (!added) table.unlock();
+  auto node = std::make_shared<core::Node>(std::move(inventory));
   {
     std::lock_guard ledger(ledger_mu_);
-    ReattachShares(*entry);
+    ReattachShares(*node);
   }
-  Resummarize(*entry);
+  Publish(*entry, std::move(node), heartbeat);
 }
 
 void ClusterState::RemoveNode(std::string_view name) {
   std::unique_lock table(nodes_mu_);
-  if (nodes_.erase(std::string(name)) > 0) RebuildIndex();
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) return;
+  NodeEntry& entry = *it->second;
+  {
+    std::lock_guard node_lock(entry.mu);
+    entry.removed = true;  // a writer that found the entry before the removal publishes nothing
+    entry.view = nullptr;
+    PublishRows({{entry.row, nullptr}});
+  }
+  row_names_[entry.row].clear();
+  free_rows_.push_back(entry.row);
+  nodes_.erase(it);
+  RebuildIndex();
 }
 
 void ClusterState::UpsertPodAllocation(std::string_view pod_uid, std::string_view pod_key,
@@ -232,7 +404,7 @@ void ClusterState::UpsertPodAllocation(std::string_view pod_uid, std::string_vie
   if (previous && *previous != allocation.node) RemovePod(uid);
 
   std::shared_ptr<NodeEntry> entry = FindNode(allocation.node);
-  std::unique_lock<std::shared_mutex> node_lock;
+  std::unique_lock<std::mutex> node_lock;
   if (entry) node_lock = std::unique_lock(entry->mu);
   std::lock_guard ledger(ledger_mu_);
   auto it = pods_.find(uid);
@@ -244,13 +416,14 @@ void ClusterState::UpsertPodAllocation(std::string_view pod_uid, std::string_vie
   record.state = PodState::kBound;
   record.since = clock_.Now();
   pods_by_node_[allocation.node].insert(uid);
-  if (!entry) return;
-  ReattachShares(*entry);
-  Resummarize(*entry);
-  if (Status invariant = core::CheckLedgerInvariant(entry->node); !invariant.ok()) {
+  if (!entry || entry->removed) return;
+  auto node = std::make_shared<core::Node>(*entry->view->node);
+  ReattachShares(*node);
+  if (Status invariant = core::CheckLedgerInvariant(*node); !invariant.ok()) {
     GPUPACK_LOG(kWarning, "extender") << "pod " << pod_key << " as recorded by the cluster overbooks node "
                                       << allocation.node << ": " << invariant.message();
   }
+  Publish(*entry, std::move(node), entry->view->heartbeat);
 }
 
 void ClusterState::RemovePod(std::string_view pod_uid) {
@@ -258,7 +431,7 @@ void ClusterState::RemovePod(std::string_view pod_uid) {
   std::optional<std::string> node = NodeOfPod(uid);
   if (!node) return;
   std::shared_ptr<NodeEntry> entry = FindNode(*node);
-  std::unique_lock<std::shared_mutex> node_lock;
+  std::unique_lock<std::mutex> node_lock;
   if (entry) node_lock = std::unique_lock(entry->mu);
   std::lock_guard ledger(ledger_mu_);
   auto it = pods_.find(uid);
@@ -270,40 +443,46 @@ void ClusterState::RemovePod(std::string_view pod_uid) {
   auto by_node = pods_by_node_.find(*node);
   by_node->second.erase(uid);
   if (by_node->second.empty()) pods_by_node_.erase(by_node);
-  if (!entry) return;
-  core::RemovePod(entry->node, uid);
-  entry->node.requested_cpu_milli -= cpu;
-  entry->node.requested_memory_bytes -= memory;
-  Resummarize(*entry);
+  if (!entry || entry->removed) return;
+  auto next = std::make_shared<core::Node>(*entry->view->node);
+  core::RemovePod(*next, uid);
+  next->requested_cpu_milli -= cpu;
+  next->requested_memory_bytes -= memory;
+  Publish(*entry, std::move(next), entry->view->heartbeat);
 }
 
 bool ClusterState::TracksHostResources(std::string_view node) const {
-  std::shared_ptr<NodeEntry> entry = FindNode(node);
-  if (!entry) return false;
-  std::shared_lock lock(entry->mu);
-  return entry->node.cpu_milli >= 0 || entry->node.memory_bytes >= 0;
+  std::shared_ptr<const NodeView> view = CurrentView(node);
+  return view != nullptr && (view->node->cpu_milli >= 0 || view->node->memory_bytes >= 0);
 }
 
 std::optional<core::NodeEvaluation> ClusterState::Evaluate(std::string_view node, const core::PodRequest& pod) const {
-  std::shared_ptr<NodeEntry> entry = FindNode(node);
-  if (!entry) return std::nullopt;
-  std::shared_lock lock(entry->mu);
-  if (std::optional<core::Verdict> stale = StaleVerdict(*entry, clock_.Now())) return core::NodeEvaluation{*stale, 0, {}};
-  auto [policy, generation] = PolicyAndGeneration();
-  if (entry->summary_generation == generation) return policy->Evaluate(entry->node, entry->summary, pod);
-  return policy->Evaluate(entry->node, pod);  // a SetPolicy is re-summarising right now
+  std::shared_ptr<const Snapshot> snapshot;
+  std::shared_ptr<const NodeView> view;
+  {
+    std::shared_lock table(nodes_mu_);
+    const size_t row = IndexedRow(node);
+    if (row == kNoRow) return std::nullopt;
+    snapshot = CurrentSnapshot();
+    view = snapshot->ChunkOf(row)->views[row % kChunkRows];
+  }
+  if (std::optional<core::Verdict> stale = StaleVerdict(view->heartbeat, clock_.Now())) {
+    return core::NodeEvaluation{*stale, 0, {}};
+  }
+  if (view->summary_generation == snapshot->generation) {
+    return snapshot->policy->Evaluate(*view->node, view->summary, pod);
+  }
+  return snapshot->policy->Evaluate(*view->node, pod);  // a SetPolicy is re-summarising right now
 }
 
 std::optional<core::NodeEvaluation> ClusterState::EvaluateWithout(std::string_view node, const core::PodRequest& pod,
                                                                   const std::set<std::string>& victim_uids) const {
-  std::shared_ptr<NodeEntry> entry = FindNode(node);
-  if (!entry) return std::nullopt;
-  core::Node copy;
-  {
-    std::shared_lock lock(entry->mu);
-    if (std::optional<core::Verdict> stale = StaleVerdict(*entry, clock_.Now())) return core::NodeEvaluation{*stale, 0, {}};
-    copy = entry->node;
+  std::shared_ptr<const NodeView> view = CurrentView(node);
+  if (!view) return std::nullopt;
+  if (std::optional<core::Verdict> stale = StaleVerdict(view->heartbeat, clock_.Now())) {
+    return core::NodeEvaluation{*stale, 0, {}};
   }
+  core::Node copy = *view->node;
   for (const std::string& uid : victim_uids) core::RemovePod(copy, uid);
   return policy()->Evaluate(copy, pod);
 }
@@ -312,6 +491,7 @@ StatusOr<ClusterState::Reservation> ClusterState::Reserve(const core::PodRequest
   std::shared_ptr<NodeEntry> entry = FindNode(node);
   if (!entry) return Status::NotFound("node \"" + std::string(node) + "\" is not in gpupack's inventory");
   std::unique_lock node_lock(entry->mu);
+  if (entry->removed) return Status::NotFound("node \"" + std::string(node) + "\" is not in gpupack's inventory");
   // Held across the evaluation so two binds of one UID cannot both pass the check below.
   std::lock_guard ledger(ledger_mu_);
   if (auto it = pods_.find(pod.uid); it != pods_.end()) {
@@ -326,21 +506,26 @@ StatusOr<ClusterState::Reservation> ClusterState::Reserve(const core::PodRequest
     }
     return Reservation{record.allocation, /*repeated=*/true};
   }
-  if (std::optional<core::Verdict> stale = StaleVerdict(*entry, clock_.Now())) {
+  if (std::optional<core::Verdict> stale = StaleVerdict(entry->view->heartbeat, clock_.Now())) {
     return Status::FailedPrecondition("node " + std::string(node) + ": " + stale->Message());
   }
   auto [policy, generation] = PolicyAndGeneration();
-  if (entry->summary_generation != generation) Resummarize(*entry);
-  core::NodeEvaluation evaluation = policy->Evaluate(entry->node, entry->summary, pod);
+  const NodeView& view = *entry->view;
+  // A SetPolicy that has not reached this node yet: summarise on the spot (it re-publishes the
+  // node under the new policy once it gets the node's lock).
+  core::NodeEvaluation evaluation = view.summary_generation == generation
+                                        ? policy->Evaluate(*view.node, view.summary, pod)
+                                        : policy->Evaluate(*view.node, pod);
   if (!evaluation.verdict.fits()) {
     return Status::FailedPrecondition("pod " + pod.Key() + " no longer fits on node " + std::string(node) + ": " +
                                       evaluation.verdict.Message());
   }
-  GPUPACK_RETURN_IF_ERROR(core::ApplyPlacement(entry->node, pod, evaluation.placement, policy->options()));
+  auto next = std::make_shared<core::Node>(*view.node);
+  GPUPACK_RETURN_IF_ERROR(core::ApplyPlacement(*next, pod, evaluation.placement, policy->options()));
   PodRecord record;
   record.node = std::string(node);
   record.pod_key = pod.Key();
-  record.allocation = api::AllocationFromPlacement(entry->node, evaluation.placement);
+  record.allocation = api::AllocationFromPlacement(*next, evaluation.placement);
   record.allocation.spread_key = pod.spread_key;
   record.state = PodState::kReserved;
   record.since = clock_.Now();
@@ -350,7 +535,7 @@ StatusOr<ClusterState::Reservation> ClusterState::Reserve(const core::PodRequest
   pods_.emplace(pod.uid, std::move(record));
   pods_by_node_[std::string(node)].insert(pod.uid);
   ++reservations_;
-  Resummarize(*entry);
+  Publish(*entry, std::move(next), view.heartbeat);
   return reservation;
 }
 
@@ -388,16 +573,19 @@ int ClusterState::ExpireReservations(std::chrono::nanoseconds ttl) {
 
 void ClusterState::ForEachNode(const std::function<void(const core::Node&, const core::NodeSummary&,
                                                        std::optional<Clock::TimePoint>)>& fn) const {
-  std::vector<std::shared_ptr<NodeEntry>> entries;
+  // In the table's order (the order the callers have always seen), from one snapshot.
+  std::vector<std::shared_ptr<const NodeView>> views;
   {
     std::shared_lock table(nodes_mu_);
-    entries.reserve(nodes_.size());
-    for (const auto& [name, entry] : nodes_) entries.push_back(entry);
+    const std::shared_ptr<const Snapshot> snapshot = CurrentSnapshot();
+    views.reserve(nodes_.size());
+    for (const auto& [name, entry] : nodes_) {
+      if (const Chunk* chunk = snapshot->ChunkOf(entry->row); chunk != nullptr && chunk->views[entry->row % kChunkRows]) {
+        views.push_back(chunk->views[entry->row % kChunkRows]);
+      }
+    }
   }
-  for (const auto& entry : entries) {
-    std::shared_lock lock(entry->mu);
-    fn(entry->node, entry->summary, entry->heartbeat);
-  }
+  for (const auto& view : views) fn(*view->node, view->summary, view->heartbeat);
 }
 
 std::vector<std::string> ClusterState::NodeNames() const {

@@ -13,11 +13,27 @@
 // with a warning if they overbook.
 //
 // Thread safety: every method may be called concurrently. Lock order: node table → one node →
-// ledger; the shape table's lock is never held with another. Evaluate takes only a shared lock on
-// one node.
+// ledger → snapshot, and node table → row hints; the shape table's lock is never held with another.
+//
+// Reads go through a snapshot, not per-node locks. Every node's state is published as an
+// immutable NodeView (its Node, its NodeSummary, its heartbeat); the read verbs (AssessMany and
+// the other const methods) take the current Snapshot once per call — one shared_ptr copy — and
+// then read plain memory: concurrent filters and prioritizes share cache lines read-only and
+// never write to a node's. Contract:
+//   - a writer (UpsertNode, UpsertPodAllocation, RemovePod, Reserve, Release, SetPolicy) holds
+//     the node's writer lock, builds the node's next view from a copy of the current one, and
+//     publishes it by swapping one row of the snapshot (copy-on-write: one chunk of 64 rows and
+//     the chunk list are copied, so a write costs O(nodes / 64), not O(nodes));
+//   - a published view is never modified; it lives while any snapshot or reader holds it;
+//   - a call sees every node as of one moment between writes of that node: a reservation is
+//     visible to every call that starts after Reserve returns, so a filter never offers the same
+//     memory twice once the bind that took it has returned;
+//   - memoised assessments are keyed by (policy generation, pod shape, view version) and view
+//     versions are never reused, so a memo can never serve an answer about an older view.
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -66,11 +82,11 @@ class ClusterState {
 
   // ---- Used by the verbs ----
 
-  // Evaluates `pod` on `node` under the node's shared lock, reservations included. A node whose
+  // Evaluates `pod` on `node` as of the current snapshot, reservations included. A node whose
   // heartbeat is older than the TTL gets a kNodeStale verdict. nullopt for an unknown node.
   std::optional<core::NodeEvaluation> Evaluate(std::string_view node, const core::PodRequest& pod) const;
-  // Verdict and cost only, for filter and prioritize: memoised per node for the last few pod
-  // shapes until the node changes, so prioritize after filter, and the next replica of the same
+  // Verdict and cost only, for filter and prioritize: memoised per pod shape (the last few) and
+  // per node until the node changes, so prioritize after filter, and the next replica of the same
   // shape, cost one lookup per node. `shape` must be ShapeKey(pod).
   struct Assessment {
     core::Verdict verdict;
@@ -113,8 +129,8 @@ class ClusterState {
   // Releases reservations older than `ttl` (a bind that never finished); returns how many.
   int ExpireReservations(std::chrono::nanoseconds ttl);
 
-  // Calls `fn` for every node under its shared lock (metrics, dumps), with the heartbeat the node
-  // was last upserted with. `fn` must not call back into the state.
+  // Calls `fn` for every node of one snapshot (metrics, dumps), with the heartbeat the node was
+  // last upserted with, holding no lock.
   void ForEachNode(const std::function<void(const core::Node&, const core::NodeSummary&,
                                             std::optional<Clock::TimePoint> heartbeat)>& fn) const;
   std::vector<std::string> NodeNames() const;
@@ -129,26 +145,54 @@ class ClusterState {
   void SetPolicy(std::shared_ptr<const core::Policy> policy);
 
  private:
-  struct NodeEntry {
-    NodeEntry(std::string name, uint64_t tie_break_rank) : name(std::move(name)), tie_break_rank(tie_break_rank) {}
-    const std::string name;  // == node.name; readable under the table lock alone
-    const uint64_t tie_break_rank;
-    mutable std::shared_mutex mu;
-    core::Node node;
+  // One node as the read verbs see it: immutable once published.
+  struct NodeView {
+    std::shared_ptr<const core::Node> node;  // shared by views that differ only by summary
     core::NodeSummary summary;
     uint64_t summary_generation = 0;  // the policy generation `summary` was computed with
     std::optional<Clock::TimePoint> heartbeat;
-    uint64_t version = 0;  // bumped by every change of node or summary (under mu, exclusively)
-    // Assess's memo; its own lock because Assess holds `mu` only shared.
-    struct Memo {
-      uint64_t shape_id = 0;  // ShapeId(shape); 0 = empty slot
-      uint64_t version = 0;
-      Assessment assessment;
-    };
-    static constexpr int kMemoSlots = 4;
-    mutable std::mutex memo_mu;
-    mutable std::array<Memo, kMemoSlots> memo;
-    mutable int memo_next = 0;
+    uint64_t tie_break_rank = 0;
+    uint64_t version = 0;  // unique across every view this state ever publishes (never 0)
+  };
+  // The snapshot's rows in chunks, so that publishing one row copies one chunk, not every row.
+  // Rows are assigned when a node enters and freed when it leaves.
+  static constexpr size_t kChunkRows = 64;
+  struct Chunk {
+    std::array<std::shared_ptr<const NodeView>, kChunkRows> views;
+    // views[r]->version (0: no node) and views[r]->heartbeat, kept beside the pointers so that a
+    // memoised assessment is served without touching the view.
+    std::array<uint64_t, kChunkRows> versions{};
+    std::array<std::optional<Clock::TimePoint>, kChunkRows> heartbeats{};
+  };
+  // What every read verb reads: immutable once published.
+  struct Snapshot {
+    std::shared_ptr<const core::Policy> policy;
+    uint64_t generation = 0;  // of `policy`
+    std::vector<std::shared_ptr<const Chunk>> chunks;
+    const Chunk* ChunkOf(size_t row) const {
+      const size_t c = row / kChunkRows;
+      return c < chunks.size() ? chunks[c].get() : nullptr;
+    }
+  };
+  // The writer side of a node: serialises the node's writers and remembers its current view.
+  struct NodeEntry {
+    NodeEntry(std::string name, uint64_t tie_break_rank, size_t row)
+        : name(std::move(name)), tie_break_rank(tie_break_rank), row(row) {}
+    const std::string name;
+    const uint64_t tie_break_rank;
+    const size_t row;  // its row in the snapshot while it is in the table
+    std::mutex mu;     // held by the node's writers
+    std::shared_ptr<const NodeView> view;  // the published view; REQUIRES mu
+    bool removed = false;  // RemoveNode ran: publish nothing more (the row may be reused); REQUIRES mu
+  };
+  // Assessments of one pod shape under one policy generation, by row, each valid while the row's
+  // view version is versions[row]. Immutable once published; a call that scores rows afresh
+  // publishes a new one.
+  struct ShapeMemo {
+    uint64_t shape_id = 0;
+    uint64_t generation = 0;
+    std::vector<uint64_t> versions;  // 0: not assessed
+    std::vector<Assessment> assessments;
   };
   enum class PodState { kReserved, kBound };
   struct PodRecord {
@@ -164,57 +208,100 @@ class ClusterState {
   };
 
   std::shared_ptr<NodeEntry> FindNode(std::string_view name) const;
-  // The entry named `name` through index_, or null. REQUIRES: nodes_mu_ held (shared suffices).
-  const NodeEntry* IndexedNode(std::string_view name) const;
-  // REQUIRES: nodes_mu_ held exclusively. IndexNewNode: `entry`, just added to nodes_, goes into
-  // index_ (rebuilt bigger when half full); RebuildIndex: index_ afresh from nodes_ (growth,
-  // removal); AddToIndex: one entry into a free slot of an index with room.
-  void IndexNewNode(const NodeEntry& entry);
+  // The row of the node named `name` through index_, or npos. REQUIRES: nodes_mu_ held (shared
+  // suffices).
+  static constexpr size_t kNoRow = static_cast<size_t>(-1);
+  size_t IndexedRow(std::string_view name) const;
+  // REQUIRES: nodes_mu_ held exclusively. IndexNewNode: `row`, just given a name in row_names_,
+  // goes into index_ (rebuilt bigger when half full); RebuildIndex: index_ afresh from nodes_
+  // (growth, removal); AddToIndex: one row into a free slot of an index with room.
+  void IndexNewNode(size_t row);
   void RebuildIndex();
-  void AddToIndex(const NodeEntry& entry);
+  void AddToIndex(size_t row);
   // A number that stands for `shape` in the memos: equal shapes get equal ids while the shape
   // table remembers them; the table is dropped when it grows past a bound, and ids are never
   // reused, so a forgotten shape only costs memo misses.
   uint64_t ShapeId(const std::string& shape) const;
-  // REQUIRES: the entry is kept alive by the caller (table lock or shared_ptr).
-  // `policy` / `generation`: one snapshot of PolicyAndGeneration(), and `now` one reading of the
-  // clock, taken once per call.
-  Assessment AssessEntry(const NodeEntry& entry, const core::PodRequest& pod, uint64_t shape_id,
-                         const core::Policy& policy, uint64_t generation, Clock::TimePoint now) const;
-  // REQUIRES: entry.mu held exclusively and ledger_mu_ held.
-  void ReattachShares(NodeEntry& entry);
-  // REQUIRES: entry.mu held exclusively.
-  void Resummarize(NodeEntry& entry) const;
+  std::shared_ptr<const Snapshot> CurrentSnapshot() const;
+  // The node's current view from the current snapshot, or null for an unknown node.
+  std::shared_ptr<const NodeView> CurrentView(std::string_view name) const;
+  // Scores `pod` on one view under the snapshot's policy (summarising on the spot when a
+  // SetPolicy has not reached the view yet).
+  Assessment ScoreView(const NodeView& view, const core::PodRequest& pod, const Snapshot& snapshot) const;
+  std::shared_ptr<const ShapeMemo> FindMemo(uint64_t shape_id, uint64_t generation) const;
+  void StoreMemo(std::shared_ptr<const ShapeMemo> memo) const;
+  // REQUIRES: ledger_mu_ held. Replaces the node's shares and host requests with the ledger's.
+  void ReattachShares(core::Node& node) const;
+  // REQUIRES: entry.mu held. Publishes `node` as the entry's next view, summarised under the
+  // current policy (no-op for a removed entry).
+  void Publish(NodeEntry& entry, std::shared_ptr<const core::Node> node, std::optional<Clock::TimePoint> heartbeat);
+  // REQUIRES: entry.mu held (unless the entry is not yet reachable). A view of `node` under
+  // `policy`.
+  std::shared_ptr<const NodeView> MakeView(const NodeEntry& entry, std::shared_ptr<const core::Node> node,
+                                           std::optional<Clock::TimePoint> heartbeat, const core::Policy& policy,
+                                           uint64_t generation);
+  // Swaps rows of the snapshot (null view: the row is empty); `policy` non-null also replaces the
+  // snapshot's policy. One copy of the chunk list and of each chunk touched.
+  void PublishRows(const std::vector<std::pair<size_t, std::shared_ptr<const NodeView>>>& rows,
+                   std::shared_ptr<const core::Policy> policy = nullptr, uint64_t generation = 0);
   std::pair<std::shared_ptr<const core::Policy>, uint64_t> PolicyAndGeneration() const;
-  std::optional<core::Verdict> StaleVerdict(const NodeEntry& entry, Clock::TimePoint now) const;
+  std::optional<core::Verdict> StaleVerdict(const std::optional<Clock::TimePoint>& heartbeat,
+                                            Clock::TimePoint now) const;
 
   const Clock& clock_;
   const std::chrono::nanoseconds heartbeat_ttl_;
   const uint64_t tie_break_salt_;
 
+  // Serialises SetPolicy; guards policy_ / policy_generation_, which writers read under a node's
+  // lock so that a SetPolicy re-summarising every node cannot miss their write.
+  mutable std::mutex set_policy_mu_;
   mutable std::mutex policy_mu_;
   std::shared_ptr<const core::Policy> policy_;
   uint64_t policy_generation_ = 1;
+  std::atomic<uint64_t> next_view_version_{1};
+
+  mutable std::mutex snapshot_mu_;  // guards the pointer only; the snapshot itself is immutable
+  std::shared_ptr<const Snapshot> snapshot_;
 
   // Lets the table be searched by string_view without building a std::string per lookup.
   struct NameHash {
     using is_transparent = void;
     size_t operator()(std::string_view name) const { return std::hash<std::string_view>{}(name); }
   };
-  mutable std::shared_mutex nodes_mu_;  // guards the table and its index, not the entries
+  mutable std::shared_mutex nodes_mu_;  // guards the table, its index and the rows' names
   std::unordered_map<std::string, std::shared_ptr<NodeEntry>, NameHash, std::equal_to<>> nodes_;
   // The verbs look up thousands of names per call. std::unordered_map pays a division (prime
   // bucket count) per probe and a pointer chase per node; this open-addressing index over the
-  // same entries (power-of-two size, linear probing, load ≤ 1/2) pays a mask and one array read.
+  // rows (power-of-two size, linear probing, load ≤ 1/2) pays a mask and one array read, and the
+  // names it compares against sit in one array.
   struct IndexSlot {
     size_t hash = 0;
-    const NodeEntry* entry = nullptr;  // null: empty slot
+    size_t row = kNoRow;  // kNoRow: empty slot
   };
   std::vector<IndexSlot> index_;
+  std::vector<std::string> row_names_;  // by row; empty for a free row
+  std::vector<size_t> free_rows_;
+  // Even so, a lookup is a cache miss in an index far larger than the CPU's cache, and the
+  // scheduler sends the same list of names, in the same order, call after call. So AssessMany
+  // remembers the rows of the last few lists (one per list length): rows[i] is where names[i]
+  // was, checked against row_names_ before use (a row may since hold another node), and the
+  // index is searched only for names that moved. Hints, not truth: a wrong one costs a lookup.
+  struct RowHint {
+    std::vector<size_t> rows;
+  };
+  // REQUIRES: nodes_mu_ held (shared suffices). The rows of `names` (kNoRow: unknown node).
+  void RowsOf(const std::vector<std::string_view>& names, std::vector<size_t>& rows) const;
+  static constexpr int kRowHints = 4;
+  mutable std::mutex row_hints_mu_;  // guards the pointers only; a hint is immutable
+  mutable std::array<std::shared_ptr<const RowHint>, kRowHints> row_hints_;
+  mutable int row_hint_next_ = 0;
 
-  mutable std::mutex shapes_mu_;
+  mutable std::mutex shapes_mu_;  // guards the shape table and the memos
   mutable std::unordered_map<std::string, uint64_t> shape_ids_;
   mutable uint64_t next_shape_id_ = 1;
+  static constexpr int kMemoShapes = 8;
+  mutable std::array<std::shared_ptr<const ShapeMemo>, kMemoShapes> memos_;
+  mutable int memo_next_ = 0;
 
   mutable std::mutex ledger_mu_;
   std::unordered_map<std::string, PodRecord> pods_;             // by UID

@@ -1,5 +1,6 @@
 #include "scheduler/extender/cluster_state.h"
 
+#include <atomic>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -123,6 +124,34 @@ TEST_F(ClusterStateTest, AssessManyFindsExactlyThePresentNodesThroughGrowthAndRe
   EXPECT_EQ(state_.NodeCount(), 201u);
 }
 
+// AssessMany remembers where the names of a list were (the scheduler repeats its list); the
+// remembered rows must never answer for a node that left, for a node that took a freed row, or
+// for a list of the same length in another order. c and d have 4 GiB GPUs: the 8,000 MiB pod
+// fits a and b only.
+TEST_F(ClusterStateTest, RememberedRowsNeverAnswerForAnotherNode) {
+  state_.UpsertNode(GpuNode("a", 1, 16384));
+  state_.UpsertNode(GpuNode("b", 1, 16384));
+  state_.UpsertNode(GpuNode("c", 1, 4096));
+  const core::PodRequest pod = Pod("p", 8000);
+  const std::string shape = ClusterState::ShapeKey(pod);
+  std::vector<std::optional<ClusterState::Assessment>> out;
+  auto fits = [&](std::vector<std::string_view> names) {
+    state_.AssessMany(names, pod, shape, out);
+    std::string verdicts;
+    for (const auto& a : out) verdicts += !a ? '-' : (a->verdict.fits() ? 'y' : 'n');
+    return verdicts;
+  };
+  EXPECT_EQ(fits({"a", "b", "c"}), "yyn");
+  EXPECT_EQ(fits({"a", "b", "c"}), "yyn");  // from the remembered rows
+  EXPECT_EQ(fits({"c", "a", "b"}), "nyy");  // same length, other order
+  state_.RemoveNode("b");
+  state_.UpsertNode(GpuNode("d", 1, 4096));  // takes b's freed row
+  EXPECT_EQ(fits({"c", "a", "b"}), "ny-");
+  EXPECT_EQ(fits({"c", "a", "d"}), "nyn");
+  EXPECT_EQ(fits({"d", "a", "b"}), "ny-");
+  EXPECT_EQ(fits({"a", "b", "c"}), "y-n");
+}
+
 // The fixed tie-break rank is computed once per node with the state's salt and handed out with
 // every assessment, memoised or not.
 TEST(ClusterStateTieBreak, AssessmentsCarryTheNodesSaltedRank) {
@@ -237,6 +266,86 @@ TEST_F(ClusterStateTest, ConcurrentReservationsNeverOverbook) {
   state_.ForEachNode([](const core::Node& n, const core::NodeSummary&, std::optional<Clock::TimePoint>) {
     EXPECT_TRUE(core::CheckLedgerInvariant(n).ok());
   });
+}
+
+// Filters read a snapshot while binds publish new ones. Every answer must be one the ledger gave
+// at some moment: with nothing released, a node that once refused the probe never fits it again
+// (an older snapshot served after a newer one would), every node is always found, and the ledger
+// invariant holds on every snapshot a reader sees. At the end the binds have filled every device
+// exactly, and every reader's answer agrees.
+TEST_F(ClusterStateTest, ConcurrentFiltersSeeConsistentSnapshotsWhileBindsPublish) {
+  constexpr int kNodes = 16;
+  std::vector<std::string> names;
+  for (int i = 0; i < kNodes; ++i) {
+    names.push_back("n" + std::to_string(i));
+    state_.UpsertNode(GpuNode(names.back(), 2, 16384));
+  }
+  const std::vector<std::string_view> wanted(names.begin(), names.end());
+  const core::PodRequest probe = Pod("probe", 3000);
+  const std::string shape = ClusterState::ShapeKey(probe);
+  std::atomic<bool> binding_done{false};
+  std::atomic<int> won{0}, violations{0}, reads{0};
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 2; ++t) {
+    readers.emplace_back([&] {
+      std::vector<bool> refused(kNodes, false);
+      std::vector<std::optional<ClusterState::Assessment>> out;
+      // At least a few reads after the last bind, so the final state is read too.
+      for (int after = 0; after < 3;) {
+        if (binding_done.load()) ++after;
+        state_.AssessMany(wanted, probe, shape, out);
+        for (int i = 0; i < kNodes; ++i) {
+          if (!out[i]) {
+            ++violations;
+            continue;
+          }
+          const bool fits = out[i]->verdict.fits();
+          if (refused[i] && fits) ++violations;
+          refused[i] = refused[i] || !fits;
+        }
+        state_.ForEachNode([&](const core::Node& n, const core::NodeSummary&, std::optional<Clock::TimePoint>) {
+          if (!core::CheckLedgerInvariant(n).ok()) ++violations;
+        });
+        ++reads;
+      }
+      for (int i = 0; i < kNodes; ++i) {
+        if (!refused[i]) ++violations;  // the final state refuses on every node
+      }
+    });
+  }
+  std::vector<std::thread> binders;
+  for (int t = 0; t < 2; ++t) {
+    binders.emplace_back([&, t] {
+      for (int i = 0; i < 25 * kNodes; ++i) {
+        if (state_.Reserve(Pod(std::to_string(t) + "-" + std::to_string(i), 3000), names[(i + t) % kNodes]).ok()) ++won;
+      }
+    });
+  }
+  for (auto& th : binders) th.join();
+  binding_done = true;
+  for (auto& th : readers) th.join();
+  EXPECT_EQ(violations.load(), 0) << "after " << reads.load() << " reads";
+  EXPECT_EQ(won.load(), kNodes * 2 * 5);  // five 3000 MiB shares per 16384 MiB GPU, two GPUs a node
+  EXPECT_EQ(state_.ReservationCount(), static_cast<size_t>(kNodes * 2 * 5));
+}
+
+// A new policy is seen on every node at once, and a memo made under the old one is not served
+// under the new.
+TEST_F(ClusterStateTest, SetPolicyIsSeenOnEveryNodeAndDropsOldMemos) {
+  for (int i = 0; i < 100; ++i) state_.UpsertNode(GpuNode("n" + std::to_string(i), 2, 16384));
+  const core::PodRequest pod = Pod("a", 4000);
+  const std::string shape = ClusterState::ShapeKey(pod);
+  // Binpack's cost is the free memory the node keeps: 2 × 16384 − 4000.
+  EXPECT_EQ(state_.Assess("n7", pod, shape)->cost, 28768);
+  state_.SetPolicy(std::make_shared<core::Policy>(core::PolicyKind::kSpread, core::DefaultPriorWorkload(81920),
+                                                  core::PlacementOptions{}));
+  EXPECT_EQ(state_.Assess("n7", pod, shape)->cost, -28768) << "spread's cost is the negative";
+  int summaries = 0;
+  state_.ForEachNode([&](const core::Node& n, const core::NodeSummary& summary, std::optional<Clock::TimePoint>) {
+    EXPECT_EQ(summary.total_free, 2 * 16384) << n.name;
+    ++summaries;
+  });
+  EXPECT_EQ(summaries, 100);
 }
 
 }  // namespace

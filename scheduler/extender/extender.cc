@@ -338,15 +338,17 @@ Reply Extender::Prioritize(std::string_view body) {
   if (!Ready()) return PlainError(503, kNotSynced);
   StatusOr<api::ExtenderArgs> args = DecodeExtenderArgsFast(body);
   if (!args.ok()) return PlainError(400, args.status().message());
-  std::vector<std::string> names;
-  if (args->node_names) {
-    names = std::move(*args->node_names);
-  } else if (args->nodes) {
-    for (api::WireNode& node : *args->nodes) names.push_back(std::move(node.name));
-  }
   api::HostPriorityList list;
-  list.reserve(names.size());
-  for (const std::string& name : names) list.push_back({name, 0});
+  if (args->node_names) {
+    list.reserve(args->node_names->size());
+    for (std::string& name : *args->node_names) list.push_back({std::move(name), 0});
+  } else if (args->nodes) {
+    list.reserve(args->nodes->size());
+    for (api::WireNode& node : *args->nodes) list.push_back({std::move(node.name), 0});
+  }
+  std::vector<std::string_view> names;
+  names.reserve(list.size());
+  for (const api::HostPriority& host : list) names.push_back(host.host);
   StatusOr<core::PodRequest> pod = ParsePod(args->pod);
   if (!pod.ok() || (options_.neutral_non_gpu_pods && !pod->WantsDevices())) {
     // The filter already failed every node for an invalid request; nothing to rank.
@@ -356,8 +358,7 @@ Reply Extender::Prioritize(std::string_view body) {
   Remember(*pod);
   std::vector<std::pair<RankKey, size_t>> fits;  // (rank, index into list)
   std::vector<std::optional<ClusterState::Assessment>> assessments;
-  state_.AssessMany(std::vector<std::string_view>(names.begin(), names.end()), *pod, ClusterState::ShapeKey(*pod),
-                    assessments);
+  state_.AssessMany(names, *pod, ClusterState::ShapeKey(*pod), assessments);
   for (size_t i = 0; i < names.size(); ++i) {
     if (assessments[i] && assessments[i]->verdict.fits()) fits.emplace_back(RankOf(*assessments[i], pod->node_policy), i);
   }
