@@ -174,10 +174,10 @@ StatusOr<ExtenderConfig> ParseExtenderConfig(std::string_view yaml_text) {
       {"neutralNonGpuPods", [](auto& n, auto& k, auto& c) { return ReadBool(n, k, c.neutral_non_gpu_pods); }},
       {"reservePerDevice", [](auto& n, auto& k, auto& c) { return ReadBytes(n, k, 1 << 20, c.reserve_per_device_mib); }},
       {"requestGranularity",
-       [](auto& n, auto& k, auto& c) {
-         GPUPACK_RETURN_IF_ERROR(ReadBytes(n, k, 1 << 20, c.request_granularity_mib));
-         if (c.request_granularity_mib < 1) return BadKey(k, "must be at least 1Mi");
-         return Status::Ok();
+       [](auto&, auto& k, auto&) {
+         // Removed: learned shapes are exact now, and a bucket could only make shapes that fit
+         // together look as if they did not (docs/placement.md, "The typical workload").
+         return BadKey(k, "was removed: the workload learner keeps exact request sizes; delete the key");
        }},
       {"heartbeatTTL", [](auto& n, auto& k, auto& c) { return ReadDurationKey(n, k, c.heartbeat_ttl); }},
       {"requestRatio",
@@ -207,6 +207,21 @@ StatusOr<ExtenderConfig> ParseExtenderConfig(std::string_view yaml_text) {
     return BadKey("tls", "certFile and keyFile must be given together");
   }
   return config;
+}
+
+core::DecisionOptions DecisionOptionsOf(const ExtenderConfig& config) {
+  core::DecisionOptions options;
+  options.device_mib = config.fgd_score_unit_mib;
+  options.fgd_levels = config.fgd_score_levels;
+  options.rank_by_completion = config.rank_by_completion;
+  options.rank_by_fill = config.rank_by_fill;
+  options.reserve_scarce_capacity = config.reserve_scarce_capacity;
+  options.fixed_tie_break = config.fixed_tie_break;
+  options.half_life_pods = config.workload_half_life_pods;
+  options.prior_pods = config.workload_prior_pods;
+  options.coverage = config.workload_coverage;
+  options.refresh_pods = config.workload_refresh_pods;
+  return options;
 }
 
 Status CheckConfigAgainstCluster(const ExtenderConfig& config, const std::vector<core::Node>& nodes) {
