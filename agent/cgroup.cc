@@ -1,14 +1,12 @@
 #include "agent/cgroup.h"
 
 #include <cctype>
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <vector>
 
 #include "api/gpunode.h"
+#include "common/file.h"
 
 namespace gpupack::agent {
 namespace {
@@ -122,11 +120,8 @@ std::optional<CgroupOwner> ParseKubeCgroupPath(std::string_view path) {
 
 StatusOr<std::string> ProcReader::CgroupPath(int64_t pid) const {
   const std::string file = proc_root_ + "/" + std::to_string(pid) + "/cgroup";
-  std::ifstream in(file);
-  if (!in) return Status::NotFound("cannot read " + file + ": " + std::strerror(errno));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  auto path = CgroupPathFromProcFile(ss.str());
+  GPUPACK_ASSIGN_OR_RETURN(const std::string text, ReadFileToString(file, "the process' cgroup file"));
+  auto path = CgroupPathFromProcFile(text);
   if (!path) return Status::InvalidArgument(file + ": no cgroup line found");
   return *path;
 }

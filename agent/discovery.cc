@@ -1,14 +1,13 @@
 #include "agent/discovery.h"
 
 #include <algorithm>
-#include <fstream>
 #include <map>
 #include <tuple>
-#include <sstream>
 
 #include <yaml-cpp/yaml.h>
 
 #include "api/cluster_file.h"
+#include "common/file.h"
 #include "common/input_check.h"
 #include "common/log.h"
 
@@ -247,11 +246,8 @@ FileBackend::FileBackend(std::string path, std::string node_name)
     : path_(std::move(path)), node_name_(std::move(node_name)) {}
 
 StatusOr<api::GpuNodeStatus> FileBackend::Discover() {
-  std::ifstream in(path_);
-  if (!in) return Status::NotFound("file backend: cannot read " + path_);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  StatusOr<YAML::Node> parsed = ParseYamlStrict(ss.str());
+  GPUPACK_ASSIGN_OR_RETURN(const std::string text, ReadFileToString(path_, "the file backend's inventory"));
+  StatusOr<YAML::Node> parsed = ParseYamlStrict(text);
   if (!parsed.ok()) return parsed.status().WithContext(path_);
   const YAML::Node root = *parsed;
   if (!root.IsMap()) return Status::InvalidArgument(path_ + ": expected a node entry or a cluster file");

@@ -1,11 +1,10 @@
 #include "api/cluster_file.h"
 
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 
+#include "common/file.h"
 #include "common/input_check.h"
 #include "common/quantity.h"
 #include "scheduler/core/placement.h"
@@ -247,11 +246,8 @@ StatusOr<std::vector<core::Node>> ParseClusterYaml(std::string_view yaml_text) {
 }
 
 StatusOr<std::vector<core::Node>> LoadClusterFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Status::NotFound("cannot open cluster file " + path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  auto nodes = ParseClusterYaml(ss.str());
+  GPUPACK_ASSIGN_OR_RETURN(const std::string text, ReadFileToString(path, "cluster file"));
+  auto nodes = ParseClusterYaml(text);
   if (!nodes.ok()) return nodes.status().WithContext(path);
   return nodes;
 }

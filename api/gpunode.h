@@ -153,9 +153,5 @@ StatusOr<std::vector<std::string>> ExcludedDevicesOfNode(const nlohmann::json& n
 // Marks the status' devices named in `uuids` excluded; naming a GPU excludes its MIG instances.
 void MarkExcluded(GpuNodeStatus& status, const std::vector<std::string>& uuids);
 
-// RFC 3339 in UTC at whole seconds ("2026-11-29T10:18:41Z"), as Kubernetes writes metav1.Time.
-std::string FormatRfc3339(Clock::TimePoint t);
-// Accepts "YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)". InvalidArgument naming the text otherwise.
-StatusOr<Clock::TimePoint> ParseRfc3339(std::string_view text);
 
 }  // namespace gpupack::api

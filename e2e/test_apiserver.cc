@@ -16,7 +16,9 @@
 #include <thread>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/quantity.h"
+#include "common/rfc3339.h"
 
 namespace gpupack::e2e {
 
@@ -230,14 +232,6 @@ std::string NewUid() {
   return h.substr(0, 8) + "-" + h.substr(8, 4) + "-" + h.substr(12, 4) + "-" + h.substr(16, 4) + "-" + h.substr(20, 12);
 }
 
-std::string NowRfc3339() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 struct Reply {
   int code;
@@ -432,7 +426,7 @@ struct TestApiServer::Impl {
       if (std::optional<Reply> refused = QuotaAdmission(t.ns, obj)) return *refused;
     }
     md["uid"] = NewUid();
-    md["creationTimestamp"] = NowRfc3339();
+    md["creationTimestamp"] = FormatRfc3339(SystemClock::Instance().Now());
     obj["apiVersion"] = t.type->ApiVersion();
     obj["kind"] = t.type->kind;
     if (t.type->plural == "gpunodes") obj.erase("status");  // status subresource: ignored on create
@@ -565,7 +559,7 @@ struct TestApiServer::Impl {
     if (md.contains("annotations") && md["annotations"].is_object()) {
       for (const auto& [k, v] : md["annotations"].items()) next["metadata"]["annotations"][k] = v;
     }
-    Json cond = {{"type", "PodScheduled"}, {"status", "True"}, {"lastTransitionTime", NowRfc3339()}};
+    Json cond = {{"type", "PodScheduled"}, {"status", "True"}, {"lastTransitionTime", FormatRfc3339(SystemClock::Instance().Now())}};
     Json conditions = Json::array();
     if (next["status"].contains("conditions") && next["status"]["conditions"].is_array()) {
       for (const Json& c : next["status"]["conditions"]) if (c.value("type", "") != "PodScheduled") conditions.push_back(c);

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "common/log.h"
+#include "common/rfc3339.h"
 
 namespace gpupack::kube {
 namespace {
@@ -54,15 +55,6 @@ std::chrono::milliseconds Jittered(std::chrono::milliseconds d) {
   return std::chrono::milliseconds(static_cast<int64_t>(static_cast<double>(d.count()) * jitter(rng)));
 }
 
-std::string Rfc3339(Clock::TimePoint t) {
-  const std::time_t secs = std::chrono::system_clock::to_time_t(
-      std::chrono::time_point_cast<std::chrono::system_clock::duration>(t));
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 }  // namespace
 
@@ -583,7 +575,7 @@ Status Client::CreateEvent(const EventSpec& event) {
   const std::string involved_name = event.involved_object.value("name", "object");
   std::ostringstream name;
   name << involved_name << "." << std::hex << now.time_since_epoch().count();
-  const std::string ts = Rfc3339(now);
+  const std::string ts = FormatRfc3339(now);
   Json ev = {
       {"apiVersion", "v1"},
       {"kind", "Event"},

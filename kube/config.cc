@@ -6,20 +6,12 @@
 #include <cctype>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <optional>
-#include <sstream>
+
+#include "common/file.h"
 
 namespace gpupack::kube {
 namespace {
-
-StatusOr<std::string> ReadFile(const std::string& path, std::string_view what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::NotFound(std::string(what) + " file " + path + " cannot be read");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 StatusOr<std::string> Base64Decode(const std::string& in, std::string_view what) {
   std::string clean;
@@ -51,7 +43,7 @@ StatusOr<std::string> DataOrFile(const YAML::Node& node, const std::string& key,
     return Base64Decode(data.as<std::string>(), where + "." + key + "-data");
   }
   if (const YAML::Node file = node[key]; file && file.IsScalar()) {
-    return ReadFile(Resolve(base_dir, file.as<std::string>()), where + "." + key);
+    return ReadFileToString(Resolve(base_dir, file.as<std::string>()), where + "." + key);
   }
   return std::string();
 }
@@ -85,10 +77,10 @@ StatusOr<Config> InClusterConfig(std::string_view sa_dir) {
   config.server = "https://" + h + ":" + port;
   const std::string dir(sa_dir);
   config.token_file = dir + "/token";
-  GPUPACK_ASSIGN_OR_RETURN(std::string token, ReadFile(config.token_file, "service-account token"));
+  GPUPACK_ASSIGN_OR_RETURN(std::string token, ReadFileToString(config.token_file, "service-account token"));
   (void)token;  // the Client reads it (and re-reads it as it rotates)
-  GPUPACK_ASSIGN_OR_RETURN(config.ca_pem, ReadFile(dir + "/ca.crt", "service-account CA"));
-  if (auto ns = ReadFile(dir + "/namespace", "namespace"); ns.ok() && !ns->empty()) {
+  GPUPACK_ASSIGN_OR_RETURN(config.ca_pem, ReadFileToString(dir + "/ca.crt", "service-account CA"));
+  if (auto ns = ReadFileToString(dir + "/namespace", "namespace file"); ns.ok() && !ns->empty()) {
     config.default_namespace = *ns;
     while (!config.default_namespace.empty() && std::isspace(static_cast<unsigned char>(config.default_namespace.back()))) {
       config.default_namespace.pop_back();

@@ -39,11 +39,9 @@ done
 mkdir -p out
 # The extender reads cluster files; the simulator writes the trace's node list as one.
 "$sim_bin" --cluster "$nodes_csv" --write-cluster out/demo-cluster.yaml
-# The trace models each GPU as 1000 MiB, so the extender learns requests in 1 MiB buckets (its
-# default bucket, 1 GiB, is larger than a trace GPU); a replay has no agents, so nodes never go
-# stale.
+# The decision's defaults need nothing for the trace's 1000 MiB GPUs; a replay has no agents, so
+# nodes never go stale.
 cat >out/demo-extender.yaml <<'YAML'
-requestGranularity: 1Mi
 heartbeatTTL: 0s
 YAML
 

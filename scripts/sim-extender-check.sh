@@ -34,10 +34,8 @@ ext_pid=""
 cleanup() { [[ -n "$ext_pid" ]] && kill "$ext_pid" 2>/dev/null; rm -rf "$work"; }
 trap cleanup EXIT
 "$sim" --cluster "$nodes" --write-cluster "$work/cluster.yaml"
-# The trace's GPUs are 1000 MiB: learn requests in 1 MiB buckets (the default 1 GiB bucket is
-# bigger than a trace GPU). Nodes never go stale in a replay.
+# Default settings; nodes never go stale in a replay.
 cat > "$work/config.yaml" <<YAML
-requestGranularity: 1Mi
 heartbeatTTL: 0s
 YAML
 

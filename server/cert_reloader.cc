@@ -5,10 +5,9 @@
 #include <openssl/x509.h>
 #include <sys/stat.h>
 
-#include <fstream>
-#include <sstream>
 #include <vector>
 
+#include "common/file.h"
 #include "common/log.h"
 
 namespace gpupack::server {
@@ -18,14 +17,6 @@ struct BioFree {
   void operator()(BIO* bio) const { BIO_free(bio); }
 };
 using BioPtr = std::unique_ptr<BIO, BioFree>;
-
-StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::NotFound("cannot read " + path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 std::string OpenSslError() {
   unsigned long code = ERR_get_error();
@@ -97,8 +88,8 @@ StatusOr<std::unique_ptr<CertReloader>> CertReloader::Create(std::string cert_fi
 
 StatusOr<std::shared_ptr<const CertReloader::KeyPair>> CertReloader::Load(
     const FileStamps& stamps) const {
-  GPUPACK_ASSIGN_OR_RETURN(std::string cert_pem, ReadFile(cert_file_));
-  GPUPACK_ASSIGN_OR_RETURN(std::string key_pem, ReadFile(key_file_));
+  GPUPACK_ASSIGN_OR_RETURN(std::string cert_pem, ReadFileToString(cert_file_, "TLS certificate"));
+  GPUPACK_ASSIGN_OR_RETURN(std::string key_pem, ReadFileToString(key_file_, "TLS key"));
   auto pair = std::make_shared<KeyPair>();
   pair->stamps = stamps;
 

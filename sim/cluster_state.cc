@@ -7,6 +7,11 @@
 namespace gpupack::sim {
 namespace {
 
+// The device's free memory with `caps` of caps on it (core::DeviceFreeMiB without a reserve).
+MiB FreeWithCaps(const SimDevice& dev, MiB caps) {
+  return std::max<MiB>(0, dev.capacity - caps - std::max<MiB>(0, dev.used - caps));
+}
+
 bool SameType(const core::Device& a, const core::Device& b) {
   return a.model == b.model && a.kind == b.kind && a.mig_profile == b.mig_profile &&
          a.hard_isolation == b.hard_isolation;
@@ -58,6 +63,8 @@ ClusterState::ClusterState(const std::vector<core::Node>& nodes, const core::Typ
       SimDevice sd;
       sd.capacity = d.capacity_mib;
       sd.free = core::DeviceFreeMiB(d, options);
+      sd.used = d.used_mib;
+      for (const core::DeviceShare& share : d.shares) sd.caps += share.mem_mib;
       sd.shares = static_cast<int>(d.shares.size());
       sd.exclusive = !d.healthy || std::any_of(d.shares.begin(), d.shares.end(),
                                                [](const core::DeviceShare& s) { return s.exclusive; });
@@ -181,7 +188,7 @@ double ClusterState::FragmentationAfter(int n, const Demand& d, std::span<const 
   MiB total_free = node.total_free;
   for (int slot : slots) {
     const SimDevice& dev = node.devices[slot];
-    total_free -= d.whole() ? dev.free : d.mem_per_device;
+    total_free -= d.whole() ? dev.free : dev.free - FreeWithCaps(dev, dev.caps + d.mem_per_device);
   }
   const int64_t cpu_free = node.cpu_free - d.cpu_milli;
   double f = 0;
@@ -196,7 +203,8 @@ double ClusterState::FragmentationAfter(int n, const Demand& d, std::span<const 
         after.free = 0;
         after.exclusive = true;
       } else {
-        after.free -= d.mem_per_device;
+        after.caps += d.mem_per_device;
+        after.free = FreeWithCaps(after, after.caps);
       }
       ++after.shares;
       const bool was = UsableForShape(before, shape);
@@ -215,11 +223,18 @@ void ClusterState::Apply(const Choice& choice, const Demand& d) {
   node.memory_free -= d.memory_bytes;
   for (int slot : choice.slots) {
     SimDevice& dev = node.devices[slot];
-    const MiB taken = d.whole() ? dev.free : d.mem_per_device;
-    dev.free -= taken;
+    MiB free_after = 0;
+    if (d.whole()) {
+      dev.caps += dev.capacity;
+      dev.exclusive = true;
+    } else {
+      dev.caps += d.mem_per_device;
+      free_after = FreeWithCaps(dev, dev.caps);
+    }
+    const MiB taken = dev.free - free_after;
+    dev.free = free_after;
     node.total_free -= taken;
     total_free_ -= taken;
-    if (d.whole()) dev.exclusive = true;
     ++dev.shares;
   }
   if (d.device_count > 0) ++node.tags[d.whole() ? d.device_count : 0];

@@ -41,6 +41,11 @@ struct Demand {
 struct SimDevice {
   MiB capacity = 0;
   MiB free = 0;
+  // The caps of the pods on the device, and the usage the cluster reported for it: as in the
+  // placement core (core::DeviceFreeMiB), only the usage beyond the caps is foreign and takes
+  // room, so a reported 1 GiB stops counting once 1 GiB of caps is placed.
+  MiB caps = 0;
+  MiB used = 0;
   int shares = 0;          // pods on the device
   bool exclusive = false;  // held whole (or unhealthy): nothing else may land here
   int type = 0;            // interned (model, kind, profile, isolation)

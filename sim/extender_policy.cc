@@ -3,10 +3,12 @@
 #include <httplib.h>
 
 #include <algorithm>
+#include <functional>
 #include <optional>
 
 #include "api/annotations.h"
 #include "api/extender_types.h"
+#include "scheduler/core/decision.h"
 #include "scheduler/core/placement.h"
 
 namespace gpupack::sim {
@@ -15,11 +17,8 @@ namespace {
 class ExtenderPolicy final : public SimPolicy {
  public:
   ExtenderPolicy(std::string base, std::string prefix, int weight)
-      : client_(base), base_(base), prefix_(std::move(prefix)), weight_(weight), mirror_(core::PolicyKind::kFgd, {}, {}) {
+      : client_(base), base_(base), prefix_(std::move(prefix)), weight_(weight) {
     client_.set_keep_alive(true);
-    // As Go's HTTP client (kube-scheduler's) does: without it every request waits ~40 ms for
-    // Nagle's algorithm and the server's delayed ACK.
-    client_.set_tcp_nodelay(true);
     // Header and body go out as separate writes; without TCP_NODELAY the body waits for the
     // delayed ACK of the header (~40 ms per request on Linux).
     client_.set_tcp_nodelay(true);
@@ -27,11 +26,11 @@ class ExtenderPolicy final : public SimPolicy {
     client_.set_read_timeout(30);
   }
 
-  Status Start(const ClusterState& s, const std::vector<core::Node>& nodes, std::span<const int>) override {
-    // Mirror the extender's own typical workload: its cold-start prior for the cluster's device
-    // size, learned from bound pods with its default settings (see policy gpupack).
-    learner_.emplace(core::DefaultPriorWorkload(s.unit_mib()), 1000, 100, std::max<core::MiB>(1, s.unit_mib() / 1000), 0.95);
-    since_refresh_ = 0;
+  Status Start(const ClusterState&, const std::vector<core::Node>& nodes, std::span<const int>) override {
+    // Mirror the extender's decision with its default settings: the same module, fed the same
+    // binds, refreshed at the same binds (the first time before the first pod, as the extender
+    // does at its first filter).
+    decision_.emplace(core::PolicyKind::kFgd, core::PlacementOptions{}, core::DecisionOptions{});
     nodes_ = nodes;
     RebuildMirror();
     return Status::Ok();
@@ -99,7 +98,7 @@ class ExtenderPolicy final : public SimPolicy {
       // A refused bind leaves the pod unscheduled, as kube-scheduler would (one attempt per pod).
       return std::optional<Choice>();
     }
-    core::NodeEvaluation eval = mirror_.Evaluate(nodes_[node], summaries_[node], *pod.request);
+    core::NodeEvaluation eval = mirror_->Evaluate(nodes_[node], summaries_[node], *pod.request);
     if (!eval.verdict.fits()) {
       return Status::Internal("extender bound " + pod.name + " to " + chosen +
                               " where the simulator's mirror says: " + eval.verdict.Message());
@@ -117,26 +116,20 @@ class ExtenderPolicy final : public SimPolicy {
     core::PodRequest request = *pod.request;
     request.name = pod.name;
     request.uid = pod.name;
-    Status st = core::ApplyPlacement(nodes_[choice.node], request, pending_, mirror_.options());
+    Status st = core::ApplyPlacement(nodes_[choice.node], request, pending_, mirror_->options());
     GPUPACK_CHECK(st.ok());
-    summaries_[choice.node] = mirror_.Summarize(nodes_[choice.node]);
-    learner_->Observe(request);
-    if (++since_refresh_ < kRefreshPods) return;
-    since_refresh_ = 0;
-    RebuildMirror();
+    summaries_[choice.node] = mirror_->Summarize(nodes_[choice.node]);
+    if (decision_->Observe(request)) RebuildMirror();
   }
 
  private:
-  // The extender's device choice as of its last policy refresh, rebuilt as it rebuilds (its
-  // defaults: the completion value, which picks devices; the reservation only ranks nodes,
-  // which the extender did).
+  // The extender's device choice as of its last policy refresh, rebuilt as it rebuilds.
   void RebuildMirror() {
-    core::PolicyRefresh refresh(core::PolicyKind::kFgd, core::PlacementOptions{}, *learner_, /*reserve=*/false,
-                                /*complete=*/true);
-    for (const auto& n : nodes_) refresh.AddNode(n);
-    mirror_ = std::move(refresh).Build();
+    mirror_.emplace(decision_->Refresh([&](const std::function<void(const core::Node&)>& visit) {
+      for (const core::Node& node : nodes_) visit(node);
+    }));
     summaries_.resize(nodes_.size());
-    for (size_t n = 0; n < nodes_.size(); ++n) summaries_[n] = mirror_.Summarize(nodes_[n]);
+    for (size_t n = 0; n < nodes_.size(); ++n) summaries_[n] = mirror_->Summarize(nodes_[n]);
   }
 
   StatusOr<std::string> Post(const std::string& verb, const std::string& body) {
@@ -167,13 +160,11 @@ class ExtenderPolicy final : public SimPolicy {
   std::string base_;  // scheme, host and port, for messages
   std::string prefix_;
   int weight_;
-  core::Policy mirror_;
+  std::optional<core::Decision> decision_;
+  std::optional<core::Policy> mirror_;
   std::vector<core::Node> nodes_;
   std::vector<core::NodeSummary> summaries_;
   core::Placement pending_;
-  static constexpr int kRefreshPods = 50;
-  std::optional<core::WorkloadLearner> learner_;
-  int since_refresh_ = 0;
 };
 
 }  // namespace

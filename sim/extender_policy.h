@@ -7,10 +7,9 @@
 //      taken as disabled, as in the FGD paper's runs); the highest total wins, ties at random;
 //   4. POST {url}/bind.
 // The extender picks the devices at bind and does not return them; the simulator mirrors the
-// choice with the same placement core on the bound node, learning the typical workload the way the
-// extender does with its defaults (prior for the cluster's device size, half-life 1000 pods, prior
-// weight 100 pods, refresh every 50 binds; buckets of 1/1000 device). If the extender is configured
-// otherwise the mirrored device may differ; node choice, which dominates packing, is the extender's.
+// choice with the same decision module (core::Decision, default options) and placement core on
+// the bound node, fed the same binds. If the extender is configured otherwise the mirrored device
+// may differ; node choice, which dominates packing, is the extender's.
 #pragma once
 
 #include <memory>

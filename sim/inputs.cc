@@ -1,7 +1,6 @@
 #include "sim/inputs.h"
 
 #include <algorithm>
-#include <fstream>
 #include <map>
 #include <sstream>
 
@@ -11,6 +10,7 @@
 #include "api/annotations.h"
 #include "api/cluster_file.h"
 #include "api/pod_request.h"
+#include "common/file.h"
 #include "common/input_check.h"
 #include "common/quantity.h"
 
@@ -96,14 +96,6 @@ StatusOr<int64_t> Integer(const CsvRow& row, int col, const std::string& name, c
                                    "\" is not a non-negative integer");
   }
   return v;
-}
-
-StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::NotFound("cannot open " + path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 std::string Mark(const std::string& where, const YAML::Node& n) {
@@ -348,13 +340,13 @@ StatusOr<std::vector<core::PodRequest>> ParseWorkloadYaml(std::string_view text,
 }
 
 StatusOr<std::vector<core::Node>> LoadCluster(const std::string& path) {
-  GPUPACK_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  GPUPACK_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path, "input file"));
   if (text.rfind("sn,", 0) == 0) return ParseAlibabaNodes(text, path);
   return api::LoadClusterFile(path);
 }
 
 StatusOr<std::vector<core::PodRequest>> LoadWorkload(const std::string& path) {
-  GPUPACK_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  GPUPACK_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path, "input file"));
   if (text.rfind("name,", 0) == 0) return ParseAlibabaPods(text, path);
   return ParseWorkloadYaml(text, path);
 }
@@ -366,6 +358,15 @@ std::string ClusterYaml(const std::vector<core::Node>& nodes) {
     out << "  - name: " << node.name << "\n";
     if (node.cpu_milli >= 0) out << "    cpu: \"" << node.cpu_milli << "m\"\n";
     if (node.memory_bytes >= 0) out << "    memory: \"" << node.memory_bytes << "\"\n";
+    if (!node.labels.empty()) {
+      out << "    labels: {";
+      bool first = true;
+      for (const auto& [key, value] : node.labels) {
+        out << (first ? "" : ", ") << "\"" << key << "\": \"" << value << "\"";
+        first = false;
+      }
+      out << "}\n";
+    }
     if (node.devices.empty()) {
       out << "    gpus: []\n";
       continue;
@@ -374,8 +375,16 @@ std::string ClusterYaml(const std::vector<core::Node>& nodes) {
     // A GPU in MIG mode is not a device itself: its instances are, grouped by parent.
     std::vector<std::string> parents;
     for (const auto& d : node.devices) {
+      // What the placement reads of a device beyond its size: the reported usage, the health and
+      // hard isolation (the GPU's, which its MIG instances share).
+      const std::string state = (d.used_mib > 0 && d.kind == core::DeviceKind::kGpu
+                                     ? ", used: " + std::to_string(d.used_mib) + "Mi"
+                                     : std::string()) +
+                                (d.healthy ? "" : ", healthy: false") +
+                                (d.hard_isolation && d.kind == core::DeviceKind::kGpu ? ", hardIsolation: true" : "");
       if (d.kind == core::DeviceKind::kGpu) {
-        out << "      - {model: \"" << d.model << "\", memory: " << d.capacity_mib << "Mi, uuid: \"" << d.uuid << "\"}\n";
+        out << "      - {model: \"" << d.model << "\", memory: " << d.capacity_mib << "Mi, uuid: \"" << d.uuid << "\""
+            << state << "}\n";
         continue;
       }
       if (std::find(parents.begin(), parents.end(), d.parent_uuid) != parents.end()) continue;
@@ -385,13 +394,19 @@ std::string ClusterYaml(const std::vector<core::Node>& nodes) {
       for (const auto& m : node.devices) {
         if (m.kind == core::DeviceKind::kMig && m.parent_uuid == d.parent_uuid) parent_mib += m.capacity_mib;
       }
-      out << "      - {model: \"" << d.model << "\", memory: " << parent_mib << "Mi, uuid: \"" << d.parent_uuid
-          << "\", mig: [";
+      out << "      - {model: \"" << d.model << "\", memory: " << parent_mib << "Mi, uuid: \"" << d.parent_uuid << "\""
+          << state << ", mig: [";
       bool first = true;
       for (const auto& m : node.devices) {
         if (m.kind != core::DeviceKind::kMig || m.parent_uuid != d.parent_uuid) continue;
         out << (first ? "" : ", ") << "{profile: \"" << m.mig_profile << "\", memory: " << m.capacity_mib
-            << "Mi, uuid: \"" << m.uuid << "\"}";
+            << "Mi, uuid: \"" << m.uuid << "\"";
+        if (m.used_mib > 0) out << ", used: " << m.used_mib << "Mi";
+        if (m.gpu_instance_id >= 0) out << ", gpuInstanceId: " << m.gpu_instance_id;
+        if (m.placement_start >= 0 && m.placement_size >= 0) {
+          out << ", placement: {start: " << m.placement_start << ", size: " << m.placement_size << "}";
+        }
+        out << "}";
         first = false;
       }
       out << "]}\n";

@@ -39,7 +39,9 @@ StatusOr<std::vector<core::Node>> LoadCluster(const std::string& path);
 StatusOr<std::vector<core::PodRequest>> LoadWorkload(const std::string& path);
 
 // Writes nodes as a cluster file (docs/cluster-file.md), e.g. to start a standalone extender on the
-// Alibaba cluster for the HTTP mode.
+// Alibaba cluster for the HTTP mode. Everything the file can say round-trips (labels, reported
+// usage, health, hard isolation, MIG instance ids and placements), so the extender started on it
+// decides on the cluster the simulator replays.
 std::string ClusterYaml(const std::vector<core::Node>& nodes);
 
 }  // namespace gpupack::sim

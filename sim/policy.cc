@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
+#include <optional>
 
+#include "scheduler/core/decision.h"
 #include "scheduler/core/placement.h"
 
 namespace gpupack::sim {
@@ -216,81 +219,44 @@ class BaselinePolicy final : public SimPolicy {
   std::vector<int> scratch_;
 };
 
-// gpupack's own placement: the placement core's Policy, exactly as the extender runs it. Nodes
-// are ordered by the cost (ΔF for fgd) unquantised, then by the fill fragmentation's increase in
-// half devices (core::FillLevel; 0 for the simple policies), then by the extender's fixed node
-// order.
-//
-// With `complete` (FGD only), each refresh also prices free device slices by the cutting-stock
-// dual of every shape learned (core::CompletionValue), and nodes are ordered by the completion
-// loss of the pod's picks first (core::CompletionLossLevel), then the fill level, then the cost,
-// then the node order: the extender's ranking with rankByCompletion.
-//
-// With `fgd_levels`, costs are compared on FGD's integer scale int(100·σ(−cost/one GPU)) instead
-// (one level ≈ 0.04 GPU of ΔF near 0), so nodes whose ΔF differ by noise tie and the fill level,
-// then the node order, decide among them.
-//
-// With `learn`, the typical workload is not the trace's M but what the extender uses: the core's
-// cold-start prior for the cluster's device size, blended with a WorkloadLearner fed every bound
-// pod and re-derived every `refresh` binds (the extender's defaults: half-life 1000 pods, prior
-// 100 pods, coverage 0.95, refresh 50). Learning buckets requests by 1/1000 of a device (1 MiB on
-// the trace).
-//
-// With `reserve` (FGD only), each refresh also prices the capacity that constrained shapes depend
-// on (core::CapacityReservation, built from every shape learned, or from M without learning, and
-// the cluster as it is then), and the price joins the fill level.
+// gpupack's own placement, exactly as the extender runs it: the decision module (core::Decision)
+// learns the typical workload from bound pods and rebuilds the policy every refresh_pods binds
+// from the cluster as it is; each node is ranked by core::RankOf, its tie-break rank the
+// extender's (core::NodeTieBreakRank with the default salt 0), and the lowest key wins (nodes
+// with equal keys, possible only with exact costs: the lower tie-break rank). The variants are
+// other core::DecisionOptions, or a pinned workload.
 class CorePolicy final : public SimPolicy {
  public:
-  struct Learning {
-    bool enabled = false;
-    double half_life_pods = 1000;
-    double prior_pods = 100;
-    double coverage = 0.95;
-    int refresh = 50;
-  };
+  CorePolicy(core::PolicyKind kind, core::DecisionOptions options, std::optional<core::TypicalWorkload> pinned)
+      : kind_(kind), options_(options), pinned_(std::move(pinned)) {}
 
-  CorePolicy(core::PolicyKind kind, const core::TypicalWorkload& typical, bool fgd_levels, Learning learning,
-             bool rank_by_fill = true, bool reserve = false, bool complete = false)
-      : policy_(kind, typical, core::PlacementOptions{}),
-        fgd_levels_(fgd_levels),
-        rank_by_fill_(rank_by_fill),
-        reserve_(reserve && kind == core::PolicyKind::kFgd),
-        complete_(complete && kind == core::PolicyKind::kFgd),
-        learning_(learning) {}
-
-  Status Start(const ClusterState& s, const std::vector<core::Node>& nodes, std::span<const int> /*seed_rank*/) override {
-    if (learning_.enabled) {
-      const MiB granularity = std::max<MiB>(1, s.unit_mib() / 1000);
-      learner_.emplace(core::DefaultPriorWorkload(s.unit_mib()), learning_.half_life_pods, learning_.prior_pods,
-                       granularity, learning_.coverage);
-      since_refresh_ = 0;
-    }
+  Status Start(const ClusterState&, const std::vector<core::Node>& nodes, std::span<const int> /*seed_rank*/) override {
+    decision_.emplace(pinned_ ? core::Decision::Pinned(kind_, core::PlacementOptions{}, options_, *pinned_)
+                              : core::Decision(kind_, core::PlacementOptions{}, options_));
     nodes_ = nodes;
+    // The extender refreshes once as soon as it knows the cluster (its first filter).
     RefreshPolicy();
-    // Ties go to the extender's fixed node order (its default tieBreak: nodeOrder), so the
-    // in-process replay and an HTTP replay through a standalone extender make the same choices.
     rank_.clear();
     for (const core::Node& node : nodes_) rank_.push_back(core::NodeTieBreakRank(node.name, 0));
     return Status::Ok();
   }
 
   StatusOr<std::optional<Choice>> Choose(const ClusterState& s, const SimPod& pod, Rng&) override {
+    const core::DecisionOptions& rank_options = decision_->options();
+    const core::MiB unit = decision_->unit_mib();
+    const bool levels = kind_ == core::PolicyKind::kFgd && rank_options.fgd_levels;
+    core::DecisionOptions options = rank_options;
+    options.fgd_levels = levels;
     int best = -1;
-    std::array<double, 3> best_key{};  // lexicographic, lower first
+    core::RankKey best_key;
     for (int n = 0; n < static_cast<int>(nodes_.size()); ++n) {
       // The compact filter is the same fit; it only saves the core the infeasible nodes.
       if (!s.Fits(n, pod.demand)) continue;
-      core::NodeScore score = policy_.Score(nodes_[n], summaries_[n], *pod.request);
+      const core::NodeScore score = policy_->Score(nodes_[n], summaries_[n], *pod.request);
       if (!score.verdict.fits()) continue;
-      // A pod's own node policy (gpupack.io/node-policy) ranks by its exact cost, as the extender.
-      const bool levels = fgd_levels_ && (!pod.request->node_policy || *pod.request->node_policy == core::PolicyKind::kFgd);
-      const double cost = levels ? -static_cast<double>(core::FgdScoreLevel(score.cost, s.unit_mib())) : score.cost;
-      const auto fill = static_cast<double>(
-          core::FillLevel((rank_by_fill_ ? score.fill_cost : 0) + score.reservation_cost, s.unit_mib()));
-      const std::array<double, 3> key =
-          complete_ ? std::array<double, 3>{static_cast<double>(core::CompletionLossLevel(score.completion_loss, s.unit_mib())),
-                                            fill, cost}
-                    : std::array<double, 3>{cost, fill, 0};
+      const core::RankKey key =
+          core::RankOf({score.cost, score.fill_cost, score.reservation_cost, score.completion_loss, rank_[n]}, unit,
+                       options, pod.request->node_policy);
       if (best < 0 || key < best_key || (key == best_key && rank_[n] < rank_[best])) {
         best = n;
         best_key = key;
@@ -298,7 +264,7 @@ class CorePolicy final : public SimPolicy {
     }
     if (best < 0) return std::optional<Choice>();
     // Only the winner's devices are needed; Evaluate makes the same choice Score costed.
-    core::Placement best_placement = policy_.Evaluate(nodes_[best], summaries_[best], *pod.request).placement;
+    core::Placement best_placement = policy_->Evaluate(nodes_[best], summaries_[best], *pod.request).placement;
     Choice choice;
     choice.node = best;
     for (const auto& cp : best_placement.containers) {
@@ -310,44 +276,30 @@ class CorePolicy final : public SimPolicy {
 
   void Committed(const SimPod& pod, const Choice& choice) override {
     core::Node& node = nodes_[choice.node];
-    Status st = core::ApplyPlacement(node, *pod.request, pending_, policy_.options());
+    Status st = core::ApplyPlacement(node, *pod.request, pending_, policy_->options());
     GPUPACK_CHECK(st.ok());
-    summaries_[choice.node] = policy_.Summarize(node);
-    if (!learner_.has_value()) return;
-    learner_->Observe(*pod.request);
-    if (++since_refresh_ < learning_.refresh) return;
-    since_refresh_ = 0;
-    RefreshPolicy();
+    summaries_[choice.node] = policy_->Summarize(node);
+    if (decision_->Observe(*pod.request)) RefreshPolicy();
   }
 
  private:
-  // Rebuilds the policy from the learner (if learning), and the reservation and the completion
-  // value from the cluster now (if reserving, completing), then re-summarises every node.
   void RefreshPolicy() {
-    // As the extender; without learning, M stands for every part.
-    core::PolicyRefresh refresh =
-        learner_.has_value()
-            ? core::PolicyRefresh(policy_.kind(), policy_.options(), *learner_, reserve_, complete_)
-            : core::PolicyRefresh(policy_.kind(), policy_.options(), policy_.workload(), policy_.workload(),
-                                  policy_.workload(), reserve_, complete_);
-    for (const core::Node& node : nodes_) refresh.AddNode(node);
-    policy_ = std::move(refresh).Build();
+    policy_.emplace(decision_->Refresh([&](const std::function<void(const core::Node&)>& visit) {
+      for (const core::Node& node : nodes_) visit(node);
+    }));
     summaries_.resize(nodes_.size());
-    for (size_t n = 0; n < nodes_.size(); ++n) summaries_[n] = policy_.Summarize(nodes_[n]);
+    for (size_t n = 0; n < nodes_.size(); ++n) summaries_[n] = policy_->Summarize(nodes_[n]);
   }
 
-  core::Policy policy_;
+  core::PolicyKind kind_;
+  core::DecisionOptions options_;
+  std::optional<core::TypicalWorkload> pinned_;
+  std::optional<core::Decision> decision_;
+  std::optional<core::Policy> policy_;
   std::vector<core::Node> nodes_;
   std::vector<core::NodeSummary> summaries_;
   std::vector<uint64_t> rank_;
   core::Placement pending_;
-  bool fgd_levels_;
-  bool rank_by_fill_;
-  bool reserve_;
-  bool complete_;
-  Learning learning_;
-  std::optional<core::WorkloadLearner> learner_;
-  int since_refresh_ = 0;
 };
 
 }  // namespace
@@ -359,26 +311,28 @@ std::vector<std::string> PolicyNames() {
 }
 
 StatusOr<std::unique_ptr<SimPolicy>> MakePolicy(std::string_view name, const core::TypicalWorkload& typical) {
-  // The extender's defaults: learned workload, FGD levels, the completion loss, then the fill
-  // level (with the reservation price), then the FGD level, then the node order.
-  const CorePolicy::Learning extender_learning{true, 1000, 100, 0.95, 50};
-  auto core_fgd = [&](bool levels, CorePolicy::Learning learning, bool fill, bool reserve, bool complete) {
-    return std::unique_ptr<SimPolicy>(
-        new CorePolicy(core::PolicyKind::kFgd, typical, levels, learning, fill, reserve, complete));
+  // gpupack is the decision module's defaults; each variant changes one of its options.
+  auto make = [](core::PolicyKind kind, core::DecisionOptions options,
+                 std::optional<core::TypicalWorkload> pinned = std::nullopt) {
+    return std::unique_ptr<SimPolicy>(new CorePolicy(kind, options, std::move(pinned)));
   };
-  if (name == "gpupack" || name == "gpupack-exact") {
-    return core_fgd(name == "gpupack", extender_learning, true, true, true);
+  const core::DecisionOptions defaults;
+  core::DecisionOptions variant = defaults;
+  if (name == "gpupack") return make(core::PolicyKind::kFgd, defaults);
+  if (name == "gpupack-exact" || name == "gpupack-pinned-exact") variant.fgd_levels = false;
+  if (name == "gpupack-nocompletion") variant.rank_by_completion = false;
+  if (name == "gpupack-nofill") variant.rank_by_fill = false;
+  if (name == "gpupack-noreserve") variant.reserve_scarce_capacity = false;
+  if (name == "gpupack-exact" || name == "gpupack-nocompletion" || name == "gpupack-nofill" ||
+      name == "gpupack-noreserve") {
+    return make(core::PolicyKind::kFgd, variant);
   }
-  if (name == "gpupack-nocompletion") return core_fgd(true, extender_learning, true, true, false);
-  if (name == "gpupack-nofill") return core_fgd(true, extender_learning, false, true, true);
-  if (name == "gpupack-noreserve") return core_fgd(true, extender_learning, true, false, true);
   if (name == "gpupack-pinned" || name == "gpupack-pinned-exact") {
-    return core_fgd(name == "gpupack-pinned", {}, true, true, true);
+    variant.refresh_pods = 0;
+    return make(core::PolicyKind::kFgd, variant, typical);
   }
-  if (name == "gpupack-binpack") {
-    return std::unique_ptr<SimPolicy>(new CorePolicy(core::PolicyKind::kBinpack, typical, false, {}));
-  }
-  if (name == "gpupack-spread") return std::unique_ptr<SimPolicy>(new CorePolicy(core::PolicyKind::kSpread, typical, false, {}));
+  if (name == "gpupack-binpack") return make(core::PolicyKind::kBinpack, defaults);
+  if (name == "gpupack-spread") return make(core::PolicyKind::kSpread, defaults);
   static const std::pair<const char*, Baseline> kBaselines[] = {
       {"random", Baseline::kRandom},   {"dotprod", Baseline::kDotProd}, {"clustering", Baseline::kClustering},
       {"packing", Baseline::kPacking}, {"bestfit", Baseline::kBestFit}, {"fgd", Baseline::kFgd}};

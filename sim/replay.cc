@@ -13,7 +13,7 @@ StatusOr<Replayer> Replayer::Create(std::vector<core::Node> nodes, std::vector<c
   if (pods.empty()) return Status::InvalidArgument("the workload has no pods");
   std::vector<core::TypicalSpec> specs;
   specs.reserve(pods.size());
-  for (const auto& pod : pods) specs.push_back(core::SpecOfPod(pod, 1));
+  for (const auto& pod : pods) specs.push_back(core::SpecOfPod(pod));
   core::TypicalWorkload typical = core::TypicalWorkloadFromPods(specs, options.coverage);
   ClusterState base(nodes, typical);
   std::vector<Demand> demands;

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 
 #include "api/cluster_file.h"
 #include "scheduler/core/placement.h"
@@ -105,6 +106,36 @@ TEST(ClusterState, ApplyUpdatesTotalsIncrementally) {
   // F = .5·200 + .3·1200 + .2·1200 = 700.
   EXPECT_DOUBLE_EQ(s.fragmentation(), 700);
   EXPECT_FALSE(s.Fits(0, whole));  // CPU 4000 < 8000
+}
+
+TEST(ClusterState, ReportedUsageCountsOnlyBeyondTheCapsLikeThePlacementCore) {
+  // One 1000 MiB GPU reporting 100 MiB used: free 900. After a 300 MiB pod the caps (300) cover
+  // the 100 used, so free is 1000 − 300 = 700, not 900 − 300 = 600, and a 700 MiB pod fits,
+  // as core::DeviceFreeMiB says (the extender over HTTP decides with that).
+  std::vector<core::Node> nodes{TraceNode("n", 16000, {0})};
+  nodes[0].devices[0].used_mib = 100;
+  ClusterState s(nodes, core::TypicalWorkload{{Spec(1000, 1, 700, 1.0)}});
+  EXPECT_EQ(s.idle(), 900);
+  Demand small = *s.DemandOf(Pod("small", 1000, 1, 300));
+  Demand large = *s.DemandOf(Pod("large", 1000, 1, 700));
+  const int gpu0[] = {0};
+  // F after the small pod: 700 free, usable by the 700 MiB spec: 0; the total free it sees is 700.
+  EXPECT_DOUBLE_EQ(s.FragmentationAfter(0, small, gpu0), 0);
+  s.Apply(Choice{0, {0}}, small);
+  EXPECT_EQ(s.nodes()[0].devices[0].free, 700);
+  EXPECT_EQ(s.idle(), 700);
+  EXPECT_EQ(s.allocated(), 300);
+  ASSERT_TRUE(s.Fits(0, large));
+  core::Node with_small = nodes[0];
+  with_small.devices[0].shares.push_back(core::DeviceShare{"small", "default/small", "main", 300, false});
+  EXPECT_EQ(core::DeviceFreeMiB(with_small.devices[0], core::PlacementOptions{}), 700);
+  s.Apply(Choice{0, {0}}, large);
+  EXPECT_EQ(s.idle(), 0);
+  // A whole-GPU pod never lands on a device with usage (not empty), in the core as here.
+  std::vector<core::Node> used{TraceNode("u", 16000, {0})};
+  used[0].devices[0].used_mib = 1;
+  ClusterState u(used, core::TypicalWorkload{{Spec(1000, 1, 0, 1.0)}});
+  EXPECT_FALSE(u.Fits(0, *u.DemandOf(Pod("whole", 1000, 1, 0))));
 }
 
 TEST(ClusterState, FitChecksCpuMemoryModelsAndDeviceCounts) {
@@ -286,6 +317,36 @@ TEST(Inputs, ClusterYamlRoundTripsThroughTheClusterFileParser) {
   EXPECT_EQ((*back)[0].devices[1].capacity_mib, 1000);
   EXPECT_EQ((*back)[0].devices[1].uuid, (*nodes)[0].devices[1].uuid);
   EXPECT_TRUE((*back)[1].devices.empty());
+}
+
+TEST(Inputs, ClusterYamlKeepsWhatThePlacementReads) {
+  // A GPU reporting 1 GiB used (the shipped example's t4 nodes), an unhealthy one, a hard-isolated
+  // one, labels, and a MIG GPU with an instance's usage, id and placement: all survive.
+  auto nodes = api::ParseClusterYaml(
+      "nodes:\n"
+      "  - name: a\n"
+      "    labels: {zone: b, tier: gold}\n"
+      "    gpus:\n"
+      "      - {model: Tesla T4, memory: 16Gi, used: 1Gi}\n"
+      "      - {model: Tesla T4, memory: 16Gi, healthy: false}\n"
+      "      - {model: L4, memory: 24Gi, hardIsolation: true}\n"
+      "      - {model: A100, memory: 80Gi, mig: [{profile: 3g.40gb, memory: 40Gi, used: 2Gi, gpuInstanceId: 2,"
+      " placement: {start: 4, size: 4}}]}\n");
+  ASSERT_TRUE(nodes.ok()) << nodes.status();
+  auto back = api::ParseClusterYaml(ClusterYaml(*nodes));
+  ASSERT_TRUE(back.ok()) << back.status() << "\n" << ClusterYaml(*nodes);
+  ASSERT_EQ(back->size(), 1u);
+  const core::Node& n = (*back)[0];
+  EXPECT_EQ(n.labels, (std::map<std::string, std::string>{{"tier", "gold"}, {"zone", "b"}}));
+  ASSERT_EQ(n.devices.size(), 4u);
+  EXPECT_EQ(n.devices[0].used_mib, 1024);
+  EXPECT_FALSE(n.devices[1].healthy);
+  EXPECT_TRUE(n.devices[2].hard_isolation);
+  EXPECT_EQ(n.devices[3].used_mib, 2048);
+  EXPECT_EQ(n.devices[3].gpu_instance_id, 2);
+  EXPECT_EQ(n.devices[3].placement_start, 4);
+  EXPECT_EQ(n.devices[3].placement_size, 4);
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(n.devices[i].uuid, (*nodes)[0].devices[i].uuid);
 }
 
 TEST(Inputs, AlibabaErrorsNameFileLineAndColumn) {

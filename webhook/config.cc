@@ -2,9 +2,8 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include <fstream>
-#include <sstream>
 
+#include "common/file.h"
 #include "common/input_check.h"
 #include "common/quantity.h"
 
@@ -107,11 +106,8 @@ StatusOr<Config> ParseConfig(std::string_view yaml_text) {
 }
 
 StatusOr<Config> LoadConfig(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Status::NotFound("cannot read config file " + path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  StatusOr<Config> config = ParseConfig(text.str());
+  GPUPACK_ASSIGN_OR_RETURN(const std::string text, ReadFileToString(path, "config file"));
+  StatusOr<Config> config = ParseConfig(text);
   if (!config.ok()) return config.status().WithContext(path);
   return config;
 }

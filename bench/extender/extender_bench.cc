@@ -107,7 +107,7 @@ struct World {
     // The binary's defaults for policy: fgd: FGD score levels on the 80 GiB unit, fixed node-order
     // tie-break.
     ExtenderOptions extender_options;
-    extender_options.fgd_score_unit_mib = 81920;
+    extender_options.decision.device_mib = 81920;
     extender = std::make_unique<Extender>(*state, *backend, extender_options, clock, metrics.get());
     ExtenderConfig config;
     config.threads = 8;

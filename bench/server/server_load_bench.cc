@@ -82,7 +82,7 @@ struct World {
     backend = std::make_unique<StandaloneBackend>(std::move(nodes));
     GPUPACK_CHECK(backend->Start(*state).ok());
     ExtenderOptions options;
-    options.fgd_score_unit_mib = 81920;
+    options.decision.device_mib = 81920;
     extender = std::make_unique<Extender>(*state, *backend, options, clock, nullptr);
     http = std::make_unique<server::HttpServer>(ExtenderServerOptions(ExtenderConfig{}, *extender));
     RegisterVerbs(*http, *extender, "");

@@ -1,8 +1,6 @@
 // gpupack-agent: the node agent (docs/agent.md). Parses flags, wires the
 // discovery backend, the enforcer, the reporter and the HTTP endpoints, and runs one pass every
 // poll interval until SIGTERM or SIGINT; `--once --print` runs one pass and prints it.
-#include <pthread.h>
-#include <signal.h>
 
 #include <algorithm>
 #include <condition_variable>
@@ -16,7 +14,9 @@
 #include "agent/agent.h"
 #include "agent/kube_sink.h"
 #include "common/build_info.h"
+#include "common/duration.h"
 #include "common/log.h"
+#include "common/stop_signals.h"
 #include "kube/config.h"
 #include "kube/informer.h"
 #include "server/http_server.h"
@@ -43,7 +43,7 @@ constexpr const char* kUsage = R"(usage: gpupack-agent --node-name NAME [--backe
   --nvml-library PATH         NVML library to dlopen (default libnvidia-ml.so.1)
   --proc-root DIR             where /proc is (default /proc; the agent needs hostPID)
   --cgroup-root DIR           cgroup v2 mount (default /sys/fs/cgroup)
-Durations: 30s, 5m, 1h or plain seconds.
+Durations as Go writes them (30s, 5m, 1h30m), at least 1s.
 )";
 
 int Fail(const std::string& message) {
@@ -51,15 +51,11 @@ int Fail(const std::string& message) {
   return 2;
 }
 
-bool ParseDuration(const std::string& text, seconds* out) {
-  if (text.empty()) return false;
-  size_t digits = text.find_first_not_of("0123456789");
-  if (digits == 0 || digits + 1 < text.size() || text.size() > 9) return false;
-  const long long n = std::stoll(text.substr(0, digits));
-  const char unit = digits == std::string::npos ? 's' : text[digits];
-  const long long mult = unit == 's' ? 1 : unit == 'm' ? 60 : unit == 'h' ? 3600 : 0;
-  if (mult == 0 || n * mult <= 0) return false;
-  *out = seconds(n * mult);
+// The agent's periods are whole seconds: a Go duration of at least 1s, rounded down.
+bool ParseSeconds(const std::string& text, seconds* out) {
+  StatusOr<std::chrono::nanoseconds> duration = ParseDuration(text);
+  if (!duration.ok() || *duration < seconds(1)) return false;
+  *out = std::chrono::duration_cast<seconds>(*duration);
   return true;
 }
 
@@ -102,9 +98,9 @@ int main(int argc, char** argv) {
     else if (arg == "--nvml-library") nvml_library = value;
     else if (arg == "--proc-root") proc_root = value;
     else if (arg == "--cgroup-root") cgroup_root = value;
-    else if (arg == "--poll-interval") ok = ParseDuration(value, &poll);
-    else if (arg == "--heartbeat-interval") ok = ParseDuration(value, &heartbeat);
-    else if (arg == "--min-write-interval") ok = ParseDuration(value, &min_write);
+    else if (arg == "--poll-interval") ok = ParseSeconds(value, &poll);
+    else if (arg == "--heartbeat-interval") ok = ParseSeconds(value, &heartbeat);
+    else if (arg == "--min-write-interval") ok = ParseSeconds(value, &min_write);
     else if (arg == "--change-threshold-mib") ok = ParseInt(value, 0, 1 << 30, &threshold);
     else if (arg == "--max-pods-per-device") ok = ParseInt(value, 1, 1024, &max_pods);
     else return Fail("unknown flag " + arg + "\n" + kUsage);
@@ -200,12 +196,7 @@ int main(int argc, char** argv) {
   std::string host;
   int port = 0;
   if (!server::ParseListenAddress(listen, &host, &port).ok()) return Fail("--listen " + listen + ": expected HOST:PORT");
-  // Block the stop signals before any thread starts, so only the waiter below receives them.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  const StopSignals stop_signals;  // before any thread starts, so only the waiter below receives them
 
   Clock::TimePoint last_pass = SystemClock::Instance().Now();
   server::HttpServerOptions http_options;
@@ -225,8 +216,7 @@ int main(int argc, char** argv) {
   std::cout << *address << std::endl;
 
   std::thread waiter([&] {
-    int signal_number = 0;
-    sigwait(&stop_signals, &signal_number);
+    const int signal_number = stop_signals.Wait();
     GPUPACK_LOG(kInfo, "agent") << "signal " << signal_number << ": stopping";
     std::lock_guard<std::mutex> lock(mu);
     stopping = true;

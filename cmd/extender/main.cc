@@ -1,8 +1,6 @@
 // gpupack-extender: the kube-scheduler extender (docs/extender.md, docs/cluster-file.md). Parses
 // flags, loads the config and the backend, serves until SIGTERM or SIGINT, then stops gracefully
 // (in-flight requests finish, idle keep-alive connections close).
-#include <pthread.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,6 +16,8 @@
 #include "common/build_info.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/stop_signals.h"
+#include "scheduler/core/decision.h"
 #include "scheduler/core/placement.h"
 #include "scheduler/core/workload.h"
 #include "scheduler/extender/backend.h"
@@ -50,25 +50,6 @@ int Fail(const std::string& message) {
   return 2;
 }
 
-// The cold-start prior is relative to the most common device size (docs/placement.md).
-gpupack::core::MiB MostCommonCapacity(const std::vector<gpupack::core::Node>& nodes) {
-  std::map<gpupack::core::MiB, int> counts;
-  for (const auto& node : nodes) {
-    for (const auto& device : node.devices) {
-      if (device.kind == gpupack::core::DeviceKind::kGpu) ++counts[device.capacity_mib];
-    }
-  }
-  gpupack::core::MiB best = 81920;  // an 80 GB card, when nothing is known yet
-  int best_count = 0;
-  for (const auto& [mib, count] : counts) {
-    if (count > best_count) {
-      best = mib;
-      best_count = count;
-    }
-  }
-  return best;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -92,12 +73,7 @@ int main(int argc, char** argv) {
     return Fail("--standalone-cluster and --kubeconfig exclude each other");
   }
 
-  // Signals go to the signal thread only: block them before any thread starts.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  const StopSignals stop_signals;  // before any thread starts
 
   extender::ExtenderConfig config;
   if (flags.count("--config")) {
@@ -121,7 +97,7 @@ int main(int argc, char** argv) {
     if (Status fits = extender::CheckConfigAgainstCluster(config, *nodes); !fits.ok()) {
       return Fail((flags.count("--config") ? flags["--config"] + ": " : std::string()) + fits.message());
     }
-    typical_device_mib = MostCommonCapacity(*nodes);
+    typical_device_mib = core::TypicalDeviceMiB(*nodes);
     backend = std::make_unique<extender::StandaloneBackend>(std::move(nodes).value());
   } else {
 #ifdef GPUPACK_HAVE_KUBE_BACKEND
@@ -145,24 +121,13 @@ int main(int argc, char** argv) {
   extender::ExtenderOptions options;
   options.decisive_filter = config.decisive_filter;
   options.band_mib = config.filter_band_mib;
-  options.fixed_tie_break = config.fixed_tie_break;
-  options.rank_by_fill = config.rank_by_fill;
-  options.reserve_scarce_capacity = config.reserve_scarce_capacity;
-  options.rank_by_completion = config.rank_by_completion;
-  if (config.fgd_score_levels) {
-    options.fgd_score_unit_mib = config.fgd_score_unit_mib > 0 ? config.fgd_score_unit_mib : typical_device_mib;
-  }
+  options.decision = extender::DecisionOptionsOf(config);
   options.neutral_non_gpu_pods = config.neutral_non_gpu_pods;
   options.request_ratio = config.request_ratio;
   options.max_devices_per_container = config.max_devices_per_container;
   options.remembered_pods = static_cast<size_t>(config.remembered_pods);
   options.remembered_ttl = config.remembered_ttl;
   options.reservation_ttl = config.reservation_ttl;
-  options.learner.half_life_pods = config.workload_half_life_pods;
-  options.learner.prior_pods = config.workload_prior_pods;
-  options.learner.coverage = config.workload_coverage;
-  options.learner.refresh_pods = config.workload_refresh_pods;
-  options.learner.granularity_mib = config.request_granularity_mib;
   extender::Extender service(state, *backend, options, clock, &metrics);
 
   if (Status started = backend->Start(state); !started.ok()) return Fail(started.ToString());
@@ -204,8 +169,7 @@ int main(int argc, char** argv) {
       lock.lock();
     }
   });
-  int received = 0;
-  sigwait(&signals, &received);
+  const int received = stop_signals.Wait();
   GPUPACK_LOG(kInfo, "extender") << "signal " << received << ": draining";
   {
     std::lock_guard lock(mu);

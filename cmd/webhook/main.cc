@@ -1,8 +1,6 @@
 // gpupack-webhook: the mutating admission webhook (docs/webhook.md). Parses flags, loads the
 // config, serves until SIGTERM or SIGINT, then drains (in-flight reviews finish, idle keep-alive
 // connections close).
-#include <pthread.h>
-#include <signal.h>
 
 #include <cstdio>
 #include <iostream>
@@ -11,6 +9,7 @@
 #include "common/build_info.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/stop_signals.h"
 #include "webhook/config.h"
 #include "server/http_server.h"
 #include "webhook/routes.h"
@@ -67,12 +66,7 @@ int main(int argc, char** argv) {
     config = *loaded;
   }
 
-  // Block the stop signals before any thread starts, so only sigwait below receives them.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  const StopSignals stop_signals;  // before any thread starts
 
   webhook::WebhookRoutes routes(config, BuildInfo{GPUPACK_VERSION, GPUPACK_REVISION});
   server::HttpServer http(webhook::WebhookServerOptions(config, cert_file, key_file, SystemClock::Instance()));
@@ -84,8 +78,7 @@ int main(int argc, char** argv) {
                                 << config.scheduler_name << ", failurePolicy "
                                 << webhook::FailurePolicyName(config.failure_policy);
 
-  int signal_number = 0;
-  sigwait(&stop_signals, &signal_number);
+  const int signal_number = stop_signals.Wait();
   GPUPACK_LOG(kInfo, "webhook") << "signal " << signal_number << ": draining";
   http.Drain();
   return 0;

@@ -10,6 +10,7 @@
 #include "api/gpunode.h"
 #include "api/pod_request.h"
 #include "common/log.h"
+#include "common/rfc3339.h"
 
 namespace gpupack::cluster {
 namespace {
@@ -162,7 +163,7 @@ void KubeBackend::OnGpuNode(const Json& gpunode) {
     return;
   }
   std::optional<Clock::TimePoint> heartbeat;
-  if (auto t = api::ParseRfc3339(kube::StringAt(gpunode, {"status", "heartbeatTime"})); t.ok()) heartbeat = *t;
+  if (auto t = ParseRfc3339(kube::StringAt(gpunode, {"status", "heartbeatTime"})); t.ok()) heartbeat = *t;
   else heartbeat = Clock::TimePoint{};  // never reported: as stale as it gets
   state_->UpsertNode(std::move(node).value(), heartbeat);
 }
@@ -216,7 +217,7 @@ std::vector<core::PodRequest> KubeBackend::HeldPodRequests() const {
     if (!alloc.ok() || !alloc->has_value()) continue;
     StatusOr<core::PodRequest> request = api::ParsePodRequest(pod, config_.max_devices_per_container);
     if (!request.ok()) continue;  // OnPod already counted and logged what is wrong with it
-    StatusOr<Clock::TimePoint> created = api::ParseRfc3339(kube::StringAt(pod, {"metadata", "creationTimestamp"}));
+    StatusOr<Clock::TimePoint> created = ParseRfc3339(kube::StringAt(pod, {"metadata", "creationTimestamp"}));
     held.push_back(Held{created.ok() ? *created : Clock::TimePoint{}, kube::ObjectKey(pod), std::move(request).value()});
   }
   std::sort(held.begin(), held.end(), [](const Held& a, const Held& b) {

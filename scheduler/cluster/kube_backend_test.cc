@@ -9,6 +9,7 @@
 #include "api/annotations.h"
 #include "api/gpunode.h"
 #include "api/pod_request.h"
+#include "common/rfc3339.h"
 #include "e2e/test_apiserver.h"
 #include "scheduler/extender/extender.h"
 #include "scheduler/extender/metrics.h"
@@ -304,7 +305,7 @@ TEST_F(KubeBackendTest, FenceIntentsOfOtherReplicasCountUntilTheyExpire) {
   ASSERT_TRUE(api_->UpsertGpuNodeStatus("n1", [&] {
     auto g = api_->GetGpuNode("n1");
     Json st = (*g)["status"];
-    st["heartbeatTime"] = api::FormatRfc3339(clock_.Now());
+    st["heartbeatTime"] = FormatRfc3339(clock_.Now());
     return st;
   }()).ok());
   ASSERT_TRUE(ExtenderBind("p1", uid).ok());

@@ -17,7 +17,7 @@ void TypicalWorkload::Normalize() {
   for (auto& s : specs) s.weight /= total;
 }
 
-TypicalSpec SpecOfPod(const PodRequest& pod, MiB granularity_mib) {
+TypicalSpec SpecOfPod(const PodRequest& pod) {
   TypicalSpec spec;
   spec.cpu_milli = pod.cpu_milli;
   spec.device_kind = pod.device_kind;
@@ -34,9 +34,7 @@ TypicalSpec SpecOfPod(const PodRequest& pod, MiB granularity_mib) {
   }
   if (largest != nullptr) {
     spec.device_count = largest->device_count;
-    MiB mem = largest->mem_per_device_mib;
-    if (mem > 0 && granularity_mib > 1) mem = (mem + granularity_mib - 1) / granularity_mib * granularity_mib;
-    spec.mem_per_device_mib = mem;
+    spec.mem_per_device_mib = largest->mem_per_device_mib;
   }
   return spec;
 }
@@ -97,13 +95,16 @@ TypicalWorkload DefaultPriorWorkload(MiB device_mib) {
   return w;
 }
 
-WorkloadLearner::WorkloadLearner(TypicalWorkload prior, double half_life_pods, double prior_pods, MiB granularity_mib,
-                                 double coverage)
+WorkloadLearner::WorkloadLearner(TypicalWorkload prior, double half_life_pods, double prior_pods, double coverage)
     : prior_(std::move(prior)),
       decay_(std::pow(2.0, -1.0 / std::max(1.0, half_life_pods))),
       prior_pods_(std::max(0.0, prior_pods)),
-      granularity_mib_(granularity_mib),
       coverage_(std::clamp(coverage, 1e-9, 1.0)) {
+  prior_.Normalize();
+}
+
+void WorkloadLearner::SetPrior(TypicalWorkload prior) {
+  prior_ = std::move(prior);
   prior_.Normalize();
 }
 
@@ -116,7 +117,7 @@ void WorkloadLearner::Observe(const PodRequest& pod) {
     for (auto& b : buckets_) b.weight /= scale_;
     scale_ = 1.0;
   }
-  TypicalSpec spec = SpecOfPod(pod, granularity_mib_);
+  TypicalSpec spec = SpecOfPod(pod);
   for (auto& b : buckets_) {
     if (b.spec == spec) {
       b.weight += scale_;

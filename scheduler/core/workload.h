@@ -34,9 +34,11 @@ struct TypicalWorkload {
 };
 
 // The shape a pod contributes to the distribution. Multi-container pods use their largest
-// container's shape; memory is rounded up to `granularity_mib` so near-identical requests share
-// a bucket.
-TypicalSpec SpecOfPod(const PodRequest& pod, MiB granularity_mib);
+// container's shape. Memory is kept exact: any bucketing that rounds up makes shapes that fill a
+// device together look as if they did not (12960 + 3040 MiB on a 16000 MiB GPU, in 1 GiB
+// buckets 13312 + 3072), and that is what the fragmentation and the completion value are about
+// (docs/placement.md, "The typical workload").
+TypicalSpec SpecOfPod(const PodRequest& pod);
 
 // FGD's GetTypicalPods over a fixed list: count pods per spec; sort by count descending (ties:
 // larger spec first by cpu, memory, devices); keep specs until `coverage` (0.95) of pods is
@@ -53,13 +55,15 @@ TypicalWorkload DefaultPriorWorkload(MiB device_mib);
 // prior_pods / (prior_pods + observed mass), so the prior fades as evidence accumulates, and then
 // keeps the heaviest specs until they cover `coverage` of the blended weight, as FGD's typical set
 // covers 95% of pods: the rarest shapes otherwise pull the policy towards keeping room for pods
-// that almost never come (docs/simulator.md measures it). 0 < coverage ≤ 1.
+// that almost never come (docs/simulator.md measures it). 0 < coverage ≤ 1. Shapes are exact
+// (SpecOfPod); the histogram holds at most 4 × kMaxTypicalSpecs of them, dropping the lightest.
 // Not thread-safe: the owner serialises calls.
 class WorkloadLearner {
  public:
-  WorkloadLearner(TypicalWorkload prior, double half_life_pods, double prior_pods, MiB granularity_mib,
-                  double coverage);
+  WorkloadLearner(TypicalWorkload prior, double half_life_pods, double prior_pods, double coverage);
   void Observe(const PodRequest& pod);
+  // Replaces the prior (e.g. once the cluster's device size is known); observations stay.
+  void SetPrior(TypicalWorkload prior);
   // The current estimate: blended, cut to `coverage`, normalised, top kMaxTypicalSpecs by weight.
   TypicalWorkload Snapshot() const;
   // The same with another coverage: 1 keeps every shape seen up to kMaxTypicalSpecs (the
@@ -79,7 +83,6 @@ class WorkloadLearner {
   TypicalWorkload prior_;
   double decay_;
   double prior_pods_;
-  MiB granularity_mib_;
   double coverage_;
   double scale_ = 1.0;  // current weight of an observation made now, relative to storage units
   double mass_ = 0;     // decayed count of observations

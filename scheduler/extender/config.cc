@@ -1,13 +1,14 @@
 #include "scheduler/extender/config.h"
 
 #include <cmath>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <sstream>
 
 #include <yaml-cpp/yaml.h>
 
+#include "common/duration.h"
+#include "common/file.h"
 #include "common/input_check.h"
 #include "common/quantity.h"
 
@@ -110,34 +111,6 @@ Status ReadSection(const YAML::Node& node, const std::string& prefix, const std:
 
 }  // namespace
 
-StatusOr<std::chrono::nanoseconds> ParseDuration(std::string_view text) {
-  if (text.empty()) return Status::InvalidArgument("expected a duration such as \"90s\", got \"\"");
-  std::chrono::nanoseconds total{0};
-  size_t i = 0;
-  const std::string whole(text);
-  while (i < text.size()) {
-    size_t j = i;
-    while (j < text.size() && (std::isdigit(static_cast<unsigned char>(text[j])) || text[j] == '.')) ++j;
-    size_t k = j;
-    while (k < text.size() && std::isalpha(static_cast<unsigned char>(text[k]))) ++k;
-    const std::string number(text.substr(i, j - i));
-    const std::string unit(text.substr(j, k - j));
-    static const std::map<std::string, double> kUnits = {{"h", 3600e9}, {"m", 60e9}, {"s", 1e9},
-                                                          {"ms", 1e6},  {"us", 1e3}, {"ns", 1}};
-    auto u = kUnits.find(unit);
-    char* end = nullptr;
-    const double v = number.empty() ? NAN : std::strtod(number.c_str(), &end);
-    if (number.empty() || end != number.c_str() + number.size() || u == kUnits.end()) {
-      return Status::InvalidArgument("expected a duration such as \"90s\", \"5m\" or \"1h30m\", got \"" + whole + "\"");
-    }
-    const double ns = v * u->second;
-    if (ns > 1e18) return Status::InvalidArgument("duration \"" + whole + "\" is too long");
-    total += std::chrono::nanoseconds(static_cast<int64_t>(ns));
-    i = k;
-  }
-  return total;
-}
-
 StatusOr<ExtenderConfig> ParseExtenderConfig(std::string_view yaml_text) {
   StatusOr<YAML::Node> parsed = ParseYamlStrict(yaml_text);
   if (!parsed.ok()) return parsed.status();
@@ -201,10 +174,10 @@ StatusOr<ExtenderConfig> ParseExtenderConfig(std::string_view yaml_text) {
       {"neutralNonGpuPods", [](auto& n, auto& k, auto& c) { return ReadBool(n, k, c.neutral_non_gpu_pods); }},
       {"reservePerDevice", [](auto& n, auto& k, auto& c) { return ReadBytes(n, k, 1 << 20, c.reserve_per_device_mib); }},
       {"requestGranularity",
-       [](auto& n, auto& k, auto& c) {
-         GPUPACK_RETURN_IF_ERROR(ReadBytes(n, k, 1 << 20, c.request_granularity_mib));
-         if (c.request_granularity_mib < 1) return BadKey(k, "must be at least 1Mi");
-         return Status::Ok();
+       [](auto&, auto& k, auto&) {
+         // Removed: learned shapes are exact now, and a bucket could only make shapes that fit
+         // together look as if they did not (docs/placement.md, "The typical workload").
+         return BadKey(k, "was removed: the workload learner keeps exact request sizes; delete the key");
        }},
       {"heartbeatTTL", [](auto& n, auto& k, auto& c) { return ReadDurationKey(n, k, c.heartbeat_ttl); }},
       {"requestRatio",
@@ -236,6 +209,21 @@ StatusOr<ExtenderConfig> ParseExtenderConfig(std::string_view yaml_text) {
   return config;
 }
 
+core::DecisionOptions DecisionOptionsOf(const ExtenderConfig& config) {
+  core::DecisionOptions options;
+  options.device_mib = config.fgd_score_unit_mib;
+  options.fgd_levels = config.fgd_score_levels;
+  options.rank_by_completion = config.rank_by_completion;
+  options.rank_by_fill = config.rank_by_fill;
+  options.reserve_scarce_capacity = config.reserve_scarce_capacity;
+  options.fixed_tie_break = config.fixed_tie_break;
+  options.half_life_pods = config.workload_half_life_pods;
+  options.prior_pods = config.workload_prior_pods;
+  options.coverage = config.workload_coverage;
+  options.refresh_pods = config.workload_refresh_pods;
+  return options;
+}
+
 Status CheckConfigAgainstCluster(const ExtenderConfig& config, const std::vector<core::Node>& nodes) {
   if (config.reserve_per_device_mib <= 0) return Status::Ok();
   for (const core::Node& node : nodes) {
@@ -251,11 +239,8 @@ Status CheckConfigAgainstCluster(const ExtenderConfig& config, const std::vector
 }
 
 StatusOr<ExtenderConfig> LoadExtenderConfig(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Status::NotFound("cannot read config file " + path);
-  std::stringstream text;
-  text << in.rdbuf();
-  StatusOr<ExtenderConfig> config = ParseExtenderConfig(text.str());
+  GPUPACK_ASSIGN_OR_RETURN(const std::string text, ReadFileToString(path, "config file"));
+  StatusOr<ExtenderConfig> config = ParseExtenderConfig(text);
   if (!config.ok()) return config.status().WithContext(path);
   return config;
 }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "scheduler/core/decision.h"
 #include "scheduler/core/model.h"
 #include "scheduler/core/placement.h"
 
@@ -24,22 +25,22 @@ struct ExtenderConfig {
   core::PolicyKind policy = core::PolicyKind::kFgd;
   bool decisive_filter = true;
   double filter_band_mib = 0;
-  // FGD costs are ranked on FGD's integer score levels with this device size as the unit;
-  // 0 = the most common device size (standalone: from the cluster file; on a cluster: 80Gi).
+  // The decision's keys (core::DecisionOptions; the defaults are its defaults, written once).
+  // fgdScoreUnit: the device size that scales the rank keys; 0 = the cluster's typical device
+  // size, found again at every policy refresh (core::TypicalDeviceMiB).
   core::MiB fgd_score_unit_mib = 0;
-  bool fgd_score_levels = true;  // false: rank FGD by the exact cost (with filterBandMiB)
-  bool rank_by_fill = true;      // with FGD levels: the fill level is the second key
-  bool reserve_scarce_capacity = true;  // with FGD and learning: price capacity constrained shapes need
-  bool rank_by_completion = true;  // with FGD and learning: the completion loss is the first key
-  bool fixed_tie_break = true;   // tieBreak: nodeOrder (true) | random
+  bool fgd_score_levels = core::DecisionOptions{}.fgd_levels;  // false: rank FGD by the exact cost
+  bool rank_by_fill = core::DecisionOptions{}.rank_by_fill;
+  bool reserve_scarce_capacity = core::DecisionOptions{}.reserve_scarce_capacity;
+  bool rank_by_completion = core::DecisionOptions{}.rank_by_completion;
+  bool fixed_tie_break = core::DecisionOptions{}.fixed_tie_break;  // tieBreak: nodeOrder (true) | random
   uint64_t tie_break_seed = 0;
   bool neutral_non_gpu_pods = false;
   core::MiB reserve_per_device_mib = 0;
-  core::MiB request_granularity_mib = 1024;  // workload learner's bucket size
-  double workload_half_life_pods = 1000;
-  double workload_prior_pods = 100;
-  double workload_coverage = 0.95;          // the learned typical set covers this share of pods
-  int workload_refresh_pods = 50;            // re-derive the policy after this many binds; 0 = never
+  double workload_half_life_pods = core::DecisionOptions{}.half_life_pods;
+  double workload_prior_pods = core::DecisionOptions{}.prior_pods;
+  double workload_coverage = core::DecisionOptions{}.coverage;  // the learned typical set covers this share of pods
+  int workload_refresh_pods = core::DecisionOptions{}.refresh_pods;  // re-derive the policy after this many binds; 0 = never
   std::chrono::nanoseconds heartbeat_ttl = std::chrono::seconds(120);  // 0 = nodes never go stale
   double request_ratio = 1.0;
   std::chrono::nanoseconds reservation_ttl = std::chrono::minutes(2);
@@ -54,12 +55,11 @@ struct ExtenderConfig {
 };
 
 StatusOr<ExtenderConfig> ParseExtenderConfig(std::string_view yaml_text);
+// The decision's options as configured (ExtenderOptions::decision).
+core::DecisionOptions DecisionOptionsOf(const ExtenderConfig& config);
 StatusOr<ExtenderConfig> LoadExtenderConfig(const std::string& path);
 // What the config cannot know alone, checked once the inventory is known (standalone mode, at
 // start): InvalidArgument naming the key when reservePerDevice is at least the memory of a device.
 Status CheckConfigAgainstCluster(const ExtenderConfig& config, const std::vector<core::Node>& nodes);
-
-// "90s", "5m", "1h30m", "250ms": Go's time.ParseDuration subset (h, m, s, ms, us, ns).
-StatusOr<std::chrono::nanoseconds> ParseDuration(std::string_view text);
 
 }  // namespace gpupack::extender

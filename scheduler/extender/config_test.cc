@@ -26,7 +26,6 @@ decisiveFilter: false
 filterBandMiB: 512
 neutralNonGpuPods: true
 reservePerDevice: 256Mi
-requestGranularity: 2Gi
 heartbeatTTL: 1m30s
 requestRatio: 0.8
 reservationTTL: 45s
@@ -49,7 +48,6 @@ tls: {certFile: /c.pem, keyFile: /k.pem}
   EXPECT_FALSE(c->decisive_filter);
   EXPECT_EQ(c->filter_band_mib, 512);
   EXPECT_EQ(c->reserve_per_device_mib, 256);
-  EXPECT_EQ(c->request_granularity_mib, 2048);
   EXPECT_EQ(c->heartbeat_ttl, std::chrono::seconds(90));
   EXPECT_EQ(c->request_ratio, 0.8);
   EXPECT_EQ(c->max_body_bytes, 8 << 20);
@@ -76,6 +74,7 @@ TEST(ExtenderConfig, RefusesUnknownKeysAndBadValuesNamingTheKey) {
       {"decisiveFilter: yes please", "\"decisiveFilter\""},
       {"reserveScarceCapacity: 0.5", "\"reserveScarceCapacity\""},
       {"rankByCompletion: maybe", "\"rankByCompletion\""},
+      {"requestGranularity: 1Mi", "\"requestGranularity\": was removed"},
       {"heartbeatTTL: 10", "\"heartbeatTTL\""},
       {"reservePerDevice: 80GB", "\"reservePerDevice\""},
       {"requestRatio: 1.5", "\"requestRatio\""},
@@ -90,6 +89,24 @@ TEST(ExtenderConfig, RefusesUnknownKeysAndBadValuesNamingTheKey) {
     ASSERT_FALSE(config.ok()) << c.yaml;
     EXPECT_NE(config.status().message().find(c.mentions), std::string::npos) << config.status() << " for " << c.yaml;
   }
+}
+
+// No config file and an empty one give the decision's own defaults (core::DecisionOptions), with
+// the rank keys' device size found from the cluster (0).
+TEST(ExtenderConfig, DefaultsAreTheDecisionDefaults) {
+  StatusOr<ExtenderConfig> c = ParseExtenderConfig("");
+  ASSERT_TRUE(c.ok());
+  const core::DecisionOptions got = DecisionOptionsOf(*c), want;
+  EXPECT_EQ(got.device_mib, 0);
+  EXPECT_EQ(got.fgd_levels, want.fgd_levels);
+  EXPECT_EQ(got.rank_by_completion, want.rank_by_completion);
+  EXPECT_EQ(got.rank_by_fill, want.rank_by_fill);
+  EXPECT_EQ(got.reserve_scarce_capacity, want.reserve_scarce_capacity);
+  EXPECT_EQ(got.fixed_tie_break, want.fixed_tie_break);
+  EXPECT_EQ(got.half_life_pods, want.half_life_pods);
+  EXPECT_EQ(got.prior_pods, want.prior_pods);
+  EXPECT_EQ(got.coverage, want.coverage);
+  EXPECT_EQ(got.refresh_pods, want.refresh_pods);
 }
 
 // Accepted without complaint before: a key given twice (one silently won) and a reserve no device
@@ -118,15 +135,6 @@ TEST(ExtenderConfig, RefusesDuplicateKeysAndAReserveLargerThanTheDevicesWithTheL
             "A100-SXM4-80GB, 81920 MiB) of node gpu-a1: nothing would ever fit on it");
   reserve->reserve_per_device_mib = 512;
   EXPECT_TRUE(CheckConfigAgainstCluster(*reserve, {node}).ok());
-}
-
-TEST(ExtenderConfig, ParsesGoDurations) {
-  EXPECT_EQ(*ParseDuration("1h30m"), std::chrono::minutes(90));
-  EXPECT_EQ(*ParseDuration("250ms"), std::chrono::milliseconds(250));
-  EXPECT_EQ(*ParseDuration("1.5s"), std::chrono::milliseconds(1500));
-  EXPECT_FALSE(ParseDuration("5").ok());
-  EXPECT_FALSE(ParseDuration("5d").ok());
-  EXPECT_FALSE(ParseDuration("").ok());
 }
 
 }  // namespace

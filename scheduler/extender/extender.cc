@@ -111,72 +111,49 @@ Extender::Extender(ClusterState& state, ClusterBackend& backend, ExtenderOptions
       options_(std::move(options)),
       clock_(clock),
       metrics_(metrics),
-      fgd_levels_(options_.fgd_score_unit_mib > 0 && state.policy()->kind() == core::PolicyKind::kFgd),
-      learner_(state.policy()->workload(), options_.learner.half_life_pods, options_.learner.prior_pods,
-               options_.learner.granularity_mib, options_.learner.coverage) {}
+      fgd_levels_(options_.decision.fgd_levels && state.policy()->kind() == core::PolicyKind::kFgd),
+      rank_options_([this] {
+        core::DecisionOptions options = options_.decision;
+        options.fgd_levels = fgd_levels_;  // the simple policies' costs are ranked exactly
+        return options;
+      }()),
+      decision_(state.policy()->kind(), state.policy()->options(), options_.decision, options_.prior),
+      unit_mib_(decision_.unit_mib()) {}
 
 void Extender::Learn(const core::PodRequest& request) {
-  if (options_.learner.refresh_pods <= 0) return;
+  if (!decision_.learning()) return;
   std::lock_guard lock(learner_mu_);
-  learner_.Observe(request);
-  if (++binds_since_refresh_ < options_.learner.refresh_pods) return;
-  RefreshPolicyLocked();
+  if (decision_.Observe(request)) RefreshPolicyLocked();
 }
 
 void Extender::LearnHeldPods() {
-  if (learned_held_pods_.load() || options_.learner.refresh_pods <= 0 || !Ready()) return;
+  if (learned_held_pods_.load() || !decision_.learning() || !Ready()) return;
   std::lock_guard lock(learner_mu_);
   if (learned_held_pods_.load()) return;
   learned_held_pods_.store(true);
   const std::vector<core::PodRequest> held = backend_.HeldPodRequests();
-  for (const core::PodRequest& request : held) learner_.Observe(request);
-  // Even with nothing running: the reservation and the completion value need the cluster, which
-  // is known only now, so the first refresh is here rather than after the first refreshPods binds.
+  for (const core::PodRequest& request : held) decision_.Observe(request);
+  // Even with nothing running: the device size, the reservation and the completion value need
+  // the cluster, which is known only now, so the first refresh is here rather than after the
+  // first refreshPods binds.
   RefreshPolicyLocked();
   if (!held.empty()) GPUPACK_LOG(kInfo, "extender") << "learned the workload of " << held.size() << " running pod(s)";
 }
 
 void Extender::RefreshPolicyLocked() {
-  binds_since_refresh_ = 0;
-  std::shared_ptr<const core::Policy> current = state_.policy();
-  // Only the FGD-level ranking reads the reservation price and the completion loss (RankOf);
-  // exact costs would ignore them.
-  const bool reserve = fgd_levels_ && options_.reserve_scarce_capacity;
-  const bool complete = fgd_levels_ && options_.rank_by_completion;
-  core::PolicyRefresh refresh(current->kind(), current->options(), learner_, reserve, complete);
-  if (reserve || complete) {
-    state_.ForEachNode([&](const core::Node& node, const core::NodeSummary&, std::optional<Clock::TimePoint>) {
-      refresh.AddNode(node);
-    });
-  }
-  state_.SetPolicy(std::make_shared<core::Policy>(std::move(refresh).Build()));
+  core::Policy policy = decision_.Refresh([&](const std::function<void(const core::Node&)>& visit) {
+    state_.ForEachNode(
+        [&](const core::Node& node, const core::NodeSummary&, std::optional<Clock::TimePoint>) { visit(node); });
+  });
+  unit_mib_.store(decision_.unit_mib());
+  state_.SetPolicy(std::make_shared<core::Policy>(std::move(policy)));
 }
 
 Extender::RankKey Extender::RankOf(const ClusterState::Assessment& assessment,
                                    std::optional<core::PolicyKind> pod_node_policy) const {
-  if (!RanksOnFgdLevels(pod_node_policy)) return RankKey{assessment.cost, 0};
-  // The keys are small integers folded into one integer-valued double, exact in it: FGD levels
-  // are −100..0; fill levels are clamped to ±500 (|ΔF̂| ≤ the node's free memory, ≤ 64 devices =
-  // 128 half devices of the unit, plus the reservation price; the clamp only guards the
-  // encoding); completion levels are thousandths of the unit device, clamped at 2^14 (16
-  // devices' worth; whole-device pods lose the same on every device of a size anyway).
-  const double level = -static_cast<double>(core::FgdScoreLevel(assessment.cost, options_.fgd_score_unit_mib));
-  const double fill_cost = (options_.rank_by_fill ? assessment.fill_cost : 0.0) + assessment.reservation_cost;
-  const double fill =
-      static_cast<double>(std::clamp<int64_t>(core::FillLevel(fill_cost, options_.fgd_score_unit_mib), -500, 500));
-  const double tie = options_.fixed_tie_break ? static_cast<double>(assessment.tie_break_rank >> 11) /
-                                                    static_cast<double>(uint64_t{1} << 53)
-                                              : 0.0;
-  if (!options_.rank_by_completion) {
-    // (FGD level, fill level): levels 1024 apart, more than the fill levels span.
-    return RankKey{level * 1024 + fill, tie};
-  }
-  // (completion level, fill level, FGD level): FGD levels shifted to 0..100 fit below one fill
-  // step (128), and fill levels shifted to 12..1012 times 128 fit below one completion step
-  // (2^17); the whole stays below 2^31.
-  const double loss = static_cast<double>(std::clamp<int64_t>(
-      core::CompletionLossLevel(assessment.completion_loss, options_.fgd_score_unit_mib), 0, (int64_t{1} << 14) - 1));
-  return RankKey{loss * (1 << 17) + (fill + 512) * 128 + (level + 100), tie};
+  return core::RankOf({assessment.cost, assessment.fill_cost, assessment.reservation_cost, assessment.completion_loss,
+                       assessment.tie_break_rank},
+                      unit_mib_.load(std::memory_order_relaxed), rank_options_, pod_node_policy);
 }
 
 std::vector<int64_t> Extender::RankScores(size_t levels) {

@@ -20,14 +20,15 @@
 #include <cstdint>
 #include <list>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 
 #include "api/extender_types.h"
 #include "common/clock.h"
+#include "scheduler/core/decision.h"
 #include "scheduler/core/model.h"
-#include "scheduler/core/workload.h"
 #include "scheduler/extender/backend.h"
 #include "scheduler/extender/cluster_state.h"
 #include "scheduler/extender/metrics.h"
@@ -37,27 +38,12 @@ namespace gpupack::extender {
 struct ExtenderOptions {
   bool decisive_filter = true;
   double band_mib = 0;  // decisive filter tolerance on the policy's cost (MiB)
-  // > 0: FGD costs are ranked on integer levels with this device size as the unit (RankOf):
-  // core::FgdScoreLevel, core::FillLevel and core::CompletionLossLevel; nodes equal on all tie.
-  core::MiB fgd_score_unit_mib = 0;
-  // With FGD levels: rank nodes on the same level by core::FillLevel first (false: FGD's own
-  // rule, level then node order; for clusters where many pods are pinned to scarce GPU models,
-  // docs/configuration.md).
-  bool rank_by_fill = true;
-  // With FGD levels and learning: at every policy refresh, price the capacity that constrained pod
-  // shapes depend on (core::CapacityReservation over every learned shape and the nodes as they
-  // are), and rank by the fill level of ΔF̂ plus that price. false: no price.
-  bool reserve_scarce_capacity = true;
-  // With FGD levels and learning: at every policy refresh, price free device slices by how the
-  // learned shapes can still complete them (core::CompletionValue over every learned shape and
-  // the cluster's device capacities), and rank nodes by the completion loss of the pod's device
-  // picks, then the fill level, then the FGD level. false: no completion loss, and the FGD level
-  // before the fill level (the previous release's ranking).
-  bool rank_by_completion = true;
-  // With FGD levels: break the remaining ties by a fixed node order (each node's
-  // core::NodeTieBreakRank, salted and computed by the ClusterState), so the decisive filter keeps
-  // one node; false leaves ties to kube-scheduler's random pick.
-  bool fixed_tie_break = true;
+  // The rank key, the workload learner and its refresh (core::Decision; its defaults are the
+  // product's). decision.fgd_levels ranks FGD costs on integer levels (core::RankOf); the
+  // decisive filter then keeps the one best node.
+  core::DecisionOptions decision;
+  // The learner's cold-start prior when not the default one for the cluster's device size (tests).
+  std::optional<core::TypicalWorkload> prior;
   // Pods without a gpupack request: false = score them by the policy (keeps CPU-only pods off
   // nodes whose CPU the GPU pods will need, as FGD does); true = every node scores 0.
   bool neutral_non_gpu_pods = false;
@@ -69,15 +55,6 @@ struct ExtenderOptions {
   std::chrono::nanoseconds remembered_ttl = std::chrono::minutes(10);
   // A reservation whose bind has not finished after this long is released by Maintain().
   std::chrono::nanoseconds reservation_ttl = std::chrono::minutes(2);
-  // Learning the typical workload (FGD's M) from bound pods: every `refresh_pods` binds the
-  // policy is rebuilt from the learner's snapshot (0 = keep the starting workload).
-  struct Learner {
-    double half_life_pods = 1000;
-    double prior_pods = 100;
-    double coverage = 0.95;  // core::WorkloadLearner's coverage
-    int refresh_pods = 50;
-    core::MiB granularity_mib = 1024;
-  } learner;
 };
 
 // A reply: HTTP status (200 for every protocol verdict) and JSON body.
@@ -98,21 +75,10 @@ class Extender {
   Reply Preempt(std::string_view body);
 
   bool Ready() const { return backend_.Synced(); }
-  // Where a node stands in the verbs' ranking, lower first, compared lexicographically.
-  struct RankKey {
-    // The policy's cost; with FGD levels the integer keys folded in one integer-valued double,
-    // exact far beyond any key's range (see RankOf): with rank_by_completion (completion loss
-    // level, fill level, minus the FGD level), else (minus the FGD level, fill level), where the
-    // fill level is of ΔF̂ if rank_by_fill plus the reservation price.
-    double cost = 0;
-    // With FGD levels and fixed_tie_break: the node's fixed tie-break rank
-    // (Assessment::tie_break_rank) as a fraction in [0, 1); otherwise 0. Kept apart from cost so
-    // it keeps its full precision whatever the keys' magnitude.
-    double tie = 0;
-    friend auto operator<=>(const RankKey&, const RankKey&) = default;
-  };
+  // Where a node stands in the verbs' ranking, lower first: core::RankOf of the assessment.
   // `pod_node_policy`: the pod's gpupack.io/node-policy, when it overrides the cluster's policy
   // (an FGD cluster ranks such a pod's exact binpack / spread costs, not FGD levels).
+  using RankKey = core::RankKey;
   RankKey RankOf(const ClusterState::Assessment& assessment,
                  std::optional<core::PolicyKind> pod_node_policy = std::nullopt) const;
   std::vector<prometheus::MetricFamily> BackendMetrics() const { return backend_.Metrics(); }
@@ -132,7 +98,7 @@ class Extender {
   };
   // Whether a pod with this node-policy override is ranked on FGD levels (else on exact costs).
   bool RanksOnFgdLevels(std::optional<core::PolicyKind> pod_node_policy) const {
-    return fgd_levels_ && (!pod_node_policy || *pod_node_policy == core::PolicyKind::kFgd);
+    return core::RanksOnLevels(rank_options_, pod_node_policy);
   }
   // The pod's request, or an error naming the pod and the field.
   StatusOr<core::PodRequest> ParsePod(const nlohmann::json& pod) const;
@@ -144,7 +110,7 @@ class Extender {
   // policy, once: a restart or a failover keeps the learned workload (and so the reservation).
   // Maintain and the first filter after the sync call it; afterwards it is one atomic load.
   void LearnHeldPods();
-  // Rebuilds the policy from the learner, with the capacity reservation when enabled.
+  // Rebuilds the policy from the learner and the nodes (core::Decision::Refresh).
   // REQUIRES: learner_mu_ held.
   void RefreshPolicyLocked();
 
@@ -153,15 +119,16 @@ class Extender {
   const ExtenderOptions options_;
   const Clock& clock_;
   ExtenderMetrics* metrics_;
-  const bool fgd_levels_;  // rank FGD costs by core::FgdScoreLevel (options_.fgd_score_unit_mib)
+  const bool fgd_levels_;  // FGD costs ranked on levels (options_.decision.fgd_levels)
+  const core::DecisionOptions rank_options_;  // options_.decision with fgd_levels_
 
   std::mutex remembered_mu_;
   std::unordered_map<std::string, Remembered> remembered_;
   std::list<std::string> lru_;  // most recent first
 
   std::mutex learner_mu_;
-  core::WorkloadLearner learner_;
-  int binds_since_refresh_ = 0;
+  core::Decision decision_;                 // guarded by learner_mu_
+  std::atomic<core::MiB> unit_mib_;         // decision_.unit_mib(), read by RankOf without the lock
   std::atomic<bool> learned_held_pods_{false};  // written under learner_mu_; read without it
 };
 

@@ -310,8 +310,9 @@ TEST(ExtenderRanking, SurvivesQuantisationAndRandomTieBreaks) {
     }
     ExtenderOptions options;
     options.decisive_filter = decisive;
-    options.fgd_score_unit_mib = level_unit;
-    options.learner.refresh_pods = 0;  // one fixed policy, so costs are comparable across the run
+    options.decision.fgd_levels = level_unit > 0;
+    options.decision.device_mib = level_unit;
+    options.decision.refresh_pods = 0;  // one fixed policy, so costs are comparable across the run
     Extender ext(state, backend, options, clock, nullptr);
     std::mt19937 rng(7);
     const char* sizes[] = {"5Gi", "10Gi", "10Gi", "20Gi", "40Gi", "70Gi"};
@@ -382,7 +383,7 @@ TEST(ExtenderTieBreak, DecisiveFilterKeepsTheNodeOfLowestSaltedRank) {
       if (core::NodeTieBreakRank(n, salt) < core::NodeTieBreakRank(lowest, salt)) lowest = n;
     }
     ExtenderOptions options;
-    options.fgd_score_unit_mib = 81920;
+    options.decision.device_mib = 81920;
     Extender ext(state, backend, options, clock, nullptr);
     const json filtered = json::parse(ext.Filter(FilterBody(PodJson("p", "u", "10Gi"), names)).body);
     EXPECT_EQ(filtered["NodeNames"], json::array({lowest})) << "salt " << salt;
@@ -409,7 +410,7 @@ TEST(ExtenderTieBreak, NeighbouringRankFractionsStayDistinct) {
     }
     ScriptedBackend backend;
     ExtenderOptions options;
-    options.fgd_score_unit_mib = 81920;
+    options.decision.device_mib = 81920;
     Extender ext(state, backend, options, clock, nullptr);
     const json filtered = json::parse(ext.Filter(FilterBody(PodJson("p", "u", "10Gi"), names)).body);
     EXPECT_EQ(filtered["NodeNames"].size(), 1u) << "salt " << salt;
@@ -439,7 +440,7 @@ TEST(ExtenderTieBreak, FillLevelDecidesWithinAnFgdLevelBeforeTheNodeOrder) {
   state.UpsertNode(rich_node);
   ScriptedBackend backend;
   ExtenderOptions options;
-  options.fgd_score_unit_mib = 1000;
+  options.decision.device_mib = 1000;
   Extender ext(state, backend, options, clock, nullptr);
   json pod = PodJson("p", "u", "500Mi");
   pod["spec"]["containers"][0]["resources"]["limits"]["cpu"] = "24";
@@ -448,7 +449,7 @@ TEST(ExtenderTieBreak, FillLevelDecidesWithinAnFgdLevelBeforeTheNodeOrder) {
   const json scores = json::parse(ext.Prioritize(FilterBody(pod, {lean, rich})).body);
   for (const json& hp : scores) EXPECT_EQ(hp["Score"] == 10, hp["Host"] == rich) << hp;
   // rankByFill: false is FGD's own rule: the node order decides.
-  options.rank_by_fill = false;
+  options.decision.rank_by_fill = false;
   Extender fgd_rule(state, backend, options, clock, nullptr);
   EXPECT_EQ(json::parse(fgd_rule.Filter(FilterBody(pod, {lean, rich})).body)["NodeNames"], json::array({lean}));
 }
@@ -486,9 +487,9 @@ TEST(ExtenderReservation, LearnedPinnedShapesPriceTheirNodesAtRefresh) {
     const std::vector<std::string> names = AddFourA100sAndOneT4(state);
     ScriptedBackend backend;
     ExtenderOptions options;
-    options.fgd_score_unit_mib = 81920;
-    options.learner.refresh_pods = 2;
-    options.reserve_scarce_capacity = reserve;
+    options.decision.device_mib = 81920;
+    options.decision.refresh_pods = 2;
+    options.decision.reserve_scarce_capacity = reserve;
     Extender ext(state, backend, options, clock, nullptr);
     EXPECT_TRUE(state.policy()->reservation().reserving().empty()) << "no reservation before the first refresh";
     for (int i = 0; i < 2; ++i) {
@@ -538,9 +539,9 @@ TEST(ExtenderCompletion, RanksTheDeviceAPodCompletesBestFirst) {
     state.UpsertNode(GpuNode("empty", 1, 1000));
     ScriptedBackend backend;
     ExtenderOptions options;
-    options.fgd_score_unit_mib = 1000;
-    options.learner.granularity_mib = 1;  // the shapes as they are, not in GiB buckets
-    options.rank_by_completion = complete;
+    options.decision.device_mib = 1000;
+    options.prior = workload;  // the learner starts from this workload, not the default prior
+    options.decision.rank_by_completion = complete;
     Extender ext(state, backend, options, clock, nullptr);
     const json first = PodJson("p470", "u470", "470Mi");
     ASSERT_EQ(json::parse(ext.Filter(FilterBody(first, {"half-used"})).body)["NodeNames"], json::array({"half-used"}));
@@ -585,7 +586,7 @@ TEST(ExtenderWarmStart, LearnsThePodsHoldingDevicesOnceSynced) {
     backend.held.push_back(*request);
   }
   ExtenderOptions options;
-  options.fgd_score_unit_mib = 81920;
+  options.decision.device_mib = 81920;
   Extender ext(state, backend, options, clock, nullptr);
   const std::shared_ptr<const core::Policy> prior = state.policy();
   ext.Maintain();
@@ -661,7 +662,7 @@ TEST(ExtenderRanking, PodNodePolicyRanksExactCostsOnAnFgdCluster) {
                      clock, std::chrono::seconds(0));
   ScriptedBackend backend;
   ExtenderOptions options;
-  options.fgd_score_unit_mib = 81920;
+  options.decision.device_mib = 81920;
   Extender ext(state, backend, options, clock, nullptr);
   ClusterState::Assessment a;
   a.cost = 12345;  // a binpack / spread cost: free MiB left
