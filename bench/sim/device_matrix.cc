@@ -229,7 +229,7 @@ int Main(int argc, char** argv) {
     return 2;
   }
   const std::filesystem::path work =
-      std::filesystem::temp_directory_path() / ("gpupack_device_matrix_" + std::to_string(getpid()));
+      std::filesystem::temp_directory_path() / ("gpupack-device-matrix-" + std::to_string(getpid()));
   std::filesystem::create_directories(work);
 
   std::printf("seeds %s; unallocated GPU %% at arrived 100 %% (median)\n\n", seeds_text.c_str());
