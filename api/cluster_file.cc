@@ -7,7 +7,7 @@
 #include "common/file.h"
 #include "common/input_check.h"
 #include "common/quantity.h"
-#include "scheduler/core/placement.h"
+#include "scheduler/core/model.h"
 
 namespace gpupack::api {
 namespace {

@@ -16,6 +16,9 @@
 
 namespace gpupack::core {
 
+// Nodes may carry at most this many devices (GPUs + MIG instances); more is refused at load.
+inline constexpr int kMaxDevicesPerNode = 64;
+
 using MiB = int64_t;
 
 // What a pod's memory lands on: a whole GPU (not in MIG mode) or one MIG instance.

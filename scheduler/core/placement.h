@@ -28,9 +28,6 @@
 
 namespace gpupack::core {
 
-// Nodes may carry at most this many devices (GPUs + MIG instances); more is refused at load.
-inline constexpr int kMaxDevicesPerNode = 64;
-
 struct PlacementOptions {
   MiB reserve_mib_per_device = 0;  // kept free on every device (driver / context overhead)
   bool count_foreign_usage = true; // live usage beyond the caps reduces free memory
