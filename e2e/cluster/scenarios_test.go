@@ -187,16 +187,7 @@ func (b *bed) waitBound(t *testing.T, ns string, want int, timeout time.Duration
 		return len(pods) == want && bound == want, nil
 	})
 	if err != nil {
-		var pending []string
-		for _, p := range pods {
-			if p.Spec.NodeName == "" {
-				pending = append(pending, p.Name+": "+b.lastSchedulingEvent(ns, p.Name))
-			}
-		}
-		if len(pending) > 5 {
-			pending = pending[:5]
-		}
-		t.Fatalf("%v; %d of %d listed, unbound e.g. %v", err, len(pods), want, pending)
+		t.Fatalf("%v; %d of %d listed, unbound e.g. %v", err, len(pods), want, b.unboundExamples(ns, pods))
 	}
 	t.Logf("%d pods of %s bound by the real kube-scheduler in %.1fs", want, ns, time.Since(start).Seconds())
 	return pods
@@ -213,6 +204,21 @@ func (b *bed) eventsOf(ns, pod string) ([]corev1.Event, error) {
 		return nil, err
 	}
 	return l.Items, nil
+}
+
+// unboundExamples names up to five pods of the list without a node, each with its last
+// scheduling event, for a failure message.
+func (b *bed) unboundExamples(ns string, pods []corev1.Pod) []string {
+	var pending []string
+	for _, p := range pods {
+		if p.Spec.NodeName == "" {
+			pending = append(pending, p.Name+": "+b.lastSchedulingEvent(ns, p.Name))
+		}
+	}
+	if len(pending) > 5 {
+		pending = pending[:5]
+	}
+	return pending
 }
 
 func (b *bed) lastSchedulingEvent(ns, pod string) string {
@@ -547,16 +553,7 @@ func (b *bed) waitSettled(t *testing.T, ns string, want int, timeout time.Durati
 		return len(pods) == want, nil
 	})
 	if err != nil {
-		var pending []string
-		for _, p := range pods {
-			if p.Spec.NodeName == "" {
-				pending = append(pending, p.Name+": "+b.lastSchedulingEvent(ns, p.Name))
-			}
-		}
-		if len(pending) > 5 {
-			pending = pending[:5]
-		}
-		t.Fatalf("%v; %d of %d listed, unsettled e.g. %v", err, len(pods), want, pending)
+		t.Fatalf("%v; %d of %d listed, unsettled e.g. %v", err, len(pods), want, b.unboundExamples(ns, pods))
 	}
 	t.Logf("%d pods of %s bound by the real kube-scheduler, %d refused, in %.1fs", len(bound), ns, len(waiting), time.Since(start).Seconds())
 	return bound, waiting
