@@ -576,6 +576,24 @@ func TestWebhookOverwritesUserEnv(t *testing.T) {
 	tb.checkLedger(t)
 }
 
+// waitFailedScheduling waits up to 45 s for kube-scheduler's FailedScheduling Event of the pod.
+func (b *bed) waitFailedScheduling(t *testing.T, ns, pod string) *corev1.Event {
+	t.Helper()
+	var ev *corev1.Event
+	err := waitFor(45*time.Second, 500*time.Millisecond, "FailedScheduling Event of "+ns+"/"+pod, func() (bool, error) {
+		evs, err := b.eventsOf(ns, pod)
+		if err != nil {
+			return false, err
+		}
+		ev = findEvent(evs, "FailedScheduling")
+		return ev != nil, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ev
+}
+
 func findEvent(evs []corev1.Event, reason string) *corev1.Event {
 	for i := range evs {
 		if evs[i].Reason == reason {
@@ -594,18 +612,7 @@ func TestUnschedulableEventThenDeletionReleases(t *testing.T) {
 	}
 	tb.waitBound(t, ns, 2, time.Minute)
 	tb.createPod(t, ns, podSpec{name: "waiter", gpus: 1, reservedFor: "release"})
-	var ev *corev1.Event
-	err := waitFor(45*time.Second, 500*time.Millisecond, "FailedScheduling Event of release/waiter", func() (bool, error) {
-		evs, err := tb.eventsOf(ns, "waiter")
-		if err != nil {
-			return false, err
-		}
-		ev = findEvent(evs, "FailedScheduling")
-		return ev != nil, nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ev := tb.waitFailedScheduling(t, ns, "waiter")
 	t.Logf("kubectl describe pod waiter would show: %s %s: %s", ev.Type, ev.Reason, ev.Message)
 	if ev.Type != corev1.EventTypeWarning || !strings.Contains(ev.Message, "0/") {
 		t.Errorf("FailedScheduling event is not kube-scheduler's: %+v", ev)
@@ -647,18 +654,7 @@ func TestStaleAgentNodeAvoided(t *testing.T) {
 	tb.agents["stale-1"].kill9()
 	time.Sleep(heartbeatTTLd + 3*time.Second)
 	tb.createPod(t, ns, podSpec{name: "after", memory: "1Gi", reservedFor: "stale"})
-	var ev *corev1.Event
-	err := waitFor(45*time.Second, 500*time.Millisecond, "FailedScheduling Event of stale/after", func() (bool, error) {
-		evs, err := tb.eventsOf(ns, "after")
-		if err != nil {
-			return false, err
-		}
-		ev = findEvent(evs, "FailedScheduling")
-		return ev != nil, nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ev := tb.waitFailedScheduling(t, ns, "after")
 	t.Logf("stale node: %s", ev.Message)
 	if !strings.Contains(ev.Message, "heartbeat") {
 		t.Errorf("FailedScheduling does not say the node's report is stale: %q", ev.Message)
