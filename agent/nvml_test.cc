@@ -9,7 +9,6 @@ namespace {
 
 using Json = nlohmann::json;
 using testing::SetFakeNvmlState;
-using testing::TempDir;
 
 constexpr uint64_t kMiB = 1024 * 1024;
 

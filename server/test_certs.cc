@@ -5,10 +5,8 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
-#include <stdlib.h>
 
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <memory>
 
@@ -70,13 +68,5 @@ void WriteFileAtomically(const std::string& path, const std::string& text) {
   }
   GPUPACK_CHECK(std::rename(temp.c_str(), path.c_str()) == 0);
 }
-
-TempDir::TempDir() {
-  std::string pattern = (std::filesystem::temp_directory_path() / "gpupack-test-XXXXXX").string();
-  GPUPACK_CHECK(mkdtemp(pattern.data()) != nullptr);
-  path_ = pattern;
-}
-
-TempDir::~TempDir() { std::filesystem::remove_all(path_); }
 
 }  // namespace gpupack::server

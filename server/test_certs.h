@@ -20,17 +20,4 @@ PemPair MakeSelfSignedCert(const std::string& common_name);
 // Secret volume update swaps files: a reader never sees half a file.
 void WriteFileAtomically(const std::string& path, const std::string& text);
 
-// A fresh directory under the system's temporary directory, removed with everything in it.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string File(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
-
 }  // namespace gpupack::server

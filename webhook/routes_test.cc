@@ -11,6 +11,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "common/testing/temp_dir.h"
 #include "server/test_certs.h"
 
 namespace gpupack::webhook {
@@ -19,7 +20,6 @@ namespace {
 using nlohmann::json;
 using server::MakeSelfSignedCert;
 using server::PemPair;
-using server::TempDir;
 using server::WriteFileAtomically;
 
 

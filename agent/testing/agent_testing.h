@@ -1,4 +1,4 @@
-// Test helpers for the agent: temporary directories, files, fake /proc and cgroup trees, and the
+// Test helpers for the agent (temporary directories: common/testing/temp_dir.h): files, fake /proc and cgroup trees, and the
 // fake NVML's state file (agent/testing/fake_nvml.cc).
 #pragma once
 
@@ -6,24 +6,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/testing/temp_dir.h"
+
 namespace gpupack::agent::testing {
-
-// A fresh directory under $TMPDIR, removed with everything in it on destruction.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-  // Writes `content` to path()/rel, creating parent directories; returns the absolute path.
-  std::string WriteFile(const std::string& rel, const std::string& content) const;
-  // Creates path()/rel and its parents; returns the absolute path.
-  std::string MakeDir(const std::string& rel) const;
-
- private:
-  std::string path_;
-};
 
 // Writes `state` as the fake NVML's state file inside `dir` and points $GPUPACK_FAKE_NVML_STATE at
 // it (read at the next nvmlInit_v2).
