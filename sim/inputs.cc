@@ -342,7 +342,10 @@ StatusOr<std::vector<core::PodRequest>> ParseWorkloadYaml(std::string_view text,
 StatusOr<std::vector<core::Node>> LoadCluster(const std::string& path) {
   GPUPACK_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path, "input file"));
   if (text.rfind("sn,", 0) == 0) return ParseAlibabaNodes(text, path);
-  return api::LoadClusterFile(path);
+  // Parses the text already read (api::LoadClusterFile would read the file a second time).
+  StatusOr<std::vector<core::Node>> nodes = api::ParseClusterYaml(text);
+  if (!nodes.ok()) return nodes.status().WithContext(path);
+  return nodes;
 }
 
 StatusOr<std::vector<core::PodRequest>> LoadWorkload(const std::string& path) {
