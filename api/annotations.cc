@@ -31,6 +31,10 @@ bool IsSchedulerAnnotation(std::string_view key) {
   return false;
 }
 
+bool IsComponentAnnotation(std::string_view key) {
+  return IsSchedulerAnnotation(key) || key == kAnnotationWholeDeviceCharge;
+}
+
 std::string JoinNames(std::span<const std::string_view> names) {
   std::string out;
   for (std::string_view name : names) {

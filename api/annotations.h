@@ -54,6 +54,10 @@ inline constexpr std::string_view kUserAnnotations[] = {
 // True for what only the scheduler writes at bind: kAnnotationAllocation and every
 // ContainerAnnotationKey.
 bool IsSchedulerAnnotation(std::string_view key);
+// True for every gpupack.io/ annotation gpupack's own components write on a pod: the scheduler's
+// (IsSchedulerAnnotation) and the webhook's kAnnotationWholeDeviceCharge. A pod parsed again after
+// admission or bind carries them; users may set none of them.
+bool IsComponentAnnotation(std::string_view key);
 // "a, b, c": the known names as an error message lists them.
 std::string JoinNames(std::span<const std::string_view> names);
 

@@ -212,10 +212,7 @@ Status ParseAnnotations(const json& pod, core::PodRequest* req) {
   if (!ann->is_object()) return Status::InvalidArgument("metadata.annotations must be an object");
   for (const auto& item : ann->items()) {
     const std::string& key = item.key();
-    // Besides the user's annotations: what the scheduler writes at bind and the webhook's quota
-    // marker, both present when a pod is parsed again after admission or a restart.
-    if (IsGpupackName(key) && !Known(kUserAnnotations, key) && !IsSchedulerAnnotation(key) &&
-        key != kAnnotationWholeDeviceCharge) {
+    if (IsGpupackName(key) && !Known(kUserAnnotations, key) && !IsComponentAnnotation(key)) {
       return Status::InvalidArgument("metadata.annotations[\"" + key +
                                      "\"]: unknown gpupack annotation; the annotations a pod may set are " +
                                      JoinNames(kUserAnnotations));
