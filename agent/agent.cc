@@ -74,7 +74,7 @@ StatusOr<api::GpuNodeStatus> Agent::RunOnce() {
   status.audit = last_findings_;
 
   // Σ caps per GPU (a MIG instance's caps count toward its parent GPU).
-  std::map<std::string, core::MiB> caps_on;
+  std::map<std::string, model::MiB> caps_on;
   for (const ContainerCap& c : last_caps_) caps_on[c.device] += c.cap_mib;
   for (api::GpuNodeDevice& d : status.devices) {
     d.allocated_mib = caps_on[d.uuid];

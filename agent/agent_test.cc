@@ -9,7 +9,8 @@
 #include "agent/kube_sink.h"
 #include "agent/testing/agent_testing.h"
 #include "api/annotations.h"
-#include "e2e/test_apiserver.h"
+#include "testing/test_apiserver.h"
+#include "translate/node_from_gpunode.h"
 
 namespace gpupack::agent {
 namespace {
@@ -115,7 +116,7 @@ TEST_F(AgentTest, OnePassDiscoversEnforcesAuditsReportsAndExportsMetrics) {
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_EQ(parsed->devices[0].uuid, "GPU-1");
   EXPECT_EQ(parsed->heartbeat_time, clock_.Now());
-  auto node_back = api::NodeFromGpuNode(*gpunode, seconds(120), clock_);
+  auto node_back = translate::NodeFromGpuNode(*gpunode, seconds(120), clock_);
   ASSERT_TRUE(node_back.ok());
   EXPECT_TRUE(node_back->devices[0].hard_isolation);
   auto node = client_->GetNode("n1");

@@ -6,7 +6,7 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "api/cluster_file.h"
+#include "translate/cluster_file.h"
 #include "common/file.h"
 #include "common/input_check.h"
 #include "common/log.h"
@@ -30,8 +30,8 @@ std::string FormatCudaVersion(int v) {
 
 }  // namespace
 
-core::MiB BytesToMiBFloor(uint64_t bytes) { return static_cast<core::MiB>(bytes / kMiB); }
-core::MiB BytesToMiBCeil(uint64_t bytes) { return static_cast<core::MiB>((bytes + kMiB - 1) / kMiB); }
+model::MiB BytesToMiBFloor(uint64_t bytes) { return static_cast<model::MiB>(bytes / kMiB); }
+model::MiB BytesToMiBCeil(uint64_t bytes) { return static_cast<model::MiB>((bytes + kMiB - 1) / kMiB); }
 
 NvmlBackend::NvmlBackend(NvmlBackendOptions options) : options_(std::move(options)), proc_(options_.proc_root) {}
 
@@ -206,11 +206,11 @@ StatusOr<std::optional<NvmlMemoryLimits>> NvmlBackend::GetLimits(const std::stri
   return std::optional<NvmlMemoryLimits>(*limits);
 }
 
-std::vector<api::GpuNodeDevice> DevicesFromCoreNode(const core::Node& node) {
+std::vector<api::GpuNodeDevice> DevicesFromCoreNode(const model::Node& node) {
   std::vector<api::GpuNodeDevice> out;
   std::map<std::string, size_t> parent_at;
-  for (const core::Device& d : node.devices) {
-    if (d.kind == core::DeviceKind::kGpu) {
+  for (const model::Device& d : node.devices) {
+    if (d.kind == model::DeviceKind::kGpu) {
       api::GpuNodeDevice g;
       g.uuid = d.uuid;
       g.index = d.index;
@@ -278,15 +278,15 @@ StatusOr<api::GpuNodeStatus> FileBackend::Discover() {
       return Status::NotFound(path_ + ": no node entry named \"" + node_name_ + "\"");
     }
   }
-  StatusOr<core::Node> parsed_node = api::ParseNodeEntry(entry, where);
+  StatusOr<model::Node> parsed_node = translate::ParseNodeEntry(entry, where);
   if (!parsed_node.ok()) return parsed_node.status().WithContext(path_);
-  const core::Node node = std::move(parsed_node).value();
+  const model::Node node = std::move(parsed_node).value();
   api::GpuNodeStatus status;
   status.devices = DevicesFromCoreNode(node);
   status.enforcement.reason = "file backend";
-  for (const core::Device& d : node.devices) {
+  for (const model::Device& d : node.devices) {
     // hardIsolation on a whole GPU in the file stands for a driver that enforces caps.
-    if (d.kind == core::DeviceKind::kGpu && d.hard_isolation) {
+    if (d.kind == model::DeviceKind::kGpu && d.hard_isolation) {
       status.enforcement.mode = std::string(api::kEnforcementCgroupMisc);
     }
   }

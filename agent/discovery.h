@@ -78,7 +78,7 @@ class NvmlBackend final : public GpuBackend, public MemoryLimiter {
   std::unique_ptr<Nvml> nvml_;
   bool can_enforce_ = false;
   // Last good total per GPU, so a GPU that stops answering keeps its size while marked unhealthy.
-  std::map<std::string, core::MiB> last_total_mib_;
+  std::map<std::string, model::MiB> last_total_mib_;
 };
 
 class FileBackend final : public GpuBackend {
@@ -95,10 +95,10 @@ class FileBackend final : public GpuBackend {
 };
 
 // Bytes → MiB: capacities round down (never promise memory that is not there), usage rounds up.
-core::MiB BytesToMiBFloor(uint64_t bytes);
-core::MiB BytesToMiBCeil(uint64_t bytes);
+model::MiB BytesToMiBFloor(uint64_t bytes);
+model::MiB BytesToMiBCeil(uint64_t bytes);
 
-// The GPUNode device list a core::Node describes (MIG instances grouped under their parent GPU).
-std::vector<api::GpuNodeDevice> DevicesFromCoreNode(const core::Node& node);
+// The GPUNode device list a model::Node describes (MIG instances grouped under their parent GPU).
+std::vector<api::GpuNodeDevice> DevicesFromCoreNode(const model::Node& node);
 
 }  // namespace gpupack::agent

@@ -56,7 +56,7 @@ void Enforcer::Enforce(const PodInfo& pod, const PodContainer& c, const api::All
   }
   const std::string& dir = dir_it->second;
   const uint64_t hard = static_cast<uint64_t>(d.mem_mib) * kMiB;
-  const core::MiB request = c.request_mib > 0 && c.request_mib <= d.mem_mib ? c.request_mib : d.mem_mib;
+  const model::MiB request = c.request_mib > 0 && c.request_mib <= d.mem_mib ? c.request_mib : d.mem_mib;
   const uint64_t soft = static_cast<uint64_t>(request) * kMiB;
   auto current = limiter->GetLimits(d.uuid, dir);
   if (current.ok() && current->has_value() && (*current)->hard_bytes == hard && (*current)->soft_bytes == soft) {
@@ -90,7 +90,7 @@ EnforcementPass Enforcer::Run(const api::GpuNodeStatus& status, const std::vecto
     if (!d.mig_enabled) whole_gpus.insert(d.uuid);
   }
   // Live use per (pod UID, container id, device).
-  std::map<std::tuple<std::string, std::string, std::string>, core::MiB> used;
+  std::map<std::tuple<std::string, std::string, std::string>, model::MiB> used;
   for (const api::GpuNodeProcess& p : status.processes) used[{p.pod_uid, p.container_id, p.device}] += p.used_mib;
 
   const ContainerCgroups cgroups = limiter != nullptr ? ScanContainerCgroups(cgroup_root_) : ContainerCgroups{};

@@ -32,8 +32,8 @@ namespace gpupack::agent {
 // One gpupack container's share of one device, for metrics.
 struct ContainerCap {
   std::string ns, pod, container, device;
-  core::MiB cap_mib = 0;
-  core::MiB used_mib = 0;
+  model::MiB cap_mib = 0;
+  model::MiB used_mib = 0;
   bool enforced = false;  // a driver limit equal to the cap is in place on its cgroup
 };
 

@@ -25,7 +25,7 @@ struct TestContainer {
 // A pod JSON as the API server sends it; `devices` (uuid, memMiB) is the first container's
 // allocation (none when empty).
 Json MakePod(const std::string& uid, const std::string& name, const std::vector<TestContainer>& containers,
-             const std::vector<std::pair<std::string, core::MiB>>& devices, const std::string& request_mib = "") {
+             const std::vector<std::pair<std::string, model::MiB>>& devices, const std::string& request_mib = "") {
   Json pod = {{"metadata", {{"uid", uid}, {"namespace", "ml"}, {"name", name}, {"annotations", Json::object()}}},
               {"spec", {{"containers", Json::array()}}},
               {"status", {{"phase", "Running"}, {"containerStatuses", Json::array()}}}};

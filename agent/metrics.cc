@@ -95,13 +95,13 @@ void AgentMetrics::CountEnforcement(const EnforcementPass& pass) {
 
 void AgentMetrics::Update(const api::GpuNodeStatus& status, const std::vector<ContainerCap>& caps) {
   std::lock_guard<std::mutex> lock(mu_);
-  std::map<std::string, core::MiB> allocated;
+  std::map<std::string, model::MiB> allocated;
   for (const ContainerCap& c : caps) allocated[c.device] += c.cap_mib;
   for (GaugeSeries* g : {&total_, &used_, &allocated_, &healthy_, &cap_, &cap_used_, &enforced_, &mode_, &findings_}) {
     g->Begin();
   }
   auto device = [&](const std::string& uuid, int index, const std::string& model, const std::string& profile,
-                    core::MiB total, core::MiB used, bool healthy) {
+                    model::MiB total, model::MiB used, bool healthy) {
     const std::map<std::string, std::string> labels = {{"node", node_},
                                                        {"gpu_uuid", uuid},
                                                        {"gpu_index", std::to_string(index)},

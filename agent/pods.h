@@ -23,7 +23,7 @@ struct PodContainer {
   bool running = false;
   // From the allocation; empty for a container gpupack did not place.
   std::vector<api::AllocatedDevice> devices;
-  core::MiB request_mib = 0;  // per-device soft limit; 0 = same as the cap
+  model::MiB request_mib = 0;  // per-device soft limit; 0 = same as the cap
 };
 
 struct PodInfo {

@@ -19,7 +19,7 @@ api::GpuNodeStatus WithoutUsage(api::GpuNodeStatus s) {
   return s;
 }
 
-bool Moved(core::MiB a, core::MiB b, core::MiB threshold) { return std::llabs(a - b) > threshold; }
+bool Moved(model::MiB a, model::MiB b, model::MiB threshold) { return std::llabs(a - b) > threshold; }
 
 }  // namespace
 
@@ -41,7 +41,7 @@ NodeCapacity CapacityOf(const api::GpuNodeStatus& status) {
   return c;
 }
 
-bool SignificantChange(const api::GpuNodeStatus& last, const api::GpuNodeStatus& now, core::MiB threshold_mib) {
+bool SignificantChange(const api::GpuNodeStatus& last, const api::GpuNodeStatus& now, model::MiB threshold_mib) {
   if (!(WithoutUsage(last) == WithoutUsage(now))) return true;
   // Same shape, so the lists line up element by element.
   for (size_t i = 0; i < now.devices.size(); ++i) {

@@ -39,7 +39,7 @@ struct ReporterOptions {
   std::string node_name;
   std::chrono::seconds heartbeat_interval{60};
   std::chrono::seconds min_write_interval{10};
-  core::MiB change_threshold_mib = 256;
+  model::MiB change_threshold_mib = 256;
   std::chrono::seconds capacity_recheck_interval{300};
   int max_pods_per_device = 16;
 };
@@ -47,7 +47,7 @@ struct ReporterOptions {
 // The node capacity a status implies: Σ memory of whole GPUs not in MIG mode and of MIG
 // instances, and their count, leaving out devices the administrator excluded.
 struct NodeCapacity {
-  core::MiB memory_mib = 0;
+  model::MiB memory_mib = 0;
   int64_t devices = 0;
   bool operator==(const NodeCapacity&) const = default;
 };
@@ -55,7 +55,7 @@ NodeCapacity CapacityOf(const api::GpuNodeStatus& status);
 
 // True when `now` differs from `last` by more than used-memory noise below `threshold_mib`
 // (heartbeat times are ignored).
-bool SignificantChange(const api::GpuNodeStatus& last, const api::GpuNodeStatus& now, core::MiB threshold_mib);
+bool SignificantChange(const api::GpuNodeStatus& last, const api::GpuNodeStatus& now, model::MiB threshold_mib);
 
 class Reporter {
  public:

@@ -30,7 +30,7 @@ class RecordingSink : public ReportSink {
   Status fail_writes, fail_capacity;
 };
 
-api::GpuNodeStatus TwoDevices(core::MiB used = 100) {
+api::GpuNodeStatus TwoDevices(model::MiB used = 100) {
   api::GpuNodeStatus s;
   api::GpuNodeDevice a;
   a.uuid = "GPU-1";

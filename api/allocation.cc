@@ -118,34 +118,6 @@ StatusOr<Allocation> DecodeAllocation(std::string_view text) {
   return out;
 }
 
-Allocation AllocationFromPlacement(const core::Node& node, const core::Placement& placement) {
-  Allocation out;
-  out.node = node.name;
-  for (const core::ContainerPlacement& cp : placement.containers) {
-    ContainerAllocation c;
-    c.name = cp.container;
-    c.index = cp.container_index;
-    c.init = cp.init;
-    c.exclusive = cp.exclusive;
-    c.within_pod = cp.within_pod_devices;
-    for (int slot : cp.device_slots) {
-      GPUPACK_CHECK(slot >= 0 && static_cast<size_t>(slot) < node.devices.size());
-      const core::Device& dev = node.devices[slot];
-      AllocatedDevice d;
-      d.uuid = dev.uuid;
-      d.index = dev.index;
-      d.mem_mib = cp.mem_per_device_mib;
-      if (dev.kind == core::DeviceKind::kMig) {
-        d.parent_uuid = dev.parent_uuid;
-        d.profile = dev.mig_profile;
-      }
-      c.devices.push_back(std::move(d));
-    }
-    out.containers.push_back(std::move(c));
-  }
-  return out;
-}
-
 std::map<std::string, std::string> AllocationAnnotations(const Allocation& allocation, double request_ratio) {
   std::map<std::string, std::string> out;
   out[std::string(kAnnotationAllocation)] = EncodeAllocation(allocation);
@@ -162,34 +134,14 @@ std::map<std::string, std::string> AllocationAnnotations(const Allocation& alloc
       mps += std::to_string(i) + "=" + std::to_string(c.devices[i].mem_mib) + "M";
     }
     // Every device of a container carries the same cap (memory is split evenly, docs/annotations.md).
-    const core::MiB limit = c.devices.front().mem_mib;
-    const core::MiB request =
-        std::max<core::MiB>(1, static_cast<core::MiB>(std::floor(static_cast<double>(limit) * request_ratio)));
+    const model::MiB limit = c.devices.front().mem_mib;
+    const model::MiB request =
+        std::max<model::MiB>(1, static_cast<model::MiB>(std::floor(static_cast<double>(limit) * request_ratio)));
     out[ContainerAnnotationKey(c.init, c.index, ContainerEnvKey::kVisibleDevices)] = visible;
     out[ContainerAnnotationKey(c.init, c.index, ContainerEnvKey::kMemoryLimitMiB)] = std::to_string(limit);
     out[ContainerAnnotationKey(c.init, c.index, ContainerEnvKey::kMemoryRequestMiB)] =
         std::to_string(std::min(request, limit));
     out[ContainerAnnotationKey(c.init, c.index, ContainerEnvKey::kMpsMemoryLimit)] = mps;
-  }
-  return out;
-}
-
-std::vector<std::pair<std::string, core::DeviceShare>> AllocationShares(const Allocation& allocation,
-                                                                       std::string_view pod_uid,
-                                                                       std::string_view pod_key) {
-  std::vector<std::pair<std::string, core::DeviceShare>> out;
-  for (const ContainerAllocation& c : allocation.containers) {
-    if (c.within_pod) continue;
-    for (const AllocatedDevice& d : c.devices) {
-      core::DeviceShare share;
-      share.pod_uid = std::string(pod_uid);
-      share.pod_key = std::string(pod_key);
-      share.container = c.name;
-      share.mem_mib = d.mem_mib;
-      share.exclusive = c.exclusive;
-      share.spread_key = allocation.spread_key;
-      out.emplace_back(d.uuid, std::move(share));
-    }
   }
   return out;
 }

@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "scheduler/core/model.h"
+#include "model/model.h"
 
 namespace gpupack::api {
 
@@ -31,7 +31,7 @@ inline constexpr int kAllocationVersion = 1;
 struct AllocatedDevice {
   std::string uuid;
   int index = 0;
-  core::MiB mem_mib = 0;
+  model::MiB mem_mib = 0;
   std::string parent_uuid;  // MIG only
   std::string profile;      // MIG only
 
@@ -65,21 +65,11 @@ std::string EncodeAllocation(const Allocation& allocation);
 // unsupported "v", empty uuids, negative memory or indexes.
 StatusOr<Allocation> DecodeAllocation(std::string_view text);
 
-// The allocation a core placement describes on `node` (slots resolved to UUIDs).
-// REQUIRES: every slot in `placement` indexes node.devices.
-Allocation AllocationFromPlacement(const core::Node& node, const core::Placement& placement);
-
 // Every annotation the extender writes on the Binding: gpupack.io/allocation plus, per
 // container, the api::ContainerAnnotationKey entries: visible devices ("GPU-a,GPU-b"), the cap
 // in MiB, the request in MiB (= cap × request_ratio, rounded down, at least 1) and the legacy
 // MPS string ("0=8192M,1=8192M", ordinals within the visible set).
 std::map<std::string, std::string> AllocationAnnotations(const Allocation& allocation,
                                                          double request_ratio = 1.0);
-
-// The ledger entries an allocation puts on the node's devices: for each device UUID, the shares.
-// Used to rebuild the ledger from pods listed from the API server. Containers within_pod add none.
-std::vector<std::pair<std::string, core::DeviceShare>> AllocationShares(const Allocation& allocation,
-                                                                       std::string_view pod_uid,
-                                                                       std::string_view pod_key);
 
 }  // namespace gpupack::api

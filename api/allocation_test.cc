@@ -3,26 +3,12 @@
 #include <gtest/gtest.h>
 
 #include "api/annotations.h"
+#include "testing/builders.h"
 
 namespace gpupack::api {
 namespace {
 
-Allocation TwoContainers() {
-  Allocation a;
-  a.node = "n1";
-  ContainerAllocation main;
-  main.name = "main";
-  main.index = 0;
-  main.devices = {{"GPU-a", 0, 8192, "", ""}, {"GPU-b", 1, 8192, "", ""}};
-  ContainerAllocation setup;
-  setup.name = "setup";
-  setup.index = 0;
-  setup.init = true;
-  setup.within_pod = true;
-  setup.devices = {{"MIG-x", 2, 10240, "GPU-c", "1g.10gb"}};
-  a.containers = {main, setup};
-  return a;
-}
+using builders::TwoContainerAllocation;
 
 TEST(Allocation, EncodesTheDesignFormat) {
   Allocation a;
@@ -33,7 +19,7 @@ TEST(Allocation, EncodesTheDesignFormat) {
 }
 
 TEST(Allocation, RoundTrips) {
-  const Allocation a = TwoContainers();
+  const Allocation a = TwoContainerAllocation();
   StatusOr<Allocation> back = DecodeAllocation(EncodeAllocation(a));
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(*back, a);
@@ -78,8 +64,8 @@ TEST(Allocation, RefusesMalformedInputNamingTheField) {
 }
 
 TEST(Allocation, AnnotationsCarryPerContainerKeys) {
-  std::map<std::string, std::string> ann = AllocationAnnotations(TwoContainers(), 0.5);
-  EXPECT_EQ(ann.at("gpupack.io/allocation"), EncodeAllocation(TwoContainers()));
+  std::map<std::string, std::string> ann = AllocationAnnotations(TwoContainerAllocation(), 0.5);
+  EXPECT_EQ(ann.at("gpupack.io/allocation"), EncodeAllocation(TwoContainerAllocation()));
   EXPECT_EQ(ann.at(ContainerAnnotationKey(false, 0, ContainerEnvKey::kVisibleDevices)), "GPU-a,GPU-b");
   EXPECT_EQ(ann.at(ContainerAnnotationKey(false, 0, ContainerEnvKey::kMemoryLimitMiB)), "8192");
   EXPECT_EQ(ann.at(ContainerAnnotationKey(false, 0, ContainerEnvKey::kMemoryRequestMiB)), "4096");
@@ -89,48 +75,16 @@ TEST(Allocation, AnnotationsCarryPerContainerKeys) {
   EXPECT_EQ(ann.size(), 1u + 2 * 4);
 }
 
-TEST(Allocation, FromPlacementResolvesSlotsToDevices) {
-  core::Node node;
-  node.name = "n1";
-  node.devices.resize(2);
-  node.devices[0].uuid = "GPU-0";
-  node.devices[1].uuid = "MIG-1";
-  node.devices[1].index = 0;
-  node.devices[1].kind = core::DeviceKind::kMig;
-  node.devices[1].parent_uuid = "GPU-0";
-  node.devices[1].mig_profile = "1g.10gb";
-  core::Placement p;
-  core::ContainerPlacement cp;
-  cp.container = "main";
-  cp.container_index = 1;
-  cp.device_slots = {1};
-  cp.mem_per_device_mib = 4096;
-  p.containers.push_back(cp);
-  Allocation a = AllocationFromPlacement(node, p);
-  ASSERT_EQ(a.containers.size(), 1u);
-  EXPECT_EQ(a.containers[0].index, 1);
-  EXPECT_EQ(a.containers[0].devices[0], (AllocatedDevice{"MIG-1", 0, 4096, "GPU-0", "1g.10gb"}));
-  EXPECT_TRUE(AllocationShares(TwoContainers(), "u", "ns/p").size() == 2u) << "the within-pod init container adds none";
-  auto shares = AllocationShares(a, "uid-1", "ns/p");
-  ASSERT_EQ(shares.size(), 1u);
-  EXPECT_EQ(shares[0].first, "MIG-1");
-  EXPECT_EQ(shares[0].second.mem_mib, 4096);
-  EXPECT_EQ(shares[0].second.pod_uid, "uid-1");
-}
-
-
 TEST(Allocation, CarriesTheSpreadKeyIntoTheRebuiltLedger) {
-  Allocation a = TwoContainers();
+  Allocation a = TwoContainerAllocation();
   a.spread_key = "web";
   const std::string text = EncodeAllocation(a);
   EXPECT_NE(text.find(R"("spreadKey":"web")"), std::string::npos) << text;
   StatusOr<Allocation> back = DecodeAllocation(text);
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(*back, a);
-  // The shares rebuilt from it keep the key, so a restarted extender still spreads replicas.
-  for (const auto& [uuid, share] : AllocationShares(*back, "uid-1", "ns/web-1")) EXPECT_EQ(share.spread_key, "web");
   // Without a key nothing is written (the design format is unchanged).
-  EXPECT_EQ(EncodeAllocation(TwoContainers()).find("spreadKey"), std::string::npos);
+  EXPECT_EQ(EncodeAllocation(TwoContainerAllocation()).find("spreadKey"), std::string::npos);
   EXPECT_FALSE(DecodeAllocation(R"({"v":1,"node":"n1","containers":[],"spreadKey":7})").ok());
 }
 

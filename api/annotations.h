@@ -6,6 +6,8 @@
 #include <string>
 #include <string_view>
 
+#include "model/rule_names.h"
+
 namespace gpupack::api {
 
 // Extended resources a container asks for in resources.limits (or requests).
@@ -20,13 +22,13 @@ inline constexpr std::string_view kAnnotationMigProfile = "gpupack.io/mig-profil
 inline constexpr std::string_view kAnnotationGpuModel = "gpupack.io/gpu-model";       // "A100|H100"
 inline constexpr std::string_view kAnnotationIsolation = "gpupack.io/isolation";      // hard|best-effort
 // Device rules, policy and spreading (docs/annotations.md, "Choosing devices").
-inline constexpr std::string_view kAnnotationGpuModelExclude = "gpupack.io/gpu-model-exclude";  // "T4|V100"
-inline constexpr std::string_view kAnnotationGpuUuids = "gpupack.io/gpu-uuids";                 // "GPU-a,GPU-b"
-inline constexpr std::string_view kAnnotationGpuUuidsExclude = "gpupack.io/gpu-uuids-exclude";  // "GPU-c"
+inline constexpr std::string_view kAnnotationGpuModelExclude = model::kRuleGpuModelExclude;  // "T4|V100"
+inline constexpr std::string_view kAnnotationGpuUuids = model::kRuleGpuUuids;                 // "GPU-a,GPU-b"
+inline constexpr std::string_view kAnnotationGpuUuidsExclude = model::kRuleGpuUuidsExclude;  // "GPU-c"
 inline constexpr std::string_view kAnnotationNodePolicy = "gpupack.io/node-policy";      // binpack|spread|fgd|default
 inline constexpr std::string_view kAnnotationDevicePolicy = "gpupack.io/device-policy";  // binpack|spread|fgd|default
-inline constexpr std::string_view kAnnotationSpreadKey = "gpupack.io/spread-key";        // e.g. "web-frontend"
-inline constexpr std::string_view kAnnotationSpreadScope = "gpupack.io/spread-scope";    // device|node
+inline constexpr std::string_view kAnnotationSpreadKey = model::kRuleSpreadKey;        // e.g. "web-frontend"
+inline constexpr std::string_view kAnnotationSpreadScope = model::kRuleSpreadScope;    // device|node
 
 // Written by the webhook (never by users): the containers, "c0,i1", whose gpupack.io/gpu-memory
 // the webhook added to a whole-device request so a ResourceQuota on requests.gpupack.io/gpu-memory
@@ -36,12 +38,12 @@ inline constexpr std::string_view kAnnotationWholeDeviceCharge = "gpupack.io/who
 // Node annotation the agent honours: UUIDs ("GPU-a,MIG-b") taken out of gpupack's pool without
 // draining the node. The agent reports them excluded in the GPUNode status and leaves them out
 // of the node's advertised capacity; the extender places nothing new on them.
-inline constexpr std::string_view kNodeAnnotationExcludedDevices = "gpupack.io/excluded-devices";
+inline constexpr std::string_view kNodeAnnotationExcludedDevices = model::kRuleNodeExcludedDevices;
 
 // Written by the extender on the Binding (lands on the pod atomically with spec.nodeName).
 inline constexpr std::string_view kAnnotationAllocation = "gpupack.io/allocation";
 
-// The one list of gpupack.io/ names a pod may use. api::ParsePodRequest refuses every other
+// The one list of gpupack.io/ names a pod may use. translate::ParsePodRequest refuses every other
 // gpupack.io/ resource and user annotation, naming these, so the webhook denies a typo such as
 // gpupack.io/gpu-mem and the extender reports such a pod unschedulable with the same message
 // (a misspelt name would otherwise ask for nothing and pass silently). A new annotation goes here.

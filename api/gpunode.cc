@@ -36,7 +36,7 @@ Status ReadInt32(const Json& obj, const char* key, const std::string& where, int
   return Status::Ok();
 }
 
-Status ReadMiB(const Json& obj, const char* key, const std::string& where, core::MiB* out) {
+Status ReadMiB(const Json& obj, const char* key, const std::string& where, model::MiB* out) {
   GPUPACK_RETURN_IF_ERROR(ReadInt(obj, key, where, out));
   if (*out < 0) return Status::InvalidArgument(where + "." + key + ": negative memory");
   return Status::Ok();
@@ -117,7 +117,7 @@ Status DeviceFromJson(const Json& j, const std::string& where, GpuNodeDevice* d)
 
 nlohmann::json GpuNodeStatusToJson(const GpuNodeStatus& status) {
   Json devices = Json::array();
-  core::MiB total = 0, allocated = 0, used = 0;
+  model::MiB total = 0, allocated = 0, used = 0;
   int excluded = 0;
   for (const GpuNodeDevice& d : status.devices) {
     Json migs = Json::array();
@@ -233,74 +233,6 @@ nlohmann::json GpuNodeObject(std::string_view node_name, const GpuNodeStatus& st
               {"kind", kGpuNodeKind},
               {"metadata", {{"name", node_name}}},
               {"status", GpuNodeStatusToJson(status)}};
-}
-
-StatusOr<core::Node> NodeFromGpuNode(const nlohmann::json& gpunode, std::chrono::seconds heartbeat_ttl,
-                                     const Clock& clock) {
-  if (!gpunode.is_object()) return Status::InvalidArgument("GPUNode: expected an object");
-  const Json* name = nullptr;
-  if (auto m = gpunode.find("metadata"); m != gpunode.end() && m->is_object()) {
-    if (auto n = m->find("name"); n != m->end() && n->is_string()) name = &*n;
-  }
-  if (name == nullptr || name->get<std::string>().empty()) {
-    return Status::InvalidArgument("GPUNode: metadata.name missing");
-  }
-  core::Node node;
-  node.name = name->get<std::string>();
-  GpuNodeStatus status;
-  bool has_heartbeat = false;
-  if (auto s = gpunode.find("status"); s != gpunode.end() && !s->is_null()) {
-    auto parsed = GpuNodeStatusFromJson(*s);
-    if (!parsed.ok()) return parsed.status().WithContext("GPUNode " + node.name);
-    status = std::move(parsed).value();
-    has_heartbeat = s->is_object() && s->contains("heartbeatTime") && (*s)["heartbeatTime"].is_string();
-  }
-  const bool driver_caps = status.enforcement.mode == kEnforcementCgroupDmem ||
-                           status.enforcement.mode == kEnforcementCgroupMisc;
-  for (const GpuNodeDevice& d : status.devices) {
-    if (!d.mig_enabled) {
-      core::Device dev;
-      dev.uuid = d.uuid;
-      dev.index = d.index;
-      dev.model = d.model;
-      dev.kind = core::DeviceKind::kGpu;
-      dev.capacity_mib = d.memory_mib;
-      dev.used_mib = d.used_mib;
-      dev.healthy = d.healthy;
-      dev.excluded = d.excluded;
-      dev.hard_isolation = driver_caps;
-      node.devices.push_back(std::move(dev));
-      continue;
-    }
-    for (const GpuNodeMigInstance& m : d.mig_instances) {
-      core::Device dev;
-      dev.uuid = m.uuid;
-      dev.index = d.index;
-      dev.model = d.model;
-      dev.kind = core::DeviceKind::kMig;
-      dev.parent_uuid = d.uuid;
-      dev.mig_profile = m.profile;
-      dev.gpu_instance_id = m.gpu_instance_id;
-      dev.placement_start = m.placement_start;
-      dev.placement_size = m.placement_size;
-      dev.capacity_mib = m.memory_mib;
-      dev.used_mib = m.used_mib;
-      dev.healthy = d.healthy;
-      dev.excluded = d.excluded || m.excluded;
-      dev.hard_isolation = true;
-      node.devices.push_back(std::move(dev));
-    }
-  }
-  if (!has_heartbeat) {
-    node.stale_reason = "GPUNode has no heartbeat";
-  } else {
-    const auto age = std::chrono::duration_cast<std::chrono::seconds>(clock.Now() - status.heartbeat_time);
-    if (age > heartbeat_ttl) {
-      node.stale_reason = "GPUNode heartbeat " + std::to_string(age.count()) + "s old > TTL " +
-                          std::to_string(heartbeat_ttl.count()) + "s";
-    }
-  }
-  return node;
 }
 
 StatusOr<std::vector<std::string>> ExcludedDevicesOfNode(const nlohmann::json& node) {

@@ -33,7 +33,7 @@
 
 #include "common/clock.h"
 #include "common/status.h"
-#include "scheduler/core/model.h"
+#include "model/model.h"
 
 namespace gpupack::api {
 
@@ -53,8 +53,8 @@ inline constexpr std::string_view kAuditForeignProcess = "foreign-process";
 struct GpuNodeMigInstance {
   std::string uuid;
   std::string profile;  // "3g.40gb"
-  core::MiB memory_mib = 0;
-  core::MiB used_mib = 0;
+  model::MiB memory_mib = 0;
+  model::MiB used_mib = 0;
   int gpu_instance_id = -1;
   int placement_start = -1;  // memory slices; -1 = unknown
   int placement_size = -1;
@@ -67,9 +67,9 @@ struct GpuNodeDevice {
   std::string uuid;
   int index = 0;
   std::string model;
-  core::MiB memory_mib = 0;
-  core::MiB used_mib = 0;
-  core::MiB allocated_mib = 0;  // Σ caps of gpupack containers the agent sees on this device
+  model::MiB memory_mib = 0;
+  model::MiB used_mib = 0;
+  model::MiB allocated_mib = 0;  // Σ caps of gpupack containers the agent sees on this device
   bool healthy = true;
   bool mig_enabled = false;
   // Taken out of gpupack's pool by the administrator (node annotation gpupack.io/excluded-devices):
@@ -84,7 +84,7 @@ struct GpuNodeDevice {
 struct GpuNodeProcess {
   int64_t pid = 0;
   std::string device;  // uuid of the GPU or MIG instance
-  core::MiB used_mib = 0;
+  model::MiB used_mib = 0;
   std::string pod_uid;       // empty when the process belongs to no pod
   std::string pod;           // "namespace/name" when known
   std::string container;     // container name when known
@@ -109,8 +109,8 @@ struct GpuNodeAuditFinding {
   std::string pod;
   std::string container;
   int64_t pid = 0;
-  core::MiB used_mib = 0;
-  core::MiB cap_mib = 0;
+  model::MiB used_mib = 0;
+  model::MiB cap_mib = 0;
   std::string message;
 
   bool operator==(const GpuNodeAuditFinding&) const = default;
@@ -136,15 +136,6 @@ StatusOr<GpuNodeStatus> GpuNodeStatusFromJson(const nlohmann::json& status);
 
 // A whole GPUNode object: apiVersion, kind, metadata.name and status.
 nlohmann::json GpuNodeObject(std::string_view node_name, const GpuNodeStatus& status);
-
-// The placement core's view of a GPUNode object: one core::Device per whole GPU that is not in MIG
-// mode and one per MIG instance (index = the parent GPU's index, model = the parent's model).
-// hard_isolation: MIG instances always; whole GPUs when enforcement.mode is cgroup-dmem or
-// cgroup-misc. A node whose heartbeat is missing or older than `heartbeat_ttl` at clock.Now() gets
-// stale_reason "GPUNode heartbeat 312s old > TTL 120s" (or "GPUNode has no heartbeat").
-// InvalidArgument for a missing metadata.name or a malformed status.
-StatusOr<core::Node> NodeFromGpuNode(const nlohmann::json& gpunode, std::chrono::seconds heartbeat_ttl,
-                                     const Clock& clock);
 
 // The UUIDs in a core/v1 Node's gpupack.io/excluded-devices annotation ("GPU-a, MIG-b"; absent =
 // none). InvalidArgument naming the annotation for an empty entry or a non-string value.

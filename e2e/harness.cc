@@ -18,6 +18,7 @@
 #include "api/gpunode.h"
 #include "common/log.h"
 #include "common/quantity.h"
+#include "translate/allocation_ledger.h"
 
 namespace gpupack::e2e {
 namespace {
@@ -286,7 +287,7 @@ StatusOr<LedgerReport> CheckLedger(kube::Client& api, const std::string& ns, con
     if (!alloc.ok()) return alloc.status().WithContext("pod " + kube::ObjectKey(pod));
     if (alloc->node != node) return Status::Internal("pod " + kube::ObjectKey(pod) + ": allocation names node " + alloc->node + " but it is bound to " + node);
     ++report.pods_with_allocation;
-    for (const auto& [uuid, share] : api::AllocationShares(*alloc, kube::StringAt(pod, {"metadata", "uid"}), kube::ObjectKey(pod))) {
+    for (const auto& [uuid, share] : translate::AllocationShares(*alloc, kube::StringAt(pod, {"metadata", "uid"}), kube::ObjectKey(pod))) {
       auto it = devices.find(uuid);
       if (it == devices.end()) return Status::Internal("pod " + kube::ObjectKey(pod) + " holds unknown device " + uuid);
       if (it->second.node != node) return Status::Internal("pod " + kube::ObjectKey(pod) + " on " + node + " holds device " + uuid + " of node " + it->second.node);

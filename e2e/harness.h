@@ -23,8 +23,8 @@
 #include <nlohmann/json.hpp>
 
 #include "common/status.h"
-#include "e2e/process.h"
-#include "e2e/test_apiserver.h"
+#include "testing/process.h"
+#include "testing/test_apiserver.h"
 #include "kube/client.h"
 
 namespace gpupack::e2e {

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <thread>
 
-#include "e2e/test_apiserver.h"
+#include "testing/test_apiserver.h"
 
 namespace gpupack::kube {
 namespace {

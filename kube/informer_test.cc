@@ -5,7 +5,7 @@
 #include <set>
 #include <thread>
 
-#include "e2e/test_apiserver.h"
+#include "testing/test_apiserver.h"
 
 namespace gpupack::kube {
 namespace {

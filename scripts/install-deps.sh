@@ -12,7 +12,7 @@ packages=(
   nlohmann-json3-dev libyaml-cpp-dev prometheus-cpp-dev
   libboost-dev libboost-system-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  python3 python3-yaml openssl curl
+  python3 python3-yaml openssl curl clang-format
 )
 
 go_bin=${GPUPACK_GO:-/usr/local/go/bin/go}

@@ -23,7 +23,7 @@
 #include <mutex>
 #include <thread>
 
-#include "common/testing/temp_dir.h"
+#include "testing/temp_dir.h"
 #include "server/test_certs.h"
 
 namespace gpupack::server {

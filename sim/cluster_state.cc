@@ -2,17 +2,17 @@
 
 #include <algorithm>
 
-#include "scheduler/core/placement.h"
+#include "placement/placement.h"
 
 namespace gpupack::sim {
 namespace {
 
-// The device's free memory with `caps` of caps on it (core::DeviceFreeMiB without a reserve).
+// The device's free memory with `caps` of caps on it (placement::DeviceFreeMiB without a reserve).
 MiB FreeWithCaps(const SimDevice& dev, MiB caps) {
   return std::max<MiB>(0, dev.capacity - caps - std::max<MiB>(0, dev.used - caps));
 }
 
-bool SameType(const core::Device& a, const core::Device& b) {
+bool SameType(const model::Device& a, const model::Device& b) {
   return a.model == b.model && a.kind == b.kind && a.mig_profile == b.mig_profile &&
          a.hard_isolation == b.hard_isolation;
 }
@@ -25,19 +25,19 @@ int ClusterState::InternConstraint(const ConstraintKey& key) {
   }
   std::vector<uint8_t> allowed(device_types_.size(), 0);
   for (size_t t = 0; t < device_types_.size(); ++t) {
-    const core::Device& d = device_types_[t];
+    const model::Device& d = device_types_[t];
     bool ok = true;
     if (!key.profile.empty()) {
-      ok = d.kind == core::DeviceKind::kMig && d.mig_profile == key.profile;
-    } else if (key.kind == core::DeviceKindPreference::kGpu) {
-      ok = d.kind == core::DeviceKind::kGpu;
-    } else if (key.kind == core::DeviceKindPreference::kMig) {
-      ok = d.kind == core::DeviceKind::kMig;
+      ok = d.kind == model::DeviceKind::kMig && d.mig_profile == key.profile;
+    } else if (key.kind == model::DeviceKindPreference::kGpu) {
+      ok = d.kind == model::DeviceKind::kGpu;
+    } else if (key.kind == model::DeviceKindPreference::kMig) {
+      ok = d.kind == model::DeviceKind::kMig;
     }
-    if (ok && key.hard && d.kind == core::DeviceKind::kGpu && !d.hard_isolation) ok = false;
+    if (ok && key.hard && d.kind == model::DeviceKind::kGpu && !d.hard_isolation) ok = false;
     if (ok && !key.models.empty()) {
       ok = std::any_of(key.models.begin(), key.models.end(),
-                       [&](const std::string& m) { return core::GpuModelMatches(m, d.model); });
+                       [&](const std::string& m) { return model::GpuModelMatches(m, d.model); });
     }
     allowed[t] = ok ? 1 : 0;
   }
@@ -46,11 +46,11 @@ int ClusterState::InternConstraint(const ConstraintKey& key) {
   return static_cast<int>(constraints_.size()) - 1;
 }
 
-ClusterState::ClusterState(const std::vector<core::Node>& nodes, const core::TypicalWorkload& typical) {
-  const core::PlacementOptions options;
+ClusterState::ClusterState(const std::vector<model::Node>& nodes, const placement::TypicalWorkload& typical) {
+  const placement::PlacementOptions options;
   std::map<MiB, int> capacity_votes;
   nodes_.reserve(nodes.size());
-  for (const core::Node& node : nodes) {
+  for (const model::Node& node : nodes) {
     SimNode sn;
     sn.name = node.name;
     sn.stale = !node.stale_reason.empty();
@@ -59,17 +59,17 @@ ClusterState::ClusterState(const std::vector<core::Node>& nodes, const core::Typ
       max_node_cpu_ = std::max(max_node_cpu_, node.cpu_milli);
     }
     if (node.memory_bytes >= 0) sn.memory_free = std::max<int64_t>(0, node.memory_bytes - node.requested_memory_bytes);
-    for (const core::Device& d : node.devices) {
+    for (const model::Device& d : node.devices) {
       SimDevice sd;
       sd.capacity = d.capacity_mib;
-      sd.free = core::DeviceFreeMiB(d, options);
+      sd.free = placement::DeviceFreeMiB(d, options);
       sd.used = d.used_mib;
-      for (const core::DeviceShare& share : d.shares) sd.caps += share.mem_mib;
+      for (const model::DeviceShare& share : d.shares) sd.caps += share.mem_mib;
       sd.shares = static_cast<int>(d.shares.size());
       sd.exclusive = !d.healthy || std::any_of(d.shares.begin(), d.shares.end(),
-                                               [](const core::DeviceShare& s) { return s.exclusive; });
+                                               [](const model::DeviceShare& s) { return s.exclusive; });
       auto it = std::find_if(device_types_.begin(), device_types_.end(),
-                             [&](const core::Device& t) { return SameType(t, d); });
+                             [&](const model::Device& t) { return SameType(t, d); });
       sd.type = static_cast<int>(it - device_types_.begin());
       if (it == device_types_.end()) device_types_.push_back(d);
       sn.total_free += sd.free;
@@ -92,7 +92,7 @@ ClusterState::ClusterState(const std::vector<core::Node>& nodes, const core::Typ
     }
   }
 
-  for (const core::TypicalSpec& s : typical.specs) {
+  for (const placement::TypicalSpec& s : typical.specs) {
     TypicalShape shape;
     shape.weight = s.weight;
     shape.demand.cpu_milli = s.cpu_milli;
@@ -112,11 +112,11 @@ ClusterState::ClusterState(const std::vector<core::Node>& nodes, const core::Typ
   }
 }
 
-StatusOr<Demand> ClusterState::DemandOf(const core::PodRequest& pod) {
+StatusOr<Demand> ClusterState::DemandOf(const model::PodRequest& pod) {
   Demand d;
   d.cpu_milli = pod.cpu_milli;
   d.memory_bytes = pod.memory_bytes;
-  const core::ContainerRequest* shape = nullptr;
+  const model::ContainerRequest* shape = nullptr;
   for (const auto& c : pod.containers) {
     if (c.init || c.device_count == 0) continue;
     if (shape != nullptr) {

@@ -18,12 +18,12 @@
 #include <vector>
 
 #include "common/status.h"
-#include "scheduler/core/model.h"
-#include "scheduler/core/workload.h"
+#include "model/model.h"
+#include "placement/workload.h"
 
 namespace gpupack::sim {
 
-using core::MiB;
+using model::MiB;
 
 inline constexpr int64_t kUnlimited = std::numeric_limits<int64_t>::max() / 4;
 
@@ -42,7 +42,7 @@ struct SimDevice {
   MiB capacity = 0;
   MiB free = 0;
   // The caps of the pods on the device, and the usage the cluster reported for it: as in the
-  // placement core (core::DeviceFreeMiB), only the usage beyond the caps is foreign and takes
+  // placement core (placement::DeviceFreeMiB), only the usage beyond the caps is foreign and takes
   // room, so a reported 1 GiB stops counting once 1 GiB of caps is placed.
   MiB caps = 0;
   MiB used = 0;
@@ -80,11 +80,11 @@ class ClusterState {
   // Builds the view of `nodes` (their current shares count as used) measured against `typical`.
   // unit_mib(), the memory of "one GPU" for arrived-workload accounting and score scales, is the
   // cluster's most common device capacity.
-  ClusterState(const std::vector<core::Node>& nodes, const core::TypicalWorkload& typical);
+  ClusterState(const std::vector<model::Node>& nodes, const placement::TypicalWorkload& typical);
 
   // Interns the device constraint of `pod` and returns its compact demand. Multi-container pods
   // are refused (InvalidArgument naming the pod) unless all device containers share one shape.
-  StatusOr<Demand> DemandOf(const core::PodRequest& pod);
+  StatusOr<Demand> DemandOf(const model::PodRequest& pod);
 
   const std::vector<SimNode>& nodes() const { return nodes_; }
   const std::vector<TypicalShape>& typical() const { return typical_; }
@@ -126,7 +126,7 @@ class ClusterState {
 
   struct ConstraintKey {
     std::vector<std::string> models;
-    core::DeviceKindPreference kind;
+    model::DeviceKindPreference kind;
     std::string profile;
     bool hard;
     bool whole;
@@ -135,7 +135,7 @@ class ClusterState {
   int InternConstraint(const ConstraintKey& key);
 
   std::vector<SimNode> nodes_;
-  std::vector<core::Device> device_types_;  // one exemplar per interned type
+  std::vector<model::Device> device_types_;  // one exemplar per interned type
   std::vector<ConstraintKey> constraints_;
   std::vector<std::vector<uint8_t>> allowed_;  // [constraint][type]: 1 = the type is acceptable
   std::vector<TypicalShape> typical_;

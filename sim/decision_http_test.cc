@@ -71,7 +71,7 @@ class Recorder final : public SimPolicy {
   Recorder(SimPolicy& inner, size_t every, Checkpoint checkpoint)
       : inner_(inner), every_(every), checkpoint_(std::move(checkpoint)) {}
 
-  Status Start(const ClusterState& s, const std::vector<core::Node>& nodes, std::span<const int> rank) override {
+  Status Start(const ClusterState& s, const std::vector<model::Node>& nodes, std::span<const int> rank) override {
     nodes_ = &nodes;
     return inner_.Start(s, nodes, rank);
   }
@@ -86,7 +86,7 @@ class Recorder final : public SimPolicy {
     decisions_.back().node = choice.node;
     decisions_.back().slots = choice.slots;
     for (int slot : choice.slots) {
-      const core::Device& device = (*nodes_)[choice.node].devices[slot];
+      const model::Device& device = (*nodes_)[choice.node].devices[slot];
       allocation_[device.uuid] += pod.demand.whole() ? device.capacity_mib : pod.demand.mem_per_device;
     }
   }
@@ -97,12 +97,12 @@ class Recorder final : public SimPolicy {
   SimPolicy& inner_;
   size_t every_;
   Checkpoint checkpoint_;
-  const std::vector<core::Node>* nodes_ = nullptr;
+  const std::vector<model::Node>* nodes_ = nullptr;
   std::vector<PodDecision> decisions_;
   Allocation allocation_;
 };
 
-std::string Describe(const PodDecision& d, const std::vector<core::Node>& nodes) {
+std::string Describe(const PodDecision& d, const std::vector<model::Node>& nodes) {
   std::string out = d.pod + " → " + (d.node < 0 ? "(failed)" : nodes[d.node].name) + " [";
   for (int s : d.slots) out += std::to_string(s) + " ";
   return out + "]";

@@ -8,8 +8,8 @@
 
 #include "api/annotations.h"
 #include "api/extender_types.h"
-#include "scheduler/core/decision.h"
-#include "scheduler/core/placement.h"
+#include "placement/decision.h"
+#include "placement/placement.h"
 
 namespace gpupack::sim {
 namespace {
@@ -26,11 +26,11 @@ class ExtenderPolicy final : public SimPolicy {
     client_.set_read_timeout(30);
   }
 
-  Status Start(const ClusterState&, const std::vector<core::Node>& nodes, std::span<const int>) override {
+  Status Start(const ClusterState&, const std::vector<model::Node>& nodes, std::span<const int>) override {
     // Mirror the extender's decision with its default settings: the same module, fed the same
     // binds, refreshed at the same binds (the first time before the first pod, as the extender
     // does at its first filter).
-    decision_.emplace(core::PolicyKind::kFgd, core::PlacementOptions{}, core::DecisionOptions{});
+    decision_.emplace(model::PolicyKind::kFgd, placement::PlacementOptions{}, placement::DecisionOptions{});
     nodes_ = nodes;
     RebuildMirror();
     return Status::Ok();
@@ -98,7 +98,7 @@ class ExtenderPolicy final : public SimPolicy {
       // A refused bind leaves the pod unscheduled, as kube-scheduler would (one attempt per pod).
       return std::optional<Choice>();
     }
-    core::NodeEvaluation eval = mirror_->Evaluate(nodes_[node], summaries_[node], *pod.request);
+    placement::NodeEvaluation eval = mirror_->Evaluate(nodes_[node], summaries_[node], *pod.request);
     if (!eval.verdict.fits()) {
       return Status::Internal("extender bound " + pod.name + " to " + chosen +
                               " where the simulator's mirror says: " + eval.verdict.Message());
@@ -113,10 +113,10 @@ class ExtenderPolicy final : public SimPolicy {
   }
 
   void Committed(const SimPod& pod, const Choice& choice) override {
-    core::PodRequest request = *pod.request;
+    model::PodRequest request = *pod.request;
     request.name = pod.name;
     request.uid = pod.name;
-    Status st = core::ApplyPlacement(nodes_[choice.node], request, pending_, mirror_->options());
+    Status st = placement::ApplyPlacement(nodes_[choice.node], request, pending_, mirror_->options());
     GPUPACK_CHECK(st.ok());
     summaries_[choice.node] = mirror_->Summarize(nodes_[choice.node]);
     if (decision_->Observe(request)) RebuildMirror();
@@ -125,8 +125,8 @@ class ExtenderPolicy final : public SimPolicy {
  private:
   // The extender's device choice as of its last policy refresh, rebuilt as it rebuilds.
   void RebuildMirror() {
-    mirror_.emplace(decision_->Refresh([&](const std::function<void(const core::Node&)>& visit) {
-      for (const core::Node& node : nodes_) visit(node);
+    mirror_.emplace(decision_->Refresh([&](const std::function<void(const model::Node&)>& visit) {
+      for (const model::Node& node : nodes_) visit(node);
     }));
     summaries_.resize(nodes_.size());
     for (size_t n = 0; n < nodes_.size(); ++n) summaries_[n] = mirror_->Summarize(nodes_[n]);
@@ -160,16 +160,16 @@ class ExtenderPolicy final : public SimPolicy {
   std::string base_;  // scheme, host and port, for messages
   std::string prefix_;
   int weight_;
-  std::optional<core::Decision> decision_;
-  std::optional<core::Policy> mirror_;
-  std::vector<core::Node> nodes_;
-  std::vector<core::NodeSummary> summaries_;
-  core::Placement pending_;
+  std::optional<placement::Decision> decision_;
+  std::optional<placement::Policy> mirror_;
+  std::vector<model::Node> nodes_;
+  std::vector<placement::NodeSummary> summaries_;
+  model::Placement pending_;
 };
 
 }  // namespace
 
-nlohmann::json PodJson(const core::PodRequest& request, const std::string& name) {
+nlohmann::json PodJson(const model::PodRequest& request, const std::string& name) {
   nlohmann::json limits = nlohmann::json::object();
   nlohmann::json requests = nlohmann::json::object();
   requests["cpu"] = std::to_string(request.cpu_milli) + "m";
@@ -188,8 +188,8 @@ nlohmann::json PodJson(const core::PodRequest& request, const std::string& name)
     annotations[std::string(api::kAnnotationGpuModel)] = models;
   }
   if (!request.mig_profile.empty()) annotations[std::string(api::kAnnotationMigProfile)] = request.mig_profile;
-  if (request.device_kind == core::DeviceKindPreference::kGpu) annotations[std::string(api::kAnnotationDeviceKind)] = "gpu";
-  if (request.device_kind == core::DeviceKindPreference::kMig) annotations[std::string(api::kAnnotationDeviceKind)] = "mig";
+  if (request.device_kind == model::DeviceKindPreference::kGpu) annotations[std::string(api::kAnnotationDeviceKind)] = "gpu";
+  if (request.device_kind == model::DeviceKindPreference::kMig) annotations[std::string(api::kAnnotationDeviceKind)] = "mig";
   if (request.hard_isolation) annotations[std::string(api::kAnnotationIsolation)] = "hard";
   auto joined = [](const std::vector<std::string>& parts, char separator) {
     std::string out;
@@ -203,9 +203,9 @@ nlohmann::json PodJson(const core::PodRequest& request, const std::string& name)
   if (!request.excluded_gpu_uuids.empty()) {
     annotations[std::string(api::kAnnotationGpuUuidsExclude)] = joined(request.excluded_gpu_uuids, ',');
   }
-  if (request.node_policy) annotations[std::string(api::kAnnotationNodePolicy)] = std::string(core::PolicyKindName(*request.node_policy));
+  if (request.node_policy) annotations[std::string(api::kAnnotationNodePolicy)] = std::string(placement::PolicyKindName(*request.node_policy));
   if (request.device_policy) {
-    annotations[std::string(api::kAnnotationDevicePolicy)] = std::string(core::PolicyKindName(*request.device_policy));
+    annotations[std::string(api::kAnnotationDevicePolicy)] = std::string(placement::PolicyKindName(*request.device_policy));
   }
   if (!request.spread_key.empty()) {
     annotations[std::string(api::kAnnotationSpreadKey)] = request.spread_key;

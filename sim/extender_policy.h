@@ -7,7 +7,7 @@
 //      taken as disabled, as in the FGD paper's runs); the highest total wins, ties at random;
 //   4. POST {url}/bind.
 // The extender picks the devices at bind and does not return them; the simulator mirrors the
-// choice with the same decision module (core::Decision, default options) and placement core on
+// choice with the same decision module (placement::Decision, default options) and placement core on
 // the bound node, fed the same binds. If the extender is configured otherwise the mirrored device
 // may differ; node choice, which dominates packing, is the extender's.
 #pragma once
@@ -26,6 +26,6 @@ namespace gpupack::sim {
 StatusOr<std::unique_ptr<SimPolicy>> MakeExtenderPolicy(const std::string& url, int weight);
 
 // The v1.Pod kube-scheduler would send for `request`, named `name`.
-nlohmann::json PodJson(const core::PodRequest& request, const std::string& name);
+nlohmann::json PodJson(const model::PodRequest& request, const std::string& name);
 
 }  // namespace gpupack::sim

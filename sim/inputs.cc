@@ -8,8 +8,8 @@
 #include <yaml-cpp/yaml.h>
 
 #include "api/annotations.h"
-#include "api/cluster_file.h"
-#include "api/pod_request.h"
+#include "translate/cluster_file.h"
+#include "translate/pod_request.h"
 #include "common/file.h"
 #include "common/input_check.h"
 #include "common/quantity.h"
@@ -106,15 +106,15 @@ std::string Mark(const std::string& where, const YAML::Node& n) {
 
 }  // namespace
 
-StatusOr<std::vector<core::Node>> ParseAlibabaNodes(std::string_view csv, const std::string& where) {
+StatusOr<std::vector<model::Node>> ParseAlibabaNodes(std::string_view csv, const std::string& where) {
   std::vector<CsvRow> rows = SplitCsv(csv);
   if (rows.empty()) return Status::InvalidArgument(where + ": empty node list");
   GPUPACK_ASSIGN_OR_RETURN(auto cols, Columns(rows[0], {"sn", "cpu_milli", "memory_mib", "gpu", "model"}, where));
-  std::vector<core::Node> nodes;
+  std::vector<model::Node> nodes;
   std::map<std::string, int> seen;
   for (size_t r = 1; r < rows.size(); ++r) {
     const CsvRow& row = rows[r];
-    core::Node node;
+    model::Node node;
     GPUPACK_ASSIGN_OR_RETURN(Field name, Get(row, cols["sn"], "sn", where));
     if (name.text.empty()) return Status::InvalidArgument(At(where, row.line, name.column) + "sn: empty node name");
     node.name = std::string(name.text);
@@ -136,8 +136,8 @@ StatusOr<std::vector<core::Node>> ParseAlibabaNodes(std::string_view csv, const 
       return Status::InvalidArgument(At(where, row.line, model.column) + "model: empty for a node with GPUs");
     }
     for (int g = 0; g < gpus; ++g) {
-      core::Device d;
-      d.uuid = api::GeneratedGpuUuid(node.name, g);
+      model::Device d;
+      d.uuid = translate::GeneratedGpuUuid(node.name, g);
       d.index = g;
       d.model = std::string(model.text);
       d.capacity_mib = kTraceGpuMiB;
@@ -149,17 +149,17 @@ StatusOr<std::vector<core::Node>> ParseAlibabaNodes(std::string_view csv, const 
   return nodes;
 }
 
-StatusOr<std::vector<core::PodRequest>> ParseAlibabaPods(std::string_view csv, const std::string& where) {
+StatusOr<std::vector<model::PodRequest>> ParseAlibabaPods(std::string_view csv, const std::string& where) {
   std::vector<CsvRow> rows = SplitCsv(csv);
   if (rows.empty()) return Status::InvalidArgument(where + ": empty pod list");
   GPUPACK_ASSIGN_OR_RETURN(auto cols,
                            Columns(rows[0], {"name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli"}, where));
   const bool has_spec = cols.count("gpu_spec") > 0;
-  std::vector<core::PodRequest> pods;
+  std::vector<model::PodRequest> pods;
   pods.reserve(rows.size());
   for (size_t r = 1; r < rows.size(); ++r) {
     const CsvRow& row = rows[r];
-    core::PodRequest pod;
+    model::PodRequest pod;
     GPUPACK_ASSIGN_OR_RETURN(Field name, Get(row, cols["name"], "name", where));
     if (name.text.empty()) return Status::InvalidArgument(At(where, row.line, name.column) + "name: empty pod name");
     pod.ns = "default";
@@ -179,7 +179,7 @@ StatusOr<std::vector<core::PodRequest>> ParseAlibabaPods(std::string_view csv, c
         return Status::InvalidArgument(At(where, row.line, row.fields[cols["gpu_milli"]].column) +
                                        "gpu_milli: 0 for a pod with num_gpu " + std::to_string(num_gpu));
       }
-      core::ContainerRequest c;
+      model::ContainerRequest c;
       c.name = "main";
       c.device_count = static_cast<int>(num_gpu);
       // The artifact caps gpu_milli at 1000; a full GPU is a whole-device request.
@@ -201,7 +201,7 @@ StatusOr<std::vector<core::PodRequest>> ParseAlibabaPods(std::string_view csv, c
   return pods;
 }
 
-StatusOr<std::vector<core::PodRequest>> ParseWorkloadYaml(std::string_view text, const std::string& where) {
+StatusOr<std::vector<model::PodRequest>> ParseWorkloadYaml(std::string_view text, const std::string& where) {
   StatusOr<YAML::Node> parsed = ParseYamlStrict(text);
   if (!parsed.ok()) return parsed.status().WithContext(where);
   const YAML::Node root = *parsed;
@@ -212,7 +212,7 @@ StatusOr<std::vector<core::PodRequest>> ParseWorkloadYaml(std::string_view text,
                                 "memory",     "migProfile",   "gpuModel",        "deviceKind", "isolation",
                                 "gpuModelExclude", "gpuUuids", "gpuUuidsExclude", "nodePolicy", "devicePolicy",
                                 "spreadKey",  "spreadScope"};
-  std::vector<core::PodRequest> pods;
+  std::vector<model::PodRequest> pods;
   std::map<std::string, std::string> names;
   for (const YAML::Node& entry : root["pods"]) {
     if (!entry.IsMap()) return Status::InvalidArgument(Mark(where, entry) + "each pod must be a map");
@@ -229,7 +229,7 @@ StatusOr<std::vector<core::PodRequest>> ParseWorkloadYaml(std::string_view text,
     if (Status valid = CheckDns1123Subdomain(name, "name"); !valid.ok()) {
       return Status::InvalidArgument(Mark(where, entry["name"]) + valid.message());
     }
-    core::PodRequest base;
+    model::PodRequest base;
     base.ns = "default";
     int64_t count = 1;
     if (entry["count"]) {
@@ -249,7 +249,7 @@ StatusOr<std::vector<core::PodRequest>> ParseWorkloadYaml(std::string_view text,
       }
       gpus = *g;
     }
-    core::MiB per_device = 0;
+    model::MiB per_device = 0;
     if (entry["gpuMemory"]) {
       auto mem = ParseMemoryMiBCeil(scalar("gpuMemory"), "gpuMemory");
       if (!mem.ok()) return Status::InvalidArgument(Mark(where, entry["gpuMemory"]) + mem.status().message());
@@ -257,7 +257,7 @@ StatusOr<std::vector<core::PodRequest>> ParseWorkloadYaml(std::string_view text,
       per_device = (*mem + gpus - 1) / gpus;
     }
     if (gpus > 0) {
-      core::ContainerRequest c;
+      model::ContainerRequest c;
       c.name = "main";
       c.device_count = static_cast<int>(gpus);
       c.mem_per_device_mib = per_device;
@@ -283,9 +283,9 @@ StatusOr<std::vector<core::PodRequest>> ParseWorkloadYaml(std::string_view text,
     }
     const std::string kind = scalar("deviceKind");
     if (kind == "gpu") {
-      base.device_kind = core::DeviceKindPreference::kGpu;
+      base.device_kind = model::DeviceKindPreference::kGpu;
     } else if (kind == "mig") {
-      base.device_kind = core::DeviceKindPreference::kMig;
+      base.device_kind = model::DeviceKindPreference::kMig;
     } else if (!kind.empty() && kind != "any") {
       return Status::InvalidArgument(Mark(where, entry["deviceKind"]) + "deviceKind: want gpu, mig or any, got \"" +
                                      kind + "\"");
@@ -303,7 +303,7 @@ StatusOr<std::vector<core::PodRequest>> ParseWorkloadYaml(std::string_view text,
     }
     if (!annotations.empty()) {
       const nlohmann::json pod = {{"metadata", {{"annotations", annotations}}}, {"spec", {{"containers", nlohmann::json::array()}}}};
-      StatusOr<core::PodRequest> parsed = api::ParsePodRequest(pod);
+      StatusOr<model::PodRequest> parsed = translate::ParsePodRequest(pod);
       if (!parsed.ok()) return Status::InvalidArgument(Mark(where, entry) + parsed.status().message());
       base.excluded_gpu_models = parsed->excluded_gpu_models;
       base.gpu_uuids = parsed->gpu_uuids;
@@ -320,11 +320,11 @@ StatusOr<std::vector<core::PodRequest>> ParseWorkloadYaml(std::string_view text,
       return Status::InvalidArgument(Mark(where, entry["isolation"]) + "isolation: want hard or best-effort, got \"" +
                                      isolation + "\"");
     }
-    if (!base.mig_profile.empty() && base.device_kind == core::DeviceKindPreference::kGpu) {
+    if (!base.mig_profile.empty() && base.device_kind == model::DeviceKindPreference::kGpu) {
       return Status::InvalidArgument(Mark(where, entry) + "migProfile with deviceKind gpu can never fit");
     }
     for (int64_t i = 0; i < count; ++i) {
-      core::PodRequest pod = base;
+      model::PodRequest pod = base;
       pod.name = count == 1 ? name : name + "-" + std::to_string(i);
       pod.uid = pod.name;
       auto [it, fresh] = names.emplace(pod.name, Mark(where, entry));
@@ -339,22 +339,22 @@ StatusOr<std::vector<core::PodRequest>> ParseWorkloadYaml(std::string_view text,
   return pods;
 }
 
-StatusOr<std::vector<core::Node>> LoadCluster(const std::string& path) {
+StatusOr<std::vector<model::Node>> LoadCluster(const std::string& path) {
   GPUPACK_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path, "input file"));
   if (text.rfind("sn,", 0) == 0) return ParseAlibabaNodes(text, path);
-  // Parses the text already read (api::LoadClusterFile would read the file a second time).
-  StatusOr<std::vector<core::Node>> nodes = api::ParseClusterYaml(text);
+  // Parses the text already read (translate::LoadClusterFile would read the file a second time).
+  StatusOr<std::vector<model::Node>> nodes = translate::ParseClusterYaml(text);
   if (!nodes.ok()) return nodes.status().WithContext(path);
   return nodes;
 }
 
-StatusOr<std::vector<core::PodRequest>> LoadWorkload(const std::string& path) {
+StatusOr<std::vector<model::PodRequest>> LoadWorkload(const std::string& path) {
   GPUPACK_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path, "input file"));
   if (text.rfind("name,", 0) == 0) return ParseAlibabaPods(text, path);
   return ParseWorkloadYaml(text, path);
 }
 
-std::string ClusterYaml(const std::vector<core::Node>& nodes) {
+std::string ClusterYaml(const std::vector<model::Node>& nodes) {
   std::ostringstream out;
   out << "nodes:\n";
   for (const auto& node : nodes) {
@@ -380,28 +380,28 @@ std::string ClusterYaml(const std::vector<core::Node>& nodes) {
     for (const auto& d : node.devices) {
       // What the placement reads of a device beyond its size: the reported usage, the health and
       // hard isolation (the GPU's, which its MIG instances share).
-      const std::string state = (d.used_mib > 0 && d.kind == core::DeviceKind::kGpu
+      const std::string state = (d.used_mib > 0 && d.kind == model::DeviceKind::kGpu
                                      ? ", used: " + std::to_string(d.used_mib) + "Mi"
                                      : std::string()) +
                                 (d.healthy ? "" : ", healthy: false") +
-                                (d.hard_isolation && d.kind == core::DeviceKind::kGpu ? ", hardIsolation: true" : "");
-      if (d.kind == core::DeviceKind::kGpu) {
+                                (d.hard_isolation && d.kind == model::DeviceKind::kGpu ? ", hardIsolation: true" : "");
+      if (d.kind == model::DeviceKind::kGpu) {
         out << "      - {model: \"" << d.model << "\", memory: " << d.capacity_mib << "Mi, uuid: \"" << d.uuid << "\""
             << state << "}\n";
         continue;
       }
       if (std::find(parents.begin(), parents.end(), d.parent_uuid) != parents.end()) continue;
       parents.push_back(d.parent_uuid);
-      // The parent's own memory is not kept in core::Node; the instances' sum is a valid lower bound.
-      core::MiB parent_mib = 0;
+      // The parent's own memory is not kept in model::Node; the instances' sum is a valid lower bound.
+      model::MiB parent_mib = 0;
       for (const auto& m : node.devices) {
-        if (m.kind == core::DeviceKind::kMig && m.parent_uuid == d.parent_uuid) parent_mib += m.capacity_mib;
+        if (m.kind == model::DeviceKind::kMig && m.parent_uuid == d.parent_uuid) parent_mib += m.capacity_mib;
       }
       out << "      - {model: \"" << d.model << "\", memory: " << parent_mib << "Mi, uuid: \"" << d.parent_uuid << "\""
           << state << ", mig: [";
       bool first = true;
       for (const auto& m : node.devices) {
-        if (m.kind != core::DeviceKind::kMig || m.parent_uuid != d.parent_uuid) continue;
+        if (m.kind != model::DeviceKind::kMig || m.parent_uuid != d.parent_uuid) continue;
         out << (first ? "" : ", ") << "{profile: \"" << m.mig_profile << "\", memory: " << m.capacity_mib
             << "Mi, uuid: \"" << m.uuid << "\"";
         if (m.used_mib > 0) out << ", used: " << m.used_mib << "Mi";

@@ -12,18 +12,18 @@
 #include <vector>
 
 #include "common/status.h"
-#include "scheduler/core/model.h"
+#include "model/model.h"
 
 namespace gpupack::sim {
 
 // Memory of one modelled trace GPU.
-inline constexpr core::MiB kTraceGpuMiB = 1000;
+inline constexpr model::MiB kTraceGpuMiB = 1000;
 
 // The Alibaba node list (columns sn, cpu_milli, memory_mib, gpu, model; any order, extra columns
 // ignored). `where` names the source in errors.
-StatusOr<std::vector<core::Node>> ParseAlibabaNodes(std::string_view csv, const std::string& where);
+StatusOr<std::vector<model::Node>> ParseAlibabaNodes(std::string_view csv, const std::string& where);
 // The Alibaba pod list (name, cpu_milli, memory_mib, num_gpu, gpu_milli, optional gpu_spec).
-StatusOr<std::vector<core::PodRequest>> ParseAlibabaPods(std::string_view csv, const std::string& where);
+StatusOr<std::vector<model::PodRequest>> ParseAlibabaPods(std::string_view csv, const std::string& where);
 // Our workload file:
 //   pods:
 //     - {name: infer, gpuMemory: 10Gi, gpus: 1, cpu: "4", memory: 16Gi, count: 20}
@@ -31,17 +31,17 @@ StatusOr<std::vector<core::PodRequest>> ParseAlibabaPods(std::string_view csv, c
 // cpu, memory, migProfile, gpuModel ("A|B"), deviceKind (gpu|mig|any), isolation (hard|best-effort).
 // A pod with neither gpuMemory nor gpus asks for no device. Entries with count > 1 are named
 // name-0 … name-(count−1).
-StatusOr<std::vector<core::PodRequest>> ParseWorkloadYaml(std::string_view yaml, const std::string& where);
+StatusOr<std::vector<model::PodRequest>> ParseWorkloadYaml(std::string_view yaml, const std::string& where);
 
 // By content: a file whose first line starts with "sn," / "name," is an Alibaba CSV, anything else
-// YAML (the cluster file via api::LoadClusterFile).
-StatusOr<std::vector<core::Node>> LoadCluster(const std::string& path);
-StatusOr<std::vector<core::PodRequest>> LoadWorkload(const std::string& path);
+// YAML (the cluster file via translate::LoadClusterFile).
+StatusOr<std::vector<model::Node>> LoadCluster(const std::string& path);
+StatusOr<std::vector<model::PodRequest>> LoadWorkload(const std::string& path);
 
 // Writes nodes as a cluster file (docs/cluster-file.md), e.g. to start a standalone extender on the
 // Alibaba cluster for the HTTP mode. Everything the file can say round-trips (labels, reported
 // usage, health, hard isolation, MIG instance ids and placements), so the extender started on it
 // decides on the cluster the simulator replays.
-std::string ClusterYaml(const std::vector<core::Node>& nodes);
+std::string ClusterYaml(const std::vector<model::Node>& nodes);
 
 }  // namespace gpupack::sim

@@ -6,8 +6,8 @@
 #include <limits>
 #include <optional>
 
-#include "scheduler/core/decision.h"
-#include "scheduler/core/placement.h"
+#include "placement/decision.h"
+#include "placement/placement.h"
 
 namespace gpupack::sim {
 
@@ -61,7 +61,7 @@ class BaselinePolicy final : public SimPolicy {
  public:
   explicit BaselinePolicy(Baseline kind) : kind_(kind) {}
 
-  Status Start(const ClusterState&, const std::vector<core::Node>&, std::span<const int> rank) override {
+  Status Start(const ClusterState&, const std::vector<model::Node>&, std::span<const int> rank) override {
     rank_.assign(rank.begin(), rank.end());
     return Status::Ok();
   }
@@ -184,11 +184,11 @@ class BaselinePolicy final : public SimPolicy {
     const double before = s.NodeFragmentation(n);
     if (d.device_count == 0) {
       scratch_.clear();
-      return core::FgdScoreLevel(s.FragmentationAfter(n, d, {}) - before, s.unit_mib());
+      return placement::FgdScoreLevel(s.FragmentationAfter(n, d, {}) - before, s.unit_mib());
     }
     if (d.whole() || d.device_count > 1) {
       DefaultDevices(s, n, d, scratch_);
-      return core::FgdScoreLevel(s.FragmentationAfter(n, d, scratch_) - before, s.unit_mib());
+      return placement::FgdScoreLevel(s.FragmentationAfter(n, d, scratch_) - before, s.unit_mib());
     }
     const auto& devs = s.nodes()[n].devices;
     int64_t best = std::numeric_limits<int64_t>::min();
@@ -202,7 +202,7 @@ class BaselinePolicy final : public SimPolicy {
       }
       if (duplicate) continue;
       const int slot[1] = {g};
-      const int64_t score = core::FgdScoreLevel(s.FragmentationAfter(n, d, slot) - before, s.unit_mib());
+      const int64_t score = placement::FgdScoreLevel(s.FragmentationAfter(n, d, slot) - before, s.unit_mib());
       if (score > best) {
         best = score;
         best_slot = g;
@@ -219,43 +219,43 @@ class BaselinePolicy final : public SimPolicy {
   std::vector<int> scratch_;
 };
 
-// gpupack's own placement, exactly as the extender runs it: the decision module (core::Decision)
+// gpupack's own placement, exactly as the extender runs it: the decision module (placement::Decision)
 // learns the typical workload from bound pods and rebuilds the policy every refresh_pods binds
-// from the cluster as it is; each node is ranked by core::RankOf, its tie-break rank the
-// extender's (core::NodeTieBreakRank with the default salt 0), and the lowest key wins (nodes
+// from the cluster as it is; each node is ranked by placement::RankOf, its tie-break rank the
+// extender's (placement::NodeTieBreakRank with the default salt 0), and the lowest key wins (nodes
 // with equal keys, possible only with exact costs: the lower tie-break rank). The variants are
-// other core::DecisionOptions, or a pinned workload.
+// other placement::DecisionOptions, or a pinned workload.
 class CorePolicy final : public SimPolicy {
  public:
-  CorePolicy(core::PolicyKind kind, core::DecisionOptions options, std::optional<core::TypicalWorkload> pinned)
+  CorePolicy(model::PolicyKind kind, placement::DecisionOptions options, std::optional<placement::TypicalWorkload> pinned)
       : kind_(kind), options_(options), pinned_(std::move(pinned)) {}
 
-  Status Start(const ClusterState&, const std::vector<core::Node>& nodes, std::span<const int> /*seed_rank*/) override {
-    decision_.emplace(pinned_ ? core::Decision::Pinned(kind_, core::PlacementOptions{}, options_, *pinned_)
-                              : core::Decision(kind_, core::PlacementOptions{}, options_));
+  Status Start(const ClusterState&, const std::vector<model::Node>& nodes, std::span<const int> /*seed_rank*/) override {
+    decision_.emplace(pinned_ ? placement::Decision::Pinned(kind_, placement::PlacementOptions{}, options_, *pinned_)
+                              : placement::Decision(kind_, placement::PlacementOptions{}, options_));
     nodes_ = nodes;
     // The extender refreshes once as soon as it knows the cluster (its first filter).
     RefreshPolicy();
     rank_.clear();
-    for (const core::Node& node : nodes_) rank_.push_back(core::NodeTieBreakRank(node.name, 0));
+    for (const model::Node& node : nodes_) rank_.push_back(placement::NodeTieBreakRank(node.name, 0));
     return Status::Ok();
   }
 
   StatusOr<std::optional<Choice>> Choose(const ClusterState& s, const SimPod& pod, Rng&) override {
-    const core::DecisionOptions& rank_options = decision_->options();
-    const core::MiB unit = decision_->unit_mib();
-    const bool levels = kind_ == core::PolicyKind::kFgd && rank_options.fgd_levels;
-    core::DecisionOptions options = rank_options;
+    const placement::DecisionOptions& rank_options = decision_->options();
+    const model::MiB unit = decision_->unit_mib();
+    const bool levels = kind_ == model::PolicyKind::kFgd && rank_options.fgd_levels;
+    placement::DecisionOptions options = rank_options;
     options.fgd_levels = levels;
     int best = -1;
-    core::RankKey best_key;
+    placement::RankKey best_key;
     for (int n = 0; n < static_cast<int>(nodes_.size()); ++n) {
       // The compact filter is the same fit; it only saves the core the infeasible nodes.
       if (!s.Fits(n, pod.demand)) continue;
-      const core::NodeScore score = policy_->Score(nodes_[n], summaries_[n], *pod.request);
+      const placement::NodeScore score = policy_->Score(nodes_[n], summaries_[n], *pod.request);
       if (!score.verdict.fits()) continue;
-      const core::RankKey key =
-          core::RankOf({score.cost, score.fill_cost, score.reservation_cost, score.completion_loss, rank_[n]}, unit,
+      const placement::RankKey key =
+          placement::RankOf({score.cost, score.fill_cost, score.reservation_cost, score.completion_loss, rank_[n]}, unit,
                        options, pod.request->node_policy);
       if (best < 0 || key < best_key || (key == best_key && rank_[n] < rank_[best])) {
         best = n;
@@ -264,7 +264,7 @@ class CorePolicy final : public SimPolicy {
     }
     if (best < 0) return std::optional<Choice>();
     // Only the winner's devices are needed; Evaluate makes the same choice Score costed.
-    core::Placement best_placement = policy_->Evaluate(nodes_[best], summaries_[best], *pod.request).placement;
+    model::Placement best_placement = policy_->Evaluate(nodes_[best], summaries_[best], *pod.request).placement;
     Choice choice;
     choice.node = best;
     for (const auto& cp : best_placement.containers) {
@@ -275,8 +275,8 @@ class CorePolicy final : public SimPolicy {
   }
 
   void Committed(const SimPod& pod, const Choice& choice) override {
-    core::Node& node = nodes_[choice.node];
-    Status st = core::ApplyPlacement(node, *pod.request, pending_, policy_->options());
+    model::Node& node = nodes_[choice.node];
+    Status st = placement::ApplyPlacement(node, *pod.request, pending_, policy_->options());
     GPUPACK_CHECK(st.ok());
     summaries_[choice.node] = policy_->Summarize(node);
     if (decision_->Observe(*pod.request)) RefreshPolicy();
@@ -284,22 +284,22 @@ class CorePolicy final : public SimPolicy {
 
  private:
   void RefreshPolicy() {
-    policy_.emplace(decision_->Refresh([&](const std::function<void(const core::Node&)>& visit) {
-      for (const core::Node& node : nodes_) visit(node);
+    policy_.emplace(decision_->Refresh([&](const std::function<void(const model::Node&)>& visit) {
+      for (const model::Node& node : nodes_) visit(node);
     }));
     summaries_.resize(nodes_.size());
     for (size_t n = 0; n < nodes_.size(); ++n) summaries_[n] = policy_->Summarize(nodes_[n]);
   }
 
-  core::PolicyKind kind_;
-  core::DecisionOptions options_;
-  std::optional<core::TypicalWorkload> pinned_;
-  std::optional<core::Decision> decision_;
-  std::optional<core::Policy> policy_;
-  std::vector<core::Node> nodes_;
-  std::vector<core::NodeSummary> summaries_;
+  model::PolicyKind kind_;
+  placement::DecisionOptions options_;
+  std::optional<placement::TypicalWorkload> pinned_;
+  std::optional<placement::Decision> decision_;
+  std::optional<placement::Policy> policy_;
+  std::vector<model::Node> nodes_;
+  std::vector<placement::NodeSummary> summaries_;
   std::vector<uint64_t> rank_;
-  core::Placement pending_;
+  model::Placement pending_;
 };
 
 }  // namespace
@@ -310,29 +310,29 @@ std::vector<std::string> PolicyNames() {
           "dotprod",         "clustering",           "packing",        "bestfit",        "fgd"};
 }
 
-StatusOr<std::unique_ptr<SimPolicy>> MakePolicy(std::string_view name, const core::TypicalWorkload& typical) {
+StatusOr<std::unique_ptr<SimPolicy>> MakePolicy(std::string_view name, const placement::TypicalWorkload& typical) {
   // gpupack is the decision module's defaults; each variant changes one of its options.
-  auto make = [](core::PolicyKind kind, core::DecisionOptions options,
-                 std::optional<core::TypicalWorkload> pinned = std::nullopt) {
+  auto make = [](model::PolicyKind kind, placement::DecisionOptions options,
+                 std::optional<placement::TypicalWorkload> pinned = std::nullopt) {
     return std::unique_ptr<SimPolicy>(new CorePolicy(kind, options, std::move(pinned)));
   };
-  const core::DecisionOptions defaults;
-  core::DecisionOptions variant = defaults;
-  if (name == "gpupack") return make(core::PolicyKind::kFgd, defaults);
+  const placement::DecisionOptions defaults;
+  placement::DecisionOptions variant = defaults;
+  if (name == "gpupack") return make(model::PolicyKind::kFgd, defaults);
   if (name == "gpupack-exact" || name == "gpupack-pinned-exact") variant.fgd_levels = false;
   if (name == "gpupack-nocompletion") variant.rank_by_completion = false;
   if (name == "gpupack-nofill") variant.rank_by_fill = false;
   if (name == "gpupack-noreserve") variant.reserve_scarce_capacity = false;
   if (name == "gpupack-exact" || name == "gpupack-nocompletion" || name == "gpupack-nofill" ||
       name == "gpupack-noreserve") {
-    return make(core::PolicyKind::kFgd, variant);
+    return make(model::PolicyKind::kFgd, variant);
   }
   if (name == "gpupack-pinned" || name == "gpupack-pinned-exact") {
     variant.refresh_pods = 0;
-    return make(core::PolicyKind::kFgd, variant, typical);
+    return make(model::PolicyKind::kFgd, variant, typical);
   }
-  if (name == "gpupack-binpack") return make(core::PolicyKind::kBinpack, defaults);
-  if (name == "gpupack-spread") return make(core::PolicyKind::kSpread, defaults);
+  if (name == "gpupack-binpack") return make(model::PolicyKind::kBinpack, defaults);
+  if (name == "gpupack-spread") return make(model::PolicyKind::kSpread, defaults);
   static const std::pair<const char*, Baseline> kBaselines[] = {
       {"random", Baseline::kRandom},   {"dotprod", Baseline::kDotProd}, {"clustering", Baseline::kClustering},
       {"packing", Baseline::kPacking}, {"bestfit", Baseline::kBestFit}, {"fgd", Baseline::kFgd}};

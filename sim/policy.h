@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "common/status.h"
-#include "scheduler/core/model.h"
-#include "scheduler/core/workload.h"
+#include "model/model.h"
+#include "placement/workload.h"
 #include "sim/cluster_state.h"
 
 namespace gpupack::sim {
@@ -44,7 +44,7 @@ class Rng {
 
 // One pod as replayed: the decoded request (for the core and the HTTP mode) and its compact demand.
 struct SimPod {
-  const core::PodRequest* request = nullptr;
+  const model::PodRequest* request = nullptr;
   Demand demand;
   std::string name;  // unique per arrival (copies made by inflation get "-tuned-<i>")
 };
@@ -54,7 +54,7 @@ class SimPolicy {
   virtual ~SimPolicy() = default;
   // Called before the first pod of a replay. `nodes` is the cluster as loaded (index = node index
   // of `state`); `rank[n]` is node n's position in the seed's random node order.
-  virtual Status Start(const ClusterState& state, const std::vector<core::Node>& nodes, std::span<const int> rank) = 0;
+  virtual Status Start(const ClusterState& state, const std::vector<model::Node>& nodes, std::span<const int> rank) = 0;
   // Chooses a node and its devices for the pod, or nullopt when it fits nowhere. A Status error
   // aborts the replay (e.g. the extender is unreachable).
   virtual StatusOr<std::optional<Choice>> Choose(const ClusterState& state, const SimPod& pod, Rng& rng) = 0;
@@ -77,7 +77,7 @@ std::vector<std::string> PolicyNames();
 // instead of the learned one), "gpupack-binpack" and "gpupack-spread" (the core's simple
 // policies), and the baselines "random", "dotprod", "clustering", "packing",
 // "bestfit", "fgd". InvalidArgument for anything else.
-StatusOr<std::unique_ptr<SimPolicy>> MakePolicy(std::string_view name, const core::TypicalWorkload& typical);
+StatusOr<std::unique_ptr<SimPolicy>> MakePolicy(std::string_view name, const placement::TypicalWorkload& typical);
 
 
 }  // namespace gpupack::sim

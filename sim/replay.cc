@@ -7,14 +7,14 @@
 
 namespace gpupack::sim {
 
-StatusOr<Replayer> Replayer::Create(std::vector<core::Node> nodes, std::vector<core::PodRequest> pods,
+StatusOr<Replayer> Replayer::Create(std::vector<model::Node> nodes, std::vector<model::PodRequest> pods,
                                     ReplayOptions options) {
   if (nodes.empty()) return Status::InvalidArgument("the cluster has no nodes");
   if (pods.empty()) return Status::InvalidArgument("the workload has no pods");
-  std::vector<core::TypicalSpec> specs;
+  std::vector<placement::TypicalSpec> specs;
   specs.reserve(pods.size());
-  for (const auto& pod : pods) specs.push_back(core::SpecOfPod(pod));
-  core::TypicalWorkload typical = core::TypicalWorkloadFromPods(specs, options.coverage);
+  for (const auto& pod : pods) specs.push_back(placement::SpecOfPod(pod));
+  placement::TypicalWorkload typical = placement::TypicalWorkloadFromPods(specs, options.coverage);
   ClusterState base(nodes, typical);
   std::vector<Demand> demands;
   demands.reserve(pods.size());

@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "common/status.h"
-#include "scheduler/core/model.h"
-#include "scheduler/core/workload.h"
+#include "model/model.h"
+#include "placement/workload.h"
 #include "sim/cluster_state.h"
 #include "sim/policy.h"
 
@@ -68,12 +68,12 @@ class Replayer {
  public:
   // Fails (InvalidArgument naming the pod) when a pod cannot be replayed, e.g. several device
   // containers, or when the cluster has no nodes.
-  static StatusOr<Replayer> Create(std::vector<core::Node> nodes, std::vector<core::PodRequest> pods,
+  static StatusOr<Replayer> Create(std::vector<model::Node> nodes, std::vector<model::PodRequest> pods,
                                    ReplayOptions options);
 
-  const core::TypicalWorkload& typical() const { return typical_; }
-  const std::vector<core::Node>& nodes() const { return nodes_; }
-  const std::vector<core::PodRequest>& pods() const { return pods_; }
+  const placement::TypicalWorkload& typical() const { return typical_; }
+  const std::vector<model::Node>& nodes() const { return nodes_; }
+  const std::vector<model::PodRequest>& pods() const { return pods_; }
   MiB capacity_mib() const { return base_.total_capacity(); }
   MiB unit_mib() const { return base_.unit_mib(); }
 
@@ -88,15 +88,15 @@ class Replayer {
                           const std::vector<uint64_t>& seeds) const;
 
  private:
-  Replayer(std::vector<core::Node> nodes, std::vector<core::PodRequest> pods, ReplayOptions options,
-           core::TypicalWorkload typical, ClusterState base, std::vector<Demand> demands)
+  Replayer(std::vector<model::Node> nodes, std::vector<model::PodRequest> pods, ReplayOptions options,
+           placement::TypicalWorkload typical, ClusterState base, std::vector<Demand> demands)
       : nodes_(std::move(nodes)), pods_(std::move(pods)), options_(options), typical_(std::move(typical)),
         base_(std::move(base)), demands_(std::move(demands)) {}
 
-  std::vector<core::Node> nodes_;
-  std::vector<core::PodRequest> pods_;
+  std::vector<model::Node> nodes_;
+  std::vector<model::PodRequest> pods_;
   ReplayOptions options_;
-  core::TypicalWorkload typical_;
+  placement::TypicalWorkload typical_;
   ClusterState base_;            // empty-cluster view with every pod's constraint interned
   std::vector<Demand> demands_;  // per pod
 };

@@ -4,8 +4,8 @@
 #include <cmath>
 #include <map>
 
-#include "api/cluster_file.h"
-#include "scheduler/core/placement.h"
+#include "translate/cluster_file.h"
+#include "placement/placement.h"
 #include "sim/cluster_state.h"
 #include "sim/extender_policy.h"
 #include "sim/inputs.h"
@@ -19,32 +19,32 @@ namespace {
 // "p" + std::to_string(i) trips GCC 12's -Wrestrict false positive at -O2; append instead.
 std::string Numbered(const char* prefix, int i) { return std::string(prefix).append(std::to_string(i)); }
 
-core::Node TraceNode(const std::string& name, int64_t cpu_milli, std::vector<MiB> used_per_gpu,
+model::Node TraceNode(const std::string& name, int64_t cpu_milli, std::vector<MiB> used_per_gpu,
                      const std::string& model = "G2") {
-  core::Node n;
+  model::Node n;
   n.name = name;
   n.cpu_milli = cpu_milli;
   n.memory_bytes = int64_t{1} << 40;
   for (size_t g = 0; g < used_per_gpu.size(); ++g) {
-    core::Device d;
+    model::Device d;
     d.uuid = name + "-gpu" + std::to_string(g);
     d.index = static_cast<int>(g);
     d.model = model;
     d.capacity_mib = 1000;
-    if (used_per_gpu[g] > 0) d.shares.push_back(core::DeviceShare{"old", "default/old", "main", used_per_gpu[g], false});
+    if (used_per_gpu[g] > 0) d.shares.push_back(model::DeviceShare{"old", "default/old", "main", used_per_gpu[g], false});
     n.devices.push_back(d);
   }
   return n;
 }
 
-core::PodRequest Pod(const std::string& name, int64_t cpu_milli, int k, MiB per_device) {
-  core::PodRequest p;
+model::PodRequest Pod(const std::string& name, int64_t cpu_milli, int k, MiB per_device) {
+  model::PodRequest p;
   p.ns = "default";
   p.name = name;
   p.uid = name;
   p.cpu_milli = cpu_milli;
   if (k > 0) {
-    core::ContainerRequest c;
+    model::ContainerRequest c;
     c.name = "main";
     c.device_count = k;
     c.mem_per_device_mib = per_device;
@@ -53,8 +53,8 @@ core::PodRequest Pod(const std::string& name, int64_t cpu_milli, int k, MiB per_
   return p;
 }
 
-core::TypicalSpec Spec(int64_t cpu, int k, MiB mem, double w) {
-  core::TypicalSpec s;
+placement::TypicalSpec Spec(int64_t cpu, int k, MiB mem, double w) {
+  placement::TypicalSpec s;
   s.cpu_milli = cpu;
   s.device_count = k;
   s.mem_per_device_mib = mem;
@@ -65,8 +65,8 @@ core::TypicalSpec Spec(int64_t cpu, int k, MiB mem, double w) {
 // The FGD worked example (placement_test; docs/design.md "Sources"): free GPUs [1000, 1000, 500, 200], 16 free
 // CPUs; M = {a: 4 CPU × 0.5 GPU, p=.5; b: 8 CPU × 1 GPU, p=.3; c: CPU-only 32 CPU, p=.2}.
 struct WorkedExample {
-  std::vector<core::Node> nodes{TraceNode("n", 16000, {0, 0, 500, 800})};
-  core::TypicalWorkload m{{Spec(4000, 1, 500, 0.5), Spec(8000, 1, 0, 0.3), Spec(32000, 0, 0, 0.2)}};
+  std::vector<model::Node> nodes{TraceNode("n", 16000, {0, 0, 500, 800})};
+  placement::TypicalWorkload m{{Spec(4000, 1, 500, 0.5), Spec(8000, 1, 0, 0.3), Spec(32000, 0, 0, 0.2)}};
 };
 
 TEST(ClusterState, FragmentationMatchesWorkedExample) {
@@ -82,8 +82,8 @@ TEST(ClusterState, FragmentationMatchesWorkedExample) {
   EXPECT_DOUBLE_EQ(s.FragmentationAfter(0, pod, gpu2), 600);
   // On GPU#0 (1000 → 500): .5·200 + .3·1200 + .2·2200 = 900, Δ = +50.
   EXPECT_DOUBLE_EQ(s.FragmentationAfter(0, pod, gpu0), 900);
-  EXPECT_EQ(core::FgdScoreLevel(600 - 850, 1000), 56);
-  EXPECT_EQ(core::FgdScoreLevel(900 - 850, 1000), 48);
+  EXPECT_EQ(placement::FgdScoreLevel(600 - 850, 1000), 56);
+  EXPECT_EQ(placement::FgdScoreLevel(900 - 850, 1000), 48);
 }
 
 TEST(ClusterState, ApplyUpdatesTotalsIncrementally) {
@@ -111,10 +111,10 @@ TEST(ClusterState, ApplyUpdatesTotalsIncrementally) {
 TEST(ClusterState, ReportedUsageCountsOnlyBeyondTheCapsLikeThePlacementCore) {
   // One 1000 MiB GPU reporting 100 MiB used: free 900. After a 300 MiB pod the caps (300) cover
   // the 100 used, so free is 1000 − 300 = 700, not 900 − 300 = 600, and a 700 MiB pod fits,
-  // as core::DeviceFreeMiB says (the extender over HTTP decides with that).
-  std::vector<core::Node> nodes{TraceNode("n", 16000, {0})};
+  // as placement::DeviceFreeMiB says (the extender over HTTP decides with that).
+  std::vector<model::Node> nodes{TraceNode("n", 16000, {0})};
   nodes[0].devices[0].used_mib = 100;
-  ClusterState s(nodes, core::TypicalWorkload{{Spec(1000, 1, 700, 1.0)}});
+  ClusterState s(nodes, placement::TypicalWorkload{{Spec(1000, 1, 700, 1.0)}});
   EXPECT_EQ(s.idle(), 900);
   Demand small = *s.DemandOf(Pod("small", 1000, 1, 300));
   Demand large = *s.DemandOf(Pod("large", 1000, 1, 700));
@@ -126,23 +126,23 @@ TEST(ClusterState, ReportedUsageCountsOnlyBeyondTheCapsLikeThePlacementCore) {
   EXPECT_EQ(s.idle(), 700);
   EXPECT_EQ(s.allocated(), 300);
   ASSERT_TRUE(s.Fits(0, large));
-  core::Node with_small = nodes[0];
-  with_small.devices[0].shares.push_back(core::DeviceShare{"small", "default/small", "main", 300, false});
-  EXPECT_EQ(core::DeviceFreeMiB(with_small.devices[0], core::PlacementOptions{}), 700);
+  model::Node with_small = nodes[0];
+  with_small.devices[0].shares.push_back(model::DeviceShare{"small", "default/small", "main", 300, false});
+  EXPECT_EQ(placement::DeviceFreeMiB(with_small.devices[0], placement::PlacementOptions{}), 700);
   s.Apply(Choice{0, {0}}, large);
   EXPECT_EQ(s.idle(), 0);
   // A whole-GPU pod never lands on a device with usage (not empty), in the core as here.
-  std::vector<core::Node> used{TraceNode("u", 16000, {0})};
+  std::vector<model::Node> used{TraceNode("u", 16000, {0})};
   used[0].devices[0].used_mib = 1;
-  ClusterState u(used, core::TypicalWorkload{{Spec(1000, 1, 0, 1.0)}});
+  ClusterState u(used, placement::TypicalWorkload{{Spec(1000, 1, 0, 1.0)}});
   EXPECT_FALSE(u.Fits(0, *u.DemandOf(Pod("whole", 1000, 1, 0))));
 }
 
 TEST(ClusterState, FitChecksCpuMemoryModelsAndDeviceCounts) {
-  std::vector<core::Node> nodes{TraceNode("t4", 8000, {0, 900}, "T4")};
+  std::vector<model::Node> nodes{TraceNode("t4", 8000, {0, 900}, "T4")};
   nodes[0].memory_bytes = 1000;
-  ClusterState s(nodes, core::TypicalWorkload{});
-  core::PodRequest p = Pod("p", 1000, 1, 100);
+  ClusterState s(nodes, placement::TypicalWorkload{});
+  model::PodRequest p = Pod("p", 1000, 1, 100);
   EXPECT_TRUE(s.Fits(0, *s.DemandOf(p)));
   p.memory_bytes = 1001;
   EXPECT_FALSE(s.Fits(0, *s.DemandOf(p)));
@@ -161,8 +161,8 @@ struct Picked {
   std::vector<int> slots;
 };
 
-Picked PickWith(const std::string& policy, const std::vector<core::Node>& nodes, const core::TypicalWorkload& m,
-                const core::PodRequest& pod, std::vector<int> rank = {}) {
+Picked PickWith(const std::string& policy, const std::vector<model::Node>& nodes, const placement::TypicalWorkload& m,
+                const model::PodRequest& pod, std::vector<int> rank = {}) {
   ClusterState s(nodes, m);
   if (rank.empty()) {
     for (size_t i = 0; i < nodes.size(); ++i) rank.push_back(static_cast<int>(i));
@@ -180,7 +180,7 @@ Picked PickWith(const std::string& policy, const std::vector<core::Node>& nodes,
 
 TEST(Policy, FgdAndGpupackPickTheExactFitOfTheWorkedExample) {
   WorkedExample ex;
-  core::PodRequest pod = Pod("p", 4000, 1, 500);
+  model::PodRequest pod = Pod("p", 4000, 1, 500);
   EXPECT_EQ(PickWith("fgd", ex.nodes, ex.m, pod).slots, std::vector<int>{2});
   EXPECT_EQ(PickWith("gpupack", ex.nodes, ex.m, pod).slots, std::vector<int>{2});
   EXPECT_EQ(PickWith("bestfit", ex.nodes, ex.m, pod).slots, std::vector<int>{2});
@@ -188,9 +188,9 @@ TEST(Policy, FgdAndGpupackPickTheExactFitOfTheWorkedExample) {
 
 TEST(Policy, NodeChoiceFollowsEachDefinition) {
   // a: 2 GPUs, one half used; b: 2 empty GPUs. CPU 64 each (the normaliser is the max, 64000).
-  std::vector<core::Node> nodes{TraceNode("a", 64000, {500, 0}), TraceNode("b", 64000, {0, 0})};
-  core::TypicalWorkload m{{Spec(1000, 1, 500, 1.0)}};
-  core::PodRequest half = Pod("half", 1000, 1, 500);
+  std::vector<model::Node> nodes{TraceNode("a", 64000, {500, 0}), TraceNode("b", 64000, {0, 0})};
+  placement::TypicalWorkload m{{Spec(1000, 1, 500, 1.0)}};
+  model::PodRequest half = Pod("half", 1000, 1, 500);
   // BestFit: raw_a = .5·63/64 + .5·(1500−500)/2000 = .742 → 25; raw_b = .5·63/64 + .5·1500/2000 = .867 → 13.
   EXPECT_EQ(PickWith("bestfit", nodes, m, half).node, 0);
   // DotProd: a: (64/64)(1/64)+(1500/2000)(500/2000) = .203 → 89; b: .0156+.25 = .266 → 86. Smaller dot wins.
@@ -206,7 +206,7 @@ TEST(Policy, NodeChoiceFollowsEachDefinition) {
   // Whole-GPU pods take the first empty GPU by index.
   EXPECT_EQ(PickWith("bestfit", nodes, m, Pod("w", 1000, 1, 0)).slots, std::vector<int>{1});
   // Ties go to the seed's node order: two empty nodes, rank puts node 1 first.
-  std::vector<core::Node> twins{TraceNode("x", 64000, {0}), TraceNode("y", 64000, {0})};
+  std::vector<model::Node> twins{TraceNode("x", 64000, {0}), TraceNode("y", 64000, {0})};
   EXPECT_EQ(PickWith("fgd", twins, m, half, {1, 0}).node, 1);
   EXPECT_EQ(PickWith("gpupack", twins, m, half, {1, 0}).node, 1);
   EXPECT_EQ(PickWith("bestfit", twins, m, half, {0, 1}).node, 0);
@@ -218,15 +218,15 @@ TEST(Policy, LevelsTieNoiseSizedCostDifferences) {
   // int(100·σ(0.02)) = 50 = int(100·σ(0)), so the fgd baseline's node order (b first) decides.
   // gpupack's second key, the fill level, prefers a: there F̂ falls by 20 (level −1), on b it
   // rises by 480 (two copies of 500 fit the fresh GPU before, one after; level 0).
-  std::vector<core::Node> nodes{TraceNode("a", 64000, {0, 970}), TraceNode("b", 64000, {0, 0})};
-  core::TypicalWorkload m{{Spec(2000, 1, 500, 1.0)}};
-  core::PodRequest pod = Pod("s", 0, 1, 20);
+  std::vector<model::Node> nodes{TraceNode("a", 64000, {0, 970}), TraceNode("b", 64000, {0, 0})};
+  placement::TypicalWorkload m{{Spec(2000, 1, 500, 1.0)}};
+  model::PodRequest pod = Pod("s", 0, 1, 20);
   EXPECT_EQ(PickWith("gpupack", nodes, m, pod, {1, 0}).node, 0);
   EXPECT_EQ(PickWith("gpupack", nodes, m, pod, {1, 0}).slots, std::vector<int>{1});
   EXPECT_EQ(PickWith("gpupack-pinned", nodes, m, pod, {1, 0}).node, 0);
   EXPECT_EQ(PickWith("fgd", nodes, m, pod, {1, 0}).node, 1);
   // Twins tie on both keys: the extender's fixed node order decides, whatever the seed's order.
-  std::vector<core::Node> twins{TraceNode("b", 64000, {0, 0}), TraceNode("b2", 64000, {0, 0})};
+  std::vector<model::Node> twins{TraceNode("b", 64000, {0, 0}), TraceNode("b2", 64000, {0, 0})};
   const int first = PickWith("gpupack-pinned", twins, m, pod, {0, 1}).node;
   EXPECT_EQ(PickWith("gpupack-pinned", twins, m, pod, {1, 0}).node, first);
 }
@@ -249,17 +249,17 @@ TEST(Policy, CapacityReservationKeepsThePinnedModelsNodeForItsPods) {
   for (int i = 0; t4_name.empty(); ++i) {
     const std::string candidate = Numbered("t", i);
     bool first = true;
-    for (const auto& g : g2_names) first = first && core::NodeTieBreakRank(candidate, 0) < core::NodeTieBreakRank(g, 0);
+    for (const auto& g : g2_names) first = first && placement::NodeTieBreakRank(candidate, 0) < placement::NodeTieBreakRank(g, 0);
     if (first) t4_name = candidate;
   }
-  std::vector<core::Node> nodes;
+  std::vector<model::Node> nodes;
   for (const auto& g : g2_names) nodes.push_back(TraceNode(g, 64000, {0}, "G2"));
   nodes.push_back(TraceNode(t4_name, 64000, {0}, "T4"));
-  core::TypicalSpec on_t4 = Spec(1000, 1, 500, .05), on_g2 = Spec(1000, 1, 500, .05);
+  placement::TypicalSpec on_t4 = Spec(1000, 1, 500, .05), on_g2 = Spec(1000, 1, 500, .05);
   on_t4.gpu_models = {"T4"};
   on_g2.gpu_models = {"G2"};
-  core::TypicalWorkload m{{Spec(1000, 1, 500, .9), on_t4, on_g2}};
-  core::PodRequest pod = Pod("free", 1000, 1, 500);
+  placement::TypicalWorkload m{{Spec(1000, 1, 500, .9), on_t4, on_g2}};
+  model::PodRequest pod = Pod("free", 1000, 1, 500);
   const int picked = PickWith("gpupack-pinned", nodes, m, pod).node;
   EXPECT_GE(picked, 0);
   EXPECT_LT(picked, 4) << "a G2 node, not the T4 node the node order puts first";
@@ -267,15 +267,15 @@ TEST(Policy, CapacityReservationKeepsThePinnedModelsNodeForItsPods) {
   EXPECT_EQ(PickWith("gpupack-pinned", nodes, m, pod).node, 4);
 }
 
-// The completion loss (docs/placement.md; scheduler/core/completion_test.cc has the arithmetic):
+// The completion loss (docs/placement.md; placement/completion_test.cc has the arithmetic):
 // M = {650 MiB p=.1, 320 MiB p=.2, 470 MiB p=.2, whole GPU p=.5}, 1000 MiB GPUs, prices 650 → 2/3,
 // 470 → 1/2, 320 → 1/3. A 320 MiB pod next to a 470 gives up the 530 MiB a 470 would have taken
 // (1/2 device) for a 210 MiB rest nothing takes; on an empty GPU it gives up 1/3 and a 650 can
 // still join it. FGD takes the half-used GPU (it keeps the empty one whole); gpupack does not.
 TEST(Policy, CompletionLossKeepsASliceForThePodsThatCompleteIt) {
-  std::vector<core::Node> nodes{TraceNode("half", 64000, {470}), TraceNode("empty", 64000, {0})};
-  core::TypicalWorkload m{{Spec(4000, 1, 650, .1), Spec(4000, 1, 320, .2), Spec(4000, 1, 470, .2), Spec(4000, 1, 0, .5)}};
-  core::PodRequest pod = Pod("p", 4000, 1, 320);
+  std::vector<model::Node> nodes{TraceNode("half", 64000, {470}), TraceNode("empty", 64000, {0})};
+  placement::TypicalWorkload m{{Spec(4000, 1, 650, .1), Spec(4000, 1, 320, .2), Spec(4000, 1, 470, .2), Spec(4000, 1, 0, .5)}};
+  model::PodRequest pod = Pod("p", 4000, 1, 320);
   EXPECT_EQ(PickWith("fgd", nodes, m, pod, {0, 1}).node, 0);
   EXPECT_EQ(PickWith("gpupack-pinned", nodes, m, pod, {0, 1}).node, 1);
   EXPECT_EQ(PickWith("gpupack-pinned", nodes, m, pod, {1, 0}).node, 1);
@@ -286,7 +286,7 @@ TEST(Policy, CompletionLossKeepsASliceForThePodsThatCompleteIt) {
 }
 
 TEST(Policy, NothingFitsGivesNoChoice) {
-  std::vector<core::Node> nodes{TraceNode("a", 1000, {0})};
+  std::vector<model::Node> nodes{TraceNode("a", 1000, {0})};
   for (const auto& name : PolicyNames()) {
     EXPECT_EQ(PickWith(name, nodes, {}, Pod("big", 2000, 1, 0)).node, -1) << name;
   }
@@ -308,7 +308,7 @@ TEST(Inputs, AlibabaNodesModelEachGpuWith1000MiB) {
 TEST(Inputs, ClusterYamlRoundTripsThroughTheClusterFileParser) {
   auto nodes = ParseAlibabaNodes("sn,cpu_milli,memory_mib,gpu,model\nn0,64000,1024,2,T4\nn1,8000,512,0,\n", "x.csv");
   ASSERT_TRUE(nodes.ok());
-  auto back = api::ParseClusterYaml(ClusterYaml(*nodes));
+  auto back = translate::ParseClusterYaml(ClusterYaml(*nodes));
   ASSERT_TRUE(back.ok()) << back.status();
   ASSERT_EQ(back->size(), 2u);
   EXPECT_EQ((*back)[0].cpu_milli, 64000);
@@ -322,7 +322,7 @@ TEST(Inputs, ClusterYamlRoundTripsThroughTheClusterFileParser) {
 TEST(Inputs, ClusterYamlKeepsWhatThePlacementReads) {
   // A GPU reporting 1 GiB used (the shipped example's t4 nodes), an unhealthy one, a hard-isolated
   // one, labels, and a MIG GPU with an instance's usage, id and placement: all survive.
-  auto nodes = api::ParseClusterYaml(
+  auto nodes = translate::ParseClusterYaml(
       "nodes:\n"
       "  - name: a\n"
       "    labels: {zone: b, tier: gold}\n"
@@ -333,10 +333,10 @@ TEST(Inputs, ClusterYamlKeepsWhatThePlacementReads) {
       "      - {model: A100, memory: 80Gi, mig: [{profile: 3g.40gb, memory: 40Gi, used: 2Gi, gpuInstanceId: 2,"
       " placement: {start: 4, size: 4}}]}\n");
   ASSERT_TRUE(nodes.ok()) << nodes.status();
-  auto back = api::ParseClusterYaml(ClusterYaml(*nodes));
+  auto back = translate::ParseClusterYaml(ClusterYaml(*nodes));
   ASSERT_TRUE(back.ok()) << back.status() << "\n" << ClusterYaml(*nodes);
   ASSERT_EQ(back->size(), 1u);
-  const core::Node& n = (*back)[0];
+  const model::Node& n = (*back)[0];
   EXPECT_EQ(n.labels, (std::map<std::string, std::string>{{"tier", "gold"}, {"zone", "b"}}));
   ASSERT_EQ(n.devices.size(), 4u);
   EXPECT_EQ(n.devices[0].used_mib, 1024);
@@ -446,16 +446,16 @@ TEST(Inputs, RefusesDuplicateKeysBadNamesAndEmptyClusters) {
 
 // The trace's gpu_spec names (V100M16, V100M32) are matched as whole names, not substrings.
 TEST(ClusterState, PinnedPodsMatchWholeModelNames) {
-  core::Node a10 = TraceNode("a10", 64000, {0});
+  model::Node a10 = TraceNode("a10", 64000, {0});
   a10.devices[0].model = "A10";
-  core::Node a100 = TraceNode("a100", 64000, {100});  // fuller, so bestfit would prefer it
+  model::Node a100 = TraceNode("a100", 64000, {100});  // fuller, so bestfit would prefer it
   a100.devices[0].model = "A100";
   ReplayOptions opts;
   opts.tune = 0;
   opts.shuffle = false;
-  core::PodRequest pinned = Pod("p", 1, 1, 500);
+  model::PodRequest pinned = Pod("p", 1, 1, 500);
   pinned.gpu_models = {"A10"};
-  core::PodRequest on_a100 = Pod("q", 1, 1, 600);
+  model::PodRequest on_a100 = Pod("q", 1, 1, 600);
   on_a100.gpu_models = {"A100"};
   auto r = Replayer::Create({a100, a10}, {pinned, on_a100}, opts);
   ASSERT_TRUE(r.ok()) << r.status();
@@ -470,7 +470,7 @@ TEST(ClusterState, PinnedPodsMatchWholeModelNames) {
 TEST(Replay, InflationAppendsCopiesUntilTheNextWouldPassTheTarget) {
   // 2 GPUs = 2000 MiB; target 1.3 × 2000 = 2600. Two 500 pods (1000) + copies of 500:
   // 1500, 2000, 2500; a fourth would make 3000 > 2600. So 5 arrivals.
-  std::vector<core::Node> nodes{TraceNode("n", 64000, {0, 0})};
+  std::vector<model::Node> nodes{TraceNode("n", 64000, {0, 0})};
   auto r = Replayer::Create(nodes, {Pod("a", 1, 1, 500), Pod("b", 1, 1, 500)}, ReplayOptions{});
   ASSERT_TRUE(r.ok()) << r.status();
   Rng rng(42);
@@ -480,7 +480,7 @@ TEST(Replay, InflationAppendsCopiesUntilTheNextWouldPassTheTarget) {
 TEST(Replay, InflationChecksThePerDeviceRequestLikeTheArtifact) {
   // 4 GPUs, target 5200. Two 2-GPU pods = 4000; a drawn copy is tested with 1000 (per device):
   // 5000 ≤ 5200, so it is appended and the total overshoots to 6000; the next test fails.
-  std::vector<core::Node> nodes{TraceNode("n", 64000, {0, 0, 0, 0})};
+  std::vector<model::Node> nodes{TraceNode("n", 64000, {0, 0, 0, 0})};
   auto r = Replayer::Create(nodes, {Pod("a", 1, 2, 0), Pod("b", 1, 2, 0)}, ReplayOptions{});
   ASSERT_TRUE(r.ok());
   Rng rng(7);
@@ -489,8 +489,8 @@ TEST(Replay, InflationChecksThePerDeviceRequestLikeTheArtifact) {
 
 TEST(Replay, DeflationRemovesPodsUntilAtOrBelowTheTarget) {
   // 2 GPUs, target 2600; six whole-GPU pods (6000) shrink to two (2000).
-  std::vector<core::Node> nodes{TraceNode("n", 64000, {0, 0})};
-  std::vector<core::PodRequest> pods;
+  std::vector<model::Node> nodes{TraceNode("n", 64000, {0, 0})};
+  std::vector<model::PodRequest> pods;
   for (int i = 0; i < 6; ++i) pods.push_back(Pod(Numbered("p", i), 1, 1, 0));
   auto r = Replayer::Create(nodes, pods, ReplayOptions{});
   ASSERT_TRUE(r.ok());
@@ -504,7 +504,7 @@ TEST(Replay, DeflationRemovesPodsUntilAtOrBelowTheTarget) {
 TEST(Replay, CurveIsDiscretisedByArrivedPercent) {
   // One node, 2 GPUs, two whole-GPU pods in file order, no inflation.
   // Pod 1: arrived 50 %, allocated 50 % → unallocated 50. Pod 2: arrived 100 %, unallocated 0.
-  std::vector<core::Node> nodes{TraceNode("n", 64000, {0, 0})};
+  std::vector<model::Node> nodes{TraceNode("n", 64000, {0, 0})};
   ReplayOptions opts;
   opts.tune = 0;
   opts.shuffle = false;
@@ -528,7 +528,7 @@ TEST(Replay, CurveIsDiscretisedByArrivedPercent) {
 
 TEST(Replay, FailedPodsCountAsArrivedButNotAllocated) {
   // 1 GPU; pods 600, 600 in order: the second fails. Arrived 60 % then 120 %; unallocated 40 both times.
-  std::vector<core::Node> nodes{TraceNode("n", 64000, {0})};
+  std::vector<model::Node> nodes{TraceNode("n", 64000, {0})};
   ReplayOptions opts;
   opts.tune = 0;
   opts.shuffle = false;
@@ -544,9 +544,9 @@ TEST(Replay, FailedPodsCountAsArrivedButNotAllocated) {
 }
 
 TEST(Replay, SeedsReproduceAndDiffer) {
-  std::vector<core::Node> nodes;
+  std::vector<model::Node> nodes;
   for (int i = 0; i < 6; ++i) nodes.push_back(TraceNode(Numbered("n", i), 32000, {0, 0}));
-  std::vector<core::PodRequest> pods;
+  std::vector<model::PodRequest> pods;
   for (int i = 0; i < 20; ++i) pods.push_back(Pod(Numbered("p", i), 4000, 1, 100 + 37 * i % 900));
   auto r = Replayer::Create(nodes, pods, ReplayOptions{});
   ASSERT_TRUE(r.ok());
@@ -581,7 +581,7 @@ TEST(Replay, SeedListsParse) {
 }
 
 TEST(Report, JsonFollowsTheContract) {
-  std::vector<core::Node> nodes{TraceNode("n", 64000, {0, 0})};
+  std::vector<model::Node> nodes{TraceNode("n", 64000, {0, 0})};
   ReplayOptions opts;
   opts.tune = 0;
   auto r = Replayer::Create(nodes, {Pod("a", 1, 1, 0), Pod("b", 1, 1, 0)}, opts);
@@ -605,7 +605,7 @@ TEST(Report, JsonFollowsTheContract) {
 }
 
 TEST(Extender, PodJsonCarriesTheGpupackLimits) {
-  core::PodRequest p = Pod("p", 3152, 1, 810);
+  model::PodRequest p = Pod("p", 3152, 1, 810);
   p.gpu_models = {"T4", "P100"};
   nlohmann::json j = PodJson(p, "p-tuned-1");
   EXPECT_EQ(j["metadata"]["name"], "p-tuned-1");
@@ -623,17 +623,17 @@ TEST(Policy, PodNodePolicyOverridesTheRankingOfGpupack) {
   // As NodeChoiceFollowsEachDefinition: a = [500 used, 0], b = [0, 0]; a half-GPU pod. gpupack
   // (FGD) fills a's half-used GPU. A spread node policy ranks by free memory left: a keeps
   // 0 + 1000 = 1000, b 500 + 1000 = 1500, so b; binpack keeps a.
-  std::vector<core::Node> nodes{TraceNode("a", 64000, {500, 0}), TraceNode("b", 64000, {0, 0})};
-  core::TypicalWorkload m{{Spec(1000, 1, 500, 1.0)}};
-  core::PodRequest half = Pod("half", 1000, 1, 500);
+  std::vector<model::Node> nodes{TraceNode("a", 64000, {500, 0}), TraceNode("b", 64000, {0, 0})};
+  placement::TypicalWorkload m{{Spec(1000, 1, 500, 1.0)}};
+  model::PodRequest half = Pod("half", 1000, 1, 500);
   EXPECT_EQ(PickWith("gpupack", nodes, m, half).node, 0);
-  half.node_policy = core::PolicyKind::kSpread;
+  half.node_policy = model::PolicyKind::kSpread;
   EXPECT_EQ(PickWith("gpupack", nodes, m, half).node, 1);
-  half.node_policy = core::PolicyKind::kBinpack;
+  half.node_policy = model::PolicyKind::kBinpack;
   EXPECT_EQ(PickWith("gpupack", nodes, m, half).node, 0);
   // A spread device policy on a's node would take its empty GPU#1 instead of filling GPU#0.
   half.node_policy.reset();
-  half.device_policy = core::PolicyKind::kSpread;
+  half.device_policy = model::PolicyKind::kSpread;
   const Picked spread_devices = PickWith("gpupack", {nodes[0]}, m, half);
   EXPECT_EQ(spread_devices.slots, std::vector<int>{1});
 }
@@ -646,11 +646,11 @@ TEST(Inputs, WorkloadYamlCarriesThePodControls) {
       "w.yaml");
   ASSERT_TRUE(pods.ok()) << pods.status();
   ASSERT_EQ(pods->size(), 2u);
-  for (const core::PodRequest& p : *pods) {
+  for (const model::PodRequest& p : *pods) {
     EXPECT_EQ(p.spread_key, "web");
     EXPECT_TRUE(p.spread_across_nodes);
-    EXPECT_EQ(p.node_policy, core::PolicyKind::kSpread);
-    EXPECT_EQ(p.device_policy, core::PolicyKind::kBinpack);
+    EXPECT_EQ(p.node_policy, model::PolicyKind::kSpread);
+    EXPECT_EQ(p.device_policy, model::PolicyKind::kBinpack);
     EXPECT_EQ(p.excluded_gpu_models, std::vector<std::string>{"T4"});
     EXPECT_EQ(p.gpu_uuids, (std::vector<std::string>{"GPU-a", "GPU-b"}));
     EXPECT_EQ(p.excluded_gpu_uuids, std::vector<std::string>{"GPU-c"});

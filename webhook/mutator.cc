@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "api/annotations.h"
-#include "api/pod_request.h"
+#include "translate/pod_request.h"
 #include "common/log.h"
 #include "common/quantity.h"
 
@@ -163,13 +163,13 @@ json Mutator::SchedulerNamePatch(const json& spec) const {
 }
 
 StatusOr<json> Mutator::PatchFor(const json& pod) const {
-  GPUPACK_ASSIGN_OR_RETURN(core::PodRequest request,
-                           api::ParsePodRequest(pod, config_.max_devices_per_container));
+  GPUPACK_ASSIGN_OR_RETURN(model::PodRequest request,
+                           translate::ParsePodRequest(pod, config_.max_devices_per_container));
   GPUPACK_RETURN_IF_ERROR(CheckWebhookRules(pod));
   const json& spec = pod.at("spec");
   json patch = json::array();
   std::string charged;  // api::kAnnotationWholeDeviceCharge: "c0,i1"
-  for (const core::ContainerRequest& container : request.containers) {
+  for (const model::ContainerRequest& container : request.containers) {
     std::string_view list = container.init ? "initContainers" : "containers";
     const json& object = spec.at(list).at(static_cast<size_t>(container.index));
     if (config_.whole_device_charge_mib > 0 && container.whole_device()) {
@@ -275,7 +275,7 @@ ReviewResult Mutator::Review(std::string_view body) const {
     }
     const json* pod = Field(*request, "object");
     if (pod == nullptr || !pod->is_object()) return failed("request.object is not a Pod object");
-    if (!api::PodAsksForGpupack(*pod)) return Allow(uid, Outcome::kSkipped);
+    if (!translate::PodAsksForGpupack(*pod)) return Allow(uid, Outcome::kSkipped);
     StatusOr<json> patch = PatchFor(*pod);
     if (!patch.ok()) {
       bool forbidden = patch.status().code() == StatusCode::kPermissionDenied;

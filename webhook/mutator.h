@@ -1,8 +1,8 @@
 // The admission logic of gpupack-webhook: AdmissionReview (admission.k8s.io/v1) in, AdmissionReview
 // out. No sockets; the HTTPS routes (webhook/routes.h) only move bytes and count outcomes.
 //
-// For a pod CREATE that asks for a gpupack resource in any container (api::PodAsksForGpupack), the
-// review is validated (api::ParsePodRequest plus the webhook-only checks below) and answered with
+// For a pod CREATE that asks for a gpupack resource in any container (translate::PodAsksForGpupack), the
+// review is validated (translate::ParsePodRequest plus the webhook-only checks below) and answered with
 // a JSONPatch that
 //   - sets spec.schedulerName to the configured gpupack scheduler (unless the pod names another
 //     non-default scheduler and the config allows custom names), and
@@ -57,7 +57,7 @@ class Mutator {
 
   // The JSONPatch operations for one pod object (a JSON array, empty when nothing changes).
   // InvalidArgument or PermissionDenied, with the message a denial shows, when the pod's gpupack
-  // request is refused. REQUIRES: api::PodAsksForGpupack(pod).
+  // request is refused. REQUIRES: translate::PodAsksForGpupack(pod).
   StatusOr<nlohmann::json> PatchFor(const nlohmann::json& pod) const;
 
  private:

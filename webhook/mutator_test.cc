@@ -9,7 +9,7 @@
 
 #include "api/allocation.h"
 #include "api/annotations.h"
-#include "api/pod_request.h"
+#include "translate/pod_request.h"
 
 namespace gpupack::webhook {
 namespace {
@@ -195,7 +195,7 @@ TEST(Mutator, AWorkloadCannotRaiseItsOwnCap) {
 }
 
 api::ContainerAllocation OneDevice(const std::string& name, int index, bool init,
-                                   const std::string& uuid, core::MiB mem_mib) {
+                                   const std::string& uuid, model::MiB mem_mib) {
   api::ContainerAllocation c;
   c.name = name;
   c.index = index;
@@ -559,7 +559,7 @@ TEST(Mutator, WholeDevicePodsAreChargedToTheGpuMemoryQuota) {
   EXPECT_EQ(pod["metadata"]["annotations"][std::string(api::kAnnotationWholeDeviceCharge)], "c1");
   // The patched pod still asks for two whole devices, and reviewing it again changes nothing more
   // than its charge would (the annotation is the webhook's own, so a user may not preset it).
-  auto parsed = api::ParsePodRequest(pod);
+  auto parsed = translate::ParsePodRequest(pod);
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   ASSERT_EQ(parsed->containers.size(), 2u);
   EXPECT_TRUE(parsed->containers[1].whole_device());

@@ -11,7 +11,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "common/testing/temp_dir.h"
+#include "testing/temp_dir.h"
 #include "server/test_certs.h"
 
 namespace gpupack::webhook {

@@ -1,4 +1,4 @@
-// Test helpers for the agent (temporary directories: common/testing/temp_dir.h): files, fake /proc and cgroup trees, and the
+// Test helpers for the agent (temporary directories: testing/temp_dir.h): files, fake /proc and cgroup trees, and the
 // fake NVML's state file (agent/testing/fake_nvml.cc).
 #pragma once
 
@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/testing/temp_dir.h"
+#include "testing/temp_dir.h"
 
 namespace gpupack::agent::testing {
 

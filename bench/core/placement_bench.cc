@@ -18,7 +18,7 @@
 #include <new>
 #include <random>
 
-#include "scheduler/core/placement.h"
+#include "placement/placement.h"
 
 namespace {
 
@@ -34,7 +34,7 @@ void* operator new(std::size_t n) {
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
-namespace gpupack::core {
+namespace gpupack::placement {
 namespace {
 
 // A realistic mid-life cluster: 80 GiB GPUs, each 0–4 shares of 5–40 GiB, some empty.
@@ -227,6 +227,6 @@ void BM_RefreshCompletion(benchmark::State& state) {
 BENCHMARK(BM_RefreshCompletion)->Arg(1000)->Arg(5000)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
-}  // namespace gpupack::core
+}  // namespace gpupack::placement
 
 BENCHMARK_MAIN();

@@ -87,10 +87,10 @@ struct World {
   std::string full_nodes_body;
 
   explicit World(int cluster_nodes) : cluster_nodes(cluster_nodes) {
-    std::vector<core::Node> nodes;
+    std::vector<model::Node> nodes;
     for (int i = 0; i < cluster_nodes; ++i) nodes.push_back(testing::GpuNode(NodeName(i), kGpusPerNode, 81920));
-    auto policy = std::make_shared<core::Policy>(core::PolicyKind::kFgd, core::DefaultPriorWorkload(81920),
-                                                 core::PlacementOptions{});
+    auto policy = std::make_shared<placement::Policy>(model::PolicyKind::kFgd, placement::DefaultPriorWorkload(81920),
+                                                 placement::PlacementOptions{});
     state = std::make_unique<ClusterState>(policy, clock, std::chrono::seconds(0));
     backend = std::make_unique<StandaloneBackend>(std::move(nodes));
     GPUPACK_CHECK(backend->Start(*state).ok());
@@ -187,8 +187,8 @@ void BM_MemoryState(benchmark::State& state) {
   for (auto _ : state) {
     const int64_t before = RssBytes();
     FakeClock clock;
-    auto policy = std::make_shared<core::Policy>(core::PolicyKind::kFgd, core::DefaultPriorWorkload(81920),
-                                                 core::PlacementOptions{});
+    auto policy = std::make_shared<placement::Policy>(model::PolicyKind::kFgd, placement::DefaultPriorWorkload(81920),
+                                                 placement::PlacementOptions{});
     ClusterState cluster(policy, clock, std::chrono::seconds(0));
     const int nodes = static_cast<int>(state.range(0));
     const int allocations = static_cast<int>(state.range(1));

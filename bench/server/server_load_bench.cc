@@ -70,14 +70,14 @@ struct World {
   std::string body;
 
   World() {
-    std::vector<core::Node> nodes;
+    std::vector<model::Node> nodes;
     std::vector<std::string> names;
     for (int i = 0; i < kNodes; ++i) {
       nodes.push_back(testing::GpuNode(NodeName(i), 8, 81920));
       names.push_back(NodeName(i));
     }
-    auto policy = std::make_shared<core::Policy>(core::PolicyKind::kFgd, core::DefaultPriorWorkload(81920),
-                                                 core::PlacementOptions{});
+    auto policy = std::make_shared<placement::Policy>(model::PolicyKind::kFgd, placement::DefaultPriorWorkload(81920),
+                                                 placement::PlacementOptions{});
     state = std::make_unique<ClusterState>(policy, clock, std::chrono::seconds(0));
     backend = std::make_unique<StandaloneBackend>(std::move(nodes));
     GPUPACK_CHECK(backend->Start(*state).ok());

@@ -37,7 +37,7 @@ namespace {
 
 struct Size {
   std::string label;
-  core::MiB mib = 0;
+  model::MiB mib = 0;
   std::string mig_profile;  // empty: whole GPUs
 };
 
@@ -64,12 +64,12 @@ StatusOr<Size> ParseSize(const std::string& text) {
   return Status::InvalidArgument("--sizes: \"" + text + "\": want MiB, NGi or mig1g/mig2g/mig3g");
 }
 
-std::vector<core::Node> Resize(std::vector<core::Node> nodes, const Size& size) {
-  for (core::Node& node : nodes) {
-    for (core::Device& device : node.devices) {
+std::vector<model::Node> Resize(std::vector<model::Node> nodes, const Size& size) {
+  for (model::Node& node : nodes) {
+    for (model::Device& device : node.devices) {
       device.capacity_mib = size.mib;
       if (size.mig_profile.empty()) continue;
-      device.kind = core::DeviceKind::kMig;
+      device.kind = model::DeviceKind::kMig;
       device.parent_uuid = device.uuid;
       device.uuid = "MIG-" + device.uuid.substr(device.uuid.find('-') + 1);
       device.mig_profile = size.mig_profile;
@@ -79,14 +79,14 @@ std::vector<core::Node> Resize(std::vector<core::Node> nodes, const Size& size) 
   return nodes;
 }
 
-std::vector<core::PodRequest> Rescale(std::vector<core::PodRequest> pods, const Size& size, bool gi) {
-  for (core::PodRequest& pod : pods) {
-    for (core::ContainerRequest& c : pod.containers) {
+std::vector<model::PodRequest> Rescale(std::vector<model::PodRequest> pods, const Size& size, bool gi) {
+  for (model::PodRequest& pod : pods) {
+    for (model::ContainerRequest& c : pod.containers) {
       if (c.mem_per_device_mib == 0) continue;  // whole devices
       // Rounded down, so shapes that fill a trace GPU together still fill the device together.
-      core::MiB mib = c.mem_per_device_mib * size.mib / kTraceGpuMiB;
-      if (gi) mib = std::min<core::MiB>((mib + 1023) / 1024 * 1024, size.mib);
-      c.mem_per_device_mib = std::max<core::MiB>(1, mib);
+      model::MiB mib = c.mem_per_device_mib * size.mib / kTraceGpuMiB;
+      if (gi) mib = std::min<model::MiB>((mib + 1023) / 1024 * 1024, size.mib);
+      c.mem_per_device_mib = std::max<model::MiB>(1, mib);
     }
   }
   return pods;
@@ -95,7 +95,7 @@ std::vector<core::PodRequest> Rescale(std::vector<core::PodRequest> pods, const 
 // Liquid filling: the most of `small` (size → volume, divisible) that `bins` (capacity → count)
 // take when a bin only takes sizes up to its capacity. The eligibility is nested, so filling the
 // smallest bins first with the largest sizes they take is optimal.
-double LiquidFill(const std::map<core::MiB, double>& bins, std::map<core::MiB, double> small) {
+double LiquidFill(const std::map<model::MiB, double>& bins, std::map<model::MiB, double> small) {
   double placed = 0;
   for (const auto& [capacity, count] : bins) {
     double room = static_cast<double>(capacity) * count;
@@ -121,26 +121,26 @@ double LiquidFill(const std::map<core::MiB, double>& bins, std::map<core::MiB, d
 // their size. For x big shares placed, the x largest bound their memory and the rooms beside the
 // x smallest bound the small shares'; the bound is the best x.
 double PackingBound(const Replayer& replayer, uint64_t seed) {
-  const core::MiB device = replayer.unit_mib();
+  const model::MiB device = replayer.unit_mib();
   const double capacity = static_cast<double>(replayer.capacity_mib());
   const int64_t devices = replayer.capacity_mib() / device;
   Rng rng(seed);
   int64_t whole = 0, full = 0;
-  core::MiB gcd = 0, arrived = 0;
-  std::vector<core::MiB> big;
-  std::map<core::MiB, double> small;  // size → volume
+  model::MiB gcd = 0, arrived = 0;
+  std::vector<model::MiB> big;
+  std::map<model::MiB, double> small;  // size → volume
   for (int index : replayer.Arrivals(rng)) {
-    const core::PodRequest& pod = replayer.pods()[index];
-    core::MiB adds = 0;
-    for (const core::ContainerRequest& c : pod.containers) {
+    const model::PodRequest& pod = replayer.pods()[index];
+    model::MiB adds = 0;
+    for (const model::ContainerRequest& c : pod.containers) {
       if (!c.init) adds += c.device_count * (c.whole_device() ? device : c.mem_per_device_mib);
     }
     if (arrived + adds > replayer.capacity_mib()) break;
     arrived += adds;
-    for (const core::ContainerRequest& c : pod.containers) {
+    for (const model::ContainerRequest& c : pod.containers) {
       if (c.init || c.device_count == 0) continue;
       for (int k = 0; k < c.device_count; ++k) {
-        const core::MiB share = c.mem_per_device_mib;
+        const model::MiB share = c.mem_per_device_mib;
         if (c.whole_device()) {
           ++whole;
         } else if (share >= device) {
@@ -157,16 +157,16 @@ double PackingBound(const Replayer& replayer, uint64_t seed) {
   const int64_t placed_whole = std::min(whole, devices);
   const int64_t placed_full = std::min(full, devices - placed_whole);
   const int64_t rest = devices - placed_whole - placed_full;
-  const core::MiB per_device = device / gcd * gcd;
+  const model::MiB per_device = device / gcd * gcd;
   std::sort(big.begin(), big.end());  // ascending: the x smallest are the first x
   const int64_t most = std::min<int64_t>(rest, static_cast<int64_t>(big.size()));
   std::vector<double> largest(most + 1, 0);  // largest[x]: the x largest big shares' memory
   for (int64_t x = 1; x <= most; ++x) largest[x] = largest[x - 1] + static_cast<double>(big[big.size() - x]);
   double best = 0;
-  std::map<core::MiB, double> rooms;  // the rooms beside the x smallest big shares
+  std::map<model::MiB, double> rooms;  // the rooms beside the x smallest big shares
   for (int64_t x = 0; x <= most; ++x) {
     if (x > 0) rooms[(device - big[x - 1]) / gcd * gcd] += 1;
-    std::map<core::MiB, double> bins = rooms;
+    std::map<model::MiB, double> bins = rooms;
     bins[per_device] += static_cast<double>(rest - x);
     const double shares = std::min(largest[x] + LiquidFill(bins, small),
                                    static_cast<double>(rest) * static_cast<double>(per_device));
@@ -248,7 +248,7 @@ int Main(int argc, char** argv) {
     }
     for (const Size& size : sizes) {
       for (const std::string& requests : Split(requests_text)) {
-        std::vector<core::Node> resized = Resize(*nodes, size);
+        std::vector<model::Node> resized = Resize(*nodes, size);
         const std::string cluster_file = (work / "cluster.yaml").string();
         if (http) std::ofstream(cluster_file) << ClusterYaml(resized);
         auto replayer = Replayer::Create(std::move(resized), Rescale(*pods, size, requests == "gi"), ReplayOptions{});

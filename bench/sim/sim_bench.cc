@@ -52,14 +52,14 @@ const Replayer* DefaultTrace() {
 
 // A synthetic cluster: `nodes` 8-GPU nodes of 1000 MiB GPUs and a trace-like pod mix.
 const Replayer* Synthetic(int nodes) {
-  std::vector<core::Node> cluster;
+  std::vector<model::Node> cluster;
   for (int i = 0; i < nodes; ++i) {
-    core::Node n;
+    model::Node n;
     n.name = std::string("node-").append(std::to_string(i));
     n.cpu_milli = 96000;
     n.memory_bytes = int64_t{384} << 30;
     for (int g = 0; g < 8; ++g) {
-      core::Device d;
+      model::Device d;
       d.uuid = n.name + std::string("-").append(std::to_string(g));
       d.index = g;
       d.model = "G2";
@@ -69,16 +69,16 @@ const Replayer* Synthetic(int nodes) {
     cluster.push_back(std::move(n));
   }
   static const int kShares[] = {810, 470, 320, 650, 1000, 1000, 1000, 0};
-  std::vector<core::PodRequest> pods;
+  std::vector<model::PodRequest> pods;
   for (int i = 0; i < nodes * 8; ++i) {
-    core::PodRequest p;
+    model::PodRequest p;
     p.ns = "default";
     p.name = std::string("pod-").append(std::to_string(i));
     p.uid = p.name;
     p.cpu_milli = 4000 + (i % 5) * 2000;
     const int share = kShares[i % 8];
     if (share > 0) {
-      core::ContainerRequest c;
+      model::ContainerRequest c;
       c.name = "main";
       c.device_count = 1;
       c.mem_per_device_mib = share == 1000 ? 0 : share;

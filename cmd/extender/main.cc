@@ -12,14 +12,15 @@
 #include <string>
 #include <thread>
 
-#include "api/cluster_file.h"
+#include "translate/cluster_file.h"
 #include "common/build_info.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/stop_signals.h"
-#include "scheduler/core/decision.h"
-#include "scheduler/core/placement.h"
-#include "scheduler/core/workload.h"
+#include "placement/decision.h"
+#include "placement/placement.h"
+#include "placement/workload.h"
+#include "scheduler/cluster/kube_backend.h"
 #include "scheduler/extender/backend.h"
 #include "scheduler/extender/config.h"
 #include "scheduler/extender/extender.h"
@@ -84,37 +85,33 @@ int main(int argc, char** argv) {
   if (flags.count("--listen")) config.listen = flags["--listen"];
   if (flags.count("--metrics-listen")) config.metrics_listen = flags["--metrics-listen"];
   if (flags.count("--policy")) {
-    StatusOr<core::PolicyKind> kind = core::ParsePolicyKind(flags["--policy"]);
+    StatusOr<model::PolicyKind> kind = placement::ParsePolicyKind(flags["--policy"]);
     if (!kind.ok()) return Fail("--policy: expected fgd, binpack or spread, got \"" + flags["--policy"] + "\"");
     config.policy = *kind;
   }
 
   std::unique_ptr<extender::ClusterBackend> backend;
-  core::MiB typical_device_mib = 81920;
+  model::MiB typical_device_mib = 81920;
   if (flags.count("--standalone-cluster")) {
-    StatusOr<std::vector<core::Node>> nodes = api::LoadClusterFile(flags["--standalone-cluster"]);
+    StatusOr<std::vector<model::Node>> nodes = translate::LoadClusterFile(flags["--standalone-cluster"]);
     if (!nodes.ok()) return Fail(nodes.status().message());
     if (Status fits = extender::CheckConfigAgainstCluster(config, *nodes); !fits.ok()) {
       return Fail((flags.count("--config") ? flags["--config"] + ": " : std::string()) + fits.message());
     }
-    typical_device_mib = core::TypicalDeviceMiB(*nodes);
+    typical_device_mib = placement::TypicalDeviceMiB(*nodes);
     backend = std::make_unique<extender::StandaloneBackend>(std::move(nodes).value());
   } else {
-#ifdef GPUPACK_HAVE_KUBE_BACKEND
-    extender::KubeBackendOptions kube;
-    kube.kubeconfig = flags.count("--kubeconfig") ? flags["--kubeconfig"] : "";
+    cluster::KubeBackendConfig kube;
     kube.max_devices_per_container = config.max_devices_per_container;
-    StatusOr<std::unique_ptr<extender::ClusterBackend>> made = extender::MakeKubeBackend(kube);
+    StatusOr<std::unique_ptr<cluster::KubeBackend>> made =
+        cluster::NewKubeBackend(flags.count("--kubeconfig") ? flags["--kubeconfig"] : "", std::move(kube));
     if (!made.ok()) return Fail(made.status().message());
     backend = std::move(made).value();
-#else
-    return Fail("this build has no Kubernetes backend (scheduler/cluster); use --standalone-cluster FILE");
-#endif
   }
 
-  core::PlacementOptions placement;
+  placement::PlacementOptions placement;
   placement.reserve_mib_per_device = config.reserve_per_device_mib;
-  auto policy = std::make_shared<core::Policy>(config.policy, core::DefaultPriorWorkload(typical_device_mib), placement);
+  auto policy = std::make_shared<placement::Policy>(config.policy, placement::DefaultPriorWorkload(typical_device_mib), placement);
   const Clock& clock = SystemClock::Instance();
   extender::ClusterState state(policy, clock, config.heartbeat_ttl, config.tie_break_seed);
   extender::ExtenderMetrics metrics(&state, config.per_device_metrics, BuildInfo{GPUPACK_VERSION, GPUPACK_REVISION});
@@ -155,7 +152,7 @@ int main(int argc, char** argv) {
   std::printf("%s\n", address->c_str());
   std::fflush(stdout);
   GPUPACK_LOG(kInfo, "extender") << "serving verbs on " << *address << config.prefix << " (policy "
-                                 << core::PolicyKindName(config.policy) << ", "
+                                 << placement::PolicyKindName(config.policy) << ", "
                                  << (flags.count("--standalone-cluster") ? "standalone" : "cluster") << ")";
 
   std::mutex mu;

@@ -617,7 +617,7 @@ func TestUnschedulableEventThenDeletionReleases(t *testing.T) {
 	if ev.Type != corev1.EventTypeWarning || !strings.Contains(ev.Message, "0/") {
 		t.Errorf("FailedScheduling event is not kube-scheduler's: %+v", ev)
 	}
-	// gpupack's verdict for release-1 (scheduler/core/verdict.cc), passed on by kube-scheduler.
+	// gpupack's verdict for release-1 (placement/verdict.cc), passed on by kube-scheduler.
 	if !strings.Contains(ev.Message, "1 needs 1 empty device, node has 0") {
 		t.Errorf("FailedScheduling message does not carry gpupack's reason for release-1: %q", ev.Message)
 	}

@@ -8,7 +8,9 @@
 
 #include "api/annotations.h"
 #include "api/gpunode.h"
-#include "api/pod_request.h"
+#include "translate/allocation_ledger.h"
+#include "translate/node_from_gpunode.h"
+#include "translate/pod_request.h"
 #include "common/log.h"
 #include "common/rfc3339.h"
 
@@ -46,16 +48,16 @@ StatusOr<std::optional<api::Allocation>> PodAllocation(const Json& pod) {
   return std::optional<api::Allocation>(std::move(alloc).value());
 }
 
-Status CheckNodeFits(const core::Node& node, const std::vector<Json>& pods, std::string_view our_uid,
+Status CheckNodeFits(const model::Node& node, const std::vector<Json>& pods, std::string_view our_uid,
                      const api::Allocation& ours) {
   struct Use {
-    core::MiB mib = 0;
+    model::MiB mib = 0;
     bool exclusive = false;
     std::set<std::string> pods;
   };
   std::map<std::string, Use> use;
   auto add = [&](const api::Allocation& a, const std::string& uid, const std::string& key) {
-    for (const auto& [uuid, share] : api::AllocationShares(a, uid, key)) {
+    for (const auto& [uuid, share] : translate::AllocationShares(a, uid, key)) {
       Use& u = use[uuid];
       u.mib += share.mem_mib;
       u.exclusive = u.exclusive || share.exclusive;
@@ -70,7 +72,7 @@ Status CheckNodeFits(const core::Node& node, const std::vector<Json>& pods, std:
     add(**alloc, uid, kube::ObjectKey(pod));
   }
   add(ours, std::string(our_uid), "(this bind)");
-  for (const core::Device& d : node.devices) {
+  for (const model::Device& d : node.devices) {
     auto it = use.find(d.uuid);
     if (it == use.end()) continue;
     const Use& u = it->second;
@@ -119,7 +121,7 @@ Status KubeBackend::Start(extender::ClusterState& state) {
   // Cache only the pods gpupack cares about (they ask for gpupack resources or hold an
   // allocation), without the fields it never reads: on a large cluster most pods are neither.
   pod_opts.transform = [](Json& pod) {
-    if (!api::PodAsksForGpupack(pod) && AllocationText(pod).empty()) return false;
+    if (!translate::PodAsksForGpupack(pod) && AllocationText(pod).empty()) return false;
     if (pod.contains("metadata") && pod["metadata"].is_object()) pod["metadata"].erase("managedFields");
     if (pod.contains("status") && pod["status"].is_object()) {
       pod["status"] = Json{{"phase", pod["status"].value("phase", "")}};
@@ -157,7 +159,7 @@ void KubeBackend::Stop() {
 }
 
 void KubeBackend::OnGpuNode(const Json& gpunode) {
-  StatusOr<core::Node> node = api::NodeFromGpuNode(gpunode, kNeverStale, clock_);
+  StatusOr<model::Node> node = translate::NodeFromGpuNode(gpunode, kNeverStale, clock_);
   if (!node.ok()) {
     GPUPACK_LOG(kWarning, kComponent) << "ignoring GPUNode update: " << node.status();
     return;
@@ -204,18 +206,18 @@ void KubeBackend::OnPodDeleted(const Json& pod) {
 
 bool KubeBackend::Tombstoned(const std::string& uid) const { return tombstones_.count(uid) > 0; }
 
-std::vector<core::PodRequest> KubeBackend::HeldPodRequests() const {
+std::vector<model::PodRequest> KubeBackend::HeldPodRequests() const {
   struct Held {
     Clock::TimePoint created;
     std::string key;
-    core::PodRequest request;
+    model::PodRequest request;
   };
   std::vector<Held> held;
   if (!pods_) return {};
   for (const Json& pod : pods_->List()) {
     StatusOr<std::optional<api::Allocation>> alloc = PodAllocation(pod);
     if (!alloc.ok() || !alloc->has_value()) continue;
-    StatusOr<core::PodRequest> request = api::ParsePodRequest(pod, config_.max_devices_per_container);
+    StatusOr<model::PodRequest> request = translate::ParsePodRequest(pod, config_.max_devices_per_container);
     if (!request.ok()) continue;  // OnPod already counted and logged what is wrong with it
     StatusOr<Clock::TimePoint> created = ParseRfc3339(kube::StringAt(pod, {"metadata", "creationTimestamp"}));
     held.push_back(Held{created.ok() ? *created : Clock::TimePoint{}, kube::ObjectKey(pod), std::move(request).value()});
@@ -223,13 +225,13 @@ std::vector<core::PodRequest> KubeBackend::HeldPodRequests() const {
   std::sort(held.begin(), held.end(), [](const Held& a, const Held& b) {
     return a.created != b.created ? a.created < b.created : a.key < b.key;
   });
-  std::vector<core::PodRequest> out;
+  std::vector<model::PodRequest> out;
   out.reserve(held.size());
   for (Held& h : held) out.push_back(std::move(h.request));
   return out;
 }
 
-StatusOr<core::PodRequest> KubeBackend::LookupPod(const extender::BindTarget& target) {
+StatusOr<model::PodRequest> KubeBackend::LookupPod(const extender::BindTarget& target) {
   std::optional<Json> pod;
   if (pods_) pod = pods_->Get(target.ns + "/" + target.name);
   if (!pod || kube::StringAt(*pod, {"metadata", "uid"}) != target.uid) {
@@ -242,7 +244,7 @@ StatusOr<core::PodRequest> KubeBackend::LookupPod(const extender::BindTarget& ta
     return Status::NotFound("pod " + target.ns + "/" + target.name + " has uid " + kube::StringAt(*pod, {"metadata", "uid"}) +
                             ", not " + target.uid + " (re-created)");
   }
-  return api::ParsePodRequest(*pod, config_.max_devices_per_container);
+  return translate::ParsePodRequest(*pod, config_.max_devices_per_container);
 }
 
 std::mutex& KubeBackend::NodeMutex(const std::string& node) {
@@ -330,7 +332,7 @@ Status KubeBackend::FencedCheck(const extender::BindTarget& target, const std::s
     std::optional<Json> gpunode = gpunodes_ ? gpunodes_->Get(node) : std::nullopt;
     Status fits = Status::Ok();
     if (gpunode) {
-      StatusOr<core::Node> inventory = api::NodeFromGpuNode(*gpunode, kNeverStale, clock_);
+      StatusOr<model::Node> inventory = translate::NodeFromGpuNode(*gpunode, kNeverStale, clock_);
       if (inventory.ok()) fits = CheckNodeFits(*inventory, holders, target.uid, *ours);
     }
     {
@@ -526,15 +528,3 @@ StatusOr<std::unique_ptr<KubeBackend>> NewKubeBackend(const std::string& kubecon
 }
 
 }  // namespace gpupack::cluster
-
-namespace gpupack::extender {
-
-StatusOr<std::unique_ptr<ClusterBackend>> MakeKubeBackend(const KubeBackendOptions& options) {
-  cluster::KubeBackendConfig config;
-  config.max_devices_per_container = options.max_devices_per_container;
-  GPUPACK_ASSIGN_OR_RETURN(std::unique_ptr<cluster::KubeBackend> backend,
-                           cluster::NewKubeBackend(options.kubeconfig, std::move(config)));
-  return std::unique_ptr<ClusterBackend>(std::move(backend));
-}
-
-}  // namespace gpupack::extender

@@ -88,7 +88,7 @@ StatusOr<std::optional<api::Allocation>> PodAllocation(const nlohmann::json& pod
 // Checks that `ours` fits on `node` together with every allocation in `pods` (other UIDs than
 // `our_uid`): per device, Σ caps ≤ capacity and an exclusive share is alone. Conflict naming the
 // device and the pods otherwise. Devices unknown to `node` are ignored (the ledger keeps them).
-Status CheckNodeFits(const core::Node& node, const std::vector<nlohmann::json>& pods, std::string_view our_uid,
+Status CheckNodeFits(const model::Node& node, const std::vector<nlohmann::json>& pods, std::string_view our_uid,
                      const api::Allocation& ours);
 
 class KubeBackend final : public extender::ClusterBackend {
@@ -99,9 +99,9 @@ class KubeBackend final : public extender::ClusterBackend {
 
   Status Start(extender::ClusterState& state) override;
   bool Synced() const override;
-  StatusOr<core::PodRequest> LookupPod(const extender::BindTarget& pod) override;
+  StatusOr<model::PodRequest> LookupPod(const extender::BindTarget& pod) override;
   // From the pod informer's cache, by metadata.creationTimestamp (then namespace/name).
-  std::vector<core::PodRequest> HeldPodRequests() const override;
+  std::vector<model::PodRequest> HeldPodRequests() const override;
   Status Bind(const extender::BindTarget& pod, const std::string& node,
               const std::map<std::string, std::string>& annotations) override;
   void Stop() override;

@@ -8,19 +8,19 @@
 
 #include "api/annotations.h"
 #include "api/gpunode.h"
-#include "api/pod_request.h"
+#include "translate/pod_request.h"
 #include "common/rfc3339.h"
-#include "e2e/test_apiserver.h"
+#include "testing/test_apiserver.h"
 #include "scheduler/extender/extender.h"
 #include "scheduler/extender/metrics.h"
-#include "scheduler/core/placement.h"
-#include "scheduler/core/workload.h"
+#include "placement/placement.h"
+#include "placement/workload.h"
 
 namespace gpupack::cluster {
 namespace {
 
 using Json = nlohmann::json;
-constexpr core::MiB kGiB = 1024;
+constexpr model::MiB kGiB = 1024;
 
 template <typename F>
 bool Eventually(F cond) {
@@ -36,7 +36,7 @@ Json PodJson(const std::string& name, const std::string& gpu_memory) {
           {"spec", {{"containers", Json::array({{{"name", "main"}, {"resources", {{"limits", {{"gpupack.io/gpu-memory", gpu_memory}}}}}}})}}}};
 }
 
-api::Allocation OneDevice(const std::string& node, const std::string& uuid, core::MiB mib) {
+api::Allocation OneDevice(const std::string& node, const std::string& uuid, model::MiB mib) {
   api::Allocation a;
   a.node = node;
   api::ContainerAllocation c;
@@ -73,14 +73,14 @@ class KubeBackendTest : public ::testing::Test {
   }
 
   // Creates a pod and binds it through the API directly (as another replica would).
-  std::string CreateBoundPod(const std::string& name, core::MiB mib) {
+  std::string CreateBoundPod(const std::string& name, model::MiB mib) {
     auto created = api_->Create(kube::PodsResource(), "default", PodJson(name, std::to_string(mib) + "Mi"));
     EXPECT_TRUE(created.ok());
     const std::string uid = (*created)["metadata"]["uid"];
     EXPECT_TRUE(api_->CreateBinding("default", name, uid, "n1", api::AllocationAnnotations(OneDevice("n1", "GPU-n1-0", mib))).ok());
     return uid;
   }
-  std::string CreatePod(const std::string& name, core::MiB mib) {
+  std::string CreatePod(const std::string& name, model::MiB mib) {
     auto created = api_->Create(kube::PodsResource(), "default", PodJson(name, std::to_string(mib) + "Mi"));
     EXPECT_TRUE(created.ok());
     return (*created)["metadata"]["uid"];
@@ -102,7 +102,7 @@ class KubeBackendTest : public ::testing::Test {
   // What the extender's bind verb does: lookup, reserve, Binding, confirm or release.
   Status ExtenderBind(const std::string& name, const std::string& uid) {
     extender::BindTarget target{"default", name, uid};
-    GPUPACK_ASSIGN_OR_RETURN(core::PodRequest request, backend_->LookupPod(target));
+    GPUPACK_ASSIGN_OR_RETURN(model::PodRequest request, backend_->LookupPod(target));
     request.uid = uid;
     request.ns = "default";
     request.name = name;
@@ -112,17 +112,17 @@ class KubeBackendTest : public ::testing::Test {
     return s;
   }
 
-  bool Fits(core::MiB mib) {
-    StatusOr<core::PodRequest> req = api::ParsePodRequest(PodJson("probe", std::to_string(mib) + "Mi"));
+  bool Fits(model::MiB mib) {
+    StatusOr<model::PodRequest> req = translate::ParsePodRequest(PodJson("probe", std::to_string(mib) + "Mi"));
     EXPECT_TRUE(req.ok());
     auto ev = state_.Evaluate("n1", *req);
     return ev && ev->verdict.fits();
   }
 
   FakeClock clock_{std::chrono::time_point_cast<Clock::Duration>(std::chrono::system_clock::now())};
-  extender::ClusterState state_{std::make_shared<core::Policy>(core::PolicyKind::kBinpack,
-                                                               core::DefaultPriorWorkload(80 * kGiB),
-                                                               core::PlacementOptions{}),
+  extender::ClusterState state_{std::make_shared<placement::Policy>(model::PolicyKind::kBinpack,
+                                                               placement::DefaultPriorWorkload(80 * kGiB),
+                                                               placement::PlacementOptions{}),
                                 clock_, std::chrono::seconds(120)};
   std::unique_ptr<e2e::TestApiServer> server_;
   std::unique_ptr<kube::Client> api_;
@@ -146,13 +146,13 @@ TEST(PodAllocationTest, OnlyBoundLivePodsWithValidAnnotations) {
 }
 
 TEST(CheckNodeFitsTest, SumsCapsPerDeviceAndHonoursExclusive) {
-  core::Node node;
+  model::Node node;
   node.name = "n1";
-  core::Device d;
+  model::Device d;
   d.uuid = "GPU-a";
   d.capacity_mib = 10 * kGiB;
   node.devices.push_back(d);
-  auto bound = [](const std::string& uid, core::MiB mib, bool exclusive) {
+  auto bound = [](const std::string& uid, model::MiB mib, bool exclusive) {
     Json p = PodJson(uid, "1Gi");
     p["metadata"]["uid"] = uid;
     p["spec"]["nodeName"] = "n1";
@@ -194,15 +194,15 @@ TEST_F(KubeBackendTest, HeldPodRequestsAreTheBoundPodsWithAllocations) {
   CreateBoundPod("new", 20 * kGiB);
   CreatePod("pending", 5 * kGiB);
   StartBackend();
-  std::vector<core::PodRequest> held = backend_->HeldPodRequests();
+  std::vector<model::PodRequest> held = backend_->HeldPodRequests();
   ASSERT_EQ(held.size(), 2u);
-  std::vector<core::MiB> mib;
-  for (const core::PodRequest& r : held) {
+  std::vector<model::MiB> mib;
+  for (const model::PodRequest& r : held) {
     ASSERT_EQ(r.containers.size(), 1u);
     mib.push_back(r.containers[0].mem_per_device_mib);
   }
   std::sort(mib.begin(), mib.end());
-  EXPECT_EQ(mib, (std::vector<core::MiB>{10 * kGiB, 20 * kGiB}));
+  EXPECT_EQ(mib, (std::vector<model::MiB>{10 * kGiB, 20 * kGiB}));
 }
 
 TEST_F(KubeBackendTest, MetricsNameEachInformer) {

@@ -2,7 +2,7 @@
 // on-demand). Same result and the same errors as api::DecodeExtenderArgs for every well-formed
 // body, several times faster: node names are read without building a DOM, and full Node objects
 // (nodeCacheCapable: false) are kept as the exact text the scheduler sent, not parsed and
-// re-serialised. Only the Pod is handed to nlohmann, for api::ParsePodRequest.
+// re-serialised. Only the Pod is handed to nlohmann, for translate::ParsePodRequest.
 //
 // Thread safety: may be called concurrently (each thread has its own parser).
 #pragma once

@@ -2,15 +2,15 @@
 
 namespace gpupack::extender {
 
-StandaloneBackend::StandaloneBackend(std::vector<core::Node> nodes) : nodes_(std::move(nodes)) {}
+StandaloneBackend::StandaloneBackend(std::vector<model::Node> nodes) : nodes_(std::move(nodes)) {}
 
 Status StandaloneBackend::Start(ClusterState& state) {
-  for (core::Node& node : nodes_) state.UpsertNode(std::move(node));
+  for (model::Node& node : nodes_) state.UpsertNode(std::move(node));
   nodes_.clear();
   return Status::Ok();
 }
 
-StatusOr<core::PodRequest> StandaloneBackend::LookupPod(const BindTarget& pod) {
+StatusOr<model::PodRequest> StandaloneBackend::LookupPod(const BindTarget& pod) {
   return Status::NotFound("standalone mode knows pod " + pod.ns + "/" + pod.name +
                           " only from a recent filter or prioritize call, and there was none");
 }

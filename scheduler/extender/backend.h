@@ -20,7 +20,7 @@
 #include <prometheus/metric_family.h>
 
 #include "common/status.h"
-#include "scheduler/core/model.h"
+#include "model/model.h"
 #include "scheduler/extender/cluster_state.h"
 
 namespace gpupack::extender {
@@ -46,7 +46,7 @@ class ClusterBackend {
   // The request of a pod about to be bound, when the extender did not see it in a recent filter
   // or prioritize call. NotFound when the backend does not know the pod; InvalidArgument when its
   // request does not parse.
-  virtual StatusOr<core::PodRequest> LookupPod(const BindTarget& pod) = 0;
+  virtual StatusOr<model::PodRequest> LookupPod(const BindTarget& pod) = 0;
   // Persists "pod runs on node" together with `annotations` (one atomic write on Kubernetes: the
   // Binding's metadata.annotations). Must be idempotent: OK when the pod is already bound to
   // `node`. An error means the pod is not bound; the extender then releases the reservation.
@@ -58,30 +58,22 @@ class ClusterBackend {
   // restarted or newly elected extender learns the running workload at once instead of starting
   // again from the prior. Meaningful once Synced(); pods whose request does not parse are left
   // out. Default: none (standalone starts with an empty ledger).
-  virtual std::vector<core::PodRequest> HeldPodRequests() const { return {}; }
+  virtual std::vector<model::PodRequest> HeldPodRequests() const { return {}; }
   // The backend's own metric families (e.g. watch restarts, relists, sync age), collected at
   // scrape time for the extender's /metrics. None by default.
   virtual std::vector<prometheus::MetricFamily> Metrics() const { return {}; }
 };
-
-// The Kubernetes backend's factory. Declared here so the extender's main can wire it; defined by
-// scheduler/cluster (library gpupack_cluster), which cmd/extender links when that target exists.
-struct KubeBackendOptions {
-  std::string kubeconfig;              // empty: in-cluster service account
-  int max_devices_per_container = 16;  // passed to api::ParsePodRequest in LookupPod
-};
-StatusOr<std::unique_ptr<ClusterBackend>> MakeKubeBackend(const KubeBackendOptions& options);
 
 // Standalone mode (docs/cluster-file.md): the inventory is a fixed list of nodes (from the cluster
 // file), synced at once; binds are recorded in memory; LookupPod knows nothing (the extender
 // remembers requests from filter/prioritize).
 class StandaloneBackend final : public ClusterBackend {
  public:
-  explicit StandaloneBackend(std::vector<core::Node> nodes);
+  explicit StandaloneBackend(std::vector<model::Node> nodes);
 
   Status Start(ClusterState& state) override;
   bool Synced() const override { return true; }
-  StatusOr<core::PodRequest> LookupPod(const BindTarget& pod) override;
+  StatusOr<model::PodRequest> LookupPod(const BindTarget& pod) override;
   Status Bind(const BindTarget& pod, const std::string& node,
               const std::map<std::string, std::string>& annotations) override;
   void Stop() override {}
@@ -94,7 +86,7 @@ class StandaloneBackend final : public ClusterBackend {
   std::map<std::string, BindRecord> binds() const;
 
  private:
-  std::vector<core::Node> nodes_;
+  std::vector<model::Node> nodes_;
   mutable std::mutex mu_;
   std::map<std::string, BindRecord> binds_;
 };

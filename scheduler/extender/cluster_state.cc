@@ -4,10 +4,11 @@
 #include <utility>
 
 #include "common/log.h"
+#include "translate/allocation_ledger.h"
 
 namespace gpupack::extender {
 
-ClusterState::ClusterState(std::shared_ptr<const core::Policy> policy, const Clock& clock,
+ClusterState::ClusterState(std::shared_ptr<const placement::Policy> policy, const Clock& clock,
                            std::chrono::nanoseconds heartbeat_ttl, uint64_t tie_break_salt)
     : clock_(clock), heartbeat_ttl_(heartbeat_ttl), tie_break_salt_(tie_break_salt), policy_(std::move(policy)) {
   GPUPACK_CHECK(policy_ != nullptr);
@@ -17,12 +18,12 @@ ClusterState::ClusterState(std::shared_ptr<const core::Policy> policy, const Clo
   snapshot_ = std::move(snapshot);
 }
 
-std::pair<std::shared_ptr<const core::Policy>, uint64_t> ClusterState::PolicyAndGeneration() const {
+std::pair<std::shared_ptr<const placement::Policy>, uint64_t> ClusterState::PolicyAndGeneration() const {
   std::lock_guard lock(policy_mu_);
   return {policy_, policy_generation_};
 }
 
-std::shared_ptr<const core::Policy> ClusterState::policy() const { return PolicyAndGeneration().first; }
+std::shared_ptr<const placement::Policy> ClusterState::policy() const { return PolicyAndGeneration().first; }
 
 std::shared_ptr<const ClusterState::Snapshot> ClusterState::CurrentSnapshot() const {
   std::lock_guard lock(snapshot_mu_);
@@ -30,7 +31,7 @@ std::shared_ptr<const ClusterState::Snapshot> ClusterState::CurrentSnapshot() co
 }
 
 void ClusterState::PublishRows(const std::vector<std::pair<size_t, std::shared_ptr<const NodeView>>>& rows,
-                               std::shared_ptr<const core::Policy> policy, uint64_t generation) {
+                               std::shared_ptr<const placement::Policy> policy, uint64_t generation) {
   std::shared_ptr<const Snapshot> previous;  // released after the lock: the last reader may be us
   std::lock_guard lock(snapshot_mu_);
   auto next = std::make_shared<Snapshot>(*snapshot_);
@@ -58,9 +59,9 @@ void ClusterState::PublishRows(const std::vector<std::pair<size_t, std::shared_p
 }
 
 std::shared_ptr<const ClusterState::NodeView> ClusterState::MakeView(const NodeEntry& entry,
-                                                                     std::shared_ptr<const core::Node> node,
+                                                                     std::shared_ptr<const model::Node> node,
                                                                      std::optional<Clock::TimePoint> heartbeat,
-                                                                     const core::Policy& policy, uint64_t generation) {
+                                                                     const placement::Policy& policy, uint64_t generation) {
   auto view = std::make_shared<NodeView>();
   view->summary = policy.Summarize(*node);
   view->node = std::move(node);
@@ -71,7 +72,7 @@ std::shared_ptr<const ClusterState::NodeView> ClusterState::MakeView(const NodeE
   return view;
 }
 
-void ClusterState::Publish(NodeEntry& entry, std::shared_ptr<const core::Node> node,
+void ClusterState::Publish(NodeEntry& entry, std::shared_ptr<const model::Node> node,
                            std::optional<Clock::TimePoint> heartbeat) {
   if (entry.removed) return;
   // Read under the node's lock: a SetPolicy that has already re-summarised this node waits for
@@ -81,7 +82,7 @@ void ClusterState::Publish(NodeEntry& entry, std::shared_ptr<const core::Node> n
   PublishRows({{entry.row, entry.view}});
 }
 
-void ClusterState::SetPolicy(std::shared_ptr<const core::Policy> policy) {
+void ClusterState::SetPolicy(std::shared_ptr<const placement::Policy> policy) {
   GPUPACK_CHECK(policy != nullptr);
   std::lock_guard serial(set_policy_mu_);
   uint64_t generation = 0;
@@ -112,7 +113,7 @@ void ClusterState::SetPolicy(std::shared_ptr<const core::Policy> policy) {
   }
 }
 
-std::string ClusterState::ShapeKey(const core::PodRequest& pod) {
+std::string ClusterState::ShapeKey(const model::PodRequest& pod) {
   std::string key = std::to_string(pod.cpu_milli) + "/" + std::to_string(pod.memory_bytes) + "/" +
                     std::to_string(static_cast<int>(pod.device_kind)) + "/" + pod.mig_profile + "/" +
                     (pod.hard_isolation ? "h" : "b");
@@ -124,7 +125,7 @@ std::string ClusterState::ShapeKey(const core::PodRequest& pod) {
   if (pod.node_policy) key += "/np" + std::to_string(static_cast<int>(*pod.node_policy));
   if (pod.device_policy) key += "/dp" + std::to_string(static_cast<int>(*pod.device_policy));
   if (!pod.spread_key.empty()) key += (pod.spread_across_nodes ? "/sn:" : "/sd:") + pod.spread_key;
-  for (const core::ContainerRequest& c : pod.containers) {
+  for (const model::ContainerRequest& c : pod.containers) {
     key += "/c" + std::to_string(c.index) + (c.init ? "i" : "a") + std::to_string(c.device_count) + "x" +
            std::to_string(c.mem_per_device_mib);
   }
@@ -162,24 +163,24 @@ void ClusterState::StoreMemo(std::shared_ptr<const ShapeMemo> memo) const {
   memo_next_ = (memo_next_ + 1) % kMemoShapes;
 }
 
-ClusterState::Assessment ClusterState::ScoreView(const NodeView& view, const core::PodRequest& pod,
+ClusterState::Assessment ClusterState::ScoreView(const NodeView& view, const model::PodRequest& pod,
                                                  const Snapshot& snapshot) const {
   // Score, not Evaluate: the per-node path needs no placement and so allocates nothing.
-  core::NodeScore s = view.summary_generation == snapshot.generation
+  placement::NodeScore s = view.summary_generation == snapshot.generation
                           ? snapshot.policy->Score(*view.node, view.summary, pod)
                           : snapshot.policy->Score(*view.node, snapshot.policy->Summarize(*view.node), pod);
   return Assessment{std::move(s.verdict), s.cost, s.fill_cost, s.reservation_cost, s.completion_loss,
                     view.tie_break_rank};
 }
 
-std::optional<ClusterState::Assessment> ClusterState::Assess(std::string_view node, const core::PodRequest& pod,
+std::optional<ClusterState::Assessment> ClusterState::Assess(std::string_view node, const model::PodRequest& pod,
                                                              const std::string& shape) const {
   std::vector<std::optional<Assessment>> out;
   AssessMany({node}, pod, shape, out);
   return std::move(out[0]);
 }
 
-void ClusterState::AssessMany(const std::vector<std::string_view>& names, const core::PodRequest& pod,
+void ClusterState::AssessMany(const std::vector<std::string_view>& names, const model::PodRequest& pod,
                               const std::string& shape, std::vector<std::optional<Assessment>>& out) const {
   out.assign(names.size(), std::nullopt);
   const uint64_t shape_id = ShapeId(shape);
@@ -200,7 +201,7 @@ void ClusterState::AssessMany(const std::vector<std::string_view>& names, const 
     const Chunk* chunk = snapshot->ChunkOf(row);
     const size_t r = row % kChunkRows;
     if (chunk == nullptr || chunk->versions[r] == 0) continue;  // unreachable: see the lock order above
-    if (std::optional<core::Verdict> stale = StaleVerdict(chunk->heartbeats[r], now)) {
+    if (std::optional<placement::Verdict> stale = StaleVerdict(chunk->heartbeats[r], now)) {
       out[i] = Assessment{std::move(*stale), 0, 0, 0, 0, chunk->views[r]->tie_break_rank};
       continue;
     }
@@ -316,9 +317,9 @@ std::shared_ptr<const ClusterState::NodeView> ClusterState::CurrentView(std::str
   return chunk == nullptr ? nullptr : chunk->views[row % kChunkRows];
 }
 
-void ClusterState::ReattachShares(core::Node& node) const {
-  std::unordered_map<std::string_view, core::Device*> by_uuid;
-  for (core::Device& device : node.devices) {
+void ClusterState::ReattachShares(model::Node& node) const {
+  std::unordered_map<std::string_view, model::Device*> by_uuid;
+  for (model::Device& device : node.devices) {
     device.shares.clear();
     by_uuid.emplace(device.uuid, &device);
   }
@@ -330,14 +331,14 @@ void ClusterState::ReattachShares(core::Node& node) const {
     const PodRecord& record = pods_.at(uid);
     node.requested_cpu_milli += record.cpu_milli;
     node.requested_memory_bytes += record.memory_bytes;
-    for (auto& [uuid, share] : api::AllocationShares(record.allocation, uid, record.pod_key)) {
+    for (auto& [uuid, share] : translate::AllocationShares(record.allocation, uid, record.pod_key)) {
       auto device = by_uuid.find(uuid);
       if (device != by_uuid.end()) device->second->shares.push_back(std::move(share));
     }
   }
 }
 
-std::optional<core::Verdict> ClusterState::StaleVerdict(const std::optional<Clock::TimePoint>& heartbeat,
+std::optional<placement::Verdict> ClusterState::StaleVerdict(const std::optional<Clock::TimePoint>& heartbeat,
                                                         Clock::TimePoint now) const {
   if (heartbeat_ttl_.count() <= 0 || !heartbeat) return std::nullopt;
   const auto age = now - *heartbeat;
@@ -345,12 +346,12 @@ std::optional<core::Verdict> ClusterState::StaleVerdict(const std::optional<Cloc
   const int64_t age_s = std::chrono::duration_cast<std::chrono::seconds>(age).count();
   const int64_t ttl_s = std::chrono::duration_cast<std::chrono::seconds>(heartbeat_ttl_).count();
   // Preemption cannot refresh a heartbeat, so the node is unresolvable for this pod.
-  return core::Verdict::Reject(core::RejectReason::kNodeStale, /*unresolvable=*/true, ttl_s, age_s,
+  return placement::Verdict::Reject(placement::RejectReason::kNodeStale, /*unresolvable=*/true, ttl_s, age_s,
                                "GPUNode heartbeat " + std::to_string(age_s) + "s old > TTL " +
                                    std::to_string(ttl_s) + "s");
 }
 
-void ClusterState::UpsertNode(core::Node inventory, std::optional<Clock::TimePoint> heartbeat) {
+void ClusterState::UpsertNode(model::Node inventory, std::optional<Clock::TimePoint> heartbeat) {
   std::unique_lock table(nodes_mu_);
   std::shared_ptr<NodeEntry>& slot = nodes_[inventory.name];
   const bool added = !slot;
@@ -363,7 +364,7 @@ void ClusterState::UpsertNode(core::Node inventory, std::optional<Clock::TimePoi
       row_names_.emplace_back();
     }
     row_names_[row] = inventory.name;
-    slot = std::make_shared<NodeEntry>(inventory.name, core::NodeTieBreakRank(inventory.name, tie_break_salt_), row);
+    slot = std::make_shared<NodeEntry>(inventory.name, placement::NodeTieBreakRank(inventory.name, tie_break_salt_), row);
     IndexNewNode(row);
   }
   std::shared_ptr<NodeEntry> entry = slot;
@@ -371,7 +372,7 @@ void ClusterState::UpsertNode(core::Node inventory, std::optional<Clock::TimePoi
   // A new node is published before the table lock is released, so a reader that finds its name
   // in the index finds its row in the snapshot.
   if (!added) table.unlock();
-  auto node = std::make_shared<core::Node>(std::move(inventory));
+  auto node = std::make_shared<model::Node>(std::move(inventory));
   {
     std::lock_guard ledger(ledger_mu_);
     ReattachShares(*node);
@@ -417,9 +418,9 @@ void ClusterState::UpsertPodAllocation(std::string_view pod_uid, std::string_vie
   record.since = clock_.Now();
   pods_by_node_[allocation.node].insert(uid);
   if (!entry || entry->removed) return;
-  auto node = std::make_shared<core::Node>(*entry->view->node);
+  auto node = std::make_shared<model::Node>(*entry->view->node);
   ReattachShares(*node);
-  if (Status invariant = core::CheckLedgerInvariant(*node); !invariant.ok()) {
+  if (Status invariant = placement::CheckLedgerInvariant(*node); !invariant.ok()) {
     GPUPACK_LOG(kWarning, "extender") << "pod " << pod_key << " as recorded by the cluster overbooks node "
                                       << allocation.node << ": " << invariant.message();
   }
@@ -444,8 +445,8 @@ void ClusterState::RemovePod(std::string_view pod_uid) {
   by_node->second.erase(uid);
   if (by_node->second.empty()) pods_by_node_.erase(by_node);
   if (!entry || entry->removed) return;
-  auto next = std::make_shared<core::Node>(*entry->view->node);
-  core::RemovePod(*next, uid);
+  auto next = std::make_shared<model::Node>(*entry->view->node);
+  placement::RemovePod(*next, uid);
   next->requested_cpu_milli -= cpu;
   next->requested_memory_bytes -= memory;
   Publish(*entry, std::move(next), entry->view->heartbeat);
@@ -456,7 +457,7 @@ bool ClusterState::TracksHostResources(std::string_view node) const {
   return view != nullptr && (view->node->cpu_milli >= 0 || view->node->memory_bytes >= 0);
 }
 
-std::optional<core::NodeEvaluation> ClusterState::Evaluate(std::string_view node, const core::PodRequest& pod) const {
+std::optional<placement::NodeEvaluation> ClusterState::Evaluate(std::string_view node, const model::PodRequest& pod) const {
   std::shared_ptr<const Snapshot> snapshot;
   std::shared_ptr<const NodeView> view;
   {
@@ -466,8 +467,8 @@ std::optional<core::NodeEvaluation> ClusterState::Evaluate(std::string_view node
     snapshot = CurrentSnapshot();
     view = snapshot->ChunkOf(row)->views[row % kChunkRows];
   }
-  if (std::optional<core::Verdict> stale = StaleVerdict(view->heartbeat, clock_.Now())) {
-    return core::NodeEvaluation{*stale, 0, {}};
+  if (std::optional<placement::Verdict> stale = StaleVerdict(view->heartbeat, clock_.Now())) {
+    return placement::NodeEvaluation{*stale, 0, {}};
   }
   if (view->summary_generation == snapshot->generation) {
     return snapshot->policy->Evaluate(*view->node, view->summary, pod);
@@ -475,19 +476,19 @@ std::optional<core::NodeEvaluation> ClusterState::Evaluate(std::string_view node
   return snapshot->policy->Evaluate(*view->node, pod);  // a SetPolicy is re-summarising right now
 }
 
-std::optional<core::NodeEvaluation> ClusterState::EvaluateWithout(std::string_view node, const core::PodRequest& pod,
+std::optional<placement::NodeEvaluation> ClusterState::EvaluateWithout(std::string_view node, const model::PodRequest& pod,
                                                                   const std::set<std::string>& victim_uids) const {
   std::shared_ptr<const NodeView> view = CurrentView(node);
   if (!view) return std::nullopt;
-  if (std::optional<core::Verdict> stale = StaleVerdict(view->heartbeat, clock_.Now())) {
-    return core::NodeEvaluation{*stale, 0, {}};
+  if (std::optional<placement::Verdict> stale = StaleVerdict(view->heartbeat, clock_.Now())) {
+    return placement::NodeEvaluation{*stale, 0, {}};
   }
-  core::Node copy = *view->node;
-  for (const std::string& uid : victim_uids) core::RemovePod(copy, uid);
+  model::Node copy = *view->node;
+  for (const std::string& uid : victim_uids) placement::RemovePod(copy, uid);
   return policy()->Evaluate(copy, pod);
 }
 
-StatusOr<ClusterState::Reservation> ClusterState::Reserve(const core::PodRequest& pod, std::string_view node) {
+StatusOr<ClusterState::Reservation> ClusterState::Reserve(const model::PodRequest& pod, std::string_view node) {
   std::shared_ptr<NodeEntry> entry = FindNode(node);
   if (!entry) return Status::NotFound("node \"" + std::string(node) + "\" is not in gpupack's inventory");
   std::unique_lock node_lock(entry->mu);
@@ -506,26 +507,26 @@ StatusOr<ClusterState::Reservation> ClusterState::Reserve(const core::PodRequest
     }
     return Reservation{record.allocation, /*repeated=*/true};
   }
-  if (std::optional<core::Verdict> stale = StaleVerdict(entry->view->heartbeat, clock_.Now())) {
+  if (std::optional<placement::Verdict> stale = StaleVerdict(entry->view->heartbeat, clock_.Now())) {
     return Status::FailedPrecondition("node " + std::string(node) + ": " + stale->Message());
   }
   auto [policy, generation] = PolicyAndGeneration();
   const NodeView& view = *entry->view;
   // A SetPolicy that has not reached this node yet: summarise on the spot (it re-publishes the
   // node under the new policy once it gets the node's lock).
-  core::NodeEvaluation evaluation = view.summary_generation == generation
+  placement::NodeEvaluation evaluation = view.summary_generation == generation
                                         ? policy->Evaluate(*view.node, view.summary, pod)
                                         : policy->Evaluate(*view.node, pod);
   if (!evaluation.verdict.fits()) {
     return Status::FailedPrecondition("pod " + pod.Key() + " no longer fits on node " + std::string(node) + ": " +
                                       evaluation.verdict.Message());
   }
-  auto next = std::make_shared<core::Node>(*view.node);
-  GPUPACK_RETURN_IF_ERROR(core::ApplyPlacement(*next, pod, evaluation.placement, policy->options()));
+  auto next = std::make_shared<model::Node>(*view.node);
+  GPUPACK_RETURN_IF_ERROR(placement::ApplyPlacement(*next, pod, evaluation.placement, policy->options()));
   PodRecord record;
   record.node = std::string(node);
   record.pod_key = pod.Key();
-  record.allocation = api::AllocationFromPlacement(*next, evaluation.placement);
+  record.allocation = translate::AllocationFromPlacement(*next, evaluation.placement);
   record.allocation.spread_key = pod.spread_key;
   record.state = PodState::kReserved;
   record.since = clock_.Now();
@@ -571,7 +572,7 @@ int ClusterState::ExpireReservations(std::chrono::nanoseconds ttl) {
   return static_cast<int>(expired.size());
 }
 
-void ClusterState::ForEachNode(const std::function<void(const core::Node&, const core::NodeSummary&,
+void ClusterState::ForEachNode(const std::function<void(const model::Node&, const placement::NodeSummary&,
                                                        std::optional<Clock::TimePoint>)>& fn) const {
   // In the table's order (the order the callers have always seen), from one snapshot.
   std::vector<std::shared_ptr<const NodeView>> views;

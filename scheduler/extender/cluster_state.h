@@ -50,17 +50,17 @@
 #include "api/allocation.h"
 #include "common/clock.h"
 #include "common/status.h"
-#include "scheduler/core/model.h"
-#include "scheduler/core/placement.h"
+#include "model/model.h"
+#include "placement/placement.h"
 
 namespace gpupack::extender {
 
 class ClusterState {
  public:
   // `heartbeat_ttl` zero: nodes never go stale. `clock` must outlive the state.
-  // `tie_break_salt` (config tieBreakSeed): each node's core::NodeTieBreakRank is computed with it
+  // `tie_break_salt` (config tieBreakSeed): each node's placement::NodeTieBreakRank is computed with it
   // once, when the node enters, and handed out with every Assessment.
-  ClusterState(std::shared_ptr<const core::Policy> policy, const Clock& clock,
+  ClusterState(std::shared_ptr<const placement::Policy> policy, const Clock& clock,
                std::chrono::nanoseconds heartbeat_ttl, uint64_t tie_break_salt = 0);
   ClusterState(const ClusterState&) = delete;
   ClusterState& operator=(const ClusterState&) = delete;
@@ -71,7 +71,7 @@ class ClusterState {
   // `inventory.devices[].shares` are ignored: the ledger's shares for pods on this node are
   // re-attached by device UUID (a share whose device is gone is kept in the ledger and comes back
   // with the device). `heartbeat`: when the node's agent last reported; nullopt = never stale.
-  void UpsertNode(core::Node inventory, std::optional<Clock::TimePoint> heartbeat = std::nullopt);
+  void UpsertNode(model::Node inventory, std::optional<Clock::TimePoint> heartbeat = std::nullopt);
   // Forgets the node's inventory; its pods stay in the ledger until RemovePod.
   void RemoveNode(std::string_view name);
   // Records an existing pod's allocation as bound (the pod carries gpupack.io/allocation).
@@ -84,30 +84,30 @@ class ClusterState {
 
   // Evaluates `pod` on `node` as of the current snapshot, reservations included. A node whose
   // heartbeat is older than the TTL gets a kNodeStale verdict. nullopt for an unknown node.
-  std::optional<core::NodeEvaluation> Evaluate(std::string_view node, const core::PodRequest& pod) const;
+  std::optional<placement::NodeEvaluation> Evaluate(std::string_view node, const model::PodRequest& pod) const;
   // Verdict and cost only, for filter and prioritize: memoised per pod shape (the last few) and
   // per node until the node changes, so prioritize after filter, and the next replica of the same
   // shape, cost one lookup per node. `shape` must be ShapeKey(pod).
   struct Assessment {
-    core::Verdict verdict;
+    placement::Verdict verdict;
     double cost = 0;
-    double fill_cost = 0;         // core::NodeScore::fill_cost: the second key after the FGD level
-    double reservation_cost = 0;  // core::NodeScore::reservation_cost: ranked with fill_cost
-    double completion_loss = 0;   // core::NodeScore::completion_loss: the first key
-    uint64_t tie_break_rank = 0;  // core::NodeTieBreakRank(node, tie_break_salt)
+    double fill_cost = 0;         // placement::NodeScore::fill_cost: the second key after the FGD level
+    double reservation_cost = 0;  // placement::NodeScore::reservation_cost: ranked with fill_cost
+    double completion_loss = 0;   // placement::NodeScore::completion_loss: the first key
+    uint64_t tie_break_rank = 0;  // placement::NodeTieBreakRank(node, tie_break_salt)
   };
-  std::optional<Assessment> Assess(std::string_view node, const core::PodRequest& pod, const std::string& shape) const;
+  std::optional<Assessment> Assess(std::string_view node, const model::PodRequest& pod, const std::string& shape) const;
   // Assess for many nodes under one table lock: out[i] is Assess(names[i], …). The filter's and
   // prioritize's path, so it takes the table lock, the clock and the shape's id once, not once
   // per node.
-  void AssessMany(const std::vector<std::string_view>& names, const core::PodRequest& pod, const std::string& shape,
+  void AssessMany(const std::vector<std::string_view>& names, const model::PodRequest& pod, const std::string& shape,
                   std::vector<std::optional<Assessment>>& out) const;
   // Everything about a pod that Evaluate depends on (not its name or UID).
-  static std::string ShapeKey(const core::PodRequest& pod);
+  static std::string ShapeKey(const model::PodRequest& pod);
 
   // Evaluates `pod` on `node` as if the pods `victim_uids` were gone (preemption dry run).
   // nullopt for an unknown node.
-  std::optional<core::NodeEvaluation> EvaluateWithout(std::string_view node, const core::PodRequest& pod,
+  std::optional<placement::NodeEvaluation> EvaluateWithout(std::string_view node, const model::PodRequest& pod,
                                                       const std::set<std::string>& victim_uids) const;
 
   struct Reservation {
@@ -118,7 +118,7 @@ class ClusterState {
   // as a reservation. Returns NotFound for an unknown node, FailedPrecondition with the verdict's
   // message when the pod does not fit (any more), FailedPrecondition when the UID is already
   // reserved or bound on another node. The ledger is unchanged on every error.
-  StatusOr<Reservation> Reserve(const core::PodRequest& pod, std::string_view node);
+  StatusOr<Reservation> Reserve(const model::PodRequest& pod, std::string_view node);
   // True when the node's inventory knows its allocatable CPU or memory, so pods without devices
   // should be Reserved too: their requests are CPU that GPU pods will lack (FGD counts it).
   bool TracksHostResources(std::string_view node) const;
@@ -131,7 +131,7 @@ class ClusterState {
 
   // Calls `fn` for every node of one snapshot (metrics, dumps), with the heartbeat the node was
   // last upserted with, holding no lock.
-  void ForEachNode(const std::function<void(const core::Node&, const core::NodeSummary&,
+  void ForEachNode(const std::function<void(const model::Node&, const placement::NodeSummary&,
                                             std::optional<Clock::TimePoint> heartbeat)>& fn) const;
   std::vector<std::string> NodeNames() const;
   size_t NodeCount() const;
@@ -140,15 +140,15 @@ class ClusterState {
   // The node a pod is reserved or bound on, if any.
   std::optional<std::string> NodeOfPod(std::string_view pod_uid) const;
 
-  std::shared_ptr<const core::Policy> policy() const;
+  std::shared_ptr<const placement::Policy> policy() const;
   // Replaces the policy (e.g. a new typical workload) and re-summarises every node.
-  void SetPolicy(std::shared_ptr<const core::Policy> policy);
+  void SetPolicy(std::shared_ptr<const placement::Policy> policy);
 
  private:
   // One node as the read verbs see it: immutable once published.
   struct NodeView {
-    std::shared_ptr<const core::Node> node;  // shared by views that differ only by summary
-    core::NodeSummary summary;
+    std::shared_ptr<const model::Node> node;  // shared by views that differ only by summary
+    placement::NodeSummary summary;
     uint64_t summary_generation = 0;  // the policy generation `summary` was computed with
     std::optional<Clock::TimePoint> heartbeat;
     uint64_t tie_break_rank = 0;
@@ -166,7 +166,7 @@ class ClusterState {
   };
   // What every read verb reads: immutable once published.
   struct Snapshot {
-    std::shared_ptr<const core::Policy> policy;
+    std::shared_ptr<const placement::Policy> policy;
     uint64_t generation = 0;  // of `policy`
     std::vector<std::shared_ptr<const Chunk>> chunks;
     const Chunk* ChunkOf(size_t row) const {
@@ -227,25 +227,25 @@ class ClusterState {
   std::shared_ptr<const NodeView> CurrentView(std::string_view name) const;
   // Scores `pod` on one view under the snapshot's policy (summarising on the spot when a
   // SetPolicy has not reached the view yet).
-  Assessment ScoreView(const NodeView& view, const core::PodRequest& pod, const Snapshot& snapshot) const;
+  Assessment ScoreView(const NodeView& view, const model::PodRequest& pod, const Snapshot& snapshot) const;
   std::shared_ptr<const ShapeMemo> FindMemo(uint64_t shape_id, uint64_t generation) const;
   void StoreMemo(std::shared_ptr<const ShapeMemo> memo) const;
   // REQUIRES: ledger_mu_ held. Replaces the node's shares and host requests with the ledger's.
-  void ReattachShares(core::Node& node) const;
+  void ReattachShares(model::Node& node) const;
   // REQUIRES: entry.mu held. Publishes `node` as the entry's next view, summarised under the
   // current policy (no-op for a removed entry).
-  void Publish(NodeEntry& entry, std::shared_ptr<const core::Node> node, std::optional<Clock::TimePoint> heartbeat);
+  void Publish(NodeEntry& entry, std::shared_ptr<const model::Node> node, std::optional<Clock::TimePoint> heartbeat);
   // REQUIRES: entry.mu held (unless the entry is not yet reachable). A view of `node` under
   // `policy`.
-  std::shared_ptr<const NodeView> MakeView(const NodeEntry& entry, std::shared_ptr<const core::Node> node,
-                                           std::optional<Clock::TimePoint> heartbeat, const core::Policy& policy,
+  std::shared_ptr<const NodeView> MakeView(const NodeEntry& entry, std::shared_ptr<const model::Node> node,
+                                           std::optional<Clock::TimePoint> heartbeat, const placement::Policy& policy,
                                            uint64_t generation);
   // Swaps rows of the snapshot (null view: the row is empty); `policy` non-null also replaces the
   // snapshot's policy. One copy of the chunk list and of each chunk touched.
   void PublishRows(const std::vector<std::pair<size_t, std::shared_ptr<const NodeView>>>& rows,
-                   std::shared_ptr<const core::Policy> policy = nullptr, uint64_t generation = 0);
-  std::pair<std::shared_ptr<const core::Policy>, uint64_t> PolicyAndGeneration() const;
-  std::optional<core::Verdict> StaleVerdict(const std::optional<Clock::TimePoint>& heartbeat,
+                   std::shared_ptr<const placement::Policy> policy = nullptr, uint64_t generation = 0);
+  std::pair<std::shared_ptr<const placement::Policy>, uint64_t> PolicyAndGeneration() const;
+  std::optional<placement::Verdict> StaleVerdict(const std::optional<Clock::TimePoint>& heartbeat,
                                             Clock::TimePoint now) const;
 
   const Clock& clock_;
@@ -256,7 +256,7 @@ class ClusterState {
   // lock so that a SetPolicy re-summarising every node cannot miss their write.
   mutable std::mutex set_policy_mu_;
   mutable std::mutex policy_mu_;
-  std::shared_ptr<const core::Policy> policy_;
+  std::shared_ptr<const placement::Policy> policy_;
   uint64_t policy_generation_ = 1;
   std::atomic<uint64_t> next_view_version_{1};
 

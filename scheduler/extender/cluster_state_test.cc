@@ -12,12 +12,12 @@ namespace {
 
 using testing::GpuNode;
 
-core::PodRequest Pod(const std::string& uid, core::MiB mib, int gpus = 1) {
-  core::PodRequest pod;
+model::PodRequest Pod(const std::string& uid, model::MiB mib, int gpus = 1) {
+  model::PodRequest pod;
   pod.ns = "default";
   pod.name = "p-" + uid;
   pod.uid = uid;
-  core::ContainerRequest c;
+  model::ContainerRequest c;
   c.name = "main";
   c.device_count = gpus;
   c.mem_per_device_mib = mib;
@@ -25,13 +25,13 @@ core::PodRequest Pod(const std::string& uid, core::MiB mib, int gpus = 1) {
   return pod;
 }
 
-std::shared_ptr<const core::Policy> Binpack() {
-  return std::make_shared<core::Policy>(core::PolicyKind::kBinpack, core::DefaultPriorWorkload(81920), core::PlacementOptions{});
+std::shared_ptr<const placement::Policy> Binpack() {
+  return std::make_shared<placement::Policy>(model::PolicyKind::kBinpack, placement::DefaultPriorWorkload(81920), placement::PlacementOptions{});
 }
 
-core::MiB Allocated(const ClusterState& state, const std::string& node) {
-  core::MiB total = 0;
-  state.ForEachNode([&](const core::Node& n, const core::NodeSummary&, std::optional<Clock::TimePoint>) {
+model::MiB Allocated(const ClusterState& state, const std::string& node) {
+  model::MiB total = 0;
+  state.ForEachNode([&](const model::Node& n, const placement::NodeSummary&, std::optional<Clock::TimePoint>) {
     if (n.name != node) return;
     for (const auto& d : n.devices)
       for (const auto& s : d.shares) total += s.mem_mib;
@@ -52,7 +52,7 @@ TEST_F(ClusterStateTest, ReservationIsVisibleToEvaluateAtOnce) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->allocation.node, "n1");
   EXPECT_EQ(state_.ReservationCount(), 1u);
-  std::optional<core::NodeEvaluation> e = state_.Evaluate("n1", Pod("b", 8000));
+  std::optional<placement::NodeEvaluation> e = state_.Evaluate("n1", Pod("b", 8000));
   ASSERT_TRUE(e.has_value());
   EXPECT_FALSE(e->verdict.fits()) << "the in-flight reservation must count";
 }
@@ -60,18 +60,18 @@ TEST_F(ClusterStateTest, ReservationIsVisibleToEvaluateAtOnce) {
 // A node with 8 CPUs: two 3-CPU pods fit (6 ≤ 8), a third does not (9 > 8), whether they hold
 // devices or not; releasing one gives its CPU back, and a node refresh keeps the count.
 TEST_F(ClusterStateTest, HostRequestsOfEveryReservedPodCount) {
-  core::Node node = GpuNode("n1", 2, 16384);
+  model::Node node = GpuNode("n1", 2, 16384);
   node.cpu_milli = 8000;
   state_.UpsertNode(node);
   ASSERT_TRUE(state_.TracksHostResources("n1"));
-  core::PodRequest gpu = Pod("g", 1024);
+  model::PodRequest gpu = Pod("g", 1024);
   gpu.cpu_milli = 3000;
-  core::PodRequest cpu_only = Pod("c", 0);
+  model::PodRequest cpu_only = Pod("c", 0);
   cpu_only.containers.clear();
   cpu_only.cpu_milli = 3000;
   ASSERT_TRUE(state_.Reserve(gpu, "n1").ok());
   ASSERT_TRUE(state_.Reserve(cpu_only, "n1").ok());
-  core::PodRequest third = Pod("t", 0);
+  model::PodRequest third = Pod("t", 0);
   third.containers.clear();
   third.cpu_milli = 3000;
   EXPECT_EQ(state_.Evaluate("n1", third)->verdict.Message(), "insufficient cpu: pod needs 3000m, node has 2000m free");
@@ -84,7 +84,7 @@ TEST_F(ClusterStateTest, HostRequestsOfEveryReservedPodCount) {
 
 TEST_F(ClusterStateTest, AssessIsMemoisedButNeverStale) {
   state_.UpsertNode(GpuNode("n1", 1, 16384));
-  const core::PodRequest pod = Pod("a", 10000);
+  const model::PodRequest pod = Pod("a", 10000);
   const std::string shape = ClusterState::ShapeKey(pod);
   EXPECT_EQ(shape, ClusterState::ShapeKey(Pod("other-uid", 10000))) << "the UID is not part of the shape";
   EXPECT_NE(shape, ClusterState::ShapeKey(Pod("a", 10001)));
@@ -110,7 +110,7 @@ TEST_F(ClusterStateTest, AssessManyFindsExactlyThePresentNodesThroughGrowthAndRe
   for (int i = 0; i < 300; i += 3) state_.RemoveNode(names[i]);
   state_.UpsertNode(GpuNode("node-0", 1, 16384));  // back after its removal
   names.push_back("never-added");
-  const core::PodRequest pod = Pod("a", 1000);
+  const model::PodRequest pod = Pod("a", 1000);
   std::vector<std::optional<ClusterState::Assessment>> out;
   state_.AssessMany(std::vector<std::string_view>(names.begin(), names.end()), pod, ClusterState::ShapeKey(pod), out);
   ASSERT_EQ(out.size(), names.size());
@@ -132,7 +132,7 @@ TEST_F(ClusterStateTest, RememberedRowsNeverAnswerForAnotherNode) {
   state_.UpsertNode(GpuNode("a", 1, 16384));
   state_.UpsertNode(GpuNode("b", 1, 16384));
   state_.UpsertNode(GpuNode("c", 1, 4096));
-  const core::PodRequest pod = Pod("p", 8000);
+  const model::PodRequest pod = Pod("p", 8000);
   const std::string shape = ClusterState::ShapeKey(pod);
   std::vector<std::optional<ClusterState::Assessment>> out;
   auto fits = [&](std::vector<std::string_view> names) {
@@ -159,14 +159,14 @@ TEST(ClusterStateTieBreak, AssessmentsCarryTheNodesSaltedRank) {
   for (uint64_t salt : {uint64_t{0}, uint64_t{7}}) {
     ClusterState state(Binpack(), clock, std::chrono::seconds(0), salt);
     state.UpsertNode(GpuNode("gpu-a1", 1, 16384));
-    const core::PodRequest pod = Pod("a", 1000);
+    const model::PodRequest pod = Pod("a", 1000);
     for (int call = 0; call < 2; ++call) {  // the second call is served by the memo
       EXPECT_EQ(state.Assess("gpu-a1", pod, ClusterState::ShapeKey(pod))->tie_break_rank,
-                core::NodeTieBreakRank("gpu-a1", salt));
+                placement::NodeTieBreakRank("gpu-a1", salt));
     }
     state.UpsertNode(GpuNode("gpu-a1", 2, 16384));  // an inventory change keeps the rank
     EXPECT_EQ(state.Assess("gpu-a1", pod, ClusterState::ShapeKey(pod))->tie_break_rank,
-              core::NodeTieBreakRank("gpu-a1", salt));
+              placement::NodeTieBreakRank("gpu-a1", salt));
   }
 }
 
@@ -235,8 +235,8 @@ TEST_F(ClusterStateTest, StaleNodesAreRejectedWithTheirAge) {
   state_.UpsertNode(GpuNode("n1", 1, 16384), clock_.Now());
   EXPECT_TRUE(state_.Evaluate("n1", Pod("a", 1000))->verdict.fits());
   clock_.Advance(std::chrono::seconds(300));
-  core::Verdict v = state_.Evaluate("n1", Pod("a", 1000))->verdict;
-  EXPECT_EQ(v.reason, core::RejectReason::kNodeStale);
+  placement::Verdict v = state_.Evaluate("n1", Pod("a", 1000))->verdict;
+  EXPECT_EQ(v.reason, placement::RejectReason::kNodeStale);
   EXPECT_TRUE(v.unresolvable);
   EXPECT_EQ(state_.Reserve(Pod("a", 1000), "n1").status().code(), StatusCode::kFailedPrecondition);
 }
@@ -263,8 +263,8 @@ TEST_F(ClusterStateTest, ConcurrentReservationsNeverOverbook) {
   }
   for (auto& th : threads) th.join();
   EXPECT_EQ(won.load(), 4 * 5);  // five 3000 MiB shares per 16384 MiB GPU
-  state_.ForEachNode([](const core::Node& n, const core::NodeSummary&, std::optional<Clock::TimePoint>) {
-    EXPECT_TRUE(core::CheckLedgerInvariant(n).ok());
+  state_.ForEachNode([](const model::Node& n, const placement::NodeSummary&, std::optional<Clock::TimePoint>) {
+    EXPECT_TRUE(placement::CheckLedgerInvariant(n).ok());
   });
 }
 
@@ -281,7 +281,7 @@ TEST_F(ClusterStateTest, ConcurrentFiltersSeeConsistentSnapshotsWhileBindsPublis
     state_.UpsertNode(GpuNode(names.back(), 2, 16384));
   }
   const std::vector<std::string_view> wanted(names.begin(), names.end());
-  const core::PodRequest probe = Pod("probe", 3000);
+  const model::PodRequest probe = Pod("probe", 3000);
   const std::string shape = ClusterState::ShapeKey(probe);
   std::atomic<bool> binding_done{false};
   std::atomic<int> won{0}, violations{0}, reads{0};
@@ -303,8 +303,8 @@ TEST_F(ClusterStateTest, ConcurrentFiltersSeeConsistentSnapshotsWhileBindsPublis
           if (refused[i] && fits) ++violations;
           refused[i] = refused[i] || !fits;
         }
-        state_.ForEachNode([&](const core::Node& n, const core::NodeSummary&, std::optional<Clock::TimePoint>) {
-          if (!core::CheckLedgerInvariant(n).ok()) ++violations;
+        state_.ForEachNode([&](const model::Node& n, const placement::NodeSummary&, std::optional<Clock::TimePoint>) {
+          if (!placement::CheckLedgerInvariant(n).ok()) ++violations;
         });
         ++reads;
       }
@@ -333,15 +333,15 @@ TEST_F(ClusterStateTest, ConcurrentFiltersSeeConsistentSnapshotsWhileBindsPublis
 // under the new.
 TEST_F(ClusterStateTest, SetPolicyIsSeenOnEveryNodeAndDropsOldMemos) {
   for (int i = 0; i < 100; ++i) state_.UpsertNode(GpuNode("n" + std::to_string(i), 2, 16384));
-  const core::PodRequest pod = Pod("a", 4000);
+  const model::PodRequest pod = Pod("a", 4000);
   const std::string shape = ClusterState::ShapeKey(pod);
   // Binpack's cost is the free memory the node keeps: 2 × 16384 − 4000.
   EXPECT_EQ(state_.Assess("n7", pod, shape)->cost, 28768);
-  state_.SetPolicy(std::make_shared<core::Policy>(core::PolicyKind::kSpread, core::DefaultPriorWorkload(81920),
-                                                  core::PlacementOptions{}));
+  state_.SetPolicy(std::make_shared<placement::Policy>(model::PolicyKind::kSpread, placement::DefaultPriorWorkload(81920),
+                                                  placement::PlacementOptions{}));
   EXPECT_EQ(state_.Assess("n7", pod, shape)->cost, -28768) << "spread's cost is the negative";
   int summaries = 0;
-  state_.ForEachNode([&](const core::Node& n, const core::NodeSummary& summary, std::optional<Clock::TimePoint>) {
+  state_.ForEachNode([&](const model::Node& n, const placement::NodeSummary& summary, std::optional<Clock::TimePoint>) {
     EXPECT_EQ(summary.total_free, 2 * 16384) << n.name;
     ++summaries;
   });

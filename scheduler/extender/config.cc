@@ -140,7 +140,7 @@ StatusOr<ExtenderConfig> ParseExtenderConfig(std::string_view yaml_text) {
        }},
       {"policy",
        [](auto& n, auto& k, auto& c) {
-         StatusOr<core::PolicyKind> kind = core::ParsePolicyKind(Scalar(n));
+         StatusOr<model::PolicyKind> kind = placement::ParsePolicyKind(Scalar(n));
          if (!kind.ok()) return BadKey(k, "expected fgd, binpack or spread, got \"" + Scalar(n) + "\"");
          c.policy = *kind;
          return Status::Ok();
@@ -198,7 +198,7 @@ StatusOr<ExtenderConfig> ParseExtenderConfig(std::string_view yaml_text) {
       {"threads", [](auto& n, auto& k, auto& c) { return ReadInt(n, k, 1, 256, c.threads); }},
       {"perDeviceMetrics", [](auto& n, auto& k, auto& c) { return ReadBool(n, k, c.per_device_metrics); }},
       {"maxDevicesPerContainer",
-       [](auto& n, auto& k, auto& c) { return ReadInt(n, k, 1, core::kMaxDevicesPerNode, c.max_devices_per_container); }},
+       [](auto& n, auto& k, auto& c) { return ReadInt(n, k, 1, model::kMaxDevicesPerNode, c.max_devices_per_container); }},
       {"workload", [&workload](auto& n, auto& k, auto& c) { return ReadSection(n, k, workload, c); }},
       {"tls", [&tls](auto& n, auto& k, auto& c) { return ReadSection(n, k, tls, c); }},
   };
@@ -209,8 +209,8 @@ StatusOr<ExtenderConfig> ParseExtenderConfig(std::string_view yaml_text) {
   return config;
 }
 
-core::DecisionOptions DecisionOptionsOf(const ExtenderConfig& config) {
-  core::DecisionOptions options;
+placement::DecisionOptions DecisionOptionsOf(const ExtenderConfig& config) {
+  placement::DecisionOptions options;
   options.device_mib = config.fgd_score_unit_mib;
   options.fgd_levels = config.fgd_score_levels;
   options.rank_by_completion = config.rank_by_completion;
@@ -224,10 +224,10 @@ core::DecisionOptions DecisionOptionsOf(const ExtenderConfig& config) {
   return options;
 }
 
-Status CheckConfigAgainstCluster(const ExtenderConfig& config, const std::vector<core::Node>& nodes) {
+Status CheckConfigAgainstCluster(const ExtenderConfig& config, const std::vector<model::Node>& nodes) {
   if (config.reserve_per_device_mib <= 0) return Status::Ok();
-  for (const core::Node& node : nodes) {
-    for (const core::Device& device : node.devices) {
+  for (const model::Node& node : nodes) {
+    for (const model::Device& device : node.devices) {
       if (device.capacity_mib > config.reserve_per_device_mib) continue;
       return BadKey("reservePerDevice",
                     std::to_string(config.reserve_per_device_mib) + " MiB is not less than the memory of device " +

@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "common/status.h"
-#include "scheduler/core/decision.h"
-#include "scheduler/core/model.h"
-#include "scheduler/core/placement.h"
+#include "placement/decision.h"
+#include "model/model.h"
+#include "placement/placement.h"
 
 namespace gpupack::extender {
 
@@ -22,25 +22,25 @@ struct ExtenderConfig {
   std::string listen = "0.0.0.0:8888";  // verbs (and /metrics, /healthz, /readyz)
   std::string metrics_listen;            // optional second listener for /metrics, /healthz, /readyz
   std::string prefix;                    // verbs at {prefix}/filter etc.; "" or "/path"
-  core::PolicyKind policy = core::PolicyKind::kFgd;
+  model::PolicyKind policy = model::PolicyKind::kFgd;
   bool decisive_filter = true;
   double filter_band_mib = 0;
-  // The decision's keys (core::DecisionOptions; the defaults are its defaults, written once).
+  // The decision's keys (placement::DecisionOptions; the defaults are its defaults, written once).
   // fgdScoreUnit: the device size that scales the rank keys; 0 = the cluster's typical device
-  // size, found again at every policy refresh (core::TypicalDeviceMiB).
-  core::MiB fgd_score_unit_mib = 0;
-  bool fgd_score_levels = core::DecisionOptions{}.fgd_levels;  // false: rank FGD by the exact cost
-  bool rank_by_fill = core::DecisionOptions{}.rank_by_fill;
-  bool reserve_scarce_capacity = core::DecisionOptions{}.reserve_scarce_capacity;
-  bool rank_by_completion = core::DecisionOptions{}.rank_by_completion;
-  bool fixed_tie_break = core::DecisionOptions{}.fixed_tie_break;  // tieBreak: nodeOrder (true) | random
+  // size, found again at every policy refresh (placement::TypicalDeviceMiB).
+  model::MiB fgd_score_unit_mib = 0;
+  bool fgd_score_levels = placement::DecisionOptions{}.fgd_levels;  // false: rank FGD by the exact cost
+  bool rank_by_fill = placement::DecisionOptions{}.rank_by_fill;
+  bool reserve_scarce_capacity = placement::DecisionOptions{}.reserve_scarce_capacity;
+  bool rank_by_completion = placement::DecisionOptions{}.rank_by_completion;
+  bool fixed_tie_break = placement::DecisionOptions{}.fixed_tie_break;  // tieBreak: nodeOrder (true) | random
   uint64_t tie_break_seed = 0;
   bool neutral_non_gpu_pods = false;
-  core::MiB reserve_per_device_mib = 0;
-  double workload_half_life_pods = core::DecisionOptions{}.half_life_pods;
-  double workload_prior_pods = core::DecisionOptions{}.prior_pods;
-  double workload_coverage = core::DecisionOptions{}.coverage;  // the learned typical set covers this share of pods
-  int workload_refresh_pods = core::DecisionOptions{}.refresh_pods;  // re-derive the policy after this many binds; 0 = never
+  model::MiB reserve_per_device_mib = 0;
+  double workload_half_life_pods = placement::DecisionOptions{}.half_life_pods;
+  double workload_prior_pods = placement::DecisionOptions{}.prior_pods;
+  double workload_coverage = placement::DecisionOptions{}.coverage;  // the learned typical set covers this share of pods
+  int workload_refresh_pods = placement::DecisionOptions{}.refresh_pods;  // re-derive the policy after this many binds; 0 = never
   std::chrono::nanoseconds heartbeat_ttl = std::chrono::seconds(120);  // 0 = nodes never go stale
   double request_ratio = 1.0;
   std::chrono::nanoseconds reservation_ttl = std::chrono::minutes(2);
@@ -56,10 +56,10 @@ struct ExtenderConfig {
 
 StatusOr<ExtenderConfig> ParseExtenderConfig(std::string_view yaml_text);
 // The decision's options as configured (ExtenderOptions::decision).
-core::DecisionOptions DecisionOptionsOf(const ExtenderConfig& config);
+placement::DecisionOptions DecisionOptionsOf(const ExtenderConfig& config);
 StatusOr<ExtenderConfig> LoadExtenderConfig(const std::string& path);
 // What the config cannot know alone, checked once the inventory is known (standalone mode, at
 // start): InvalidArgument naming the key when reservePerDevice is at least the memory of a device.
-Status CheckConfigAgainstCluster(const ExtenderConfig& config, const std::vector<core::Node>& nodes);
+Status CheckConfigAgainstCluster(const ExtenderConfig& config, const std::vector<model::Node>& nodes);
 
 }  // namespace gpupack::extender

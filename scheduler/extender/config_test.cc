@@ -8,7 +8,7 @@ namespace {
 TEST(ExtenderConfig, EmptyMeansDefaults) {
   StatusOr<ExtenderConfig> c = ParseExtenderConfig("");
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(c->policy, core::PolicyKind::kFgd);
+  EXPECT_EQ(c->policy, model::PolicyKind::kFgd);
   EXPECT_TRUE(c->decisive_filter);
   EXPECT_EQ(c->prefix, "");
   EXPECT_TRUE(c->rank_by_fill);
@@ -44,7 +44,7 @@ tls: {certFile: /c.pem, keyFile: /k.pem}
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->listen, "127.0.0.1:9000");
   EXPECT_EQ(c->prefix, "/gpupack");
-  EXPECT_EQ(c->policy, core::PolicyKind::kBinpack);
+  EXPECT_EQ(c->policy, model::PolicyKind::kBinpack);
   EXPECT_FALSE(c->decisive_filter);
   EXPECT_EQ(c->filter_band_mib, 512);
   EXPECT_EQ(c->reserve_per_device_mib, 256);
@@ -91,12 +91,12 @@ TEST(ExtenderConfig, RefusesUnknownKeysAndBadValuesNamingTheKey) {
   }
 }
 
-// No config file and an empty one give the decision's own defaults (core::DecisionOptions), with
+// No config file and an empty one give the decision's own defaults (placement::DecisionOptions), with
 // the rank keys' device size found from the cluster (0).
 TEST(ExtenderConfig, DefaultsAreTheDecisionDefaults) {
   StatusOr<ExtenderConfig> c = ParseExtenderConfig("");
   ASSERT_TRUE(c.ok());
-  const core::DecisionOptions got = DecisionOptionsOf(*c), want;
+  const placement::DecisionOptions got = DecisionOptionsOf(*c), want;
   EXPECT_EQ(got.device_mib, 0);
   EXPECT_EQ(got.fgd_levels, want.fgd_levels);
   EXPECT_EQ(got.rank_by_completion, want.rank_by_completion);
@@ -124,9 +124,9 @@ TEST(ExtenderConfig, RefusesDuplicateKeysAndAReserveLargerThanTheDevicesWithTheL
 
   StatusOr<ExtenderConfig> reserve = ParseExtenderConfig("reservePerDevice: 100Gi\n");
   ASSERT_TRUE(reserve.ok()) << reserve.status();
-  core::Node node;
+  model::Node node;
   node.name = "gpu-a1";
-  core::Device device;
+  model::Device device;
   device.model = "NVIDIA A100-SXM4-80GB";
   device.capacity_mib = 81920;
   node.devices.push_back(device);

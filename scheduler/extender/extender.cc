@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "api/allocation.h"
-#include "api/pod_request.h"
+#include "translate/pod_request.h"
 #include "common/log.h"
 #include "scheduler/extender/args_decoder.h"
 
@@ -67,7 +67,7 @@ void LogDecision(std::string_view pod, std::string_view node, std::string_view d
 // "main:GPU-a#0,GPU-b#1 sidecar:MIG-c#2" and the per-device caps, "8192MiB" or "8192MiB,4096MiB".
 std::pair<std::string, std::string> DevicesAndCaps(const api::Allocation& allocation) {
   std::string devices, caps;
-  std::set<core::MiB> seen;
+  std::set<model::MiB> seen;
   for (const api::ContainerAllocation& c : allocation.containers) {
     if (c.within_pod || c.devices.empty()) continue;
     if (!devices.empty()) devices += ' ';
@@ -82,13 +82,13 @@ std::pair<std::string, std::string> DevicesAndCaps(const api::Allocation& alloca
 }
 
 // "no node fits (2 insufficient_device_memory, 1 no_matching_device), e.g. gpu-a1: <message>".
-std::string NoFitReason(const std::map<core::RejectReason, int>& counts, std::string_view example_node,
+std::string NoFitReason(const std::map<placement::RejectReason, int>& counts, std::string_view example_node,
                         const std::string& example) {
   std::ostringstream out;
   out << "no node fits (";
   bool first = true;
   for (const auto& [reason, count] : counts) {
-    out << (first ? "" : ", ") << count << " " << core::RejectReasonLabel(reason);
+    out << (first ? "" : ", ") << count << " " << placement::RejectReasonLabel(reason);
     first = false;
   }
   out << ")";
@@ -111,16 +111,16 @@ Extender::Extender(ClusterState& state, ClusterBackend& backend, ExtenderOptions
       options_(std::move(options)),
       clock_(clock),
       metrics_(metrics),
-      fgd_levels_(options_.decision.fgd_levels && state.policy()->kind() == core::PolicyKind::kFgd),
+      fgd_levels_(options_.decision.fgd_levels && state.policy()->kind() == model::PolicyKind::kFgd),
       rank_options_([this] {
-        core::DecisionOptions options = options_.decision;
+        placement::DecisionOptions options = options_.decision;
         options.fgd_levels = fgd_levels_;  // the simple policies' costs are ranked exactly
         return options;
       }()),
       decision_(state.policy()->kind(), state.policy()->options(), options_.decision, options_.prior),
       unit_mib_(decision_.unit_mib()) {}
 
-void Extender::Learn(const core::PodRequest& request) {
+void Extender::Learn(const model::PodRequest& request) {
   if (!decision_.learning()) return;
   std::lock_guard lock(learner_mu_);
   if (decision_.Observe(request)) RefreshPolicyLocked();
@@ -131,8 +131,8 @@ void Extender::LearnHeldPods() {
   std::lock_guard lock(learner_mu_);
   if (learned_held_pods_.load()) return;
   learned_held_pods_.store(true);
-  const std::vector<core::PodRequest> held = backend_.HeldPodRequests();
-  for (const core::PodRequest& request : held) decision_.Observe(request);
+  const std::vector<model::PodRequest> held = backend_.HeldPodRequests();
+  for (const model::PodRequest& request : held) decision_.Observe(request);
   // Even with nothing running: the device size, the reservation and the completion value need
   // the cluster, which is known only now, so the first refresh is here rather than after the
   // first refreshPods binds.
@@ -141,17 +141,17 @@ void Extender::LearnHeldPods() {
 }
 
 void Extender::RefreshPolicyLocked() {
-  core::Policy policy = decision_.Refresh([&](const std::function<void(const core::Node&)>& visit) {
+  placement::Policy policy = decision_.Refresh([&](const std::function<void(const model::Node&)>& visit) {
     state_.ForEachNode(
-        [&](const core::Node& node, const core::NodeSummary&, std::optional<Clock::TimePoint>) { visit(node); });
+        [&](const model::Node& node, const placement::NodeSummary&, std::optional<Clock::TimePoint>) { visit(node); });
   });
   unit_mib_.store(decision_.unit_mib());
-  state_.SetPolicy(std::make_shared<core::Policy>(std::move(policy)));
+  state_.SetPolicy(std::make_shared<placement::Policy>(std::move(policy)));
 }
 
 Extender::RankKey Extender::RankOf(const ClusterState::Assessment& assessment,
-                                   std::optional<core::PolicyKind> pod_node_policy) const {
-  return core::RankOf({assessment.cost, assessment.fill_cost, assessment.reservation_cost, assessment.completion_loss,
+                                   std::optional<model::PolicyKind> pod_node_policy) const {
+  return placement::RankOf({assessment.cost, assessment.fill_cost, assessment.reservation_cost, assessment.completion_loss,
                        assessment.tie_break_rank},
                       unit_mib_.load(std::memory_order_relaxed), rank_options_, pod_node_policy);
 }
@@ -169,16 +169,16 @@ std::vector<int64_t> Extender::RankScores(size_t levels) {
   return scores;
 }
 
-StatusOr<core::PodRequest> Extender::ParsePod(const nlohmann::json& pod) const {
+StatusOr<model::PodRequest> Extender::ParsePod(const nlohmann::json& pod) const {
   if (!pod.is_object()) return Status::InvalidArgument("Pod is missing");
-  StatusOr<core::PodRequest> request = api::ParsePodRequest(pod, options_.max_devices_per_container);
+  StatusOr<model::PodRequest> request = translate::ParsePodRequest(pod, options_.max_devices_per_container);
   if (!request.ok()) {
     return Status::InvalidArgument("invalid gpupack request: " + request.status().message());
   }
   return request;
 }
 
-void Extender::Remember(const core::PodRequest& request) {
+void Extender::Remember(const model::PodRequest& request) {
   if (request.uid.empty() || options_.remembered_pods == 0) return;
   std::lock_guard lock(remembered_mu_);
   auto it = remembered_.find(request.uid);
@@ -194,7 +194,7 @@ void Extender::Remember(const core::PodRequest& request) {
   }
 }
 
-std::optional<core::PodRequest> Extender::Recall(const std::string& uid) {
+std::optional<model::PodRequest> Extender::Recall(const std::string& uid) {
   std::lock_guard lock(remembered_mu_);
   auto it = remembered_.find(uid);
   if (it == remembered_.end()) return std::nullopt;
@@ -271,13 +271,13 @@ Reply Extender::Filter(std::string_view body) {
     result.error = "ExtenderArgs.Pod is missing or not an object";
     return reply();
   }
-  StatusOr<core::PodRequest> pod = ParsePod(args->pod);
+  StatusOr<model::PodRequest> pod = ParsePod(args->pod);
   if (!pod.ok()) {
     // The request itself is wrong: no node can help, preemption neither.
     LogDecision(PodKey(args->pod), "", "", "", pod.status().message());
     for (std::string_view name : names) result.failed_and_unresolvable_nodes[std::string(name)] = pod.status().message();
     if (metrics_ != nullptr) {
-      for (size_t i = 0; i < names.size(); ++i) metrics_->CountRejection(core::RejectReason::kInvalidRequest);
+      for (size_t i = 0; i < names.size(); ++i) metrics_->CountRejection(placement::RejectReason::kInvalidRequest);
     }
     return finish();
   }
@@ -290,10 +290,10 @@ Reply Extender::Filter(std::string_view body) {
   std::vector<RankKey> costs(names.size());
   RankKey best;
   bool any_fit = false;
-  std::map<core::RejectReason, int> rejections;
+  std::map<placement::RejectReason, int> rejections;
   std::string_view example_node;
   std::string example;
-  auto reject = [&](std::string_view node, core::RejectReason reason, std::string message) {
+  auto reject = [&](std::string_view node, placement::RejectReason reason, std::string message) {
     ++rejections[reason];
     if (example_node.empty()) {
       example_node = node;
@@ -308,10 +308,10 @@ Reply Extender::Filter(std::string_view body) {
     const std::optional<ClusterState::Assessment>& evaluation = assessments[i];
     if (!evaluation) {
       result.failed_and_unresolvable_nodes[std::string(names[i])] =
-          reject(names[i], core::RejectReason::kNoDevices, std::string(api::kUnknownNodeReason));
+          reject(names[i], placement::RejectReason::kNoDevices, std::string(api::kUnknownNodeReason));
       continue;
     }
-    const core::Verdict& verdict = evaluation->verdict;
+    const placement::Verdict& verdict = evaluation->verdict;
     if (!verdict.fits()) {
       (verdict.unresolvable ? result.failed_and_unresolvable_nodes : result.failed_nodes)[std::string(names[i])] =
           reject(names[i], verdict.reason, verdict.Message());
@@ -349,7 +349,7 @@ Reply Extender::Prioritize(std::string_view body) {
   std::vector<std::string_view> names;
   names.reserve(list.size());
   for (const api::HostPriority& host : list) names.push_back(host.host);
-  StatusOr<core::PodRequest> pod = ParsePod(args->pod);
+  StatusOr<model::PodRequest> pod = ParsePod(args->pod);
   if (!pod.ok() || (options_.neutral_non_gpu_pods && !pod->WantsDevices())) {
     // The filter already failed every node for an invalid request; nothing to rank.
     timer.set_result(pod.ok() ? "ok" : "no_fit");
@@ -390,9 +390,9 @@ Reply Extender::Bind(std::string_view body) {
   const BindTarget target{args->pod_namespace, args->pod_name, args->pod_uid};
   const std::string pod_key = target.ns + "/" + target.name;
 
-  std::optional<core::PodRequest> request = Recall(target.uid);
+  std::optional<model::PodRequest> request = Recall(target.uid);
   if (!request) {
-    StatusOr<core::PodRequest> looked_up = backend_.LookupPod(target);
+    StatusOr<model::PodRequest> looked_up = backend_.LookupPod(target);
     if (!looked_up.ok()) return error("cannot bind pod " + pod_key + ": " + looked_up.status().message());
     request = std::move(looked_up).value();
   }
@@ -452,7 +452,7 @@ Reply Extender::Bind(std::string_view body) {
   state_.Confirm(target.uid);
   const auto [devices, caps] = DevicesAndCaps(reservation->allocation);
   LogDecision(pod_key, args->node, devices, caps,
-              "bound (policy " + std::string(core::PolicyKindName(state_.policy()->kind())) + ")");
+              "bound (policy " + std::string(placement::PolicyKindName(state_.policy()->kind())) + ")");
   Learn(*request);
   timer.set_result("ok");
   return Reply{200, api::EncodeBindingResult({})};
@@ -464,7 +464,7 @@ Reply Extender::Preempt(std::string_view body) {
   StatusOr<api::ExtenderPreemptionArgs> args = api::DecodePreemptionArgs(body);
   if (!args.ok()) return PlainError(400, args.status().message());
   api::ExtenderPreemptionResult result;
-  StatusOr<core::PodRequest> pod = ParsePod(args->pod);
+  StatusOr<model::PodRequest> pod = ParsePod(args->pod);
   if (pod.ok()) {
     for (auto& [node, victims] : args->victims) {
       // kube-scheduler rejects a kept node without victims, and the extender cannot choose
@@ -475,7 +475,7 @@ Reply Extender::Preempt(std::string_view body) {
         continue;
       }
       const std::set<std::string> uids(victims.pod_uids.begin(), victims.pod_uids.end());
-      std::optional<core::NodeEvaluation> evaluation = state_.EvaluateWithout(node, *pod, uids);
+      std::optional<placement::NodeEvaluation> evaluation = state_.EvaluateWithout(node, *pod, uids);
       // Keep the node only where evicting exactly these victims makes room on real devices.
       if (evaluation && evaluation->verdict.fits()) result.node_name_to_meta_victims.emplace(node, std::move(victims));
     }

@@ -27,8 +27,8 @@
 
 #include "api/extender_types.h"
 #include "common/clock.h"
-#include "scheduler/core/decision.h"
-#include "scheduler/core/model.h"
+#include "placement/decision.h"
+#include "model/model.h"
 #include "scheduler/extender/backend.h"
 #include "scheduler/extender/cluster_state.h"
 #include "scheduler/extender/metrics.h"
@@ -38,12 +38,12 @@ namespace gpupack::extender {
 struct ExtenderOptions {
   bool decisive_filter = true;
   double band_mib = 0;  // decisive filter tolerance on the policy's cost (MiB)
-  // The rank key, the workload learner and its refresh (core::Decision; its defaults are the
-  // product's). decision.fgd_levels ranks FGD costs on integer levels (core::RankOf); the
+  // The rank key, the workload learner and its refresh (placement::Decision; its defaults are the
+  // product's). decision.fgd_levels ranks FGD costs on integer levels (placement::RankOf); the
   // decisive filter then keeps the one best node.
-  core::DecisionOptions decision;
+  placement::DecisionOptions decision;
   // The learner's cold-start prior when not the default one for the cluster's device size (tests).
-  std::optional<core::TypicalWorkload> prior;
+  std::optional<placement::TypicalWorkload> prior;
   // Pods without a gpupack request: false = score them by the policy (keeps CPU-only pods off
   // nodes whose CPU the GPU pods will need, as FGD does); true = every node scores 0.
   bool neutral_non_gpu_pods = false;
@@ -75,12 +75,12 @@ class Extender {
   Reply Preempt(std::string_view body);
 
   bool Ready() const { return backend_.Synced(); }
-  // Where a node stands in the verbs' ranking, lower first: core::RankOf of the assessment.
+  // Where a node stands in the verbs' ranking, lower first: placement::RankOf of the assessment.
   // `pod_node_policy`: the pod's gpupack.io/node-policy, when it overrides the cluster's policy
   // (an FGD cluster ranks such a pod's exact binpack / spread costs, not FGD levels).
-  using RankKey = core::RankKey;
+  using RankKey = placement::RankKey;
   RankKey RankOf(const ClusterState::Assessment& assessment,
-                 std::optional<core::PolicyKind> pod_node_policy = std::nullopt) const;
+                 std::optional<model::PolicyKind> pod_node_policy = std::nullopt) const;
   std::vector<prometheus::MetricFamily> BackendMetrics() const { return backend_.Metrics(); }
   // Periodic housekeeping (the server calls it every few seconds): releases expired
   // reservations and forgets expired remembered requests.
@@ -92,25 +92,25 @@ class Extender {
 
  private:
   struct Remembered {
-    core::PodRequest request;
+    model::PodRequest request;
     Clock::TimePoint at;
     std::list<std::string>::iterator lru;
   };
   // Whether a pod with this node-policy override is ranked on FGD levels (else on exact costs).
-  bool RanksOnFgdLevels(std::optional<core::PolicyKind> pod_node_policy) const {
-    return core::RanksOnLevels(rank_options_, pod_node_policy);
+  bool RanksOnFgdLevels(std::optional<model::PolicyKind> pod_node_policy) const {
+    return placement::RanksOnLevels(rank_options_, pod_node_policy);
   }
   // The pod's request, or an error naming the pod and the field.
-  StatusOr<core::PodRequest> ParsePod(const nlohmann::json& pod) const;
-  void Remember(const core::PodRequest& request);
-  std::optional<core::PodRequest> Recall(const std::string& uid);
+  StatusOr<model::PodRequest> ParsePod(const nlohmann::json& pod) const;
+  void Remember(const model::PodRequest& request);
+  std::optional<model::PodRequest> Recall(const std::string& uid);
   // Feeds a bound pod to the workload learner; may replace the state's policy.
-  void Learn(const core::PodRequest& request);
+  void Learn(const model::PodRequest& request);
   // Once the backend has synced, feeds it the pods already holding devices and rebuilds the
   // policy, once: a restart or a failover keeps the learned workload (and so the reservation).
   // Maintain and the first filter after the sync call it; afterwards it is one atomic load.
   void LearnHeldPods();
-  // Rebuilds the policy from the learner and the nodes (core::Decision::Refresh).
+  // Rebuilds the policy from the learner and the nodes (placement::Decision::Refresh).
   // REQUIRES: learner_mu_ held.
   void RefreshPolicyLocked();
 
@@ -120,15 +120,15 @@ class Extender {
   const Clock& clock_;
   ExtenderMetrics* metrics_;
   const bool fgd_levels_;  // FGD costs ranked on levels (options_.decision.fgd_levels)
-  const core::DecisionOptions rank_options_;  // options_.decision with fgd_levels_
+  const placement::DecisionOptions rank_options_;  // options_.decision with fgd_levels_
 
   std::mutex remembered_mu_;
   std::unordered_map<std::string, Remembered> remembered_;
   std::list<std::string> lru_;  // most recent first
 
   std::mutex learner_mu_;
-  core::Decision decision_;                 // guarded by learner_mu_
-  std::atomic<core::MiB> unit_mib_;         // decision_.unit_mib(), read by RankOf without the lock
+  placement::Decision decision_;                 // guarded by learner_mu_
+  std::atomic<model::MiB> unit_mib_;         // decision_.unit_mib(), read by RankOf without the lock
   std::atomic<bool> learned_held_pods_{false};  // written under learner_mu_; read without it
 };
 

@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "api/annotations.h"
-#include "api/pod_request.h"
+#include "translate/pod_request.h"
 #include "scheduler/extender/test_util.h"
 
 namespace gpupack::extender {
@@ -23,7 +23,7 @@ class ScriptedBackend final : public ClusterBackend {
  public:
   Status Start(ClusterState&) override { return Status::Ok(); }
   bool Synced() const override { return synced; }
-  StatusOr<core::PodRequest> LookupPod(const BindTarget& pod) override {
+  StatusOr<model::PodRequest> LookupPod(const BindTarget& pod) override {
     return Status::NotFound("pod " + pod.name + " unknown to the test backend");
   }
   Status Bind(const BindTarget& pod, const std::string& node, const std::map<std::string, std::string>& annotations) override {
@@ -32,10 +32,10 @@ class ScriptedBackend final : public ClusterBackend {
     return Status::Ok();
   }
   void Stop() override {}
-  std::vector<core::PodRequest> HeldPodRequests() const override { return held; }
+  std::vector<model::PodRequest> HeldPodRequests() const override { return held; }
 
   bool synced = true;
-  std::vector<core::PodRequest> held;
+  std::vector<model::PodRequest> held;
   Status bind_error;
   std::map<std::string, StandaloneBackend::BindRecord> binds;
 };
@@ -56,8 +56,8 @@ class ExtenderTest : public ::testing::Test {
   }
 
   FakeClock clock_;
-  ClusterState state_{std::make_shared<core::Policy>(core::PolicyKind::kBinpack, core::DefaultPriorWorkload(81920),
-                                                     core::PlacementOptions{}),
+  ClusterState state_{std::make_shared<placement::Policy>(model::PolicyKind::kBinpack, placement::DefaultPriorWorkload(81920),
+                                                     placement::PlacementOptions{}),
                       clock_, std::chrono::seconds(0)};
   ScriptedBackend backend_;
   ExtenderMetrics metrics_{&state_, true, BuildInfo{"0.1.0", "test"}};
@@ -153,7 +153,7 @@ TEST_F(ExtenderTest, AnUnknownGpupackResourceIsUnschedulableWithTheWebhooksMessa
   pod["spec"]["containers"][0]["resources"]["limits"]["gpupack.io/gpu-mem"] = "8Gi";
   json r = Parse(ext.Filter(FilterBody(pod, {"n-mid", "n-roomy"})));
   EXPECT_TRUE(r["NodeNames"].empty()) << r.dump();
-  const StatusOr<core::PodRequest> webhook_view = api::ParsePodRequest(pod);
+  const StatusOr<model::PodRequest> webhook_view = translate::ParsePodRequest(pod);
   ASSERT_FALSE(webhook_view.ok());
   EXPECT_EQ(r["FailedAndUnresolvableNodes"]["n-mid"], "invalid gpupack request: " + webhook_view.status().message());
   EXPECT_NE(webhook_view.status().message().find("gpupack.io/gpu-memory, gpupack.io/gpu"), std::string::npos);
@@ -296,10 +296,10 @@ TEST_F(ExtenderTest, PreemptKeepsOnlyNodesWhereTheVictimsFreeEnoughMemory) {
 TEST(ExtenderRanking, SurvivesQuantisationAndRandomTieBreaks) {
   for (int variant = 0; variant < 4; ++variant) {
     const bool decisive = variant % 2 == 0;
-    const core::MiB level_unit = variant < 2 ? 0 : 81920;
+    const model::MiB level_unit = variant < 2 ? 0 : 81920;
     FakeClock clock;
-    ClusterState state(std::make_shared<core::Policy>(core::PolicyKind::kFgd, core::DefaultPriorWorkload(81920),
-                                                      core::PlacementOptions{}),
+    ClusterState state(std::make_shared<placement::Policy>(model::PolicyKind::kFgd, placement::DefaultPriorWorkload(81920),
+                                                      placement::PlacementOptions{}),
                        clock, std::chrono::seconds(0));
     ScriptedBackend backend;
     std::vector<std::string> names;
@@ -320,7 +320,7 @@ TEST(ExtenderRanking, SurvivesQuantisationAndRandomTieBreaks) {
     for (int p = 0; p < 150; ++p) {
       const std::string uid = "pod-" + std::to_string(p);
       const json pod = PodJson(uid, uid, sizes[rng() % 6]);
-      StatusOr<core::PodRequest> request = api::ParsePodRequest(pod);
+      StatusOr<model::PodRequest> request = translate::ParsePodRequest(pod);
       ASSERT_TRUE(request.ok());
       const std::string shape = ClusterState::ShapeKey(*request);
       double best = 0;
@@ -353,7 +353,7 @@ TEST(ExtenderRanking, SurvivesQuantisationAndRandomTieBreaks) {
       if (level_unit == 0) {
         EXPECT_NEAR(cost, best, 1e-6) << "pod " << p << " went to " << chosen << (decisive ? " (decisive)" : "");
       } else {
-        EXPECT_EQ(core::FgdScoreLevel(cost, level_unit), core::FgdScoreLevel(best, level_unit))
+        EXPECT_EQ(placement::FgdScoreLevel(cost, level_unit), placement::FgdScoreLevel(best, level_unit))
             << "pod " << p << " went to " << chosen << (decisive ? " (decisive)" : "");
       }
       ASSERT_EQ(json::parse(ext.Bind(BindBody(uid, uid, chosen)).body)["Error"], "");
@@ -364,13 +364,13 @@ TEST(ExtenderRanking, SurvivesQuantisationAndRandomTieBreaks) {
 }
 
 // On identical nodes every FGD level ties, and the decisive filter keeps exactly the node of
-// lowest core::NodeTieBreakRank under the state's salt: a different tieBreakSeed, another node.
+// lowest placement::NodeTieBreakRank under the state's salt: a different tieBreakSeed, another node.
 TEST(ExtenderTieBreak, DecisiveFilterKeepsTheNodeOfLowestSaltedRank) {
   std::set<std::string> winners;
   for (uint64_t salt : {uint64_t{0}, uint64_t{1}, uint64_t{2}, uint64_t{3}}) {
     FakeClock clock;
-    ClusterState state(std::make_shared<core::Policy>(core::PolicyKind::kFgd, core::DefaultPriorWorkload(81920),
-                                                      core::PlacementOptions{}),
+    ClusterState state(std::make_shared<placement::Policy>(model::PolicyKind::kFgd, placement::DefaultPriorWorkload(81920),
+                                                      placement::PlacementOptions{}),
                        clock, std::chrono::seconds(0), salt);
     ScriptedBackend backend;
     std::vector<std::string> names;
@@ -380,7 +380,7 @@ TEST(ExtenderTieBreak, DecisiveFilterKeepsTheNodeOfLowestSaltedRank) {
     }
     std::string lowest = names[0];
     for (const std::string& n : names) {
-      if (core::NodeTieBreakRank(n, salt) < core::NodeTieBreakRank(lowest, salt)) lowest = n;
+      if (placement::NodeTieBreakRank(n, salt) < placement::NodeTieBreakRank(lowest, salt)) lowest = n;
     }
     ExtenderOptions options;
     options.decision.device_mib = 81920;
@@ -400,8 +400,8 @@ TEST(ExtenderTieBreak, DecisiveFilterKeepsTheNodeOfLowestSaltedRank) {
 TEST(ExtenderTieBreak, NeighbouringRankFractionsStayDistinct) {
   for (uint64_t salt = 0; salt < 10; ++salt) {
     FakeClock clock;
-    ClusterState state(std::make_shared<core::Policy>(core::PolicyKind::kFgd, core::DefaultPriorWorkload(81920),
-                                                      core::PlacementOptions{}),
+    ClusterState state(std::make_shared<placement::Policy>(model::PolicyKind::kFgd, placement::DefaultPriorWorkload(81920),
+                                                      placement::PlacementOptions{}),
                        clock, std::chrono::seconds(0), salt);
     std::vector<std::string> names;
     for (int i = 0; i < 3000; ++i) {
@@ -419,22 +419,22 @@ TEST(ExtenderTieBreak, NeighbouringRankFractionsStayDistinct) {
 
 // Two nodes on the same FGD level for a CPU-heavy half-GPU pod; the fill level prefers the one
 // whose remaining GPUs its CPU can still feed, even when the node order prefers the other
-// (arithmetic in scheduler/core/placement_test.cc, SeesGpusStrandedByCpuAFewPodsAhead: ΔF = 300
+// (arithmetic in placement/placement_test.cc, SeesGpusStrandedByCpuAFewPodsAhead: ΔF = 300
 // MiB on both, FGD level 42; ΔF̂ = 1100 on the lean node, fill level 2, and 500 on the rich one,
 // fill level 1).
 TEST(ExtenderTieBreak, FillLevelDecidesWithinAnFgdLevelBeforeTheNodeOrder) {
   FakeClock clock;
-  core::TypicalSpec whole{12000, 1, 0, core::DeviceKindPreference::kAny, "", {}, .6};
-  core::TypicalSpec half{12000, 1, 500, core::DeviceKindPreference::kAny, "", {}, .4};
-  ClusterState state(std::make_shared<core::Policy>(core::PolicyKind::kFgd, core::TypicalWorkload{{whole, half}},
-                                                    core::PlacementOptions{}),
+  placement::TypicalSpec whole{12000, 1, 0, model::DeviceKindPreference::kAny, "", {}, .6};
+  placement::TypicalSpec half{12000, 1, 500, model::DeviceKindPreference::kAny, "", {}, .4};
+  ClusterState state(std::make_shared<placement::Policy>(model::PolicyKind::kFgd, placement::TypicalWorkload{{whole, half}},
+                                                    placement::PlacementOptions{}),
                      clock, std::chrono::seconds(0));
   // The lean node gets whichever name the node order puts first.
   std::string lean = "node-a", rich = "node-b";
-  if (core::NodeTieBreakRank(lean, 0) > core::NodeTieBreakRank(rich, 0)) std::swap(lean, rich);
-  core::Node lean_node = GpuNode(lean, 4, 1000);
+  if (placement::NodeTieBreakRank(lean, 0) > placement::NodeTieBreakRank(rich, 0)) std::swap(lean, rich);
+  model::Node lean_node = GpuNode(lean, 4, 1000);
   lean_node.cpu_milli = 48000;
-  core::Node rich_node = GpuNode(rich, 4, 1000);
+  model::Node rich_node = GpuNode(rich, 4, 1000);
   rich_node.cpu_milli = 96000;
   state.UpsertNode(lean_node);
   state.UpsertNode(rich_node);
@@ -456,9 +456,9 @@ TEST(ExtenderTieBreak, FillLevelDecidesWithinAnFgdLevelBeforeTheNodeOrder) {
 
 // The capacity reservation's tests: FGD from the prior on four 8-GPU A100 nodes and the one 2-GPU
 // T4 node ("t0") that pods pinned to T4 depend on; 80 GiB devices throughout.
-std::shared_ptr<core::Policy> FgdPrior() {
-  return std::make_shared<core::Policy>(core::PolicyKind::kFgd, core::DefaultPriorWorkload(81920),
-                                        core::PlacementOptions{});
+std::shared_ptr<placement::Policy> FgdPrior() {
+  return std::make_shared<placement::Policy>(model::PolicyKind::kFgd, placement::DefaultPriorWorkload(81920),
+                                        placement::PlacementOptions{});
 }
 std::vector<std::string> AddFourA100sAndOneT4(ClusterState& state) {
   std::vector<std::string> names;
@@ -498,7 +498,7 @@ TEST(ExtenderReservation, LearnedPinnedShapesPriceTheirNodesAtRefresh) {
       ASSERT_EQ(json::parse(ext.Bind(BindBody(pod["metadata"]["name"], pod["metadata"]["uid"], "t0")).body)["Error"], "");
     }
     double t0_tightness = -1, a0_tightness = -1;
-    state.ForEachNode([&](const core::Node& node, const core::NodeSummary& summary, std::optional<Clock::TimePoint>) {
+    state.ForEachNode([&](const model::Node& node, const placement::NodeSummary& summary, std::optional<Clock::TimePoint>) {
       if (node.name == "t0") t0_tightness = summary.reservation_tightness;
       if (node.name == "a0") a0_tightness = summary.reservation_tightness;
     });
@@ -513,7 +513,7 @@ TEST(ExtenderReservation, LearnedPinnedShapesPriceTheirNodesAtRefresh) {
     EXPECT_GT(t0_tightness, 0);
     // A price of 1.5 devices is 3 half-device fill levels: the ranked cost rises by exactly 3 fill
     // steps (128 each, below the completion level; RankOf).
-    ClusterState::Assessment priced{core::Verdict::Fits(), -100, 0, 1.5 * 81920, 0, 7};
+    ClusterState::Assessment priced{placement::Verdict::Fits(), -100, 0, 1.5 * 81920, 0, 7};
     ClusterState::Assessment free = priced;
     free.reservation_cost = 0;
     EXPECT_DOUBLE_EQ(ext.RankOf(priced).cost - ext.RankOf(free).cost, 3 * 128);
@@ -526,14 +526,14 @@ TEST(ExtenderReservation, LearnedPinnedShapesPriceTheirNodesAtRefresh) {
 // FGD alone prefers the half-used GPU, which keeps the empty one whole. The completion value is
 // built at the first policy refresh (here the first filter, once the backend has synced).
 TEST(ExtenderCompletion, RanksTheDeviceAPodCompletesBestFirst) {
-  auto slice = [](core::MiB mib, double weight) {
-    return core::TypicalSpec{4000, 1, mib, core::DeviceKindPreference::kAny, "", {}, weight};
+  auto slice = [](model::MiB mib, double weight) {
+    return placement::TypicalSpec{4000, 1, mib, model::DeviceKindPreference::kAny, "", {}, weight};
   };
-  const core::TypicalWorkload workload{
-      {slice(650, .1), slice(320, .2), slice(470, .2), core::TypicalSpec{4000, 1, 0, core::DeviceKindPreference::kAny, "", {}, .5}}};
+  const placement::TypicalWorkload workload{
+      {slice(650, .1), slice(320, .2), slice(470, .2), placement::TypicalSpec{4000, 1, 0, model::DeviceKindPreference::kAny, "", {}, .5}}};
   for (bool complete : {true, false}) {
     FakeClock clock;
-    ClusterState state(std::make_shared<core::Policy>(core::PolicyKind::kFgd, workload, core::PlacementOptions{}), clock,
+    ClusterState state(std::make_shared<placement::Policy>(model::PolicyKind::kFgd, workload, placement::PlacementOptions{}), clock,
                        std::chrono::seconds(0));
     state.UpsertNode(GpuNode("half-used", 1, 1000));
     state.UpsertNode(GpuNode("empty", 1, 1000));
@@ -553,18 +553,18 @@ TEST(ExtenderCompletion, RanksTheDeviceAPodCompletesBestFirst) {
     if (!complete) continue;
     // Losses of 1/3 and 1/2 device are completion levels 333 and 500, 2^17 apart each: above
     // every fill and FGD level.
-    ClusterState::Assessment third{core::Verdict::Fits(), 0, 0, 0, 1000.0 / 3, 1};
+    ClusterState::Assessment third{placement::Verdict::Fits(), 0, 0, 0, 1000.0 / 3, 1};
     ClusterState::Assessment half_device = third;
     half_device.completion_loss = 500;
     half_device.cost = -1e6;  // the best FGD level does not outrank a larger loss
     EXPECT_LT(ext.RankOf(third), ext.RankOf(half_device));
     EXPECT_EQ(ext.RankOf(half_device).cost - ext.RankOf(third).cost,
-              (500 - 333) * double{1 << 17} - (core::FgdScoreLevel(-1e6, 1000) - core::FgdScoreLevel(0, 1000)));
+              (500 - 333) * double{1 << 17} - (placement::FgdScoreLevel(-1e6, 1000) - placement::FgdScoreLevel(0, 1000)));
     // Equal losses: the fill level decides before FGD's level. better_fgd: FGD level 100 (ΔF
     // −10⁶), fill level 2 (ΔF̂ 1000 MiB = 2 half devices); better_fill: FGD level
     // int(100·σ(0)) = 50, fill level 0. Fill steps are 128, FGD levels 1.
-    ClusterState::Assessment better_fgd{core::Verdict::Fits(), -1e6, 1000, 0, 1000.0 / 3, 1};
-    ClusterState::Assessment better_fill{core::Verdict::Fits(), 0, 0, 0, 1000.0 / 3, 2};
+    ClusterState::Assessment better_fgd{placement::Verdict::Fits(), -1e6, 1000, 0, 1000.0 / 3, 1};
+    ClusterState::Assessment better_fill{placement::Verdict::Fits(), 0, 0, 0, 1000.0 / 3, 2};
     EXPECT_LT(ext.RankOf(better_fill), ext.RankOf(better_fgd));
     EXPECT_EQ(ext.RankOf(better_fgd).cost - ext.RankOf(better_fill).cost, 2 * 128 - (100 - 50));
   }
@@ -581,23 +581,23 @@ TEST(ExtenderWarmStart, LearnsThePodsHoldingDevicesOnceSynced) {
   ScriptedBackend backend;
   backend.synced = false;
   for (int i = 0; i < 20; ++i) {
-    StatusOr<core::PodRequest> request = api::ParsePodRequest(T4PinnedPod(i), 16);
+    StatusOr<model::PodRequest> request = translate::ParsePodRequest(T4PinnedPod(i), 16);
     ASSERT_TRUE(request.ok()) << request.status();
     backend.held.push_back(*request);
   }
   ExtenderOptions options;
   options.decision.device_mib = 81920;
   Extender ext(state, backend, options, clock, nullptr);
-  const std::shared_ptr<const core::Policy> prior = state.policy();
+  const std::shared_ptr<const placement::Policy> prior = state.policy();
   ext.Maintain();
   EXPECT_EQ(state.policy(), prior) << "nothing to learn before the backend has synced";
 
   backend.synced = true;
   EXPECT_EQ(ext.Filter(FilterBody(PodJson("p", "u9", "10Gi"), names)).status, 200);
-  const std::shared_ptr<const core::Policy> warmed = state.policy();
+  const std::shared_ptr<const placement::Policy> warmed = state.policy();
   ASSERT_NE(warmed, prior);
   bool pinned_shape = false;
-  for (const core::TypicalSpec& spec : warmed->workload().specs) {
+  for (const placement::TypicalSpec& spec : warmed->workload().specs) {
     pinned_shape = pinned_shape || spec.gpu_models == std::vector<std::string>{"T4"};
   }
   EXPECT_TRUE(pinned_shape) << "the running pods' shape is in the typical workload";
@@ -657,8 +657,8 @@ TEST_F(ExtenderTest, PodNodePolicyOverridesTheClusterRanking) {
 
 TEST(ExtenderRanking, PodNodePolicyRanksExactCostsOnAnFgdCluster) {
   FakeClock clock;
-  ClusterState state(std::make_shared<core::Policy>(core::PolicyKind::kFgd, core::DefaultPriorWorkload(81920),
-                                                    core::PlacementOptions{}),
+  ClusterState state(std::make_shared<placement::Policy>(model::PolicyKind::kFgd, placement::DefaultPriorWorkload(81920),
+                                                    placement::PlacementOptions{}),
                      clock, std::chrono::seconds(0));
   ScriptedBackend backend;
   ExtenderOptions options;
@@ -667,10 +667,10 @@ TEST(ExtenderRanking, PodNodePolicyRanksExactCostsOnAnFgdCluster) {
   ClusterState::Assessment a;
   a.cost = 12345;  // a binpack / spread cost: free MiB left
   a.fill_cost = 40960;
-  EXPECT_EQ(ext.RankOf(a, core::PolicyKind::kBinpack).cost, 12345);
-  EXPECT_EQ(ext.RankOf(a, core::PolicyKind::kSpread).tie, 0);
+  EXPECT_EQ(ext.RankOf(a, model::PolicyKind::kBinpack).cost, 12345);
+  EXPECT_EQ(ext.RankOf(a, model::PolicyKind::kSpread).tie, 0);
   // No override, or fgd named explicitly: the FGD levels, as for every other pod.
-  EXPECT_EQ(ext.RankOf(a).cost, ext.RankOf(a, core::PolicyKind::kFgd).cost);
+  EXPECT_EQ(ext.RankOf(a).cost, ext.RankOf(a, model::PolicyKind::kFgd).cost);
   EXPECT_NE(ext.RankOf(a).cost, 12345);
 }
 
@@ -694,10 +694,10 @@ TEST_F(ExtenderTest, SpreadKeyKeepsReplicasApartAcrossARestart) {
 
   // A restarted extender rebuilds its ledger from the pod's allocation annotation alone.
   FakeClock clock;
-  ClusterState restarted(std::make_shared<core::Policy>(core::PolicyKind::kBinpack, core::DefaultPriorWorkload(81920),
-                                                        core::PlacementOptions{}),
+  ClusterState restarted(std::make_shared<placement::Policy>(model::PolicyKind::kBinpack, placement::DefaultPriorWorkload(81920),
+                                                        placement::PlacementOptions{}),
                          clock, std::chrono::seconds(0));
-  for (const auto& [n, mib] : std::map<std::string, core::MiB>{{"n-tight", 12288}, {"n-mid", 16384}, {"n-roomy", 81920},
+  for (const auto& [n, mib] : std::map<std::string, model::MiB>{{"n-tight", 12288}, {"n-mid", 16384}, {"n-roomy", 81920},
                                                                   {"n-small", 4096}}) {
     restarted.UpsertNode(GpuNode(n, 1, mib));
   }
@@ -725,7 +725,7 @@ TEST_F(ExtenderTest, AllocatedMemoryPerNamespaceIsExported) {
 }
 
 TEST_F(ExtenderTest, AdminExcludedDeviceIsSkippedAndCounted) {
-  core::Node tight = GpuNode("n-tight", 1, 12288);
+  model::Node tight = GpuNode("n-tight", 1, 12288);
   tight.devices[0].excluded = true;
   state_.UpsertNode(tight);
   Extender ext = Make();

@@ -13,7 +13,7 @@
 #include <prometheus/text_serializer.h>
 
 #include "common/build_info_metric.h"
-#include "scheduler/core/model.h"
+#include "model/model.h"
 #include "scheduler/extender/cluster_state.h"
 
 namespace gpupack::extender {
@@ -79,8 +79,8 @@ void ExtenderMetrics::ObserveRequest(std::string_view verb, std::string_view res
   durations_->Add({{"verb", std::string(verb)}}, kBuckets).Observe(seconds);
 }
 
-void ExtenderMetrics::CountRejection(core::RejectReason reason) {
-  rejections_->Add({{"reason", std::string(core::RejectReasonLabel(reason))}}).Increment();
+void ExtenderMetrics::CountRejection(placement::RejectReason reason) {
+  rejections_->Add({{"reason", std::string(placement::RejectReasonLabel(reason))}}).Increment();
 }
 
 void ExtenderMetrics::CountBind(const Status& outcome) {
@@ -137,7 +137,7 @@ std::vector<prometheus::MetricFamily> ExtenderMetrics::Collect() const {
         "Devices the administrator took out of gpupack's pool (node annotation gpupack.io/excluded-devices); only nodes above 0.");
     std::map<std::string, double> by_namespace;
     double total = 0, total_allocated = 0, total_used = 0, fragmented = 0, free = 0;
-    state_->ForEachNode([&](const core::Node& node, const core::NodeSummary& summary,
+    state_->ForEachNode([&](const model::Node& node, const placement::NodeSummary& summary,
                             std::optional<Clock::TimePoint> heartbeat) {
       if (heartbeat) {  // nodes from a cluster file have none
         const std::chrono::duration<double> since_epoch = heartbeat->time_since_epoch();
@@ -149,9 +149,9 @@ std::vector<prometheus::MetricFamily> ExtenderMetrics::Collect() const {
       if (summary.reservation_tightness > 0) AddSample(node_reserved, summary.reservation_tightness, {{"node", node.name}});
       free += static_cast<double>(summary.total_free);
       int excluded_here = 0;
-      for (const core::Device& device : node.devices) {
-        core::MiB caps = 0;
-        for (const core::DeviceShare& share : device.shares) {
+      for (const model::Device& device : node.devices) {
+        model::MiB caps = 0;
+        for (const model::DeviceShare& share : device.shares) {
           caps += share.mem_mib;
           by_namespace[share.pod_key.substr(0, share.pod_key.find('/'))] += static_cast<double>(share.mem_mib);
         }
@@ -164,14 +164,14 @@ std::vector<prometheus::MetricFamily> ExtenderMetrics::Collect() const {
                                                                {"gpu_uuid", device.uuid},
                                                                {"gpu_index", std::to_string(device.index)},
                                                                {"gpu_model", device.model},
-                                                               {"mig_profile", device.kind == core::DeviceKind::kMig
+                                                               {"mig_profile", device.kind == model::DeviceKind::kMig
                                                                                    ? device.mig_profile
                                                                                    : std::string()}};
         AddSample(dev_capacity, static_cast<double>(device.capacity_mib) * kBytesPerMiB, labels);
         AddSample(dev_allocated, static_cast<double>(caps) * kBytesPerMiB, labels);
         AddSample(dev_used, static_cast<double>(device.used_mib) * kBytesPerMiB, labels);
         std::set<std::string_view> pod_uids;
-        for (const core::DeviceShare& share : device.shares) pod_uids.insert(share.pod_uid);
+        for (const model::DeviceShare& share : device.shares) pod_uids.insert(share.pod_uid);
         AddSample(dev_pods, static_cast<double>(pod_uids.size()), std::move(labels));
       }
       if (excluded_here > 0) AddSample(excluded, excluded_here, {{"node", node.name}});

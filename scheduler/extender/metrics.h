@@ -16,7 +16,7 @@
 
 #include "common/build_info.h"
 #include "common/status.h"
-#include "scheduler/core/verdict.h"
+#include "placement/verdict.h"
 
 namespace prometheus {
 class Registry;
@@ -41,7 +41,7 @@ class ExtenderMetrics {
 
   // `result`: "ok", "no_fit" (filter passed no node, bind could not place), "error".
   void ObserveRequest(std::string_view verb, std::string_view result, double seconds);
-  void CountRejection(core::RejectReason reason);
+  void CountRejection(placement::RejectReason reason);
   // One ClusterBackend::Bind outcome (the API-server Binding on a cluster): OK = "success",
   // Conflict = "conflict" (the pod was already bound elsewhere, or the fresh read found the
   // devices taken), anything else = "error".

@@ -33,8 +33,8 @@ std::vector<std::string> Samples(const std::string& text, const std::string& pre
 class ExtenderMetricsTest : public ::testing::Test {
  protected:
   FakeClock clock_{Clock::TimePoint(std::chrono::seconds(1'800'000'000))};
-  ClusterState state_{std::make_shared<core::Policy>(core::PolicyKind::kFgd, core::DefaultPriorWorkload(81920),
-                                                     core::PlacementOptions{}),
+  ClusterState state_{std::make_shared<placement::Policy>(model::PolicyKind::kFgd, placement::DefaultPriorWorkload(81920),
+                                                     placement::PlacementOptions{}),
                       clock_, std::chrono::seconds(120)};
   ExtenderMetrics metrics_{&state_, true, BuildInfo{"0.1.0", "0123456789ab"}};
 };
@@ -63,13 +63,13 @@ TEST_F(ExtenderMetricsTest, NodeReportTimestampIsTheAcceptedHeartbeat) {
 TEST_F(ExtenderMetricsTest, ReservationTightnessOfReservedNodesOnly) {
   state_.UpsertNode(GpuNode("a100", 8, 81920));
   state_.UpsertNode(GpuNode("t4", 2, 81920, "NVIDIA T4"));
-  core::TypicalSpec pinned{1000, 1, 10240, core::DeviceKindPreference::kAny, "", {"T4"}, 1};
-  core::CapacityReservation::Builder builder(core::TypicalWorkload{{pinned}}, core::PlacementOptions{});
-  state_.ForEachNode([&](const core::Node& node, const core::NodeSummary&, std::optional<Clock::TimePoint>) {
+  placement::TypicalSpec pinned{1000, 1, 10240, model::DeviceKindPreference::kAny, "", {"T4"}, 1};
+  placement::CapacityReservation::Builder builder(placement::TypicalWorkload{{pinned}}, placement::PlacementOptions{});
+  state_.ForEachNode([&](const model::Node& node, const placement::NodeSummary&, std::optional<Clock::TimePoint>) {
     builder.AddNode(node);
   });
-  state_.SetPolicy(std::make_shared<core::Policy>(core::PolicyKind::kFgd, core::DefaultPriorWorkload(81920),
-                                                  core::PlacementOptions{}, std::move(builder).Build()));
+  state_.SetPolicy(std::make_shared<placement::Policy>(model::PolicyKind::kFgd, placement::DefaultPriorWorkload(81920),
+                                                  placement::PlacementOptions{}, std::move(builder).Build()));
   // D = 1 (the only shape), Free / Free(H) = 10 devices / 2 devices: r = 5.
   EXPECT_EQ(Samples(metrics_.Render(), "gpupack_node_reservation_tightness{"),
             std::vector<std::string>{R"(gpupack_node_reservation_tightness{node="t4"} 5)"});
@@ -77,12 +77,12 @@ TEST_F(ExtenderMetricsTest, ReservationTightnessOfReservedNodesOnly) {
 
 // Whole GPUs carry mig_profile="", MIG instances their profile, on all four device families.
 TEST_F(ExtenderMetricsTest, DeviceSeriesCarryTheMigProfile) {
-  core::Node node = GpuNode("n1", 1, 81920);
-  core::Device mig;
+  model::Node node = GpuNode("n1", 1, 81920);
+  model::Device mig;
   mig.uuid = "MIG-0f1e2d3c-aaaa-bbbb-cccc-000000000001";
   mig.index = 1;
   mig.model = "NVIDIA A100-SXM4-80GB";
-  mig.kind = core::DeviceKind::kMig;
+  mig.kind = model::DeviceKind::kMig;
   mig.mig_profile = "1g.10gb";
   mig.capacity_mib = 9856;
   node.devices.push_back(mig);

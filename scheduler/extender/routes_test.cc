@@ -27,8 +27,8 @@ class HttpServerTest : public ::testing::Test {
   }
 
   FakeClock clock_;
-  ClusterState state_{std::make_shared<core::Policy>(core::PolicyKind::kFgd, core::DefaultPriorWorkload(81920),
-                                                     core::PlacementOptions{}),
+  ClusterState state_{std::make_shared<placement::Policy>(model::PolicyKind::kFgd, placement::DefaultPriorWorkload(81920),
+                                                     placement::PlacementOptions{}),
                       clock_, std::chrono::seconds(0)};
   StandaloneBackend backend_{{testing::GpuNode("a", 2, 81920), testing::GpuNode("b", 1, 40960)}};
   ExtenderMetrics metrics_{&state_, true, BuildInfo{"0.1.0", "test"}};

@@ -7,16 +7,16 @@
 
 #include <nlohmann/json.hpp>
 
-#include "scheduler/core/model.h"
+#include "model/model.h"
 
 namespace gpupack::extender::testing {
 
 // A node with `gpus` whole GPUs of `mib` MiB each, UUIDs "GPU-<node>-<i>".
-inline core::Node GpuNode(const std::string& name, int gpus, core::MiB mib, const std::string& model = "NVIDIA A100-SXM4-80GB") {
-  core::Node node;
+inline model::Node GpuNode(const std::string& name, int gpus, model::MiB mib, const std::string& model = "NVIDIA A100-SXM4-80GB") {
+  model::Node node;
   node.name = name;
   for (int i = 0; i < gpus; ++i) {
-    core::Device d;
+    model::Device d;
     d.uuid = "GPU-" + name + "-" + std::to_string(i);
     d.index = i;
     d.model = model;

@@ -1,0 +1,174 @@
+#include "placement/completion.h"
+
+#include <gtest/gtest.h>
+
+#include "placement/placement.h"
+
+namespace gpupack::placement {
+namespace {
+
+// ---- builders ----
+TypicalSpec Slice(MiB mem, double weight, int devices = 1) {
+  return TypicalSpec{4000, devices, mem, DeviceKindPreference::kAny, "", {}, weight};
+}
+TypicalSpec Whole(int devices, double weight) { return Slice(0, weight, devices); }
+Device Gpu(MiB capacity, MiB allocated = 0) {
+  Device d;
+  d.uuid = "GPU-" + std::to_string(capacity) + "-" + std::to_string(allocated);
+  d.model = "A100";
+  d.capacity_mib = capacity;
+  if (allocated > 0) d.shares.push_back(DeviceShare{"other", "ns/other", "main", allocated, false});
+  return d;
+}
+Node MakeNode(std::vector<Device> devices) {
+  Node n;
+  n.name = "n1";
+  n.cpu_milli = 64000;
+  for (size_t i = 0; i < devices.size(); ++i) {
+    devices[i].index = static_cast<int>(i);
+    devices[i].uuid.append("-").append(std::to_string(i));
+  }
+  n.devices = std::move(devices);
+  return n;
+}
+PodRequest Pod(MiB mem) {
+  PodRequest p;
+  p.ns = "default";
+  p.name = "p";
+  p.uid = "uid-p";
+  p.cpu_milli = 4000;
+  p.containers.push_back(ContainerRequest{"main", 0, false, 1, mem});
+  return p;
+}
+double PriceOf(const CompletionValue::Table& table, MiB slice) {
+  for (const auto& p : table.prices) {
+    if (p.slice_mib == slice) return p.devices;
+  }
+  ADD_FAILURE() << "no price for " << slice;
+  return -1;
+}
+
+// 1000-MiB devices; demand (weight × devices): 650 → 1, 320 → 2, 470 → 2.
+// The cutting-stock LP packs {650, 320} once, {470, 470} once and a third of {320, 320, 320}:
+// 2 1/3 devices. Its dual: y650 + y320 ≤ 1, 3·y320 ≤ 1, 2·y470 ≤ 1 are tight, so y320 = 1/3,
+// y650 = 2/3, y470 = 1/2, and 1·2/3 + 2·1/3 + 2·1/2 = 2 1/3 matches. {470, 320}: 5/6 ≤ 1.
+TypicalWorkload ThreeSlices() { return TypicalWorkload{{Slice(650, 1), Slice(320, 2), Slice(470, 2)}}; }
+
+TEST(CompletionValue, PricesAreTheCuttingStockDual) {
+  CompletionValue cv = CompletionValue::Build(ThreeSlices(), {1000});
+  ASSERT_EQ(cv.tables().size(), 1u);
+  const auto& t = cv.tables()[0];
+  EXPECT_EQ(t.capacity_mib, 1000);
+  EXPECT_EQ(t.quantum_mib, 1);
+  ASSERT_EQ(t.prices.size(), 3u);
+  EXPECT_EQ(t.prices[0].slice_mib, 650);  // largest first
+  EXPECT_NEAR(PriceOf(t, 650), 2.0 / 3, 1e-9);
+  EXPECT_NEAR(PriceOf(t, 470), 1.0 / 2, 1e-9);
+  EXPECT_NEAR(PriceOf(t, 320), 1.0 / 3, 1e-9);
+}
+
+TEST(CompletionValue, ValueIsTheBestFillingOfTheFreeSlice) {
+  CompletionValue cv = CompletionValue::Build(ThreeSlices(), {1000});
+  const int t = cv.TableFor(1000);
+  // K in MiB = devices × 1000.
+  struct Case {
+    MiB free;
+    double devices;
+    const char* why;
+  };
+  const Case cases[] = {
+      {1000, 1.0, "650 + 320, or 470 + 470"},
+      {680, 2.0 / 3, "650 (2/3) beats 320 + 320 (2/3, equal) and 470 (1/2)"},
+      {530, 1.0 / 2, "470"},
+      {350, 1.0 / 3, "320"},
+      {319, 0.0, "nothing fits"},
+      {5000, 1.0, "beyond the capacity counts as the capacity"},
+      {0, 0.0, "nothing free"},
+  };
+  for (const Case& c : cases) EXPECT_NEAR(cv.Value(t, c.free), 1000 * c.devices, 1e-6) << c.why;
+}
+
+TEST(CompletionValue, LossOfAPickIsTheValueItGivesUp) {
+  CompletionValue cv = CompletionValue::Build(ThreeSlices(), {1000});
+  const int t = cv.TableFor(1000);
+  // A 320 pod. Its own price is 1/3 of a device, so a loss of 1/3 wastes nothing:
+  EXPECT_NEAR(cv.Loss(t, 1000, 680), 1000 * (1 - 2.0 / 3), 1e-6);  // empty device: 650 can join
+  EXPECT_NEAR(cv.Loss(t, 350, 30), 1000 * (1.0 / 3 - 0), 1e-6);    // next to a 650: completes it
+  // Next to a 470: the 530 free was worth a 470 (1/2); what is left (210) is worth nothing.
+  EXPECT_NEAR(cv.Loss(t, 530, 210), 1000 * (1.0 / 2 - 0), 1e-6);   // 1/6 of a device wasted
+}
+
+TEST(CompletionValue, OnlyFractionalSharesOfAGpuArePriced) {
+  TypicalSpec mig = Slice(400, 1);
+  mig.mig_profile = "3g.40gb";
+  TypicalSpec cpu_only = Slice(0, 1, 0);
+  // 400 × 2 devices counts demand 2; the whole-device, MIG, CPU-only and too-large shapes none.
+  CompletionValue cv = CompletionValue::Build(
+      TypicalWorkload{{Slice(400, 1, 2), Whole(1, 5), mig, cpu_only, Slice(1000, 1), Slice(1200, 1)}}, {1000});
+  ASSERT_EQ(cv.tables()[0].prices.size(), 1u);
+  EXPECT_EQ(cv.tables()[0].prices[0].slice_mib, 400);
+  EXPECT_NEAR(cv.tables()[0].prices[0].devices, 0.5, 1e-9);  // two per device
+
+  EXPECT_TRUE(CompletionValue::Build(TypicalWorkload{{Whole(1, 1)}}, {1000}).tables()[0].prices.empty());
+  EXPECT_TRUE(CompletionValue::Build(ThreeSlices(), {}).empty());
+  EXPECT_TRUE(CompletionValue().empty());
+}
+
+TEST(CompletionValue, OneTablePerCapacityAndTheNearestForANewOne) {
+  // 80 GiB devices count in 80-MiB quanta (81920 / 1024): a 30000-MiB slice rounds up to 30000 →
+  // 375 quanta exactly, two fit (750 ≤ 1024) → 1/2. On 40 GiB devices (40-MiB quanta, 750 quanta
+  // of 1024) one fits → 1.
+  CompletionValue cv = CompletionValue::Build(TypicalWorkload{{Slice(30000, 1)}}, {81920, 40960, 81920, 0});
+  ASSERT_EQ(cv.tables().size(), 2u);
+  EXPECT_EQ(cv.tables()[0].capacity_mib, 40960);
+  EXPECT_EQ(cv.tables()[0].quantum_mib, 40);
+  EXPECT_EQ(cv.tables()[1].quantum_mib, 80);
+  EXPECT_NEAR(cv.tables()[0].prices[0].devices, 1.0, 1e-9);
+  EXPECT_NEAR(cv.tables()[1].prices[0].devices, 0.5, 1e-9);
+  EXPECT_EQ(cv.TableFor(81920), 1);
+  EXPECT_EQ(cv.TableFor(40960), 0);
+  EXPECT_EQ(cv.TableFor(49152), 0);  // 48 GiB: nearer 40 than 80
+  EXPECT_EQ(cv.TableFor(98304), 1);
+  // Free memory rounds down to quanta: 29999 MiB is 374 quanta, too small for the slice.
+  EXPECT_EQ(cv.Value(1, 29999), 0);
+  EXPECT_NEAR(cv.Value(1, 30000), 0.5 * 81920, 1e-6);
+}
+
+TEST(CompletionValue, LossLevelsFloorInThousandthsOfAUnitDevice) {
+  // 1/16 of a 1000-MiB device is 62.5 MiB: float noise on either side stays on level 62, and a
+  // whole level (1/8: 125) stays whole.
+  EXPECT_EQ(CompletionLossLevel(62.5 + 1e-9, 1000), 62);
+  EXPECT_EQ(CompletionLossLevel(62.5 - 1e-9, 1000), 62);
+  EXPECT_EQ(CompletionLossLevel(125 - 1e-9, 1000), 125);
+  EXPECT_EQ(CompletionLossLevel(0, 1000), 0);
+  EXPECT_EQ(CompletionLossLevel(81920.0 / 3, 81920), 333);
+}
+
+// The device choice inside a node: a 320 pod on a node with one device holding a 470 and one
+// empty. FGD alone takes the 470's device (it leaves the empty one whole for the whole-device
+// pods); the completion loss sends the pod to the empty device, where a 650 can still join it
+// (loss 1/3 vs 1/2, from the example above).
+TEST(CompletionValue, PolicyPicksTheDeviceThatLosesLeast) {
+  const Node node = MakeNode({Gpu(1000, 470), Gpu(1000)});
+  std::vector<TypicalSpec> specs = ThreeSlices().specs;
+  specs.push_back(Whole(1, 5));
+  const Policy fgd(PolicyKind::kFgd, TypicalWorkload{specs}, {});
+  const NodeEvaluation without = fgd.Evaluate(node, Pod(320));
+  ASSERT_TRUE(without.verdict.fits());
+  EXPECT_EQ(without.placement.containers[0].device_slots, std::vector<int>{0});
+  EXPECT_EQ(without.completion_loss, 0);
+
+  const Policy complete(PolicyKind::kFgd, TypicalWorkload{specs}, {}, {},
+                        CompletionValue::Build(TypicalWorkload{specs}, {1000}));
+  const NodeEvaluation with = complete.Evaluate(node, Pod(320));
+  ASSERT_TRUE(with.verdict.fits());
+  EXPECT_EQ(with.placement.containers[0].device_slots, std::vector<int>{1});
+  EXPECT_NEAR(with.completion_loss, 1000.0 / 3, 1e-6);
+  const NodeScore score = complete.Score(node, complete.Summarize(node), Pod(320));
+  EXPECT_NEAR(score.completion_loss, with.completion_loss, 1e-9);  // Score agrees with Evaluate
+  // A whole-device pod takes a device whatever the slices on offer: no loss to rank by.
+  EXPECT_EQ(complete.Evaluate(node, Pod(0)).completion_loss, 0);
+}
+
+}  // namespace
+}  // namespace gpupack::placement

@@ -1,0 +1,126 @@
+#include "placement/decision.h"
+
+#include <algorithm>
+#include <map>
+
+#include "placement/completion.h"
+
+namespace gpupack::placement {
+
+namespace {
+
+// Capacity → total memory of the devices of that capacity.
+using DeviceMemory = std::map<MiB, int64_t>;
+
+void Tally(const Node& node, DeviceMemory& memory) {
+  for (const Device& device : node.devices) {
+    if (device.capacity_mib > 0) memory[device.capacity_mib] += device.capacity_mib;
+  }
+}
+
+MiB MostMemory(const DeviceMemory& memory, MiB fallback) {
+  MiB best = fallback;
+  int64_t most = 0;
+  for (const auto& [capacity, total] : memory) {
+    if (total >= most) {  // ascending capacities: ">=" gives ties to the larger
+      best = capacity;
+      most = total;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+MiB TypicalDeviceMiB(std::span<const Node> nodes, MiB fallback) {
+  DeviceMemory memory;
+  for (const Node& node : nodes) Tally(node, memory);
+  return MostMemory(memory, fallback);
+}
+
+bool RanksOnLevels(const DecisionOptions& options, std::optional<PolicyKind> pod_node_policy) {
+  return options.fgd_levels && (!pod_node_policy || *pod_node_policy == PolicyKind::kFgd);
+}
+
+RankKey RankOf(const RankInputs& in, MiB unit_mib, const DecisionOptions& options,
+               std::optional<PolicyKind> pod_node_policy) {
+  if (!RanksOnLevels(options, pod_node_policy)) return RankKey{in.cost, 0};
+  // The keys are small integers folded into one integer-valued double, exact in it: FGD levels
+  // are −100..0; fill levels are clamped to ±500 (|ΔF̂| ≤ the node's free memory, ≤ 64 devices =
+  // 128 half devices of the unit, plus the reservation price; the clamp only guards the
+  // encoding); completion levels are thousandths of the unit device, clamped at 2^14 (16
+  // devices' worth; whole-device pods lose the same on every device of a size anyway).
+  const double level = -static_cast<double>(FgdScoreLevel(in.cost, unit_mib));
+  const double fill_cost = (options.rank_by_fill ? in.fill_cost : 0.0) + in.reservation_cost;
+  const double fill = static_cast<double>(std::clamp<int64_t>(FillLevel(fill_cost, unit_mib), -500, 500));
+  const double tie = options.fixed_tie_break
+                         ? static_cast<double>(in.tie_break_rank >> 11) / static_cast<double>(uint64_t{1} << 53)
+                         : 0.0;
+  if (!options.rank_by_completion) {
+    // (FGD level, fill level): levels 1024 apart, more than the fill levels span.
+    return RankKey{level * 1024 + fill, tie};
+  }
+  // (completion level, fill level, FGD level): FGD levels shifted to 0..100 fit below one fill
+  // step (128), and fill levels shifted to 12..1012 times 128 fit below one completion step
+  // (2^17); the whole stays below 2^31.
+  const double loss = static_cast<double>(
+      std::clamp<int64_t>(CompletionLossLevel(in.completion_loss, unit_mib), 0, (int64_t{1} << 14) - 1));
+  return RankKey{loss * (1 << 17) + (fill + 512) * 128 + (level + 100), tie};
+}
+
+namespace {
+constexpr MiB kUnknownDeviceMiB = 81920;  // an 80 GB card, until the cluster is known
+}  // namespace
+
+Decision::Decision(PolicyKind kind, PlacementOptions placement, DecisionOptions options,
+                   std::optional<TypicalWorkload> prior)
+    : kind_(kind),
+      placement_(placement),
+      options_(options),
+      fixed_prior_(prior.has_value()),
+      unit_mib_(options.device_mib > 0 ? options.device_mib : kUnknownDeviceMiB),
+      prior_mib_(unit_mib_),
+      learner_(prior ? std::move(*prior) : DefaultPriorWorkload(prior_mib_), options.half_life_pods,
+               options.prior_pods, options.coverage) {}
+
+Decision Decision::Pinned(PolicyKind kind, PlacementOptions placement, DecisionOptions options,
+                          TypicalWorkload workload) {
+  Decision decision(kind, placement, options);
+  decision.pinned_ = true;
+  decision.pinned_workload_ = std::move(workload);
+  return decision;
+}
+
+Policy Decision::InitialPolicy(MiB device_mib) const {
+  return Policy(kind_, pinned_ ? pinned_workload_ : DefaultPriorWorkload(device_mib), placement_);
+}
+
+bool Decision::Observe(const PodRequest& pod) {
+  if (!learning()) return false;
+  learner_.Observe(pod);
+  return ++binds_since_refresh_ >= options_.refresh_pods;
+}
+
+Policy Decision::Refresh(const NodeVisitor& for_each_node) {
+  binds_since_refresh_ = 0;
+  if (options_.device_mib <= 0) {
+    DeviceMemory memory;
+    for_each_node([&](const Node& node) { Tally(node, memory); });
+    unit_mib_ = MostMemory(memory, kUnknownDeviceMiB);
+  }
+  if (unit_mib_ != prior_mib_ && !fixed_prior_) {
+    prior_mib_ = unit_mib_;
+    learner_.SetPrior(DefaultPriorWorkload(prior_mib_));
+  }
+  // Only the level ranking reads the reservation price and the completion loss (RankOf).
+  const bool fgd = kind_ == PolicyKind::kFgd && options_.fgd_levels;
+  const bool reserve = fgd && options_.reserve_scarce_capacity;
+  const bool complete = fgd && options_.rank_by_completion;
+  PolicyRefresh refresh = pinned_ ? PolicyRefresh(kind_, placement_, pinned_workload_, pinned_workload_,
+                                                  pinned_workload_, reserve, complete)
+                                  : PolicyRefresh(kind_, placement_, learner_, reserve, complete);
+  if (reserve || complete) for_each_node([&](const Node& node) { refresh.AddNode(node); });
+  return std::move(refresh).Build();
+}
+
+}  // namespace gpupack::placement

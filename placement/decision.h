@@ -1,0 +1,122 @@
+// gpupack's decision: how the extender (and its twin in the simulator) turns the placement core's
+// costs into a choice, and how it keeps the typical workload those costs are measured against.
+// One module, one set of defaults: the extender's RankOf/Learn and the simulator's `gpupack`
+// policy and HTTP mirror all call it and keep no copy, so in process and over HTTP the same
+// arrivals get the same node and the same devices (decision_http_test).
+//
+//   * RankOf: the rank key of a node for a pod, lower first: the completion loss level, the fill
+//     level (ΔF̂ plus the capacity reservation's price, in half devices), FGD's integer level,
+//     then a fixed pseudo-random node order (docs/placement.md, "From cost to choice").
+//   * Decision: the workload learner and its refresh. Every bound pod is observed; every
+//     `refresh_pods` binds the policy is rebuilt (PolicyRefresh) from the learner and the nodes
+//     as they are then. The device size that scales the keys and the cold-start prior is the
+//     cluster's own (TypicalDeviceMiB), found again at every refresh, so nothing needs setting.
+//
+// Pure: values in, values out. Decision is not thread-safe (the owner serialises calls).
+#pragma once
+
+#include <compare>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+
+#include "placement/vocabulary.h"
+#include "placement/placement.h"
+#include "placement/workload.h"
+
+namespace gpupack::placement {
+
+// The defaults are the product's: every field here is what a config without the key gets.
+struct DecisionOptions {
+  // The unit of the rank keys and of the cold-start prior; 0 = TypicalDeviceMiB of the cluster,
+  // found at every refresh (the extender's fgdScoreUnit overrides it).
+  MiB device_mib = 0;
+  // Rank FGD costs on integer levels (completion, fill, FGD level). false: the exact cost alone.
+  bool fgd_levels = true;
+  bool rank_by_completion = true;       // the completion loss is the first key
+  bool rank_by_fill = true;             // ΔF̂ is in the fill level (false: the reservation price alone)
+  bool reserve_scarce_capacity = true;  // the capacity reservation's price is in the fill level
+  bool fixed_tie_break = true;          // the last key is the node order (false: ties stay ties)
+  // The learner (WorkloadLearner): half-life and prior weight in pods, the typical set's
+  // coverage, and how many binds between refreshes (0: never learn, keep the starting policy).
+  double half_life_pods = 1000;
+  double prior_pods = 100;
+  double coverage = 0.95;
+  int refresh_pods = 50;
+};
+
+// The cluster's typical device size: the capacity holding the most device memory (every device
+// counts, GPUs and MIG instances; ties go to the larger). `fallback` when there is no device.
+MiB TypicalDeviceMiB(std::span<const Node> nodes, MiB fallback = 81920);
+
+// What RankOf reads of a node's evaluation for a pod (placement::NodeScore / NodeEvaluation fields).
+struct RankInputs {
+  double cost = 0;
+  double fill_cost = 0;
+  double reservation_cost = 0;
+  double completion_loss = 0;
+  uint64_t tie_break_rank = 0;  // NodeTieBreakRank of the node
+};
+
+// Where a node stands in the ranking, lower first, compared lexicographically.
+struct RankKey {
+  // With FGD levels the integer keys folded into one integer-valued double, exact in it; else
+  // the policy's exact cost.
+  double cost = 0;
+  // With FGD levels and fixed_tie_break: the node's tie-break rank as a fraction in [0, 1);
+  // otherwise 0. Kept apart from cost so it keeps its full precision.
+  double tie = 0;
+  friend auto operator<=>(const RankKey&, const RankKey&) = default;
+};
+
+// Whether a pod is ranked on the integer levels: options.fgd_levels, unless the pod's own
+// gpupack.io/node-policy names another policy than FGD (then its exact binpack / spread cost).
+bool RanksOnLevels(const DecisionOptions& options, std::optional<PolicyKind> pod_node_policy);
+
+// REQUIRES: unit_mib > 0 when RanksOnLevels.
+RankKey RankOf(const RankInputs& inputs, MiB unit_mib, const DecisionOptions& options,
+               std::optional<PolicyKind> pod_node_policy = std::nullopt);
+
+// The learner and its refresh for one cluster.
+class Decision {
+ public:
+  // `prior`: the learner's cold-start prior; by default DefaultPriorWorkload of the cluster's
+  // device size, re-derived whenever that size changes. A given prior is kept as it is.
+  Decision(PolicyKind kind, PlacementOptions placement, DecisionOptions options,
+           std::optional<TypicalWorkload> prior = std::nullopt);
+  // A fixed typical workload instead of a learned one (the simulator's `gpupack-pinned`): every
+  // refresh builds from `workload` for every part.
+  static Decision Pinned(PolicyKind kind, PlacementOptions placement, DecisionOptions options, TypicalWorkload workload);
+
+  const DecisionOptions& options() const { return options_; }
+  bool learning() const { return options_.refresh_pods > 0 && !pinned_; }
+  // The unit of the rank keys: options.device_mib, or the cluster's as of the last refresh (before
+  // any: the fallback of TypicalDeviceMiB).
+  MiB unit_mib() const { return unit_mib_; }
+
+  // The starting policy for a cluster of devices of `device_mib` (the prior, nothing priced).
+  Policy InitialPolicy(MiB device_mib) const;
+
+  // Records a bound pod. True when a refresh is due (Refresh then).
+  bool Observe(const PodRequest& pod);
+
+  // Rebuilds the policy from the learner and the nodes as they are now. `for_each_node(visit)`
+  // must call visit once per node; it is called twice (the device size, then the prices).
+  using NodeVisitor = std::function<void(const std::function<void(const Node&)>&)>;
+  Policy Refresh(const NodeVisitor& for_each_node);
+
+ private:
+  PolicyKind kind_;
+  PlacementOptions placement_;
+  DecisionOptions options_;
+  bool pinned_ = false;
+  TypicalWorkload pinned_workload_;
+  bool fixed_prior_;
+  MiB unit_mib_;
+  MiB prior_mib_;  // the device size the learner's prior is relative to
+  WorkloadLearner learner_;
+  int binds_since_refresh_ = 0;
+};
+
+}  // namespace gpupack::placement

@@ -1,0 +1,231 @@
+// The placement core: does a pod fit on a node, how good is the node, and which devices does
+// the pod get. Pure: values in, values out.
+//
+// Usage: build a Policy once per (policy, typical workload); for each node keep a NodeSummary
+// (Summarize) next to the node and recompute it whenever the node's devices or shares change or
+// the policy is replaced; call Score per (node, pod) on hot paths (filter, prioritize, the
+// simulator's scan of every node: no allocation), and Evaluate on the chosen node to get the
+// Placement. Both compute the same verdict and cost, and Evaluate's placement is exactly the
+// device choice that produced that cost, so the bind agrees with the score.
+//
+// Thread safety: Policy is immutable after construction; Evaluate/Summarize are const and may
+// run concurrently.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+#include "placement/completion.h"
+#include "placement/vocabulary.h"
+#include "placement/reservation.h"
+#include "placement/verdict.h"
+#include "placement/workload.h"
+
+namespace gpupack::placement {
+
+struct PlacementOptions {
+  MiB reserve_mib_per_device = 0;  // kept free on every device (driver / context overhead)
+  bool count_foreign_usage = true; // live usage beyond the caps reduces free memory
+};
+
+// Free memory of a device: capacity − Σ caps − reserve − max(0, live usage − Σ caps), floored at
+// 0; a device held exclusively or unhealthy has none.
+MiB DeviceFreeMiB(const Device& device, const PlacementOptions& options);
+// A device's capacity less the reserve, floored at 0: its free memory when nothing holds it.
+MiB DeviceUsableMiB(const Device& device, const PlacementOptions& options);
+
+// Whether the node, were it empty, could host one pod of the spec: enough allocatable CPU and
+// enough healthy devices of a matching sort with the usable capacity the spec asks for. The
+// static part of the fit, which capacity reservation (reservation.h) groups nodes by.
+bool CanHost(const Node& node, const TypicalSpec& spec, const PlacementOptions& options);
+
+// Per-node precomputation against a policy's typical workload (FGD's F_n(M) ingredients).
+// Laid out for Score, which reads every node's summary once per pod and finds few of them in a
+// cache (5,000 summaries are far larger than L2): the scalars first, then one slot per device
+// with everything Score reads about it, so a node of 8 devices is a handful of cache lines, not
+// one line per per-device array.
+struct NodeSummary {
+  int device_count = 0;
+  bool stale = false;  // node.stale_reason is set: Score reads the Node only to explain it
+  MiB total_free = 0;                              // R_n
+  int64_t free_cpu_milli = -1;                     // -1 = unlimited
+  int64_t free_memory_bytes = -1;
+  uint64_t satisfied = 0;  // bit m: at least count_m devices can hold spec m (CPU not considered)
+  uint64_t cpu_short = 0;  // bit m: the node's free CPU is below spec m's
+  // For the first device's match mask: satisfied_prefix[i] = Σ weight of fractional specs j < i
+  // that the mask matches and that are satisfied (devices and CPU). FGD's per-pick delta needs
+  // it; precomputing it here keeps it off the per-pod path.
+  uint64_t prefix_mask = 0;
+  int64_t fill_cpu_ample = 0;  // free CPU from which no device spec is CPU-limited in F̂
+  double fragmentation = 0;                        // F_n(M) in MiB
+  double fill_fragmentation = 0;                   // F̂_n(M) in MiB
+  double reservation_tightness = 0;  // the policy's CapacityReservation::Tightness(node)
+  struct DeviceSlot {
+    MiB free = 0;
+    uint64_t spec_match = 0;  // bit m: the device can serve spec m at all
+    // The policy's CompletionValue table for the device's capacity (-1: none).
+    int16_t completion_table = 0;
+    // How many fractional specs (the memory-sorted prefix) the device's free memory could hold.
+    int8_t fractional_fit = 0;
+    bool empty = false;  // healthy, in the pool, no shares, no foreign use
+  };
+  std::array<int16_t, kMaxTypicalSpecs> usable{};  // q_n(m): devices with room for spec m
+  std::array<DeviceSlot, kMaxDevicesPerNode> devices{};  // the first device_count are used
+  std::array<double, kMaxTypicalSpecs + 1> satisfied_prefix{};
+  std::array<MiB, kMaxTypicalSpecs> unusable_free{};// Σ free of devices that cannot hold spec m
+  // The fill fragmentation's ingredients (NodeEvaluation::fill_cost), per device spec m: the free
+  // memory m could use, CPU aside (fractional: Σ free of the matching devices that hold one;
+  // whole: Σ free of the matching empty devices), and for whole specs how many such devices.
+  std::array<MiB, kMaxTypicalSpecs> fill_usable_free{};
+  std::array<int32_t, kMaxTypicalSpecs> fill_empty_devices{};
+};
+
+// The node-level result without the device placement: what filter and prioritize need.
+// Computing it allocates nothing when the pod fits.
+struct NodeScore {
+  Verdict verdict;
+  double cost = 0;       // as NodeEvaluation::cost
+  double fill_cost = 0;  // as NodeEvaluation::fill_cost
+  double reservation_cost = 0;  // as NodeEvaluation::reservation_cost
+  double completion_loss = 0;   // as NodeEvaluation::completion_loss
+};
+
+struct NodeEvaluation {
+  Verdict verdict;
+  // Lower is better; compare only between nodes evaluated by the same Policy for the same pod.
+  // FGD: the increase of expected fragmentation ΔF in MiB; binpack: free MiB left on the touched
+  // devices; spread: the negative of it.
+  double cost = 0;
+  // FGD only (0 otherwise): the increase of the fill fragmentation F̂ in MiB, the second key that
+  // orders nodes FGD scores equally (lower is better). F̂_n(M) = Σ_m p_m · (R_n − U_n(m)), where
+  // U_n(m) is the device memory copies of m could take on the node: the free memory of the
+  // devices that can hold m, but no more than ⌊free CPU / cpu_m⌋ copies of it. FGD counts all of a
+  // node's idle memory as fragmented for m once the node lacks the CPU for one more m, and none
+  // of it before; F̂ counts the part the node's CPU cannot feed, so it sees GPUs being stranded
+  // by CPU a few pods ahead.
+  double fill_cost = 0;
+  // FGD only (0 otherwise, and 0 without a reservation): the price of the capacity the pod takes
+  // from shapes confined to few nodes, in MiB: the node's reservation tightness (reservation.h)
+  // times the device memory the pod takes. Ranked with fill_cost, in one FillLevel.
+  double reservation_cost = 0;
+  // FGD only (0 otherwise, and 0 without completion values): the completion value (completion.h)
+  // the pod's device picks give up, in MiB: Σ K(free before) − K(free after).
+  double completion_loss = 0;
+  Placement placement;  // empty unless verdict.fits()
+};
+
+StatusOr<PolicyKind> ParsePolicyKind(std::string_view name);  // "fgd" | "binpack" | "spread"
+std::string_view PolicyKindName(PolicyKind kind);
+
+class Policy {
+ public:
+  // `reservation`: prices capacity that constrained shapes depend on (reservation.h); built
+  // against the cluster by the caller, since the policy sees one node at a time. Default: none.
+  // `completion`: prices free slices by how they can still be completed (completion.h); with it,
+  // a pod's device picks minimise the completion loss first, FGD's ΔF second. Default: none.
+  Policy(PolicyKind kind, TypicalWorkload workload, PlacementOptions options, CapacityReservation reservation = {},
+         CompletionValue completion = {});
+
+  PolicyKind kind() const { return kind_; }
+  // The normalised workload, in evaluation order (fractional specs by memory, whole, CPU-only).
+  const TypicalWorkload& workload() const { return workload_; }
+  const PlacementOptions& options() const { return options_; }
+  const CapacityReservation& reservation() const { return reservation_; }
+  const CompletionValue& completion() const { return completion_; }
+
+  NodeSummary Summarize(const Node& node) const;
+  // REQUIRES: summary == Summarize(node) for the node's current state.
+  NodeEvaluation Evaluate(const Node& node, const NodeSummary& summary, const PodRequest& pod) const;
+  // Convenience for callers without a cached summary.
+  NodeEvaluation Evaluate(const Node& node, const PodRequest& pod) const { return Evaluate(node, Summarize(node), pod); }
+  // Same verdict and cost as Evaluate, without building the placement (the per-node hot path).
+  NodeScore Score(const Node& node, const NodeSummary& summary, const PodRequest& pod) const;
+
+ private:
+  // The typical specs laid out column-wise for the inner loop.
+  // Specs are ordered fractional (ascending memory), then whole-device, then CPU-only, so that
+  // "specs a free slice of x MiB can hold" is a prefix found by binary search.
+  struct SpecColumns {
+    int n = 0;
+    int n_fractional = 0;  // specs [0, n_fractional) ask for part of a device
+    int n_device = 0;      // specs [n_fractional, n_device) ask for whole devices; the rest CPU only
+    double total_weight = 0;
+    int64_t max_cpu = 0;   // the largest spec CPU: a node with more free never lacks CPU
+    uint64_t multi_whole = 0;  // bit m: spec m asks for several whole devices
+    std::array<MiB, kMaxTypicalSpecs> mem{};        // per-device need; 0 = whole device
+    std::array<int32_t, kMaxTypicalSpecs> count{};  // devices needed; CPU-only specs: never satisfiable
+    std::array<int64_t, kMaxTypicalSpecs> cpu{};
+    std::array<double, kMaxTypicalSpecs> inv_cpu{};  // 1 / cpu (0 for specs without CPU)
+    std::array<double, kMaxTypicalSpecs> weight{};
+  };
+  NodeEvaluation EvaluateImpl(const Node& node, const NodeSummary& summary, const PodRequest& pod,
+                              bool want_placement) const;
+
+  PolicyKind kind_;
+  TypicalWorkload workload_;
+  PlacementOptions options_;
+  CapacityReservation reservation_;
+  CompletionValue completion_;
+  SpecColumns columns_;
+};
+
+// A policy rebuilt at a refresh, from the workload and the cluster as they are now. The extender
+// and the simulator both rebuild through it, so what each part is built from cannot drift apart:
+// FGD's typical set is `typical`; with `reserve`, the capacity reservation reads `every_shape`
+// (a rare large shape seen once is what it is for); with `complete`, the completion value reads
+// `frequent_shapes` (its LP grows with the number of slice sizes). Feed every node, then Build.
+class PolicyRefresh {
+ public:
+  PolicyRefresh(PolicyKind kind, PlacementOptions options, TypicalWorkload typical, const TypicalWorkload& every_shape,
+                const TypicalWorkload& frequent_shapes, bool reserve, bool complete);
+  // From a learner: Snapshot(), EveryShape() and Snapshot(1.0).
+  PolicyRefresh(PolicyKind kind, PlacementOptions options, const WorkloadLearner& learner, bool reserve, bool complete);
+  void AddNode(const Node& node);
+  Policy Build() &&;
+
+ private:
+  PolicyKind kind_;
+  PlacementOptions options_;
+  TypicalWorkload typical_;
+  std::optional<CapacityReservation::Builder> reservation_;
+  std::optional<CompletionValue::Builder> completion_;
+};
+
+// FGD's node score on its own integer scale: int(100 · σ(−ΔF / unit)), where `unit` is one
+// device's memory (the paper's 1000 milli-GPU). One level is ≈ 0.04 device of ΔF near 0.
+// Nodes on the same level are equally good: choosing among them at random packs better than
+// taking the exact minimum (docs/simulator.md: 4.80% vs 5.87% unallocated GPUs on the default
+// Alibaba trace), so the extender ranks FGD costs by this level. REQUIRES: unit_mib > 0.
+int64_t FgdScoreLevel(double delta_mib, MiB unit_mib);
+
+// The fill fragmentation's increase (NodeEvaluation::fill_cost), plus the reservation price
+// (NodeEvaluation::reservation_cost) where there is one, on a scale of half devices: the second
+// key, after the FGD level, by which the extender orders nodes (lower is better; the fixed node
+// order breaks the remaining ties). Finer differences are noise for this key, and a finer
+// key is harmful: it systematically prefers some node types among equals — e.g. it sends
+// CPU-heavy pods to the few CPU-rich nodes that alone can host rare 8-GPU / 120-core pods, which
+// then fail while the cluster is a third full (docs/simulator.md). REQUIRES: unit_mib > 0.
+int64_t FillLevel(double fill_cost_mib, MiB unit_mib);
+
+// A fixed pseudo-random order of nodes (FNV-1a of the name, salted): the tie-break among nodes on
+// the same FGD level. A fixed order, like the FGD artifact's seeded node-name order, fills one node
+// before the next among equals; a fresh random pick per pod (kube-scheduler's own tie-break)
+// spreads pods and packs worse (docs/simulator.md). Lower rank wins.
+uint64_t NodeTieBreakRank(std::string_view node_name, uint64_t salt);
+
+// Applies a placement to a node (adds the shares and the pod's CPU / memory requests). Returns FailedPrecondition, leaving the node
+// unchanged, if it no longer fits (a concurrent change): the ledger invariant Σ caps ≤ capacity
+// is never broken.
+Status ApplyPlacement(Node& node, const PodRequest& pod, const Placement& placement, const PlacementOptions& options);
+// Removes every share of `pod_uid` from the node; returns how many were removed. The node's
+// requested CPU / memory are the caller's to adjust (it knows the pod's requests).
+int RemovePod(Node& node, std::string_view pod_uid);
+// Σ caps ≤ capacity on every device, and no device both exclusive and shared.
+Status CheckLedgerInvariant(const Node& node);
+
+}  // namespace gpupack::placement

@@ -1,0 +1,182 @@
+#include "placement/workload.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <tuple>
+
+namespace gpupack::placement {
+
+void TypicalWorkload::Normalize() {
+  specs.erase(std::remove_if(specs.begin(), specs.end(), [](const TypicalSpec& s) { return !(s.weight > 0); }),
+              specs.end());
+  std::stable_sort(specs.begin(), specs.end(), [](const TypicalSpec& a, const TypicalSpec& b) { return a.weight > b.weight; });
+  if (specs.size() > static_cast<size_t>(kMaxTypicalSpecs)) specs.resize(kMaxTypicalSpecs);
+  double total = 0;
+  for (const auto& s : specs) total += s.weight;
+  for (auto& s : specs) s.weight /= total;
+}
+
+TypicalSpec SpecOfPod(const PodRequest& pod) {
+  TypicalSpec spec;
+  spec.cpu_milli = pod.cpu_milli;
+  spec.device_kind = pod.device_kind;
+  spec.mig_profile = pod.mig_profile;
+  spec.gpu_models = pod.gpu_models;
+  // The largest app container defines the shape (whole devices count as largest).
+  const ContainerRequest* largest = nullptr;
+  for (const auto& c : pod.containers) {
+    if (c.init || c.device_count == 0) continue;
+    auto size = [](const ContainerRequest& x) {
+      return std::make_pair(x.mem_per_device_mib == 0 ? INT64_MAX : x.mem_per_device_mib, x.device_count);
+    };
+    if (largest == nullptr || size(c) > size(*largest)) largest = &c;
+  }
+  if (largest != nullptr) {
+    spec.device_count = largest->device_count;
+    spec.mem_per_device_mib = largest->mem_per_device_mib;
+  }
+  return spec;
+}
+
+namespace {
+// Orders specs "larger first" on equal counts, as FGD's GetTypicalPods does (cpu, gpu share,
+// device count, then the constraint text).
+auto SpecKey(const TypicalSpec& s) {
+  MiB mem = s.device_count > 0 && s.mem_per_device_mib == 0 ? INT64_MAX : s.mem_per_device_mib;
+  std::string models;
+  for (const auto& m : s.gpu_models) models += m + "|";
+  return std::make_tuple(s.cpu_milli, mem, s.device_count, models, s.mig_profile, static_cast<int>(s.device_kind));
+}
+}  // namespace
+
+TypicalWorkload TypicalWorkloadFromPods(const std::vector<TypicalSpec>& pod_specs, double coverage) {
+  std::map<decltype(SpecKey(TypicalSpec{})), std::pair<TypicalSpec, int64_t>> counts;
+  for (const auto& s : pod_specs) {
+    auto& entry = counts[SpecKey(s)];
+    if (entry.second == 0) entry.first = s;
+    ++entry.second;
+  }
+  std::vector<std::pair<TypicalSpec, int64_t>> sorted;
+  sorted.reserve(counts.size());
+  for (auto& [key, v] : counts) sorted.push_back(v);
+  std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
+    if (a.second != b.second) return a.second > b.second;
+    return SpecKey(a.first) > SpecKey(b.first);
+  });
+  TypicalWorkload out;
+  const double total = static_cast<double>(pod_specs.size());
+  int64_t kept = 0;
+  for (auto& [spec, count] : sorted) {
+    if (total > 0 && static_cast<double>(kept) >= coverage * total) break;
+    if (static_cast<int>(out.specs.size()) == kMaxTypicalSpecs) break;
+    spec.weight = static_cast<double>(count);
+    out.specs.push_back(spec);
+    kept += count;
+  }
+  out.Normalize();
+  return out;
+}
+
+TypicalWorkload DefaultPriorWorkload(MiB device_mib) {
+  auto spec = [](int k, MiB mem, double w) {
+    TypicalSpec s;
+    s.cpu_milli = 4000;
+    s.device_count = k;
+    s.mem_per_device_mib = mem;
+    s.weight = w;
+    return s;
+  };
+  TypicalWorkload w;
+  const MiB d = std::max<MiB>(device_mib, 8);
+  w.specs = {spec(1, 0, 0.30), spec(1, d / 2, 0.20), spec(1, d / 4, 0.15), spec(1, d / 8, 0.10),
+             spec(2, 0, 0.10), spec(0, 0, 0.15)};
+  w.Normalize();
+  return w;
+}
+
+WorkloadLearner::WorkloadLearner(TypicalWorkload prior, double half_life_pods, double prior_pods, double coverage)
+    : prior_(std::move(prior)),
+      decay_(std::pow(2.0, -1.0 / std::max(1.0, half_life_pods))),
+      prior_pods_(std::max(0.0, prior_pods)),
+      coverage_(std::clamp(coverage, 1e-9, 1.0)) {
+  prior_.Normalize();
+}
+
+void WorkloadLearner::SetPrior(TypicalWorkload prior) {
+  prior_ = std::move(prior);
+  prior_.Normalize();
+}
+
+void WorkloadLearner::Observe(const PodRequest& pod) {
+  // Instead of decaying every bucket, grow the weight of new observations; renormalise the
+  // storage scale before it can overflow.
+  scale_ /= decay_;
+  mass_ = mass_ * decay_ + 1.0;
+  if (scale_ > 1e100) {
+    for (auto& b : buckets_) b.weight /= scale_;
+    scale_ = 1.0;
+  }
+  TypicalSpec spec = SpecOfPod(pod);
+  for (auto& b : buckets_) {
+    if (b.spec == spec) {
+      b.weight += scale_;
+      return;
+    }
+  }
+  buckets_.push_back(Bucket{std::move(spec), scale_});
+  // Keep the histogram bounded: drop the lightest bucket once far beyond what a snapshot keeps.
+  if (buckets_.size() > static_cast<size_t>(4 * kMaxTypicalSpecs)) {
+    auto lightest = std::min_element(buckets_.begin(), buckets_.end(),
+                                     [](const Bucket& a, const Bucket& b) { return a.weight < b.weight; });
+    buckets_.erase(lightest);
+  }
+}
+
+TypicalWorkload WorkloadLearner::Snapshot() const { return Snapshot(coverage_); }
+
+TypicalWorkload WorkloadLearner::Snapshot(double coverage) const {
+  TypicalWorkload out = EveryShape();
+  double covered = 0;
+  size_t keep = 0;
+  while (keep < out.specs.size() && covered < coverage) covered += out.specs[keep++].weight;
+  out.specs.resize(keep);
+  out.Normalize();
+  return out;
+}
+
+TypicalWorkload WorkloadLearner::EveryShape() const {
+  TypicalWorkload out;
+  double observed_total = 0;
+  for (const auto& b : buckets_) observed_total += b.weight;
+  const double prior_share = prior_pods_ / (prior_pods_ + mass_);
+  if (prior_share > 0) {
+    for (auto s : prior_.specs) {
+      s.weight *= prior_share;
+      out.specs.push_back(std::move(s));
+    }
+  }
+  if (observed_total > 0) {
+    for (const auto& b : buckets_) {
+      TypicalSpec s = b.spec;
+      s.weight = (1.0 - prior_share) * b.weight / observed_total;
+      auto same = std::find_if(out.specs.begin(), out.specs.end(), [&](const TypicalSpec& x) {
+        TypicalSpec a = x, c = s;
+        a.weight = c.weight = 0;
+        return a == c;
+      });
+      if (same != out.specs.end()) same->weight += s.weight; else out.specs.push_back(std::move(s));
+    }
+  }
+  // Heaviest first (stable: equal weights keep the prior-then-observation order).
+  std::stable_sort(out.specs.begin(), out.specs.end(),
+                   [](const TypicalSpec& a, const TypicalSpec& b) { return a.weight > b.weight; });
+  double total = 0;
+  for (const auto& s : out.specs) total += s.weight;
+  if (total > 0) {
+    for (auto& s : out.specs) s.weight /= total;
+  }
+  return out;
+}
+
+}  // namespace gpupack::placement

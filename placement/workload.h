@@ -1,0 +1,92 @@
+// The "typical pod" distribution that the fragmentation-aware score measures against
+// (FGD's target workload M), and a learner that estimates it from observed requests.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "placement/vocabulary.h"
+
+namespace gpupack::placement {
+
+// One pod shape of the target workload. Shapes with no devices are CPU-only pods: they are
+// part of M, as in FGD, and make every idle device count as a fragment for them.
+struct TypicalSpec {
+  int64_t cpu_milli = 0;
+  int device_count = 0;      // 0 = CPU-only
+  MiB mem_per_device_mib = 0;// 0 with device_count > 0 = whole devices
+  DeviceKindPreference device_kind = DeviceKindPreference::kAny;
+  std::string mig_profile;
+  std::vector<std::string> gpu_models;  // empty = any model
+  double weight = 0;         // popularity p_m; a workload's weights sum to 1
+
+  bool operator==(const TypicalSpec&) const = default;
+};
+
+// At most kMaxTypicalSpecs shapes, so per-device match sets fit a 64-bit mask in the hot loop.
+inline constexpr int kMaxTypicalSpecs = 64;
+
+struct TypicalWorkload {
+  std::vector<TypicalSpec> specs;
+  // Renormalises weights to sum 1, drops zero-weight specs, keeps the heaviest kMaxTypicalSpecs.
+  void Normalize();
+};
+
+// The shape a pod contributes to the distribution. Multi-container pods use their largest
+// container's shape. Memory is kept exact: any bucketing that rounds up makes shapes that fill a
+// device together look as if they did not (12960 + 3040 MiB on a 16000 MiB GPU, in 1 GiB
+// buckets 13312 + 3072), and that is what the fragmentation and the completion value are about
+// (docs/placement.md, "The typical workload").
+TypicalSpec SpecOfPod(const PodRequest& pod);
+
+// FGD's GetTypicalPods over a fixed list: count pods per spec; sort by count descending (ties:
+// larger spec first by cpu, memory, devices); keep specs until `coverage` (0.95) of pods is
+// reached; renormalise.
+TypicalWorkload TypicalWorkloadFromPods(const std::vector<TypicalSpec>& pod_specs, double coverage);
+
+// A cold-start prior expressed relative to the cluster's most common device capacity
+// `device_mib`: 30% whole devices, 20% halves, 15% quarters, 10% eighths, 10% 2× whole,
+// 15% CPU-only (cpu 4 cores each). Documented in docs/placement.md.
+TypicalWorkload DefaultPriorWorkload(MiB device_mib);
+
+// Exponentially decayed histogram of observed pod shapes. Each observation multiplies earlier
+// weights by 2^(-1/half_life_pods). The snapshot blends the prior with weight
+// prior_pods / (prior_pods + observed mass), so the prior fades as evidence accumulates, and then
+// keeps the heaviest specs until they cover `coverage` of the blended weight, as FGD's typical set
+// covers 95% of pods: the rarest shapes otherwise pull the policy towards keeping room for pods
+// that almost never come (docs/simulator.md measures it). 0 < coverage ≤ 1. Shapes are exact
+// (SpecOfPod); the histogram holds at most 4 × kMaxTypicalSpecs of them, dropping the lightest.
+// Not thread-safe: the owner serialises calls.
+class WorkloadLearner {
+ public:
+  WorkloadLearner(TypicalWorkload prior, double half_life_pods, double prior_pods, double coverage);
+  void Observe(const PodRequest& pod);
+  // Replaces the prior (e.g. once the cluster's device size is known); observations stay.
+  void SetPrior(TypicalWorkload prior);
+  // The current estimate: blended, cut to `coverage`, normalised, top kMaxTypicalSpecs by weight.
+  TypicalWorkload Snapshot() const;
+  // The same with another coverage: 1 keeps every shape seen up to kMaxTypicalSpecs (the
+  // completion value prices them all).
+  TypicalWorkload Snapshot(double coverage) const;
+  // Every shape the learner holds (the prior's and up to 4 × kMaxTypicalSpecs observed), weights
+  // summing to 1, heaviest first, not cut to kMaxTypicalSpecs: for capacity reservation, where a
+  // rare large shape seen once must not lose its place to common ones. Not a Policy's workload.
+  TypicalWorkload EveryShape() const;
+  double observed_mass() const { return mass_; }
+
+ private:
+  struct Bucket {
+    TypicalSpec spec;
+    double weight;  // stored scaled by scale_ to avoid touching every bucket per observation
+  };
+  TypicalWorkload prior_;
+  double decay_;
+  double prior_pods_;
+  double coverage_;
+  double scale_ = 1.0;  // current weight of an observation made now, relative to storage units
+  double mass_ = 0;     // decayed count of observations
+  std::vector<Bucket> buckets_;
+};
+
+}  // namespace gpupack::placement

@@ -1,0 +1,177 @@
+#include "placement/workload.h"
+
+#include <gtest/gtest.h>
+
+namespace gpupack::placement {
+namespace {
+
+TypicalSpec S(int64_t cpu, int k, MiB mem) {
+  TypicalSpec s;
+  s.cpu_milli = cpu;
+  s.device_count = k;
+  s.mem_per_device_mib = mem;
+  return s;
+}
+
+TEST(TypicalWorkload, KeepsThePopularSpecsUpToCoverage) {
+  // 10 pods: A×5, B×3, C×1, D×1. With 80% coverage: A (50%), B (80%) → stop. Weights 5/8, 3/8.
+  std::vector<TypicalSpec> pods;
+  for (int i = 0; i < 5; ++i) pods.push_back(S(1000, 1, 500));
+  for (int i = 0; i < 3; ++i) pods.push_back(S(2000, 1, 0));
+  pods.push_back(S(3000, 0, 0));
+  pods.push_back(S(4000, 2, 0));
+  TypicalWorkload w = TypicalWorkloadFromPods(pods, 0.8);
+  ASSERT_EQ(w.specs.size(), 2u);
+  EXPECT_EQ(w.specs[0].mem_per_device_mib, 500);
+  EXPECT_DOUBLE_EQ(w.specs[0].weight, 5.0 / 8);
+  EXPECT_DOUBLE_EQ(w.specs[1].weight, 3.0 / 8);
+}
+
+TEST(TypicalWorkload, EqualCountsPutTheLargerSpecFirst) {
+  // C and D both 1 pod: D (4000 CPU) sorts before C (3000 CPU); 95% of 2 pods needs both.
+  TypicalWorkload w = TypicalWorkloadFromPods({S(3000, 0, 0), S(4000, 2, 0)}, 0.95);
+  ASSERT_EQ(w.specs.size(), 2u);
+  EXPECT_EQ(w.specs[0].cpu_milli, 4000);
+}
+
+TEST(TypicalWorkload, PriorIsRelativeToTheDevice) {
+  TypicalWorkload w = DefaultPriorWorkload(81920);
+  double sum = 0;
+  bool has_half = false, has_cpu_only = false;
+  for (const auto& s : w.specs) {
+    sum += s.weight;
+    has_half |= s.mem_per_device_mib == 40960;
+    has_cpu_only |= s.device_count == 0;
+  }
+  EXPECT_NEAR(sum, 1.0, 1e-12);
+  EXPECT_TRUE(has_half);
+  EXPECT_TRUE(has_cpu_only);
+}
+
+PodRequest PodOf(MiB mem) {
+  PodRequest p;
+  p.containers.push_back(ContainerRequest{"main", 0, false, 1, mem});
+  return p;
+}
+
+TEST(WorkloadLearner, PriorFadesAndOldObservationsDecay) {
+  TypicalWorkload prior{{S(0, 1, 0)}};
+  prior.specs[0].weight = 1;
+  // Half-life 10 pods, prior worth 10 pods, every spec kept.
+  WorkloadLearner learner(prior, 10, 10, 1.0);
+  TypicalWorkload cold = learner.Snapshot();
+  ASSERT_EQ(cold.specs.size(), 1u);
+  EXPECT_EQ(cold.specs[0].mem_per_device_mib, 0);
+
+  for (int i = 0; i < 100; ++i) learner.Observe(PodOf(3000));
+  for (int i = 0; i < 10; ++i) learner.Observe(PodOf(8192));
+  TypicalWorkload w = learner.Snapshot();
+  // Mass ≈ Σ 2^(-i/10) over 110 pods ≈ 14.9, so the prior keeps 10/(10+14.9) ≈ 40%. The last 10
+  // pods (8 GiB) weigh (1 − 2^-1) = 50% of the observed mass, the 100 older ones the rest.
+  double w8 = 0, w3 = 0, wp = 0;
+  for (const auto& s : w.specs) {
+    if (s.mem_per_device_mib == 8192) w8 = s.weight;
+    if (s.mem_per_device_mib == 3000) w3 = s.weight;
+    if (s.mem_per_device_mib == 0) wp = s.weight;
+  }
+  EXPECT_NEAR(wp, 0.40, 0.01);
+  EXPECT_NEAR(w8, 0.30, 0.01);
+  EXPECT_NEAR(w3, 0.30, 0.01);
+}
+
+// Coverage keeps the heaviest specs until their share reaches it: with weights .5/.3/.15/.05
+// (no prior), 0.9 keeps three (.5 + .3 = .8 < .9 ≤ .95) and renormalises them to sum 1.
+TEST(WorkloadLearner, CoverageDropsTheRarestShapes) {
+  WorkloadLearner learner(TypicalWorkload{}, 1e9, 0, 0.9);
+  const std::pair<MiB, int> counts[] = {{100, 50}, {200, 30}, {300, 15}, {400, 5}};
+  for (const auto& [mem, n] : counts) {
+    for (int i = 0; i < n; ++i) learner.Observe(PodOf(mem));
+  }
+  TypicalWorkload w = learner.Snapshot();
+  ASSERT_EQ(w.specs.size(), 3u);
+  EXPECT_EQ(w.specs[0].mem_per_device_mib, 100);
+  EXPECT_EQ(w.specs[2].mem_per_device_mib, 300);
+  EXPECT_NEAR(w.specs[0].weight, .5 / .95, 1e-6);
+  EXPECT_NEAR(w.specs[2].weight, .15 / .95, 1e-6);
+  // Full coverage keeps the rare one too.
+  WorkloadLearner all(TypicalWorkload{}, 1e9, 0, 1.0);
+  for (const auto& [mem, n] : counts) {
+    for (int i = 0; i < n; ++i) all.Observe(PodOf(mem));
+  }
+  EXPECT_EQ(all.Snapshot().specs.size(), 4u);
+}
+
+// A snapshot keeps at most kMaxTypicalSpecs shapes, the heaviest: a shape seen once among 70 seen
+// twice each is cut even at full coverage. EveryShape keeps it, weights summing to 1: 70 · 2 + 1 =
+// 141 pods (no prior; a half-life of 10⁹ pods decays them by less than 10⁻⁷), so the rare one
+// weighs 1/141.
+TEST(WorkloadLearner, EveryShapeKeepsWhatTheSnapshotCuts) {
+  WorkloadLearner learner(TypicalWorkload{}, 1e9, 0, 1.0);
+  for (int round = 0; round < 2; ++round) {
+    for (int i = 0; i < 70; ++i) learner.Observe(PodOf(100 + i));
+  }
+  learner.Observe(PodOf(5000));
+  auto has_rare = [](const TypicalWorkload& w) {
+    for (const auto& s : w.specs) {
+      if (s.mem_per_device_mib == 5000) return true;
+    }
+    return false;
+  };
+  const TypicalWorkload snapshot = learner.Snapshot(1.0);
+  EXPECT_EQ(snapshot.specs.size(), static_cast<size_t>(kMaxTypicalSpecs));
+  EXPECT_FALSE(has_rare(snapshot));
+  const TypicalWorkload every = learner.EveryShape();
+  ASSERT_EQ(every.specs.size(), 71u);
+  EXPECT_TRUE(has_rare(every));
+  EXPECT_EQ(every.specs.back().mem_per_device_mib, 5000);  // heaviest first
+  EXPECT_NEAR(every.specs.back().weight, 1.0 / 141, 1e-8);
+  double sum = 0;
+  for (const auto& s : every.specs) sum += s.weight;
+  EXPECT_NEAR(sum, 1.0, 1e-12);
+}
+
+// Shapes are kept exact: on a 16000 MiB GPU a 12960 MiB pod and a 3040 MiB pod fill it together
+// (12960 + 3040 = 16000). Rounded up to 1 GiB buckets they would be 13312 + 3072 = 16384 and no
+// longer fit, and every price built from the learned shapes would say so.
+TEST(WorkloadLearner, KeepsExactSizesSoShapesThatFitTogetherStillDo) {
+  WorkloadLearner learner(TypicalWorkload{}, 1e9, 0, 1.0);
+  learner.Observe(PodOf(12960));
+  learner.Observe(PodOf(3040));
+  MiB sum = 0;
+  for (const auto& s : learner.Snapshot().specs) sum += s.mem_per_device_mib;
+  EXPECT_EQ(sum, 16000);
+  EXPECT_EQ(SpecOfPod(PodOf(12960)).mem_per_device_mib, 12960);
+}
+
+// The number of distinct shapes the learner holds is bounded: 4 × kMaxTypicalSpecs, the lightest
+// dropped first. 300 distinct sizes seen once each, then size 7 seen twice: 256 remain, size 7
+// (the heaviest) among them.
+TEST(WorkloadLearner, BoundsTheDistinctShapes) {
+  WorkloadLearner learner(TypicalWorkload{}, 1e9, 0, 1.0);
+  for (int i = 0; i < 300; ++i) learner.Observe(PodOf(1000 + i));
+  learner.Observe(PodOf(7));
+  learner.Observe(PodOf(7));
+  const TypicalWorkload every = learner.EveryShape();
+  EXPECT_EQ(every.specs.size(), static_cast<size_t>(4 * kMaxTypicalSpecs));
+  EXPECT_EQ(every.specs.front().mem_per_device_mib, 7);
+}
+
+// SetPrior swaps the prior and keeps the observations: with a prior worth 1 pod and 1 pod
+// observed, each weighs one half.
+TEST(WorkloadLearner, SetPriorKeepsObservations) {
+  TypicalWorkload old_prior{{S(0, 1, 0)}};
+  old_prior.specs[0].weight = 1;
+  WorkloadLearner learner(old_prior, 1e9, 1, 1.0);
+  learner.Observe(PodOf(500));
+  learner.SetPrior(DefaultPriorWorkload(16000));
+  double observed = 0, whole = 0;
+  for (const auto& s : learner.EveryShape().specs) {
+    if (s.mem_per_device_mib == 500) observed = s.weight;
+    if (s.device_count == 1 && s.mem_per_device_mib == 0) whole += s.weight;
+  }
+  EXPECT_NEAR(observed, 0.5, 1e-6);
+  EXPECT_NEAR(whole, 0.5 * 0.30, 1e-6);  // the new prior's 30 % whole devices
+}
+
+}  // namespace
+}  // namespace gpupack::placement

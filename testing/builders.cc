@@ -1,0 +1,53 @@
+#include "testing/builders.h"
+
+#include <chrono>
+
+namespace gpupack::builders {
+
+api::GpuNodeStatus SampleGpuNodeStatus() {
+  api::GpuNodeStatus s;
+  api::GpuNodeDevice whole;
+  whole.uuid = "GPU-aaaa";
+  whole.index = 0;
+  whole.model = "NVIDIA H100 80GB HBM3";
+  whole.memory_mib = 81559;
+  whole.used_mib = 1200;
+  whole.allocated_mib = 16384;
+  s.devices.push_back(whole);
+  api::GpuNodeDevice mig;
+  mig.uuid = "GPU-bbbb";
+  mig.index = 1;
+  mig.model = "NVIDIA A100-SXM4-40GB";
+  mig.memory_mib = 40960;
+  mig.used_mib = 300;
+  mig.mig_enabled = true;
+  mig.healthy = false;
+  mig.mig_instances.push_back({"MIG-1", "3g.20gb", 19968, 100, 1, 0, 4});
+  mig.mig_instances.push_back({"MIG-2", "1g.5gb", 4864, 200, 7, 6, 1});
+  s.devices.push_back(mig);
+  s.processes.push_back({4242, "GPU-aaaa", 900, "uid-1", "ns/p", "main", "abc123"});
+  s.enforcement = {"cgroup-dmem", "615.20", "13.4", ""};
+  s.audit.push_back({"over-cap", "GPU-aaaa", "uid-1", "ns/p", "main", 4242, 9000, 8192, "uses more than its cap"});
+  s.max_pods_per_device = 16;
+  s.heartbeat_time = Clock::TimePoint(std::chrono::seconds(1'800'000'000));
+  return s;
+}
+
+api::Allocation TwoContainerAllocation() {
+  api::Allocation a;
+  a.node = "n1";
+  api::ContainerAllocation main;
+  main.name = "main";
+  main.index = 0;
+  main.devices = {{"GPU-a", 0, 8192, "", ""}, {"GPU-b", 1, 8192, "", ""}};
+  api::ContainerAllocation setup;
+  setup.name = "setup";
+  setup.index = 0;
+  setup.init = true;
+  setup.within_pod = true;
+  setup.devices = {{"MIG-x", 2, 10240, "GPU-c", "1g.10gb"}};
+  a.containers = {main, setup};
+  return a;
+}
+
+}  // namespace gpupack::builders

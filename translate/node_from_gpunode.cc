@@ -1,0 +1,80 @@
+#include "translate/node_from_gpunode.h"
+
+#include <string>
+#include <utility>
+
+#include "api/gpunode.h"
+
+namespace gpupack::translate {
+
+using Json = nlohmann::json;
+
+StatusOr<model::Node> NodeFromGpuNode(const nlohmann::json& gpunode, std::chrono::seconds heartbeat_ttl,
+                                     const Clock& clock) {
+  if (!gpunode.is_object()) return Status::InvalidArgument("GPUNode: expected an object");
+  const Json* name = nullptr;
+  if (auto m = gpunode.find("metadata"); m != gpunode.end() && m->is_object()) {
+    if (auto n = m->find("name"); n != m->end() && n->is_string()) name = &*n;
+  }
+  if (name == nullptr || name->get<std::string>().empty()) {
+    return Status::InvalidArgument("GPUNode: metadata.name missing");
+  }
+  model::Node node;
+  node.name = name->get<std::string>();
+  api::GpuNodeStatus status;
+  bool has_heartbeat = false;
+  if (auto s = gpunode.find("status"); s != gpunode.end() && !s->is_null()) {
+    auto parsed = api::GpuNodeStatusFromJson(*s);
+    if (!parsed.ok()) return parsed.status().WithContext("GPUNode " + node.name);
+    status = std::move(parsed).value();
+    has_heartbeat = s->is_object() && s->contains("heartbeatTime") && (*s)["heartbeatTime"].is_string();
+  }
+  const bool driver_caps = status.enforcement.mode == api::kEnforcementCgroupDmem ||
+                           status.enforcement.mode == api::kEnforcementCgroupMisc;
+  for (const api::GpuNodeDevice& d : status.devices) {
+    if (!d.mig_enabled) {
+      model::Device dev;
+      dev.uuid = d.uuid;
+      dev.index = d.index;
+      dev.model = d.model;
+      dev.kind = model::DeviceKind::kGpu;
+      dev.capacity_mib = d.memory_mib;
+      dev.used_mib = d.used_mib;
+      dev.healthy = d.healthy;
+      dev.excluded = d.excluded;
+      dev.hard_isolation = driver_caps;
+      node.devices.push_back(std::move(dev));
+      continue;
+    }
+    for (const api::GpuNodeMigInstance& m : d.mig_instances) {
+      model::Device dev;
+      dev.uuid = m.uuid;
+      dev.index = d.index;
+      dev.model = d.model;
+      dev.kind = model::DeviceKind::kMig;
+      dev.parent_uuid = d.uuid;
+      dev.mig_profile = m.profile;
+      dev.gpu_instance_id = m.gpu_instance_id;
+      dev.placement_start = m.placement_start;
+      dev.placement_size = m.placement_size;
+      dev.capacity_mib = m.memory_mib;
+      dev.used_mib = m.used_mib;
+      dev.healthy = d.healthy;
+      dev.excluded = d.excluded || m.excluded;
+      dev.hard_isolation = true;
+      node.devices.push_back(std::move(dev));
+    }
+  }
+  if (!has_heartbeat) {
+    node.stale_reason = "GPUNode has no heartbeat";
+  } else {
+    const auto age = std::chrono::duration_cast<std::chrono::seconds>(clock.Now() - status.heartbeat_time);
+    if (age > heartbeat_ttl) {
+      node.stale_reason = "GPUNode heartbeat " + std::to_string(age.count()) + "s old > TTL " +
+                          std::to_string(heartbeat_ttl.count()) + "s";
+    }
+  }
+  return node;
+}
+
+}  // namespace gpupack::translate

@@ -1,0 +1,259 @@
+#include "translate/pod_request.h"
+
+#include <gtest/gtest.h>
+
+namespace gpupack::translate {
+namespace {
+
+using nlohmann::json;
+
+json PodWith(json containers, json annotations = json::object(), json init = nullptr) {
+  json pod = {{"metadata", {{"name", "p"}, {"namespace", "ml"}, {"uid", "u-1"}, {"annotations", annotations}}},
+              {"spec", {{"containers", containers}}}};
+  if (!init.is_null()) pod["spec"]["initContainers"] = init;
+  return pod;
+}
+json Container(std::string name, json limits, json requests = nullptr) {
+  json c = {{"name", name}, {"resources", {{"limits", limits}}}};
+  if (!requests.is_null()) c["resources"]["requests"] = requests;
+  return c;
+}
+
+TEST(PodRequest, MemorySplitsEvenlyOverDevices) {
+  // 10Gi over 3 devices = 10240 / 3 = 3413.3 → 3414 MiB each.
+  auto r = ParsePodRequest(PodWith({Container("main", {{"gpupack.io/gpu-memory", "10Gi"}, {"gpupack.io/gpu", "3"}})}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->containers.size(), 1u);
+  EXPECT_EQ(r->containers[0].device_count, 3);
+  EXPECT_EQ(r->containers[0].mem_per_device_mib, 3414);
+  EXPECT_EQ(r->Key(), "ml/p");
+  EXPECT_EQ(r->uid, "u-1");
+}
+
+TEST(PodRequest, DefaultsAndWholeDevices) {
+  auto one = ParsePodRequest(PodWith({Container("a", {{"gpupack.io/gpu-memory", "8Gi"}})}));
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(one->containers[0].device_count, 1);
+  EXPECT_EQ(one->containers[0].mem_per_device_mib, 8192);
+  auto whole = ParsePodRequest(PodWith({Container("a", {{"gpupack.io/gpu", "2"}})}));
+  ASSERT_TRUE(whole.ok());
+  EXPECT_TRUE(whole->containers[0].whole_device());
+  EXPECT_EQ(whole->containers[0].device_count, 2);
+}
+
+TEST(PodRequest, NonGpupackPodHasNoContainers) {
+  json pod = PodWith({Container("web", {{"cpu", "2"}, {"memory", "1Gi"}})});
+  EXPECT_FALSE(PodAsksForGpupack(pod));
+  auto r = ParsePodRequest(pod);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->WantsDevices());
+  EXPECT_EQ(r->cpu_milli, 2000);
+  EXPECT_EQ(r->memory_bytes, int64_t{1} << 30);
+}
+
+TEST(PodRequest, HostRequestsFollowKubernetesInitRule) {
+  // App: 1 + 2 CPU = 3000m. Init: max(4, 1) = 4000m. Effective max(3000, 4000) + overhead 250m.
+  json pod = PodWith({Container("a", {{"cpu", "1"}}), Container("b", {{"cpu", "2"}, {"gpupack.io/gpu-memory", "1Gi"}})},
+                     json::object(), {Container("i1", {{"cpu", "4"}}), Container("i2", {{"cpu", "1"}})});
+  pod["spec"]["overhead"] = {{"cpu", "250m"}};
+  auto r = ParsePodRequest(pod);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->cpu_milli, 4250);
+  ASSERT_EQ(r->containers.size(), 1u);
+  EXPECT_EQ(r->containers[0].name, "b");
+  EXPECT_EQ(r->containers[0].index, 1);
+}
+
+TEST(PodRequest, InitContainersAreMarked) {
+  json pod = PodWith({Container("a", {{"gpupack.io/gpu-memory", "4Gi"}})}, json::object(),
+                     {Container("warm", {{"gpupack.io/gpu-memory", "2Gi"}})});
+  auto r = ParsePodRequest(pod);
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->containers.size(), 2u);
+  EXPECT_FALSE(r->containers[0].init);
+  EXPECT_TRUE(r->containers[1].init);
+  EXPECT_EQ(r->TotalMemMiB(), 4096);
+  EXPECT_TRUE(PodAsksForGpupack(pod));
+}
+
+TEST(PodRequest, Annotations) {
+  auto r = ParsePodRequest(PodWith({Container("a", {{"gpupack.io/gpu-memory", "5Gi"}})},
+                                   {{"gpupack.io/mig-profile", "1g.10gb"},
+                                    {"gpupack.io/gpu-model", "A100 | H100"},
+                                    {"gpupack.io/isolation", "hard"}}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->device_kind, model::DeviceKindPreference::kMig);
+  EXPECT_EQ(r->mig_profile, "1g.10gb");
+  EXPECT_EQ(r->gpu_models, (std::vector<std::string>{"A100", "H100"}));
+  EXPECT_TRUE(r->hard_isolation);
+}
+
+// A typo in a gpupack name used to ask for nothing and pass silently.
+TEST(PodRequest, UnknownGpupackNamesAreRefusedNamingTheValidOnes) {
+  const json typo = PodWith({Container("main", {{"gpupack.io/gpu-mem", "8Gi"}})});
+  EXPECT_TRUE(PodAsksForGpupack(typo));
+  auto r = ParsePodRequest(typo);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(),
+            "container \"main\": resources.limits[gpupack.io/gpu-mem]: unknown gpupack resource; the resources are "
+            "gpupack.io/gpu-memory, gpupack.io/gpu");
+  auto annotated = ParsePodRequest(PodWith({Container("main", {{"gpupack.io/gpu-memory", "8Gi"}})}, {{"gpupack.io/foo", "x"}}));
+  ASSERT_FALSE(annotated.ok());
+  EXPECT_EQ(annotated.status().message(),
+            "metadata.annotations[\"gpupack.io/foo\"]: unknown gpupack annotation; the annotations a pod may set are "
+            "gpupack.io/device-kind, gpupack.io/mig-profile, gpupack.io/gpu-model, gpupack.io/isolation, "
+            "gpupack.io/gpu-model-exclude, gpupack.io/gpu-uuids, gpupack.io/gpu-uuids-exclude, gpupack.io/node-policy, "
+            "gpupack.io/device-policy, gpupack.io/spread-key, gpupack.io/spread-scope");
+  // What the scheduler writes at bind is known: a bound pod parses again (the extender's restart).
+  auto bound = ParsePodRequest(PodWith({Container("main", {{"gpupack.io/gpu-memory", "8Gi"}})},
+                                       {{"gpupack.io/allocation", "{}"}, {"gpupack.io/c0-memory-limit-mib", "8192"},
+                                        {"example.com/gpupack.io-note", "x"}}));
+  EXPECT_TRUE(bound.ok()) << bound.status();
+  // Other vendors' names are none of gpupack's business.
+  EXPECT_FALSE(PodAsksForGpupack(PodWith({Container("main", {{"example.com/gpu-mem", "8Gi"}})})));
+}
+
+struct BadCase {
+  json pod;
+  const char* message;
+};
+
+TEST(PodRequest, EveryMalformedRequestNamesTheField) {
+  const BadCase cases[] = {
+      {PodWith({Container("main", {{"gpupack.io/gpu-memory", "8GB"}})}),
+       "container \"main\": gpupack.io/gpu-memory: invalid quantity \"8GB\": unknown suffix \"GB\""},
+      {PodWith({Container("main", {{"gpupack.io/gpu-memory", "0"}})}),
+       "container \"main\": gpupack.io/gpu-memory: quantity \"0\" must be positive"},
+      {PodWith({Container("main", {{"gpupack.io/gpu-memory", "-1Gi"}})}),
+       "container \"main\": gpupack.io/gpu-memory: quantity \"-1Gi\" is negative"},
+      {PodWith({Container("main", {{"gpupack.io/gpu", "0"}})}), "container \"main\": gpupack.io/gpu must be at least 1, got 0"},
+      {PodWith({Container("main", {{"gpupack.io/gpu", "17"}})}),
+       "container \"main\": gpupack.io/gpu 17 exceeds the maximum of 16 devices per container"},
+      {PodWith({Container("main", {{"gpupack.io/gpu", "1.5"}})}), "container \"main\": gpupack.io/gpu: \"1.5\" is not a whole number"},
+      {PodWith({Container("main", {{"gpupack.io/gpu-memory", "8Gi"}, {"nvidia.com/gpu", "1"}})}),
+       "container \"main\": asks for both nvidia.com/gpu and gpupack resources; use one"},
+      {PodWith({Container("main", {{"gpupack.io/gpu-memory", "8Gi"}}, {{"gpupack.io/gpu-memory", "4Gi"}})}),
+       "container \"main\": resources.limits[gpupack.io/gpu-memory] \"8Gi\" and resources.requests \"4Gi\" disagree"},
+      {PodWith({Container("main", {{"gpupack.io/gpu-memory", true}})}),
+       "container \"main\": resources.limits[gpupack.io/gpu-memory]: want a quantity string, got boolean"},
+      {PodWith({Container("main", {{"gpupack.io/gpu-memory", "1Gi"}})}, {{"gpupack.io/device-kind", "tpu"}}),
+       "annotation gpupack.io/device-kind: \"tpu\" is not gpu, mig or any"},
+      {PodWith({Container("main", {{"gpupack.io/gpu-memory", "1Gi"}})},
+               {{"gpupack.io/device-kind", "gpu"}, {"gpupack.io/mig-profile", "1g.10gb"}}),
+       "annotation gpupack.io/mig-profile \"1g.10gb\" conflicts with gpupack.io/device-kind: gpu"},
+      {PodWith({Container("main", {{"gpupack.io/gpu-memory", "1Gi"}})}, {{"gpupack.io/gpu-model", "A100||H100"}}),
+       "annotation gpupack.io/gpu-model: \"A100||H100\" has an empty model name"},
+      {PodWith({Container("main", {{"gpupack.io/gpu-memory", "1Gi"}})}, {{"gpupack.io/isolation", "strict"}}),
+       "annotation gpupack.io/isolation: \"strict\" is not hard or best-effort"},
+      {json::array(), "pod must be a JSON object"},
+      {json{{"spec", {{"containers", "x"}}}}, "spec.containers must be an array"},
+      {json{{"metadata", {{"name", 3}}}, {"spec", {{"containers", json::array()}}}}, "metadata.name must be a string"},
+      {PodWith({Container("main", {{"cpu", "lots"}})}),
+       "container \"main\": resources.cpu: invalid quantity \"lots\": no digits"},
+  };
+  for (const auto& c : cases) {
+    auto r = ParsePodRequest(c.pod);
+    ASSERT_FALSE(r.ok()) << c.message;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(r.status().message(), c.message);
+  }
+}
+
+TEST(PodRequest, NullsAreTolerated) {
+  json pod = {{"metadata", {{"name", "p"}, {"annotations", nullptr}}},
+              {"spec", {{"containers", {{{"name", "a"}, {"resources", {{"limits", nullptr}, {"requests", {{"gpupack.io/gpu-memory", "1Gi"}}}}}}}},
+                        {"initContainers", nullptr}}}};
+  auto r = ParsePodRequest(pod);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->containers[0].mem_per_device_mib, 1024);
+}
+
+
+// ---- issue 19: device rules, per-pod policy, spread key, whole-device charge ----
+
+json OneGpu() { return json::array({Container("main", {{"gpupack.io/gpu-memory", "8Gi"}})}); }
+
+TEST(PodRequest, DeviceRulesPolicyAndSpreadKeyAreParsed) {
+  auto r = ParsePodRequest(PodWith(OneGpu(), {{"gpupack.io/gpu-uuids", "GPU-a1, GPU-b2"},
+                                              {"gpupack.io/gpu-uuids-exclude", "MIG-c3"},
+                                              {"gpupack.io/gpu-model-exclude", "Tesla T4|V100"},
+                                              {"gpupack.io/node-policy", "spread"},
+                                              {"gpupack.io/device-policy", "binpack"},
+                                              {"gpupack.io/spread-key", "web-frontend"},
+                                              {"gpupack.io/spread-scope", "node"}}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->gpu_uuids, (std::vector<std::string>{"GPU-a1", "GPU-b2"}));
+  EXPECT_EQ(r->excluded_gpu_uuids, std::vector<std::string>{"MIG-c3"});
+  EXPECT_EQ(r->excluded_gpu_models, (std::vector<std::string>{"Tesla T4", "V100"}));
+  EXPECT_EQ(r->node_policy, model::PolicyKind::kSpread);
+  EXPECT_EQ(r->device_policy, model::PolicyKind::kBinpack);
+  EXPECT_EQ(r->spread_key, "web-frontend");
+  EXPECT_TRUE(r->spread_across_nodes);
+  // "default" (or no annotation) leaves the cluster's policy; "fgd" names it explicitly.
+  auto d = ParsePodRequest(PodWith(OneGpu(), {{"gpupack.io/node-policy", "default"}, {"gpupack.io/device-policy", "fgd"}}));
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_FALSE(d->node_policy.has_value());
+  EXPECT_EQ(d->device_policy, model::PolicyKind::kFgd);
+  EXPECT_FALSE(d->spread_across_nodes);
+}
+
+TEST(PodRequest, BadControlValuesNameTheAnnotationAndTheValue) {
+  struct Case {
+    json annotations;
+    std::string message;
+  };
+  const Case cases[] = {
+      {{{"gpupack.io/gpu-uuids", "3f2a"}},
+       "annotation gpupack.io/gpu-uuids: \"3f2a\" is not a device UUID like GPU-3f2a… or MIG-9c1b… (separate several with commas)"},
+      {{{"gpupack.io/gpu-uuids", "GPU-a,,GPU-b"}}, "annotation gpupack.io/gpu-uuids: \"GPU-a,,GPU-b\" has an empty UUID"},
+      {{{"gpupack.io/gpu-uuids", "GPU-a|GPU-b"}},
+       "annotation gpupack.io/gpu-uuids: \"GPU-a|GPU-b\" is not a device UUID like GPU-3f2a… or MIG-9c1b… (separate several with commas)"},
+      {{{"gpupack.io/gpu-uuids", "GPU-a"}, {"gpupack.io/gpu-uuids-exclude", "GPU-a"}},
+       "annotation gpupack.io/gpu-uuids-exclude: \"GPU-a\" is also in gpupack.io/gpu-uuids"},
+      {{{"gpupack.io/gpu-model-exclude", "T4|"}}, "annotation gpupack.io/gpu-model-exclude: \"T4|\" has an empty model name"},
+      {{{"gpupack.io/gpu-model", "A100"}, {"gpupack.io/gpu-model-exclude", "A100"}},
+       "annotation gpupack.io/gpu-model-exclude: \"A100\" is also in gpupack.io/gpu-model"},
+      {{{"gpupack.io/node-policy", "mostallocated"}},
+       "annotation gpupack.io/node-policy: \"mostallocated\" is not binpack, spread, fgd or default"},
+      {{{"gpupack.io/device-policy", "Spread"}},
+       "annotation gpupack.io/device-policy: \"Spread\" is not binpack, spread, fgd or default"},
+      {{{"gpupack.io/spread-key", "web frontend"}},
+       "annotation gpupack.io/spread-key: \"web frontend\" is not 1-63 letters, digits, '-', '_' or '.' starting and "
+       "ending with a letter or digit"},
+      {{{"gpupack.io/spread-key", std::string(64, 'a')}},
+       "annotation gpupack.io/spread-key: \"" + std::string(64, 'a') +
+           "\" is not 1-63 letters, digits, '-', '_' or '.' starting and ending with a letter or digit"},
+      {{{"gpupack.io/spread-key", "web"}, {"gpupack.io/spread-scope", "zone"}},
+       "annotation gpupack.io/spread-scope: \"zone\" is not device or node"},
+      {{{"gpupack.io/spread-scope", "node"}}, "annotation gpupack.io/spread-scope needs gpupack.io/spread-key"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.annotations.dump());
+    auto r = ParsePodRequest(PodWith(OneGpu(), c.annotations));
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(r.status().message(), c.message);
+  }
+}
+
+TEST(PodRequest, WholeDeviceChargeKeepsWholeDevices) {
+  // The webhook charged c0's two whole devices 2 × 16384 MiB for the quota: still whole devices.
+  json charged = Container("main", {{"gpupack.io/gpu", "2"}, {"gpupack.io/gpu-memory", "32768Mi"}},
+                           {{"gpupack.io/gpu", "2"}, {"gpupack.io/gpu-memory", "32768Mi"}});
+  auto r = ParsePodRequest(PodWith({charged}, {{"gpupack.io/whole-device-charge", "c0"}}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->containers[0].whole_device());
+  EXPECT_EQ(r->containers[0].device_count, 2);
+  // Without the annotation the same container is a 16384 MiB share per device.
+  auto plain = ParsePodRequest(PodWith({charged}));
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->containers[0].mem_per_device_mib, 16384);
+  // A listed container without gpupack.io/gpu is refused.
+  auto bad = ParsePodRequest(PodWith(OneGpu(), {{"gpupack.io/whole-device-charge", "c0"}}));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(),
+            "container \"main\": listed in gpupack.io/whole-device-charge but asks for no gpupack.io/gpu");
+}
+
+}  // namespace
+}  // namespace gpupack::translate
