@@ -1,5 +1,6 @@
 #include "api/extender_types.h"
 
+#include <limits>
 #include <random>
 
 #include <gtest/gtest.h>
@@ -52,6 +53,21 @@ TEST(ExtenderTypes, FullNodesKeepTheirNamesAndEchoVerbatim) {
   EXPECT_EQ(encoded,
             R"({"Nodes":{"metadata":{},"items":[{"metadata":{"labels":{"x":"y"},"name":"a"},"status":{}}]},)"
             R"("NodeNames":null,"FailedNodes":{},"FailedAndUnresolvableNodes":{},"Error":""})");
+}
+
+// The priority list is written straight into a buffer sized for names that need no escaping; a
+// name that does (quote, backslash, control character) is escaped and grows the text, anywhere
+// in the list, and scores keep their sign and every digit.
+TEST(ExtenderTypes, EncodesPriorityListsWithEscapedNamesAndAnyScore) {
+  EXPECT_EQ(EncodeHostPriorityList({}), "[]");
+  EXPECT_EQ(EncodeHostPriorityList({{"a\"b", -3}, {"plain", 10}, {"c\\d\n", std::numeric_limits<int64_t>::min()}}),
+            R"([{"Host":"a\"b","Score":-3},{"Host":"plain","Score":10},)"
+            R"({"Host":"c\\d\u000a","Score":-9223372036854775808}])");
+  HostPriorityList many;
+  for (int i = 0; i < 100; ++i) many.push_back({std::string(i % 7 == 0 ? "q\"" : "n") + std::to_string(i), i});
+  StatusOr<HostPriorityList> decoded = DecodeHostPriorityList(EncodeHostPriorityList(many));
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(*decoded, many);
 }
 
 TEST(ExtenderTypes, EncodesExactlyWhatGoExpects) {
