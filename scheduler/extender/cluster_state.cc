@@ -142,10 +142,11 @@ uint64_t ClusterState::ShapeId(const std::string& shape) const {
   return shape_ids_.emplace(shape, next_shape_id_++).first->second;
 }
 
-std::shared_ptr<const ClusterState::ShapeMemo> ClusterState::FindMemo(uint64_t shape_id, uint64_t generation) const {
+std::shared_ptr<const ClusterState::ShapeMemo> ClusterState::FindMemo(uint64_t shape_id, uint64_t generation,
+                                                                     const std::array<uint64_t, 2>& ranking) const {
   std::lock_guard lock(shapes_mu_);
   for (const auto& memo : memos_) {
-    if (memo && memo->shape_id == shape_id && memo->generation == generation) return memo;
+    if (memo && memo->shape_id == shape_id && memo->generation == generation && memo->ranking == ranking) return memo;
   }
   return nullptr;
 }
@@ -170,19 +171,21 @@ ClusterState::Assessment ClusterState::ScoreView(const NodeView& view, const mod
                           ? snapshot.policy->Score(*view.node, view.summary, pod)
                           : snapshot.policy->Score(*view.node, snapshot.policy->Summarize(*view.node), pod);
   return Assessment{std::move(s.verdict), s.cost, s.fill_cost, s.reservation_cost, s.completion_loss,
-                    view.tie_break_rank};
+                    view.tie_break_rank, {}};
 }
 
 std::optional<ClusterState::Assessment> ClusterState::Assess(std::string_view node, const model::PodRequest& pod,
                                                              const std::string& shape) const {
-  std::vector<std::optional<Assessment>> out;
-  AssessMany({node}, pod, shape, out);
-  return std::move(out[0]);
+  Assessments out;
+  AssessMany({node}, pod, shape, Ranking{}, out);
+  if (out.at(0) == nullptr) return std::nullopt;
+  return *out.at(0);
 }
 
 void ClusterState::AssessMany(const std::vector<std::string_view>& names, const model::PodRequest& pod,
-                              const std::string& shape, std::vector<std::optional<Assessment>>& out) const {
-  out.assign(names.size(), std::nullopt);
+                              const std::string& shape, const Ranking& ranking, Assessments& out) const {
+  out.at_.assign(names.size(), nullptr);
+  out.own_.clear();
   const uint64_t shape_id = ShapeId(shape);
   const Clock::TimePoint now = clock_.Now();
   // The table lock before the snapshot: a node in the index is then in the snapshot (a node
@@ -190,9 +193,9 @@ void ClusterState::AssessMany(const std::vector<std::string_view>& names, const 
   std::shared_lock table(nodes_mu_);
   // One snapshot for the whole call: every node is ranked by the same policy, as of one moment.
   const std::shared_ptr<const Snapshot> snapshot = CurrentSnapshot();
-  const std::shared_ptr<const ShapeMemo> memo = FindMemo(shape_id, snapshot->generation);
+  const std::shared_ptr<const ShapeMemo> memo = FindMemo(shape_id, snapshot->generation, ranking.id);
   const size_t memo_rows = memo ? memo->versions.size() : 0;
-  std::vector<std::pair<size_t, size_t>> fresh;  // (row, i) scored afresh by this call
+  std::vector<std::pair<size_t, size_t>> fresh;  // (row, i) to score afresh
   std::vector<size_t> name_rows;
   RowsOf(names, name_rows);
   for (size_t i = 0; i < names.size(); ++i) {
@@ -202,21 +205,24 @@ void ClusterState::AssessMany(const std::vector<std::string_view>& names, const 
     const size_t r = row % kChunkRows;
     if (chunk == nullptr || chunk->versions[r] == 0) continue;  // unreachable: see the lock order above
     if (std::optional<placement::Verdict> stale = StaleVerdict(chunk->heartbeats[r], now)) {
-      out[i] = Assessment{std::move(*stale), 0, 0, 0, 0, chunk->views[r]->tie_break_rank};
+      out.at_[i] = &out.own_.emplace_back(Assessment{std::move(*stale), 0, 0, 0, 0, chunk->views[r]->tie_break_rank, {}});
       continue;
     }
     if (row < memo_rows && memo->versions[row] == chunk->versions[r]) {
-      out[i] = memo->assessments[row];
+      out.at_[i] = &memo->assessments[row];
       continue;
     }
-    out[i] = ScoreView(*chunk->views[r], pod, *snapshot);
     fresh.emplace_back(row, i);
   }
+  out.memo_ = memo;
+  out.fresh_ = nullptr;
   if (fresh.empty()) return;
-  // Remember this call's answers for the next call of the shape (a prioritize after its filter).
+  // This call's answers go into the shape's next memo (for the next call of the shape, such as a
+  // prioritize after its filter), which the answers then point into.
   auto next = std::make_shared<ShapeMemo>();
   next->shape_id = shape_id;
   next->generation = snapshot->generation;
+  next->ranking = ranking.id;
   if (memo) {
     next->versions = memo->versions;
     next->assessments = memo->assessments;
@@ -227,9 +233,15 @@ void ClusterState::AssessMany(const std::vector<std::string_view>& names, const 
     next->assessments.resize(rows);
   }
   for (const auto& [row, i] : fresh) {
-    next->versions[row] = snapshot->ChunkOf(row)->versions[row % kChunkRows];
-    next->assessments[row] = *out[i];
+    const Chunk* chunk = snapshot->ChunkOf(row);
+    const size_t r = row % kChunkRows;
+    Assessment& assessment = next->assessments[row];
+    assessment = ScoreView(*chunk->views[r], pod, *snapshot);
+    if (ranking.rank && assessment.verdict.fits()) assessment.rank = ranking.rank(assessment);
+    next->versions[row] = chunk->versions[r];
   }
+  for (const auto& [row, i] : fresh) out.at_[i] = &next->assessments[row];
+  out.fresh_ = next;
   StoreMemo(std::move(next));
 }
 

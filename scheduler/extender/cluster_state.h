@@ -35,6 +35,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -51,6 +52,7 @@
 #include "common/clock.h"
 #include "common/status.h"
 #include "model/model.h"
+#include "placement/decision.h"
 #include "placement/placement.h"
 
 namespace gpupack::extender {
@@ -95,13 +97,37 @@ class ClusterState {
     double reservation_cost = 0;  // placement::NodeScore::reservation_cost: ranked with fill_cost
     double completion_loss = 0;   // placement::NodeScore::completion_loss: the first key
     uint64_t tie_break_rank = 0;  // placement::NodeTieBreakRank(node, tie_break_salt)
+    // The caller's Ranking of the rest (fitting nodes only), memoised with it.
+    placement::RankKey rank;
+  };
+  // How the caller ranks assessments (the extender's placement::RankOf). `id` names the function, as
+  // (who ranks, what with): equal ids must rank a shape's assessments alike, since memoised ranks
+  // are served to every call with the same id. An empty `rank` leaves ranks at their default.
+  struct Ranking {
+    std::array<uint64_t, 2> id{};
+    std::function<placement::RankKey(const Assessment&)> rank;
   };
   std::optional<Assessment> Assess(std::string_view node, const model::PodRequest& pod, const std::string& shape) const;
-  // Assess for many nodes under one table lock: out[i] is Assess(names[i], …). The filter's and
-  // prioritize's path, so it takes the table lock, the clock and the shape's id once, not once
-  // per node.
+  // What one AssessMany call found: at(i) is names[i]'s assessment, null for an unknown node.
+  // Points into the memo it keeps alive, so it stays valid whatever the state does meanwhile;
+  // filter and prioritize read thousands of them without copying one.
+  class Assessments {
+   public:
+    size_t size() const { return at_.size(); }
+    const Assessment* at(size_t i) const { return at_[i]; }
+
+   private:
+    friend class ClusterState;
+    std::vector<const Assessment*> at_;
+    std::shared_ptr<const void> memo_;   // the memo the call found, which hits point into
+    std::shared_ptr<const void> fresh_;  // the memo the call made, which fresh answers point into
+    std::deque<Assessment> own_;        // stale nodes' verdicts, which no memo holds
+  };
+  // Assess for many nodes under one table lock. The filter's and prioritize's path, so it takes
+  // the table lock, the clock and the shape's id once, not once per node, and ranks only the
+  // nodes it scores afresh.
   void AssessMany(const std::vector<std::string_view>& names, const model::PodRequest& pod, const std::string& shape,
-                  std::vector<std::optional<Assessment>>& out) const;
+                  const Ranking& ranking, Assessments& out) const;
   // Everything about a pod that Evaluate depends on (not its name or UID).
   static std::string ShapeKey(const model::PodRequest& pod);
 
@@ -191,6 +217,7 @@ class ClusterState {
   struct ShapeMemo {
     uint64_t shape_id = 0;
     uint64_t generation = 0;
+    std::array<uint64_t, 2> ranking{};  // the Ranking::id its ranks are from
     std::vector<uint64_t> versions;  // 0: not assessed
     std::vector<Assessment> assessments;
   };
@@ -228,7 +255,8 @@ class ClusterState {
   // Scores `pod` on one view under the snapshot's policy (summarising on the spot when a
   // SetPolicy has not reached the view yet).
   Assessment ScoreView(const NodeView& view, const model::PodRequest& pod, const Snapshot& snapshot) const;
-  std::shared_ptr<const ShapeMemo> FindMemo(uint64_t shape_id, uint64_t generation) const;
+  std::shared_ptr<const ShapeMemo> FindMemo(uint64_t shape_id, uint64_t generation,
+                                            const std::array<uint64_t, 2>& ranking) const;
   void StoreMemo(std::shared_ptr<const ShapeMemo> memo) const;
   // REQUIRES: ledger_mu_ held. Replaces the node's shares and host requests with the ledger's.
   void ReattachShares(model::Node& node) const;

@@ -99,6 +99,36 @@ TEST_F(ClusterStateTest, AssessIsMemoisedButNeverStale) {
   EXPECT_FALSE(state_.Assess("missing", pod, shape).has_value());
 }
 
+// Ranks are memoised with the assessments: a node is ranked once per shape until it changes, and
+// afresh under another ranking id. Three nodes; the ranking counts its calls and ranks by cost.
+TEST_F(ClusterStateTest, RanksAreMemoisedUntilTheNodeOrTheRankingChanges) {
+  for (const char* name : {"r1", "r2", "r3"}) state_.UpsertNode(GpuNode(name, 1, 16384));
+  const model::PodRequest pod = Pod("p", 4000);
+  const std::string shape = ClusterState::ShapeKey(pod);
+  const std::vector<std::string_view> names = {"r1", "r2", "r3"};
+  int calls = 0;
+  auto ranking = [&](uint64_t id) {
+    return ClusterState::Ranking{{1, id}, [&calls, id](const ClusterState::Assessment& a) {
+                                   ++calls;
+                                   return placement::RankKey{a.cost + static_cast<double>(id), 0};
+                                 }};
+  };
+  ClusterState::Assessments out;
+  state_.AssessMany(names, pod, shape, ranking(1), out);
+  EXPECT_EQ(calls, 3);
+  EXPECT_EQ(out.at(0)->rank.cost, out.at(0)->cost + 1);
+  state_.AssessMany(names, pod, shape, ranking(1), out);
+  EXPECT_EQ(calls, 3) << "every rank from the memo";
+  ASSERT_TRUE(state_.Reserve(Pod("b", 8000), "r2").ok());
+  state_.AssessMany(names, pod, shape, ranking(1), out);
+  EXPECT_EQ(calls, 4) << "r2 changed: ranked afresh, the others not";
+  EXPECT_EQ(out.at(1)->rank.cost, state_.Evaluate("r2", pod)->cost + 1);
+  EXPECT_EQ(out.at(0)->rank.cost, out.at(0)->cost + 1);
+  state_.AssessMany(names, pod, shape, ranking(2), out);
+  EXPECT_EQ(calls, 7) << "another ranking: all ranked afresh";
+  EXPECT_EQ(out.at(2)->rank.cost, out.at(2)->cost + 2);
+}
+
 // The name index must agree with the table through growth and removals: every present node is
 // found by AssessMany, every removed or unknown one is not.
 TEST_F(ClusterStateTest, AssessManyFindsExactlyThePresentNodesThroughGrowthAndRemoval) {
@@ -111,14 +141,15 @@ TEST_F(ClusterStateTest, AssessManyFindsExactlyThePresentNodesThroughGrowthAndRe
   state_.UpsertNode(GpuNode("node-0", 1, 16384));  // back after its removal
   names.push_back("never-added");
   const model::PodRequest pod = Pod("a", 1000);
-  std::vector<std::optional<ClusterState::Assessment>> out;
-  state_.AssessMany(std::vector<std::string_view>(names.begin(), names.end()), pod, ClusterState::ShapeKey(pod), out);
+  ClusterState::Assessments out;
+  state_.AssessMany(std::vector<std::string_view>(names.begin(), names.end()), pod, ClusterState::ShapeKey(pod), {},
+                    out);
   ASSERT_EQ(out.size(), names.size());
   for (size_t i = 0; i < names.size(); ++i) {
     const bool present = i == 0 || (i < 300 && i % 3 != 0);
-    EXPECT_EQ(out[i].has_value(), present) << names[i];
+    EXPECT_EQ(out.at(i) != nullptr, present) << names[i];
     if (present) {
-      EXPECT_TRUE(out[i]->verdict.fits()) << names[i];
+      EXPECT_TRUE(out.at(i)->verdict.fits()) << names[i];
     }
   }
   EXPECT_EQ(state_.NodeCount(), 201u);
@@ -134,11 +165,14 @@ TEST_F(ClusterStateTest, RememberedRowsNeverAnswerForAnotherNode) {
   state_.UpsertNode(GpuNode("c", 1, 4096));
   const model::PodRequest pod = Pod("p", 8000);
   const std::string shape = ClusterState::ShapeKey(pod);
-  std::vector<std::optional<ClusterState::Assessment>> out;
+  ClusterState::Assessments out;
   auto fits = [&](std::vector<std::string_view> names) {
-    state_.AssessMany(names, pod, shape, out);
+    state_.AssessMany(names, pod, shape, {}, out);
     std::string verdicts;
-    for (const auto& a : out) verdicts += !a ? '-' : (a->verdict.fits() ? 'y' : 'n');
+    for (size_t i = 0; i < out.size(); ++i) {
+      const ClusterState::Assessment* a = out.at(i);
+      verdicts += a == nullptr ? '-' : (a->verdict.fits() ? 'y' : 'n');
+    }
     return verdicts;
   };
   EXPECT_EQ(fits({"a", "b", "c"}), "yyn");
@@ -289,17 +323,17 @@ TEST_F(ClusterStateTest, ConcurrentFiltersSeeConsistentSnapshotsWhileBindsPublis
   for (int t = 0; t < 2; ++t) {
     readers.emplace_back([&] {
       std::vector<bool> refused(kNodes, false);
-      std::vector<std::optional<ClusterState::Assessment>> out;
+      ClusterState::Assessments out;
       // At least a few reads after the last bind, so the final state is read too.
       for (int after = 0; after < 3;) {
         if (binding_done.load()) ++after;
-        state_.AssessMany(wanted, probe, shape, out);
+        state_.AssessMany(wanted, probe, shape, {}, out);
         for (int i = 0; i < kNodes; ++i) {
-          if (!out[i]) {
+          if (out.at(i) == nullptr) {
             ++violations;
             continue;
           }
-          const bool fits = out[i]->verdict.fits();
+          const bool fits = out.at(i)->verdict.fits();
           if (refused[i] && fits) ++violations;
           refused[i] = refused[i] || !fits;
         }

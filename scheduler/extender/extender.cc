@@ -10,6 +10,7 @@
 #include "translate/pod_request.h"
 #include "common/log.h"
 #include "scheduler/extender/args_decoder.h"
+#include "scheduler/extender/rank_order.h"
 
 namespace gpupack::extender {
 
@@ -118,7 +119,11 @@ Extender::Extender(ClusterState& state, ClusterBackend& backend, ExtenderOptions
         return options;
       }()),
       decision_(state.policy()->kind(), state.policy()->options(), options_.decision, options_.prior),
-      unit_mib_(decision_.unit_mib()) {}
+      unit_mib_(decision_.unit_mib()),
+      ranking_owner_([] {
+        static std::atomic<uint64_t> next{1};
+        return next.fetch_add(1);
+      }()) {}
 
 void Extender::Learn(const model::PodRequest& request) {
   if (!decision_.learning()) return;
@@ -151,9 +156,19 @@ void Extender::RefreshPolicyLocked() {
 
 Extender::RankKey Extender::RankOf(const ClusterState::Assessment& assessment,
                                    std::optional<model::PolicyKind> pod_node_policy) const {
-  return placement::RankOf({assessment.cost, assessment.fill_cost, assessment.reservation_cost, assessment.completion_loss,
-                       assessment.tie_break_rank},
-                      unit_mib_.load(std::memory_order_relaxed), rank_options_, pod_node_policy);
+  return RankingFor(pod_node_policy).rank(assessment);
+}
+
+ClusterState::Ranking Extender::RankingFor(std::optional<model::PolicyKind> pod_node_policy) const {
+  // Owned by this extender (its options are fixed), and the unit is the only input that changes
+  // (at a policy refresh); the node-policy override is part of the pod's shape.
+  const model::MiB unit = unit_mib_.load(std::memory_order_relaxed);
+  return ClusterState::Ranking{{ranking_owner_, static_cast<uint64_t>(unit)},
+                               [this, unit, pod_node_policy](const ClusterState::Assessment& a) {
+                                 return placement::RankOf({a.cost, a.fill_cost, a.reservation_cost, a.completion_loss,
+                                                      a.tie_break_rank},
+                                                     unit, rank_options_, pod_node_policy);
+                               }};
 }
 
 std::vector<int64_t> Extender::RankScores(size_t levels) {
@@ -287,7 +302,6 @@ Reply Extender::Filter(std::string_view body) {
     return finish();
   }
 
-  std::vector<RankKey> costs(names.size());
   RankKey best;
   bool any_fit = false;
   std::map<placement::RejectReason, int> rejections;
@@ -302,11 +316,11 @@ Reply Extender::Filter(std::string_view body) {
     if (metrics_ != nullptr) metrics_->CountRejection(reason);
     return message;
   };
-  std::vector<std::optional<ClusterState::Assessment>> assessments;
-  state_.AssessMany(names, *pod, ClusterState::ShapeKey(*pod), assessments);
+  ClusterState::Assessments assessments;
+  state_.AssessMany(names, *pod, ClusterState::ShapeKey(*pod), RankingFor(pod->node_policy), assessments);
   for (size_t i = 0; i < names.size(); ++i) {
-    const std::optional<ClusterState::Assessment>& evaluation = assessments[i];
-    if (!evaluation) {
+    const ClusterState::Assessment* evaluation = assessments.at(i);
+    if (evaluation == nullptr) {
       result.failed_and_unresolvable_nodes[std::string(names[i])] =
           reject(names[i], placement::RejectReason::kNoDevices, std::string(api::kUnknownNodeReason));
       continue;
@@ -318,16 +332,16 @@ Reply Extender::Filter(std::string_view body) {
       continue;
     }
     passes[i] = true;
-    costs[i] = RankOf(*evaluation, pod->node_policy);
-    if (!any_fit || costs[i] < best) best = costs[i];
+    if (!any_fit || evaluation->rank < best) best = evaluation->rank;
     any_fit = true;
   }
   if (!any_fit && !names.empty()) {
     LogDecision(pod->ns + "/" + pod->name, "", "", "", NoFitReason(rejections, example_node, example));
   }
   if (options_.decisive_filter && any_fit) {
+    const bool exact_costs = !RanksOnFgdLevels(pod->node_policy);
     for (size_t i = 0; i < names.size(); ++i) {
-      if (passes[i] && !SameLevel(best, costs[i], options_.band_mib, !RanksOnFgdLevels(pod->node_policy))) passes[i] = false;
+      if (passes[i] && !SameLevel(best, assessments.at(i)->rank, options_.band_mib, exact_costs)) passes[i] = false;
     }
   }
   return finish();
@@ -356,25 +370,28 @@ Reply Extender::Prioritize(std::string_view body) {
     return Reply{200, api::EncodeHostPriorityList(list)};
   }
   Remember(*pod);
-  std::vector<std::pair<RankKey, size_t>> fits;  // (rank, index into list)
-  std::vector<std::optional<ClusterState::Assessment>> assessments;
-  state_.AssessMany(names, *pod, ClusterState::ShapeKey(*pod), assessments);
+  ClusterState::Assessments assessments;
+  state_.AssessMany(names, *pod, ClusterState::ShapeKey(*pod), RankingFor(pod->node_policy), assessments);
+  std::vector<RankedIndex> fits;  // the fitting nodes, by rank (then index into list)
+  fits.reserve(names.size());
   for (size_t i = 0; i < names.size(); ++i) {
-    if (assessments[i] && assessments[i]->verdict.fits()) fits.emplace_back(RankOf(*assessments[i], pod->node_policy), i);
+    const ClusterState::Assessment* assessment = assessments.at(i);
+    if (assessment != nullptr && assessment->verdict.fits()) fits.emplace_back(assessment->rank, i);
   }
-  std::sort(fits.begin(), fits.end());
+  SortByRank(fits);
   std::vector<size_t> level_of(fits.size());
   size_t levels = 0;
   RankKey level_start;
   for (size_t k = 0; k < fits.size(); ++k) {
-    if (k == 0 || !SameLevel(level_start, fits[k].first, options_.band_mib, !RanksOnFgdLevels(pod->node_policy))) {
-      level_start = fits[k].first;
+    const RankKey rank = fits[k].rank();
+    if (k == 0 || !SameLevel(level_start, rank, options_.band_mib, !RanksOnFgdLevels(pod->node_policy))) {
+      level_start = rank;
       ++levels;
     }
     level_of[k] = levels - 1;
   }
   const std::vector<int64_t> scores = RankScores(levels);
-  for (size_t k = 0; k < fits.size(); ++k) list[fits[k].second].score = scores[level_of[k]];
+  for (size_t k = 0; k < fits.size(); ++k) list[fits[k].index].score = scores[level_of[k]];
   timer.set_result(fits.empty() && !names.empty() ? "no_fit" : "ok");
   return Reply{200, api::EncodeHostPriorityList(list)};
 }

@@ -96,6 +96,9 @@ class Extender {
     Clock::TimePoint at;
     std::list<std::string>::iterator lru;
   };
+  // RankOf as a ClusterState::Ranking, with the unit as of now: AssessMany memoises the ranks
+  // with the assessments, so a node is ranked once per shape and change, not once per verb.
+  ClusterState::Ranking RankingFor(std::optional<model::PolicyKind> pod_node_policy) const;
   // Whether a pod with this node-policy override is ranked on FGD levels (else on exact costs).
   bool RanksOnFgdLevels(std::optional<model::PolicyKind> pod_node_policy) const {
     return placement::RanksOnLevels(rank_options_, pod_node_policy);
@@ -130,6 +133,9 @@ class Extender {
   placement::Decision decision_;                 // guarded by learner_mu_
   std::atomic<model::MiB> unit_mib_;         // decision_.unit_mib(), read by RankOf without the lock
   std::atomic<bool> learned_held_pods_{false};  // written under learner_mu_; read without it
+  // Unique to this extender: the owner in its rankings' ids, so that two extenders on one state
+  // (with other options) never serve each other's memoised ranks.
+  const uint64_t ranking_owner_;
 };
 
 }  // namespace gpupack::extender
