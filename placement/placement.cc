@@ -178,6 +178,8 @@ struct Columns {
   // Only the fill fragmentation reads these.
   const int64_t* cpu = nullptr;
   const double* inv_cpu = nullptr;
+  const int64_t* host_memory = nullptr;
+  const double* inv_host_memory = nullptr;
 };
 
 // ⌊a / b⌋ for a ≥ 0, b > 0 as a multiplication by the precomputed 1/b: the hot loop cannot
@@ -187,16 +189,17 @@ inline int64_t FloorDiv(int64_t a, double inverse) {
   return static_cast<int64_t>(static_cast<double>(a) * inverse + 1e-9);
 }
 
-// F̂_n(M) of a state (NodeEvaluation::fill_cost): Σ_m p_m · (R_n − U_n(m)). `free_cpu` < 0 means
-// unlimited.
+// F̂_n(M) of a state (NodeEvaluation::fill_cost): Σ_m p_m · (R_n − U_n(m)). `free_cpu` and
+// `free_memory` (host memory, bytes) < 0 mean unlimited.
 double FillFragmentation(const Columns& c, const int32_t* empty_devices, const MiB* usable_free, int64_t free_cpu,
-                         MiB total_free) {
+                         int64_t free_memory, MiB total_free) {
   double f = 0;
   for (int m = 0; m < c.n; ++m) {
     MiB used = 0;
     if (m < c.n_device && usable_free[m] > 0) {
-      // Copies of m the CPU can feed; without a CPU limit, as many as the devices hold.
-      const int64_t fed = free_cpu >= 0 && c.cpu[m] > 0 ? FloorDiv(free_cpu, c.inv_cpu[m]) : int64_t{1} << 40;
+      // Copies of m the CPU and the host memory can feed; without a limit, as many as the devices hold.
+      int64_t fed = free_cpu >= 0 && c.cpu[m] > 0 ? FloorDiv(free_cpu, c.inv_cpu[m]) : int64_t{1} << 40;
+      if (free_memory >= 0 && c.host_memory[m] > 0) fed = std::min(fed, FloorDiv(free_memory, c.inv_host_memory[m]));
       if (c.mem[m] > 0) {
         used = std::min<MiB>(usable_free[m], fed * c.count[m] * c.mem[m]);
       } else {
@@ -240,14 +243,15 @@ MiB WholeCopiesFree(MiB usable_free, int32_t empty_devices, int32_t count) {
   return usable_free * ((empty_devices / count) * count) / empty_devices;
 }
 
-// The free CPU from which the node feeds every device spec all the memory it could use.
-int64_t FillCpuAmple(const Columns& c, const int32_t* empty_devices, const MiB* usable_free) {
+// The free amount of one resource (CPU, or host memory), of which spec m needs need[m] per copy
+// (0: none), from which the node feeds every device spec all the device memory it could use.
+int64_t FillAmple(const Columns& c, const int32_t* empty_devices, const MiB* usable_free, const int64_t* need) {
   int64_t ample = 0;
   for (int m = 0; m < c.n_device; ++m) {
-    if (c.cpu[m] <= 0 || usable_free[m] <= 0) continue;
+    if (need[m] <= 0 || usable_free[m] <= 0) continue;
     const int64_t copies = c.mem[m] > 0 ? (usable_free[m] + c.count[m] * c.mem[m] - 1) / (c.count[m] * c.mem[m])
                                         : empty_devices[m] / c.count[m];
-    ample = std::max(ample, copies * c.cpu[m]);
+    ample = std::max(ample, copies * need[m]);
   }
   return ample;
 }
@@ -564,6 +568,8 @@ Policy::Policy(PolicyKind kind, TypicalWorkload workload, PlacementOptions optio
     columns_.count[m] = s.device_count == 0 ? std::numeric_limits<int32_t>::max() : s.device_count;
     columns_.cpu[m] = s.cpu_milli;
     columns_.inv_cpu[m] = s.cpu_milli > 0 ? 1.0 / static_cast<double>(s.cpu_milli) : 0.0;
+    columns_.host_memory[m] = s.memory_bytes;
+    columns_.inv_host_memory[m] = s.memory_bytes > 0 ? 1.0 / static_cast<double>(s.memory_bytes) : 0.0;
     columns_.weight[m] = s.weight;
     if (m >= columns_.n_fractional && m < columns_.n_device && s.device_count > 1) columns_.multi_whole |= uint64_t{1} << m;
   }
@@ -572,7 +578,8 @@ Policy::Policy(PolicyKind kind, TypicalWorkload workload, PlacementOptions optio
 NodeSummary Policy::Summarize(const Node& node) const {
   const Columns cols{columns_.n,           columns_.mem.data(),   columns_.count.data(),
                      columns_.weight.data(), columns_.n_fractional, columns_.n_device,
-                     columns_.total_weight,  columns_.cpu.data(),   columns_.inv_cpu.data()};
+                     columns_.total_weight,  columns_.cpu.data(),   columns_.inv_cpu.data(),
+                     columns_.host_memory.data(), columns_.inv_host_memory.data()};
   NodeSummary sum;
   const int n = std::min<int>(static_cast<int>(node.devices.size()), kMaxDevicesPerNode);
   sum.device_count = n;
@@ -645,8 +652,9 @@ NodeSummary Policy::Summarize(const Node& node) const {
     }
   }
   sum.fill_fragmentation = FillFragmentation(cols, sum.fill_empty_devices.data(), sum.fill_usable_free.data(),
-                                             sum.free_cpu_milli, sum.total_free);
-  sum.fill_cpu_ample = FillCpuAmple(cols, sum.fill_empty_devices.data(), sum.fill_usable_free.data());
+                                             sum.free_cpu_milli, sum.free_memory_bytes, sum.total_free);
+  sum.fill_cpu_ample = FillAmple(cols, sum.fill_empty_devices.data(), sum.fill_usable_free.data(), cols.cpu);
+  sum.fill_memory_ample = FillAmple(cols, sum.fill_empty_devices.data(), sum.fill_usable_free.data(), cols.host_memory);
   sum.reservation_tightness = reservation_.Tightness(node);
   return sum;
 }
@@ -664,7 +672,8 @@ NodeEvaluation Policy::EvaluateImpl(const Node& node, const NodeSummary& sum, co
                                     bool want_placement) const {
   const Columns cols{columns_.n,           columns_.mem.data(),   columns_.count.data(),
                      columns_.weight.data(), columns_.n_fractional, columns_.n_device,
-                     columns_.total_weight,  columns_.cpu.data(),   columns_.inv_cpu.data()};
+                     columns_.total_weight,  columns_.cpu.data(),   columns_.inv_cpu.data(),
+                     columns_.host_memory.data(), columns_.inv_host_memory.data()};
   NodeEvaluation out;
   // The summary answers these, so a fitting node's Node object is never touched (cache misses
   // on 5,000 nodes cost more than the arithmetic).
@@ -736,11 +745,12 @@ NodeEvaluation Policy::EvaluateImpl(const Node& node, const NodeSummary& sum, co
   const int32_t* fill_empty_devices_now = sum.fill_empty_devices.data();
   const MiB* fill_usable_free_now = sum.fill_usable_free.data();
   MiB fill_total_free = sum.total_free;
-  // Usable memory only shrinks with picks, so CPU ample for the node as it is stays ample after:
-  // then U_n(m) is the usable memory itself, F̂ = W·R − Σ_m p_m·U_n(m), and ΔF̂ needs no
-  // tallies, only Σ p_m·Δusable_m (FillPick) — except for whole specs of several devices, whose
-  // usable memory rounds down to whole copies: only their tallies are followed.
-  const bool fill_fast = st.free_cpu < 0 || st.free_cpu >= sum.fill_cpu_ample;
+  // Usable memory only shrinks with picks, so CPU and host memory ample for the node as it is
+  // stay ample after: then U_n(m) is the usable memory itself, F̂ = W·R − Σ_m p_m·U_n(m), and ΔF̂
+  // needs no tallies, only Σ p_m·Δusable_m (FillPick) — except for whole specs of several
+  // devices, whose usable memory rounds down to whole copies: only their tallies are followed.
+  const bool fill_fast = (st.free_cpu < 0 || st.free_cpu >= sum.fill_cpu_ample) &&
+                         (st.free_mem < 0 || st.free_mem >= sum.fill_memory_ample);
   const uint64_t multi_whole = columns_.multi_whole;
   bool multi_whole_tallied = false;
   double fill_used_delta = 0;
@@ -964,7 +974,8 @@ NodeEvaluation Policy::EvaluateImpl(const Node& node, const NodeSummary& sum, co
       }
       out.fill_cost = cols.total_weight * static_cast<double>(fill_total_free - sum.total_free) - fill_used_delta;
     } else {
-      out.fill_cost = FillFragmentation(cols, fill_empty_devices_now, fill_usable_free_now, st.free_cpu, fill_total_free) -
+      out.fill_cost = FillFragmentation(cols, fill_empty_devices_now, fill_usable_free_now, st.free_cpu, st.free_mem,
+                                        fill_total_free) -
                       sum.fill_fragmentation;
     }
     out.reservation_cost = sum.reservation_tightness * static_cast<double>(sum.total_free - fill_total_free);

@@ -62,6 +62,7 @@ struct NodeSummary {
   // it; precomputing it here keeps it off the per-pod path.
   uint64_t prefix_mask = 0;
   int64_t fill_cpu_ample = 0;  // free CPU from which no device spec is CPU-limited in F̂
+  int64_t fill_memory_ample = 0;  // free host memory from which none is memory-limited in F̂
   double fragmentation = 0;                        // F_n(M) in MiB
   double fill_fragmentation = 0;                   // F̂_n(M) in MiB
   double reservation_tightness = 0;  // the policy's CapacityReservation::Tightness(node)
@@ -161,6 +162,8 @@ class Policy {
     std::array<int32_t, kMaxTypicalSpecs> count{};  // devices needed; CPU-only specs: never satisfiable
     std::array<int64_t, kMaxTypicalSpecs> cpu{};
     std::array<double, kMaxTypicalSpecs> inv_cpu{};  // 1 / cpu (0 for specs without CPU)
+    std::array<int64_t, kMaxTypicalSpecs> host_memory{};      // host memory bytes (0: not known)
+    std::array<double, kMaxTypicalSpecs> inv_host_memory{};  // 1 / host memory (0 when not known)
     std::array<double, kMaxTypicalSpecs> weight{};
   };
   NodeEvaluation EvaluateImpl(const Node& node, const NodeSummary& summary, const PodRequest& pod,

@@ -437,6 +437,40 @@ TEST(FillFragmentation, SeesGpusStrandedByCpuAFewPodsAhead) {
   EXPECT_LT(FillLevel(on_rich.fill_cost, 1000), FillLevel(on_lean.fill_cost, 1000));
 }
 
+// Host memory strands GPUs the same way: on the Alibaba trace's G2 nodes (8 GPUs, 96 CPU, 384
+// GiB) a whole-GPU pod asks 12 CPU and 48 GiB, so a node whose memory is gone keeps empty GPUs
+// that no pod can use. The CPU case above with GiB for CPU: M = {W: 48 GiB, 1 whole, p=.6;
+// H: 48 GiB, 1×500, p=.4}; pod: 96 GiB, 1×500; CPU unlimited.
+TEST(FillFragmentation, SeesGpusStrandedByHostMemory) {
+  constexpr int64_t kGiB = int64_t{1} << 30;
+  TypicalSpec w = Spec(0, 1, 0, .6), h = Spec(0, 1, 500, .4);
+  w.memory_bytes = h.memory_bytes = 48 * kGiB;
+  Policy fgd = Fgd({w, h});
+  Node lean = MakeNode({Gpu(1000), Gpu(1000), Gpu(1000), Gpu(1000)});
+  lean.memory_bytes = 192 * kGiB;
+  Node rich = lean;
+  rich.memory_bytes = 384 * kGiB;
+  PodRequest pod = Pod(1, 500);
+  pod.memory_bytes = 96 * kGiB;
+  // Summaries: lean: W: memory feeds 4 → 0 left; H: memory feeds 4×500 of 4000 → 2000 left:
+  // F̂ = .4·2000 = 800. rich: memory feeds 8 of each → F̂ = 0.
+  EXPECT_DOUBLE_EQ(fgd.Summarize(lean).fill_fragmentation, 800);
+  EXPECT_DOUBLE_EQ(fgd.Summarize(rich).fill_fragmentation, 0);
+  NodeEvaluation on_lean = fgd.Evaluate(lean, pod);
+  NodeEvaluation on_rich = fgd.Evaluate(rich, pod);
+  EXPECT_DOUBLE_EQ(on_lean.cost, on_rich.cost);  // FGD sees no difference
+  // lean after (96 GiB, free 500 + 3000): W: 3 empty, memory feeds 2 → 1500 left; H: 3500
+  // usable, memory feeds 2×500 → 2500 left: F̂ = .6·1500 + .4·2500 = 1900. ΔF̂ = 1100.
+  EXPECT_DOUBLE_EQ(on_lean.fill_cost, 1100);
+  // rich after (288 GiB): W: memory feeds 6 of 3 empty → 500 left (the split GPU); H: 3000 of
+  // 3500 → 500 left: F̂ = .6·500 + .4·500 = 500.
+  EXPECT_DOUBLE_EQ(on_rich.fill_cost, 500);
+  EXPECT_LT(FillLevel(on_rich.fill_cost, 1000), FillLevel(on_lean.fill_cost, 1000));
+  // A shape with no known memory (0, e.g. the cold-start prior's) is never memory-limited.
+  Policy blind = Fgd({Spec(0, 1, 0, .6), Spec(0, 1, 500, .4)});
+  EXPECT_DOUBLE_EQ(blind.Evaluate(lean, pod).fill_cost, blind.Evaluate(rich, pod).fill_cost);
+}
+
 // Property: Score's fill cost is the exact difference of the node's F̂ before and after the
 // placement Evaluate chose, on random nodes and pods (CPU-only and multi-device included). Nodes
 // with CPU to spare (and unlimited CPU) take the tally-free path, which follows the tallies of
@@ -469,6 +503,42 @@ TEST(FillFragmentation, ScoreIsTheExactDifferenceOnRandomNodes) {
     ++checked;
   }
   EXPECT_GT(checked, 300);
+}
+
+// The same property with host memory as well as CPU limiting the copies: nodes with memory to
+// spare (or unlimited) take the tally-free path, the others the exact one.
+TEST(FillFragmentation, ScoreIsTheExactDifferenceWithHostMemory) {
+  constexpr int64_t kGiB = int64_t{1} << 30;
+  auto with_memory = [](TypicalSpec s, int64_t gib) {
+    s.memory_bytes = gib * (int64_t{1} << 30);
+    return s;
+  };
+  Policy fgd = Fgd({with_memory(Spec(2000, 1, 100, .2), 8), with_memory(Spec(4000, 1, 250, .15), 16),
+                    Spec(1000, 1, 500, .15), with_memory(Spec(8000, 1, 0, .2), 48),
+                    with_memory(Spec(16000, 2, 0, .1), 96), with_memory(Spec(12000, 0, 0, .2), 4)});
+  std::mt19937_64 rng(12);
+  int checked = 0, limited = 0;
+  for (int trial = 0; trial < 600; ++trial) {
+    std::vector<Device> devices;
+    const int g = 1 + static_cast<int>(rng() % 8);
+    for (int i = 0; i < g; ++i) devices.push_back(Gpu(1000, static_cast<MiB>(rng() % 4) * static_cast<MiB>(rng() % 300)));
+    Node node = MakeNode(devices, rng() % 2 == 0 ? -1 : 8000 + static_cast<int64_t>(rng() % 120) * 1000);
+    node.memory_bytes = rng() % 4 == 0 ? -1 : static_cast<int64_t>(rng() % 400) * kGiB;
+    PodRequest pod = Pod(static_cast<int>(rng() % 3), rng() % 3 == 0 ? 0 : static_cast<MiB>(50 + rng() % 900),
+                         static_cast<int64_t>(rng() % 4) * 1000);
+    pod.memory_bytes = static_cast<int64_t>(rng() % 64) * kGiB;
+    NodeSummary sum = fgd.Summarize(node);
+    NodeEvaluation e = fgd.Evaluate(node, sum, pod);
+    if (!e.verdict.fits()) continue;
+    Node after = node;
+    ASSERT_TRUE(ApplyPlacement(after, pod, e.placement, {}).ok());
+    EXPECT_NEAR(e.fill_cost, fgd.Summarize(after).fill_fragmentation - sum.fill_fragmentation, 1e-6) << "trial " << trial;
+    EXPECT_DOUBLE_EQ(fgd.Score(node, sum, pod).fill_cost, e.fill_cost) << "trial " << trial;
+    ++checked;
+    limited += node.memory_bytes >= 0 && node.memory_bytes - pod.memory_bytes < sum.fill_memory_ample;
+  }
+  EXPECT_GT(checked, 300);
+  EXPECT_GT(limited, 50);  // the exact path ran on memory-limited nodes
 }
 
 // Half-device steps, floored: 0..499 MiB of a 1000-MiB device → 0, 500 → 1, −1 → −1.

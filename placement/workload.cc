@@ -20,6 +20,7 @@ void TypicalWorkload::Normalize() {
 TypicalSpec SpecOfPod(const PodRequest& pod) {
   TypicalSpec spec;
   spec.cpu_milli = pod.cpu_milli;
+  spec.memory_bytes = pod.memory_bytes;
   spec.device_kind = pod.device_kind;
   spec.mig_profile = pod.mig_profile;
   spec.gpu_models = pod.gpu_models;
@@ -40,6 +41,13 @@ TypicalSpec SpecOfPod(const PodRequest& pod) {
 }
 
 namespace {
+// The same shape: everything but the popularity and the host memory, which are its statistics.
+bool SameShape(const TypicalSpec& a, const TypicalSpec& b) {
+  return a.cpu_milli == b.cpu_milli && a.device_count == b.device_count &&
+         a.mem_per_device_mib == b.mem_per_device_mib && a.device_kind == b.device_kind &&
+         a.mig_profile == b.mig_profile && a.gpu_models == b.gpu_models;
+}
+
 // Orders specs "larger first" on equal counts, as FGD's GetTypicalPods does (cpu, gpu share,
 // device count, then the constraint text).
 auto SpecKey(const TypicalSpec& s) {
@@ -51,15 +59,24 @@ auto SpecKey(const TypicalSpec& s) {
 }  // namespace
 
 TypicalWorkload TypicalWorkloadFromPods(const std::vector<TypicalSpec>& pod_specs, double coverage) {
-  std::map<decltype(SpecKey(TypicalSpec{})), std::pair<TypicalSpec, int64_t>> counts;
+  struct Count {
+    TypicalSpec spec;
+    int64_t pods = 0;
+    double memory = 0;  // Σ host memory bytes
+  };
+  std::map<decltype(SpecKey(TypicalSpec{})), Count> counts;
   for (const auto& s : pod_specs) {
-    auto& entry = counts[SpecKey(s)];
-    if (entry.second == 0) entry.first = s;
-    ++entry.second;
+    Count& entry = counts[SpecKey(s)];
+    if (entry.pods == 0) entry.spec = s;
+    ++entry.pods;
+    entry.memory += static_cast<double>(s.memory_bytes);
   }
   std::vector<std::pair<TypicalSpec, int64_t>> sorted;
   sorted.reserve(counts.size());
-  for (auto& [key, v] : counts) sorted.push_back(v);
+  for (auto& [key, entry] : counts) {
+    entry.spec.memory_bytes = static_cast<int64_t>(entry.memory / static_cast<double>(entry.pods));
+    sorted.emplace_back(entry.spec, entry.pods);
+  }
   std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
     if (a.second != b.second) return a.second > b.second;
     return SpecKey(a.first) > SpecKey(b.first);
@@ -114,17 +131,22 @@ void WorkloadLearner::Observe(const PodRequest& pod) {
   scale_ /= decay_;
   mass_ = mass_ * decay_ + 1.0;
   if (scale_ > 1e100) {
-    for (auto& b : buckets_) b.weight /= scale_;
+    for (auto& b : buckets_) {
+      b.weight /= scale_;
+      b.memory_weighted /= scale_;
+    }
     scale_ = 1.0;
   }
   TypicalSpec spec = SpecOfPod(pod);
+  const double memory = static_cast<double>(spec.memory_bytes);
   for (auto& b : buckets_) {
-    if (b.spec == spec) {
+    if (SameShape(b.spec, spec)) {
       b.weight += scale_;
+      b.memory_weighted += scale_ * memory;
       return;
     }
   }
-  buckets_.push_back(Bucket{std::move(spec), scale_});
+  buckets_.push_back(Bucket{std::move(spec), scale_, scale_ * memory});
   // Keep the histogram bounded: drop the lightest bucket once far beyond what a snapshot keeps.
   if (buckets_.size() > static_cast<size_t>(4 * kMaxTypicalSpecs)) {
     auto lightest = std::min_element(buckets_.begin(), buckets_.end(),
@@ -160,12 +182,16 @@ TypicalWorkload WorkloadLearner::EveryShape() const {
     for (const auto& b : buckets_) {
       TypicalSpec s = b.spec;
       s.weight = (1.0 - prior_share) * b.weight / observed_total;
-      auto same = std::find_if(out.specs.begin(), out.specs.end(), [&](const TypicalSpec& x) {
-        TypicalSpec a = x, c = s;
-        a.weight = c.weight = 0;
-        return a == c;
-      });
-      if (same != out.specs.end()) same->weight += s.weight; else out.specs.push_back(std::move(s));
+      s.memory_bytes = static_cast<int64_t>(b.memory_weighted / b.weight);
+      auto same = std::find_if(out.specs.begin(), out.specs.end(),
+                               [&](const TypicalSpec& x) { return SameShape(x, s); });
+      if (same != out.specs.end()) {
+        // A shape of the prior, which carries no memory: the observed pods' memory stands.
+        same->weight += s.weight;
+        same->memory_bytes = s.memory_bytes;
+      } else {
+        out.specs.push_back(std::move(s));
+      }
     }
   }
   // Heaviest first (stable: equal weights keep the prior-then-observation order).

@@ -20,6 +20,10 @@ struct TypicalSpec {
   std::string mig_profile;
   std::vector<std::string> gpu_models;  // empty = any model
   double weight = 0;         // popularity p_m; a workload's weights sum to 1
+  // Host memory of one pod of the shape, bytes: the mean over the pods it stands for (0: not
+  // known, no limit). Not part of the shape's identity (pods that differ only in memory are one
+  // shape, so the typical set is the same); the fill fragmentation reads it.
+  int64_t memory_bytes = 0;
 
   bool operator==(const TypicalSpec&) const = default;
 };
@@ -79,6 +83,7 @@ class WorkloadLearner {
   struct Bucket {
     TypicalSpec spec;
     double weight;  // stored scaled by scale_ to avoid touching every bucket per observation
+    double memory_weighted;  // Σ scaled weight × host memory bytes of its observations
   };
   TypicalWorkload prior_;
   double decay_;

@@ -143,6 +143,33 @@ TEST(WorkloadLearner, KeepsExactSizesSoShapesThatFitTogetherStillDo) {
   EXPECT_EQ(SpecOfPod(PodOf(12960)).mem_per_device_mib, 12960);
 }
 
+// Host memory is a statistic of a shape, not part of it: pods that differ only in memory are one
+// shape, whose memory is their decayed mean. Half-life 1 pod: each pod weighs twice the one
+// before, so 30 MiB then 60 MiB give (1·30 + 2·60) / 3 = 50 MiB; a 2-device pod is its own shape.
+TEST(WorkloadLearner, HostMemoryIsTheShapesMeanNotItsIdentity) {
+  WorkloadLearner learner(TypicalWorkload{}, 1, 0, 1.0);
+  PodRequest a = PodOf(500), b = PodOf(500), c = PodOf(500);
+  a.memory_bytes = int64_t{30} << 20;
+  b.memory_bytes = int64_t{60} << 20;
+  c.containers[0].device_count = 2;
+  c.memory_bytes = int64_t{90} << 20;
+  learner.Observe(a);
+  learner.Observe(b);
+  learner.Observe(c);
+  const TypicalWorkload every = learner.EveryShape();
+  ASSERT_EQ(every.specs.size(), 2u);
+  for (const TypicalSpec& s : every.specs) {
+    EXPECT_EQ(s.memory_bytes, (s.device_count == 1 ? int64_t{50} : int64_t{90}) << 20) << s.device_count;
+  }
+  // The same for FGD's typical set from a fixed list: (30 + 60) / 2 = 45 MiB.
+  TypicalSpec x = S(1000, 1, 500), y = S(1000, 1, 500);
+  x.memory_bytes = int64_t{30} << 20;
+  y.memory_bytes = int64_t{60} << 20;
+  const TypicalWorkload fixed = TypicalWorkloadFromPods({x, y}, 1.0);
+  ASSERT_EQ(fixed.specs.size(), 1u);
+  EXPECT_EQ(fixed.specs[0].memory_bytes, int64_t{45} << 20);
+}
+
 // The number of distinct shapes the learner holds is bounded: 4 × kMaxTypicalSpecs, the lightest
 // dropped first. 300 distinct sizes seen once each, then size 7 seen twice: 256 remain, size 7
 // (the heaviest) among them.
