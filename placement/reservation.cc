@@ -27,6 +27,45 @@ std::string HostSignature(const Node& node) {
   return key;
 }
 
+// The device size held by the most devices (the larger on a tie); 0 without devices.
+MiB MostCommonCapacity(const std::unordered_map<MiB, int64_t>& devices_by_capacity) {
+  MiB common_capacity = 0;
+  int64_t most = 0;
+  for (const auto& [capacity, count] : devices_by_capacity) {
+    if (count > most || (count == most && capacity > common_capacity)) {
+      most = count;
+      common_capacity = capacity;
+    }
+  }
+  return common_capacity;
+}
+
+// Each shape's device memory demand, weight · devices · MiB per device (whole devices count as
+// `common_capacity`); CPU-only shapes demand 0. Adds them up in `total_demand`.
+std::vector<double> ShapeDemand(const std::vector<TypicalSpec>& specs, MiB common_capacity, double& total_demand) {
+  const int n = static_cast<int>(specs.size());
+  std::vector<double> demand(n, 0.0);
+  for (int m = 0; m < n; ++m) {
+    const TypicalSpec& s = specs[m];
+    if (s.device_count == 0) continue;
+    const MiB per_device = s.mem_per_device_mib > 0 ? s.mem_per_device_mib : common_capacity;
+    demand[m] = s.weight * s.device_count * static_cast<double>(per_device);
+    total_demand += demand[m];
+  }
+  return demand;
+}
+
+// H_a ⊆ H_b  ⇔  every type in a is in b (one flag per host type). A set with no type (shapes no
+// node can host) is confined nowhere (they fail wherever they go), not inside every set.
+bool HostSetWithin(const std::vector<bool>& a, const std::vector<bool>& b) {
+  bool any = false;
+  for (size_t t = 0; t < a.size(); ++t) {
+    if (a[t] && !b[t]) return false;
+    any = any || a[t];
+  }
+  return any;
+}
+
 }  // namespace
 
 CapacityReservation::Builder::Builder(TypicalWorkload workload, const PlacementOptions& placement)
@@ -72,26 +111,12 @@ CapacityReservation CapacityReservation::Builder::Build() && {
   if (total_capacity <= 0 || total_free <= 0) return out;
   // Whole-device shapes take devices of whatever size their hosts have; the most common size
   // stands for them (on most clusters there is one).
-  MiB common_capacity = 0;
-  int64_t most = 0;
-  for (const auto& [capacity, count] : devices_by_capacity_) {
-    if (count > most || (count == most && capacity > common_capacity)) {
-      most = count;
-      common_capacity = capacity;
-    }
-  }
+  const MiB common_capacity = MostCommonCapacity(devices_by_capacity_);
 
   const std::vector<TypicalSpec>& specs = workload_.specs;
   const int n = static_cast<int>(specs.size());
-  std::vector<double> demand(n, 0.0);
   double total_demand = 0;
-  for (int m = 0; m < n; ++m) {
-    const TypicalSpec& s = specs[m];
-    if (s.device_count == 0) continue;
-    const MiB per_device = s.mem_per_device_mib > 0 ? s.mem_per_device_mib : common_capacity;
-    demand[m] = s.weight * s.device_count * static_cast<double>(per_device);
-    total_demand += demand[m];
-  }
+  const std::vector<double> demand = ShapeDemand(specs, common_capacity, total_demand);
   if (total_demand <= 0) return out;
 
   // Shapes with the same host set (the same node types can host them) are one set H for the
@@ -114,16 +139,6 @@ CapacityReservation CapacityReservation::Builder::Build() && {
     set.demand += demand[m];
     if (specs[m].weight > specs[set.heaviest].weight) set.heaviest = m;
   }
-  // H_a ⊆ H_b  ⇔  every type in a is in b. A set with no type (shapes no node can host) is
-  // confined nowhere (they fail wherever they go), not inside every set.
-  auto subset = [&](const HostSet& a, const HostSet& b) {
-    bool any = false;
-    for (size_t t = 0; t < types_.size(); ++t) {
-      if (a.types[t] && !b.types[t]) return false;
-      any = any || a.types[t];
-    }
-    return any;
-  };
   std::vector<double> tightness(sets.size(), 0.0);
   for (size_t g = 0; g < sets.size(); ++g) {
     double capacity = 0;
@@ -139,7 +154,7 @@ CapacityReservation CapacityReservation::Builder::Build() && {
     if (free <= 0 || capacity_share > kMaxReservingCapacityShare) continue;
     double confined = 0;
     for (const HostSet& other : sets) {
-      if (subset(other, sets[g])) confined += other.demand;
+      if (HostSetWithin(other.types, sets[g].types)) confined += other.demand;
     }
     tightness[g] = (confined / total_demand) * total_free / free;
     out.reserving_.push_back(Reserving{specs[sets[g].heaviest], tightness[g], capacity_share});

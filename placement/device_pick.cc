@@ -1,0 +1,491 @@
+#include "placement/device_pick.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "model/rule_names.h"
+#include "placement/demand.h"
+
+namespace gpupack::placement {
+namespace {
+
+Verdict ResourceVerdict(const NodeSummary& sum, const PodRequest& pod) {
+  if (sum.free_cpu_milli >= 0 && pod.cpu_milli > sum.free_cpu_milli) {
+    return Verdict::Reject(RejectReason::kInsufficientCpu, false, pod.cpu_milli, sum.free_cpu_milli);
+  }
+  if (sum.free_memory_bytes >= 0 && pod.memory_bytes > sum.free_memory_bytes) {
+    return Verdict::Reject(RejectReason::kInsufficientMemory, false, pod.memory_bytes, sum.free_memory_bytes);
+  }
+  return Verdict::Fits();
+}
+
+// The checks the summary answers, so a fitting node's Node object is never touched (cache
+// misses on 5,000 nodes cost more than the arithmetic): Fits() or why the node cannot take the
+// pod whatever its devices.
+Verdict NodeVerdict(const Node& node, const NodeSummary& sum, const PodRequest& pod) {
+  if (sum.stale) return Verdict::Reject(RejectReason::kNodeStale, true, 0, 0, node.stale_reason);
+  if (pod.WantsDevices() && sum.device_count == 0) return Verdict::Reject(RejectReason::kNoDevices, true);
+  if (pod.spread_across_nodes && !pod.spread_key.empty()) {
+    for (const Device& d : node.devices) {
+      for (const DeviceShare& s : d.shares) {
+        if (s.spread_key != pod.spread_key || s.pod_uid == pod.uid) continue;
+        return Verdict::Reject(RejectReason::kExcludedByRule, true, 0, 0,
+                               "node already runs " + s.pod_key + " with the same " +
+                                   std::string(model::kRuleSpreadKey) + " \"" + pod.spread_key + "\" and " +
+                                   std::string(model::kRuleSpreadScope) + " is node");
+      }
+    }
+  }
+  return ResourceVerdict(sum, pod);
+}
+
+// Why a demand cannot be placed on the node in its current tentative state. Distinguishes what
+// no amount of eviction fixes (unresolvable) from a shortage of free memory / devices.
+Verdict ShortageVerdict(const Node& node, const MiB* free, const bool* empty, const Demand& demand,
+                        const PlacementOptions& o) {
+  int sort_matching = 0, matching = 0, large_enough = 0, usable_now = 0;
+  std::array<int, static_cast<int>(Rule::kCount)> refused{};
+  MiB largest_capacity = 0, largest_free = 0;
+  const int n = static_cast<int>(node.devices.size());
+  for (int g = 0; g < n; ++g) {
+    const Device& d = node.devices[g];
+    if (!d.healthy || !SortMatches(d, demand)) continue;
+    ++sort_matching;
+    if (const Rule rule = FailedRule(d, demand); rule != Rule::kNone) {
+      ++refused[static_cast<int>(rule)];
+      continue;
+    }
+    ++matching;
+    largest_capacity = std::max(largest_capacity, DeviceUsableMiB(d, o));
+    if (demand.mem == 0 || DeviceUsableMiB(d, o) >= demand.mem) ++large_enough;
+    largest_free = std::max(largest_free, free[g]);
+    bool ok = TakesExclusively(d, demand) ? empty[g] && (demand.mem == 0 || free[g] >= demand.mem)
+                                          : free[g] >= demand.mem;
+    if (ok) ++usable_now;
+  }
+  if (sort_matching == 0) return Verdict::Reject(RejectReason::kNoMatchingDevice, true, 0, 0, DescribeSort(demand));
+  const std::string rules = DescribeRules(refused, demand);
+  if (matching == 0) {
+    return Verdict::Reject(RejectReason::kExcludedByRule, true, 0, 0, "no device left for " + DescribeSort(demand) + ": " + rules);
+  }
+  if (large_enough == 0) return Verdict::Reject(RejectReason::kDeviceTooSmall, true, demand.mem, largest_capacity);
+  if (large_enough < demand.count) {
+    return Verdict::Reject(RejectReason::kTooFewMatchingDevices, true, demand.count, large_enough,
+                           DescribeSort(demand) + (rules.empty() ? "" : " (" + rules + ")"));
+  }
+  if (demand.mem == 0) return Verdict::Reject(RejectReason::kInsufficientEmptyDevices, false, demand.count, usable_now);
+  if (demand.count == 1) return Verdict::Reject(RejectReason::kInsufficientDeviceMemory, false, demand.mem, largest_free);
+  return Verdict::Reject(RejectReason::kInsufficientDevices, false, demand.count, usable_now,
+                         std::to_string(demand.mem) + " MiB");
+}
+
+// Largest demands first (whole devices, then by memory), app containers before init ones:
+// the hardest to place chooses first, like best-fit decreasing. Returns how many of `order`
+// are used.
+constexpr int kMaxContainers = 64;
+int ContainerOrder(const PodRequest& pod, std::array<int, kMaxContainers>& order) {
+  const int containers = std::min<int>(static_cast<int>(pod.containers.size()), kMaxContainers);
+  for (int i = 0; i < containers; ++i) order[i] = i;
+  if (containers > 1) {
+    std::sort(order.begin(), order.begin() + containers, [&](int a, int b) {
+      const auto& ca = pod.containers[a];
+      const auto& cb = pod.containers[b];
+      if (ca.init != cb.init) return !ca.init;
+      auto key = [](const ContainerRequest& c) {
+        return c.mem_per_device_mib == 0 ? std::numeric_limits<MiB>::max() : c.mem_per_device_mib;
+      };
+      if (key(ca) != key(cb)) return key(ca) > key(cb);
+      return a < b;
+    });
+  }
+  return containers;
+}
+
+// One candidate device for one pick, and what taking it costs.
+struct Pick {
+  int slot = -1;  // -1: no device can take the demand
+  double cost = 0;
+  double fgd_delta = 0;
+  int64_t loss = 0;
+  double loss_mib = 0;
+  MiB new_free = 0;
+};
+
+// The node as the pod's picks so far leave it, and the costs they add up to. Lives on the
+// stack: the hot loop allocates nothing per node. Only the first n device entries and cols.n
+// spec entries of its arrays are used; they are left uninitialised beyond that so a node costs
+// what it has, not what the maximum is.
+class TentativePlacement {
+ public:
+  TentativePlacement(const EvaluationInputs& in, NodeEvaluation& out);
+  // Places one container. False when it cannot: out.verdict says why and the placement is empty.
+  bool PlaceContainer(const ContainerRequest& c, ContainerPlacement* cp);
+  // Sets out.cost (and FGD's fill, reservation and completion costs) for the whole placement.
+  void FinishCost();
+
+ private:
+  void StartFgd();
+  bool ReuseHeldDevices(const ContainerRequest& c, const Demand& demand, ContainerPlacement* cp) const;
+  Pick BestDevice(const Demand& demand, const std::array<bool, kMaxDevicesPerNode>& taken) const;
+  bool SameStateSeen(const std::array<int, kMaxDevicesPerNode>& seen, int seen_n, int g, const Demand& demand,
+                     bool exclusive) const;
+  Pick Candidate(int g, const Demand& demand, bool exclusive, DeltaEvaluator& delta) const;
+  void Take(const Pick& pick, const Demand& demand, ContainerPlacement* cp);
+  void TakeFgd(const Pick& pick);
+  void TakeFill(const Pick& pick);
+  double FillCost() const;
+
+  const Node& node_;
+  const NodeSummary& sum_;
+  const PodRequest& pod_;
+  const Columns& cols_;
+  const PlacementOptions& options_;
+  const CompletionValue& completion_;
+  NodeEvaluation& out_;
+  const int n_;
+  // The pod may choose its own device and node policies (gpupack.io/device-policy, node-policy);
+  // FGD's tallies are kept when either is FGD. Without an override both are the cluster's.
+  const PolicyKind device_kind_;
+  const PolicyKind node_kind_;
+  const bool fgd_;
+  WorkState st_;
+  std::array<bool, kMaxDevicesPerNode> pod_holds_;  // devices this pod already got
+  std::array<MiB, kMaxDevicesPerNode> pod_cap_;     // the pod's cap on each such device
+  // The per-spec tallies start as the summary's; copied into st_ only when a pick changes them.
+  const int16_t* tally_usable_;
+  const MiB* tally_unusable_;
+  uint64_t cpu_short_ = 0;
+  // FGD cost = (F after the pod's CPU) − F + Σ ΔF of each device pick. The CPU part is zero
+  // unless the pod's CPU pushes the node below some spec's CPU.
+  double fgd_cost_ = 0;
+  uint64_t feasible_ = 0;
+  // The fill tallies after the picks so far; copied from the summary at the first pick (on the
+  // fast path below, only those of the specs in multi_whole_).
+  std::array<int32_t, kMaxTypicalSpecs> fill_empty_devices_;
+  std::array<MiB, kMaxTypicalSpecs> fill_usable_free_;
+  const int32_t* fill_empty_devices_now_;
+  const MiB* fill_usable_free_now_;
+  MiB fill_total_free_;
+  // Usable memory only shrinks with picks, so CPU and host memory ample for the node as it is
+  // stay ample after: then U_n(m) is the usable memory itself, F̂ = W·R − Σ_m p_m·U_n(m), and ΔF̂
+  // needs no tallies, only Σ p_m·Δusable_m (FillPick) — except for whole specs of several
+  // devices, whose usable memory rounds down to whole copies: only their tallies are followed.
+  bool fill_fast_ = false;
+  const uint64_t multi_whole_;
+  bool multi_whole_tallied_ = false;
+  double fill_used_delta_ = 0;
+  const bool with_completion_;
+  double completion_loss_ = 0;
+  const bool constrained_;
+  int picks_left_ = 0;
+};
+
+TentativePlacement::TentativePlacement(const EvaluationInputs& in, NodeEvaluation& out)
+    : node_(in.node),
+      sum_(in.sum),
+      pod_(in.pod),
+      cols_(in.cols),
+      options_(in.options),
+      completion_(in.completion),
+      out_(out),
+      n_(in.sum.device_count),
+      device_kind_(in.pod.device_policy.value_or(in.policy_kind)),
+      node_kind_(in.pod.node_policy.value_or(in.policy_kind)),
+      fgd_(device_kind_ == PolicyKind::kFgd || node_kind_ == PolicyKind::kFgd),
+      tally_usable_(in.sum.usable.data()),
+      tally_unusable_(in.sum.unusable_free.data()),
+      fill_empty_devices_now_(in.sum.fill_empty_devices.data()),
+      fill_usable_free_now_(in.sum.fill_usable_free.data()),
+      fill_total_free_(in.sum.total_free),
+      multi_whole_(in.multi_whole),
+      with_completion_(device_kind_ == PolicyKind::kFgd && !in.completion.empty()),
+      constrained_(!DemandOfContainer(in.pod, ContainerRequest{}).Unconstrained()) {
+  for (int g = 0; g < n_; ++g) {
+    pod_holds_[g] = false;
+    pod_cap_[g] = 0;
+    st_.free[g] = sum_.devices[g].free;
+    st_.empty[g] = sum_.devices[g].empty;
+  }
+  st_.total_free = sum_.total_free;
+  st_.free_cpu = sum_.free_cpu_milli < 0 ? -1 : sum_.free_cpu_milli - pod_.cpu_milli;
+  st_.free_mem = sum_.free_memory_bytes < 0 ? -1 : sum_.free_memory_bytes - pod_.memory_bytes;
+  cpu_short_ = fgd_ ? CpuShortMask(cols_, cols_.cpu, st_.free_cpu, in.max_cpu) : 0;
+  if (fgd_) StartFgd();
+  fill_fast_ = (st_.free_cpu < 0 || st_.free_cpu >= sum_.fill_cpu_ample) &&
+               (st_.free_mem < 0 || st_.free_mem >= sum_.fill_memory_ample);
+  for (const auto& c : pod_.containers) picks_left_ += c.device_count;
+}
+
+// F's change from the pod's CPU alone, before any device pick.
+void TentativePlacement::StartFgd() {
+  if (cpu_short_ != sum_.cpu_short) {
+    WorkState cpu_only;  // the node's devices as they are, with the pod's CPU taken
+    std::copy_n(sum_.usable.begin(), cols_.n, cpu_only.usable.begin());
+    std::copy_n(sum_.unusable_free.begin(), cols_.n, cpu_only.unusable_free.begin());
+    cpu_only.total_free = sum_.total_free;
+    fgd_cost_ = Fragmentation(cols_, cpu_only, cpu_short_) - sum_.fragmentation;
+  }
+  feasible_ = sum_.satisfied & ~cpu_short_;
+}
+
+bool TentativePlacement::PlaceContainer(const ContainerRequest& c, ContainerPlacement* cp) {
+  const Demand demand = DemandOfContainer(pod_, c);
+  std::array<bool, kMaxDevicesPerNode> taken;
+  std::fill_n(taken.begin(), n_, false);
+  if (c.init && ReuseHeldDevices(c, demand, cp)) return true;
+
+  // Only the device columns are needed to explain a failure, as the container found them. Its
+  // own picks change them only before its later rounds: copy them only for a container that
+  // picks several devices (most pick one).
+  std::array<MiB, kMaxDevicesPerNode> free_copy;
+  std::array<bool, kMaxDevicesPerNode> empty_copy;
+  const MiB* free_before = st_.free.data();
+  const bool* empty_before = st_.empty.data();
+  if (c.device_count > 1) {
+    std::copy_n(st_.free.begin(), n_, free_copy.begin());
+    std::copy_n(st_.empty.begin(), n_, empty_copy.begin());
+    free_before = free_copy.data();
+    empty_before = empty_copy.data();
+  }
+  for (int round = 0; round < c.device_count; ++round) {
+    const Pick pick = BestDevice(demand, taken);
+    if (pick.slot < 0) {
+      // Report the shortage as the container found the node, not after its own partial picks.
+      out_.verdict = ShortageVerdict(node_, free_before, empty_before, demand, options_);
+      out_.placement.containers.clear();
+      return false;
+    }
+    Take(pick, demand, cp);
+    taken[pick.slot] = true;
+  }
+  return true;
+}
+
+// An init container reuses devices the pod already holds when k of them carry enough of the
+// pod's cap. True when it did (and `cp`, if any, names them).
+bool TentativePlacement::ReuseHeldDevices(const ContainerRequest& c, const Demand& demand,
+                                          ContainerPlacement* cp) const {
+  std::array<int, kMaxDevicesPerNode> held;
+  int held_n = 0;
+  for (int g = 0; g < n_; ++g) {
+    if (!pod_holds_[g] || !SortMatches(node_.devices[g], demand)) continue;
+    const bool ok = c.mem_per_device_mib == 0 ? pod_cap_[g] >= DeviceUsableMiB(node_.devices[g], options_)
+                                              : pod_cap_[g] >= c.mem_per_device_mib;
+    if (ok) held[held_n++] = g;
+  }
+  if (held_n < c.device_count) return false;
+  if (cp != nullptr) {
+    cp->within_pod_devices = true;
+    cp->mem_per_device_mib = c.mem_per_device_mib;
+    for (int i = 0; i < c.device_count; ++i) {
+      cp->device_slots.push_back(held[i]);
+      if (c.mem_per_device_mib == 0) cp->mem_per_device_mib = std::max(cp->mem_per_device_mib, pod_cap_[held[i]]);
+    }
+  }
+  return true;
+}
+
+// The device the next pick takes: the least completion loss, then the least cost; the first
+// such device in slot order.
+Pick TentativePlacement::BestDevice(const Demand& demand, const std::array<bool, kMaxDevicesPerNode>& taken) const {
+  DeltaEvaluator delta(cols_, sum_, st_, tally_usable_, tally_unusable_, cpu_short_, feasible_);
+  Pick best;
+  // Devices in identical states give identical costs: evaluate each state once.
+  std::array<int, kMaxDevicesPerNode> seen;
+  int seen_n = 0;
+  for (int g = 0; g < n_; ++g) {
+    if (taken[g]) continue;
+    // Unconstrained demands never read the Device: the summary has all they need (an
+    // unhealthy device has no free memory and is never empty).
+    if (constrained_ && !Allowed(node_.devices[g], demand)) continue;
+    const bool exclusive = constrained_ ? TakesExclusively(node_.devices[g], demand) : demand.mem == 0;
+    if (exclusive) {
+      if (!st_.empty[g] || (demand.mem > 0 && st_.free[g] < demand.mem)) continue;
+    } else if (st_.free[g] < demand.mem) {
+      continue;
+    }
+    if (SameStateSeen(seen, seen_n, g, demand, exclusive)) continue;
+    seen[seen_n++] = g;
+    const Pick candidate = Candidate(g, demand, exclusive, delta);
+    if (best.slot < 0 || candidate.loss < best.loss || (candidate.loss == best.loss && candidate.cost < best.cost)) {
+      best = candidate;
+    }
+  }
+  return best;
+}
+
+bool TentativePlacement::SameStateSeen(const std::array<int, kMaxDevicesPerNode>& seen, int seen_n, int g,
+                                       const Demand& demand, bool exclusive) const {
+  bool duplicate = false;
+  for (int i = 0; i < seen_n && !duplicate; ++i) {
+    // Cost depends only on (free, empty, spec match) and whether the pick is exclusive.
+    const int h = seen[i];
+    duplicate = st_.free[h] == st_.free[g] && st_.empty[h] == st_.empty[g] &&
+                sum_.devices[h].spec_match == sum_.devices[g].spec_match &&
+                sum_.devices[h].completion_table == sum_.devices[g].completion_table &&
+                exclusive == (constrained_ ? TakesExclusively(node_.devices[h], demand) : demand.mem == 0);
+  }
+  return duplicate;
+}
+
+// What taking device g costs under the pod's device policy.
+Pick TentativePlacement::Candidate(int g, const Demand& demand, bool exclusive, DeltaEvaluator& delta) const {
+  Pick p;
+  p.slot = g;
+  p.new_free = exclusive ? 0 : st_.free[g] - demand.mem;
+  if (fgd_) p.fgd_delta = delta.Delta(g, p.new_free);
+  if (device_kind_ == PolicyKind::kFgd) {
+    p.cost = p.fgd_delta;
+    // An exclusive pick takes the whole device, whatever the slices on offer: no loss to
+    // rank by (across device sizes it would only prefer the smallest device, against
+    // the pods pinned to it, which the reservation prices later in the ranking).
+    if (with_completion_ && !exclusive) {
+      p.loss_mib = completion_.Loss(sum_.devices[g].completion_table, st_.free[g], p.new_free);
+      // Whole MiB: distinct losses differ by far more, equal ones by float noise only.
+      p.loss = static_cast<int64_t>(std::floor(p.loss_mib + 1e-6));
+    }
+  } else if (device_kind_ == PolicyKind::kBinpack) {
+    p.cost = static_cast<double>(p.new_free);  // best fit: least left over
+  } else {
+    p.cost = -static_cast<double>(p.new_free);  // worst fit: most left over
+  }
+  return p;
+}
+
+void TentativePlacement::Take(const Pick& pick, const Demand& demand, ContainerPlacement* cp) {
+  const int best = pick.slot;
+  --picks_left_;
+  if (fgd_) {
+    TakeFgd(pick);
+  } else {
+    st_.total_free += pick.new_free - st_.free[best];
+    st_.free[best] = pick.new_free;
+    st_.empty[best] = false;
+  }
+  pod_holds_[best] = true;
+  const Device& d = node_.devices[best];
+  const bool exclusive = TakesExclusively(d, demand);
+  const MiB cap = exclusive && demand.mem == 0 ? d.capacity_mib : demand.mem;
+  pod_cap_[best] += cap;
+  if (cp != nullptr) {
+    cp->device_slots.push_back(best);
+    cp->mem_per_device_mib = cap;
+    cp->exclusive = exclusive;
+  }
+}
+
+// FGD's tallies after a pick: its ΔF and completion loss, the fill tallies, and the per-spec
+// state that later picks' ΔF reads.
+void TentativePlacement::TakeFgd(const Pick& pick) {
+  const int best = pick.slot;
+  fgd_cost_ += pick.fgd_delta;
+  completion_loss_ += pick.loss_mib;
+  TakeFill(pick);
+  fill_total_free_ += pick.new_free - st_.free[best];
+  // The state only matters for later picks.
+  if (picks_left_ <= 0) return;
+  if (tally_usable_ != st_.usable.data()) {
+    std::copy_n(sum_.usable.begin(), cols_.n, st_.usable.begin());
+    std::copy_n(sum_.unusable_free.begin(), cols_.n, st_.unusable_free.begin());
+    tally_usable_ = st_.usable.data();
+    tally_unusable_ = st_.unusable_free.data();
+  }
+  ChangeDevice(cols_, sum_, st_, best, pick.new_free);
+  feasible_ = 0;
+  for (int m = 0; m < cols_.n; ++m) {
+    feasible_ |= static_cast<uint64_t>(!((cpu_short_ >> m) & 1) && st_.usable[m] >= cols_.count[m]) << m;
+  }
+}
+
+void TentativePlacement::TakeFill(const Pick& pick) {
+  const int best = pick.slot;
+  const uint64_t match = sum_.devices[best].spec_match;
+  if (fill_fast_) {
+    fill_used_delta_ += FillPick(cols_, match & ~multi_whole_, st_.free[best], st_.empty[best], pick.new_free,
+                                 nullptr, nullptr);
+    if ((match & multi_whole_) != 0) {
+      if (!multi_whole_tallied_) {
+        for (uint64_t bits = multi_whole_; bits != 0; bits &= bits - 1) {
+          const int m = std::countr_zero(bits);
+          fill_empty_devices_[m] = sum_.fill_empty_devices[m];
+          fill_usable_free_[m] = sum_.fill_usable_free[m];
+        }
+        multi_whole_tallied_ = true;
+      }
+      FillPick(cols_, match & multi_whole_, st_.free[best], st_.empty[best], pick.new_free,
+               fill_empty_devices_.data(), fill_usable_free_.data());
+    }
+  } else {
+    if (fill_empty_devices_now_ != fill_empty_devices_.data()) {
+      std::copy_n(sum_.fill_empty_devices.begin(), cols_.n_device, fill_empty_devices_.begin());
+      std::copy_n(sum_.fill_usable_free.begin(), cols_.n_device, fill_usable_free_.begin());
+      fill_empty_devices_now_ = fill_empty_devices_.data();
+      fill_usable_free_now_ = fill_usable_free_.data();
+    }
+    FillPick(cols_, match, st_.free[best], st_.empty[best], pick.new_free, fill_empty_devices_.data(),
+             fill_usable_free_.data());
+  }
+}
+
+// ΔF̂ of the whole placement.
+double TentativePlacement::FillCost() const {
+  if (!fill_fast_) {
+    return FillFragmentation(cols_, fill_empty_devices_now_, fill_usable_free_now_, st_.free_cpu, st_.free_mem,
+                             fill_total_free_) -
+           sum_.fill_fragmentation;
+  }
+  double fill_used_delta = fill_used_delta_;
+  for (uint64_t bits = multi_whole_tallied_ ? multi_whole_ : 0; bits != 0; bits &= bits - 1) {
+    const int m = std::countr_zero(bits);
+    fill_used_delta +=
+        cols_.weight[m] *
+        static_cast<double>(WholeCopiesFree(fill_usable_free_[m], fill_empty_devices_[m], cols_.count[m]) -
+                            WholeCopiesFree(sum_.fill_usable_free[m], sum_.fill_empty_devices[m], cols_.count[m]));
+  }
+  return cols_.total_weight * static_cast<double>(fill_total_free_ - sum_.total_free) - fill_used_delta;
+}
+
+void TentativePlacement::FinishCost() {
+  if (node_kind_ == PolicyKind::kFgd) {
+    out_.cost = fgd_cost_;
+    out_.fill_cost = FillCost();
+    out_.reservation_cost = sum_.reservation_tightness * static_cast<double>(sum_.total_free - fill_total_free_);
+    out_.completion_loss = completion_loss_;
+  } else if (!pod_.WantsDevices()) {
+    out_.cost = 0;  // CPU-only pods: neutral under the simple policies
+  } else {
+    // With FGD tallies the state stops tracking after the last pick; the fill tally does not.
+    const MiB total_after = fgd_ ? fill_total_free_ : st_.total_free;
+    out_.cost = node_kind_ == PolicyKind::kBinpack ? static_cast<double>(total_after) : -static_cast<double>(total_after);
+  }
+}
+
+}  // namespace
+
+NodeEvaluation EvaluatePlacement(const EvaluationInputs& in, bool want_placement) {
+  NodeEvaluation out;
+  out.verdict = NodeVerdict(in.node, in.sum, in.pod);
+  if (!out.verdict.fits()) return out;
+  TentativePlacement tentative(in, out);
+  std::array<int, kMaxContainers> order;
+  const int containers = ContainerOrder(in.pod, order);
+  if (want_placement) out.placement.containers.resize(containers);
+  for (int oi = 0; oi < containers; ++oi) {
+    const ContainerRequest& c = in.pod.containers[order[oi]];
+    ContainerPlacement* cp = want_placement ? &out.placement.containers[oi] : nullptr;
+    if (cp != nullptr) {
+      cp->container = c.name;
+      cp->container_index = c.index;
+      cp->init = c.init;
+    }
+    if (!tentative.PlaceContainer(c, cp)) return out;
+  }
+  tentative.FinishCost();
+  out.verdict = Verdict::Fits();
+  return out;
+}
+
+}  // namespace gpupack::placement

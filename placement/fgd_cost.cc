@@ -1,0 +1,52 @@
+#include "placement/fgd_cost.h"
+
+namespace gpupack::placement {
+
+double FillFragmentation(const Columns& c, const int32_t* empty_devices, const MiB* usable_free, int64_t free_cpu,
+                         int64_t free_memory, MiB total_free) {
+  double f = 0;
+  for (int m = 0; m < c.n; ++m) {
+    MiB used = 0;
+    if (m < c.n_device && usable_free[m] > 0) {
+      // Copies of m the CPU and the host memory can feed; without a limit, as many as the devices hold.
+      int64_t fed = free_cpu >= 0 && c.cpu[m] > 0 ? FloorDiv(free_cpu, c.inv_cpu[m]) : int64_t{1} << 40;
+      if (free_memory >= 0 && c.host_memory[m] > 0) fed = std::min(fed, FloorDiv(free_memory, c.inv_host_memory[m]));
+      if (c.mem[m] > 0) {
+        used = std::min<MiB>(usable_free[m], fed * c.count[m] * c.mem[m]);
+      } else {
+        // Whole devices: k copies take k·count of the empty devices, each with its free memory.
+        const int64_t devices = std::min<int64_t>(empty_devices[m] / c.count[m], fed) * c.count[m];
+        used = usable_free[m] * devices / empty_devices[m];
+      }
+    }
+    f += c.weight[m] * static_cast<double>(total_free - std::min(used, total_free));
+  }
+  return f;
+}
+
+MiB WholeCopiesFree(MiB usable_free, int32_t empty_devices, int32_t count) {
+  if (usable_free <= 0 || empty_devices <= 0) return 0;
+  return usable_free * ((empty_devices / count) * count) / empty_devices;
+}
+
+int64_t FillAmple(const Columns& c, const int32_t* empty_devices, const MiB* usable_free, const int64_t* need) {
+  int64_t ample = 0;
+  for (int m = 0; m < c.n_device; ++m) {
+    if (need[m] <= 0 || usable_free[m] <= 0) continue;
+    const int64_t copies = c.mem[m] > 0 ? (usable_free[m] + c.count[m] * c.mem[m] - 1) / (c.count[m] * c.mem[m])
+                                        : empty_devices[m] / c.count[m];
+    ample = std::max(ample, copies * need[m]);
+  }
+  return ample;
+}
+
+double Fragmentation(const Columns& c, const WorkState& st, uint64_t cpu_short) {
+  double f = 0;
+  for (int m = 0; m < c.n; ++m) {
+    const bool infeasible = ((cpu_short >> m) & 1) || st.usable[m] < c.count[m];
+    f += c.weight[m] * static_cast<double>(infeasible ? st.total_free : st.unusable_free[m]);
+  }
+  return f;
+}
+
+}  // namespace gpupack::placement

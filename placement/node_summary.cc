@@ -1,0 +1,147 @@
+#include "placement/node_summary.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "placement/demand.h"
+#include "placement/fgd_cost.h"
+#include "placement/policy.h"
+
+namespace gpupack::placement {
+
+MiB DeviceUsableMiB(const Device& d, const PlacementOptions& o) {
+  return std::max<MiB>(0, d.capacity_mib - o.reserve_mib_per_device);
+}
+
+MiB DeviceFreeMiB(const Device& d, const PlacementOptions& o) {
+  if (!InPool(d)) return 0;
+  MiB caps = 0;
+  for (const auto& s : d.shares) {
+    if (s.exclusive) return 0;
+    caps += s.mem_mib;
+  }
+  MiB foreign = 0;
+  if (o.count_foreign_usage) foreign = std::max<MiB>(0, d.used_mib - caps - o.reserve_mib_per_device);
+  return std::max<MiB>(0, d.capacity_mib - o.reserve_mib_per_device - caps - foreign);
+}
+
+bool CanHost(const Node& node, const TypicalSpec& spec, const PlacementOptions& options) {
+  if (node.cpu_milli >= 0 && node.cpu_milli < spec.cpu_milli) return false;
+  if (spec.device_count == 0) return true;
+  const Demand demand = DemandOfSpec(spec);
+  int matching = 0;
+  for (const Device& d : node.devices) {
+    if (!InPool(d) || !SortMatches(d, demand)) continue;
+    if (spec.mem_per_device_mib > 0 && DeviceUsableMiB(d, options) < spec.mem_per_device_mib) continue;
+    if (++matching == spec.device_count) return true;
+  }
+  return false;
+}
+
+namespace {
+
+// Bit m: the device can serve spec m at all (in the pool, of a sort the spec accepts, and large
+// enough for its slice).
+uint64_t SpecMatch(const Device& d, const std::vector<TypicalSpec>& specs, const PlacementOptions& options) {
+  uint64_t mask = 0;
+  for (int m = 0; m < static_cast<int>(specs.size()); ++m) {
+    const TypicalSpec& s = specs[m];
+    if (s.device_count == 0 || !InPool(d)) continue;
+    if (!SortMatches(d, DemandOfSpec(s))) continue;
+    if (s.mem_per_device_mib > 0 && DeviceUsableMiB(d, options) < s.mem_per_device_mib) continue;
+    mask |= uint64_t{1} << m;
+  }
+  return mask;
+}
+
+// Devices of one sort (model, kind, profile, size, health) match the same specs.
+bool SameSort(const Device& p, const Device& d) {
+  return p.healthy == d.healthy && p.excluded == d.excluded && p.kind == d.kind && p.capacity_mib == d.capacity_mib &&
+         p.hard_isolation == d.hard_isolation && p.model == d.model && p.mig_profile == d.mig_profile;
+}
+
+// The device slots and R_n.
+void SummarizeDevices(const Node& node, const Columns& cols, const std::vector<TypicalSpec>& specs,
+                      const PlacementOptions& options, const CompletionValue& completion, NodeSummary& sum) {
+  auto& slots = sum.devices;
+  for (int g = 0; g < sum.device_count; ++g) {
+    const Device& d = node.devices[g];
+    NodeSummary::DeviceSlot& slot = slots[g];
+    slot.free = DeviceFreeMiB(d, options);
+    slot.empty = InPool(d) && d.shares.empty() && slot.free == DeviceUsableMiB(d, options);
+    sum.total_free += slot.free;
+    slot.completion_table = static_cast<int16_t>(completion.TableFor(DeviceUsableMiB(d, options)));
+    slot.fractional_fit =
+        static_cast<int8_t>(std::upper_bound(cols.mem, cols.mem + cols.n_fractional, slot.free) - cols.mem);
+    // A node's GPUs are usually identical, so compute the mask once per sort.
+    slot.spec_match = g > 0 && SameSort(node.devices[g - 1], d) ? slots[g - 1].spec_match : SpecMatch(d, specs, options);
+  }
+}
+
+// q_n(m), the free memory no device of spec m can use, and which specs are satisfied.
+void SummarizeSpecs(const Columns& cols, NodeSummary& sum) {
+  const auto& slots = sum.devices;
+  for (int m = 0; m < cols.n; ++m) {
+    int16_t usable = 0;
+    MiB unusable = 0;
+    for (int g = 0; g < sum.device_count; ++g) {
+      const bool ok = ((slots[g].spec_match >> m) & 1) && UsableFor(cols.mem[m], slots[g].free, slots[g].empty);
+      if (ok) ++usable; else unusable += slots[g].free;
+    }
+    sum.usable[m] = usable;
+    sum.unusable_free[m] = unusable;
+    sum.satisfied |= static_cast<uint64_t>(usable >= cols.count[m]) << m;
+  }
+}
+
+// The fill fragmentation's tallies, F̂_n(M) and the CPU from which it stops depending on CPU.
+void SummarizeFill(const Columns& cols, NodeSummary& sum) {
+  const auto& slots = sum.devices;
+  for (int g = 0; g < sum.device_count; ++g) {
+    FillPick(cols, slots[g].spec_match, 0, false, slots[g].free, sum.fill_empty_devices.data(),
+             sum.fill_usable_free.data());
+    if (!slots[g].empty) continue;
+    for (int m = cols.n_fractional; m < cols.n_device; ++m) {
+      if (!((slots[g].spec_match >> m) & 1)) continue;
+      ++sum.fill_empty_devices[m];
+      sum.fill_usable_free[m] += slots[g].free;
+    }
+  }
+  sum.fill_fragmentation = FillFragmentation(cols, sum.fill_empty_devices.data(), sum.fill_usable_free.data(),
+                                             sum.free_cpu_milli, sum.free_memory_bytes, sum.total_free);
+  sum.fill_cpu_ample = FillAmple(cols, sum.fill_empty_devices.data(), sum.fill_usable_free.data(), cols.cpu);
+  sum.fill_memory_ample = FillAmple(cols, sum.fill_empty_devices.data(), sum.fill_usable_free.data(), cols.host_memory);
+}
+
+}  // namespace
+
+NodeSummary Policy::Summarize(const Node& node) const {
+  const Columns cols = ColumnsView();
+  NodeSummary sum;
+  const int n = std::min<int>(static_cast<int>(node.devices.size()), kMaxDevicesPerNode);
+  sum.device_count = n;
+  sum.stale = !node.stale_reason.empty();
+  SummarizeDevices(node, cols, workload_.specs, options_, completion_, sum);
+  SummarizeSpecs(cols, sum);
+  sum.free_cpu_milli = node.cpu_milli < 0 ? -1 : std::max<int64_t>(0, node.cpu_milli - node.requested_cpu_milli);
+  sum.free_memory_bytes =
+      node.memory_bytes < 0 ? -1 : std::max<int64_t>(0, node.memory_bytes - node.requested_memory_bytes);
+  WorkState st;
+  st.usable = sum.usable;
+  st.unusable_free = sum.unusable_free;
+  st.total_free = sum.total_free;
+  sum.cpu_short = CpuShortMask(cols, columns_.cpu.data(), sum.free_cpu_milli, columns_.max_cpu);
+  if (n > 0) {
+    sum.prefix_mask = sum.devices[0].spec_match;
+    const uint64_t bits = sum.prefix_mask & sum.satisfied & ~sum.cpu_short;
+    for (int m = 0; m < cols.n_fractional; ++m) {
+      sum.satisfied_prefix[m + 1] = sum.satisfied_prefix[m] + (((bits >> m) & 1) ? cols.weight[m] : 0.0);
+    }
+  }
+  sum.fragmentation = Fragmentation(cols, st, sum.cpu_short);
+  SummarizeFill(cols, sum);
+  sum.reservation_tightness = reservation_.Tightness(node);
+  return sum;
+}
+
+}  // namespace gpupack::placement

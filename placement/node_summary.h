@@ -1,0 +1,71 @@
+// Free device memory and the per-node summary a Policy precomputes for its typical workload
+// (Policy::Summarize, defined in node_summary.cc): what Score reads instead of the Node.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "placement/vocabulary.h"
+#include "placement/workload.h"
+
+namespace gpupack::placement {
+
+struct PlacementOptions {
+  MiB reserve_mib_per_device = 0;  // kept free on every device (driver / context overhead)
+  bool count_foreign_usage = true; // live usage beyond the caps reduces free memory
+};
+
+// Free memory of a device: capacity − Σ caps − reserve − max(0, live usage − Σ caps), floored at
+// 0; a device held exclusively or unhealthy has none.
+MiB DeviceFreeMiB(const Device& device, const PlacementOptions& options);
+// A device's capacity less the reserve, floored at 0: its free memory when nothing holds it.
+MiB DeviceUsableMiB(const Device& device, const PlacementOptions& options);
+
+// Whether the node, were it empty, could host one pod of the spec: enough allocatable CPU and
+// enough healthy devices of a matching sort with the usable capacity the spec asks for. The
+// static part of the fit, which capacity reservation (reservation.h) groups nodes by.
+bool CanHost(const Node& node, const TypicalSpec& spec, const PlacementOptions& options);
+
+// Per-node precomputation against a policy's typical workload (FGD's F_n(M) ingredients).
+// Laid out for Score, which reads every node's summary once per pod and finds few of them in a
+// cache (5,000 summaries are far larger than L2): the scalars first, then one slot per device
+// with everything Score reads about it, so a node of 8 devices is a handful of cache lines, not
+// one line per per-device array.
+struct NodeSummary {
+  int device_count = 0;
+  bool stale = false;  // node.stale_reason is set: Score reads the Node only to explain it
+  MiB total_free = 0;                              // R_n
+  int64_t free_cpu_milli = -1;                     // -1 = unlimited
+  int64_t free_memory_bytes = -1;
+  uint64_t satisfied = 0;  // bit m: at least count_m devices can hold spec m (CPU not considered)
+  uint64_t cpu_short = 0;  // bit m: the node's free CPU is below spec m's
+  // For the first device's match mask: satisfied_prefix[i] = Σ weight of fractional specs j < i
+  // that the mask matches and that are satisfied (devices and CPU). FGD's per-pick delta needs
+  // it; precomputing it here keeps it off the per-pod path.
+  uint64_t prefix_mask = 0;
+  int64_t fill_cpu_ample = 0;  // free CPU from which no device spec is CPU-limited in F̂
+  int64_t fill_memory_ample = 0;  // free host memory from which none is memory-limited in F̂
+  double fragmentation = 0;                        // F_n(M) in MiB
+  double fill_fragmentation = 0;                   // F̂_n(M) in MiB
+  double reservation_tightness = 0;  // the policy's CapacityReservation::Tightness(node)
+  struct DeviceSlot {
+    MiB free = 0;
+    uint64_t spec_match = 0;  // bit m: the device can serve spec m at all
+    // The policy's CompletionValue table for the device's capacity (-1: none).
+    int16_t completion_table = 0;
+    // How many fractional specs (the memory-sorted prefix) the device's free memory could hold.
+    int8_t fractional_fit = 0;
+    bool empty = false;  // healthy, in the pool, no shares, no foreign use
+  };
+  std::array<int16_t, kMaxTypicalSpecs> usable{};  // q_n(m): devices with room for spec m
+  std::array<DeviceSlot, kMaxDevicesPerNode> devices{};  // the first device_count are used
+  std::array<double, kMaxTypicalSpecs + 1> satisfied_prefix{};
+  std::array<MiB, kMaxTypicalSpecs> unusable_free{};// Σ free of devices that cannot hold spec m
+  // The fill fragmentation's ingredients (NodeEvaluation::fill_cost), per device spec m: the free
+  // memory m could use, CPU aside (fractional: Σ free of the matching devices that hold one;
+  // whole: Σ free of the matching empty devices), and for whole specs how many such devices.
+  std::array<MiB, kMaxTypicalSpecs> fill_usable_free{};
+  std::array<int32_t, kMaxTypicalSpecs> fill_empty_devices{};
+};
+
+}  // namespace gpupack::placement
