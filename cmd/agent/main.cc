@@ -13,6 +13,7 @@
 #include "agent/kube_sink.h"
 #include "agent/run_loop.h"
 #include "common/build_info.h"
+#include "common/cli.h"
 #include "common/log.h"
 #include "common/stop_signals.h"
 #include "kube/config.h"
@@ -23,10 +24,7 @@ namespace {
 
 using namespace gpupack;
 
-int Fail(const std::string& message) {
-  std::fprintf(stderr, "gpupack-agent: %s\n", message.c_str());
-  return 2;
-}
+int Fail(const std::string& message) { return gpupack::FailStartup("gpupack-agent", message); }
 
 // One pass for --once; exit status 1 when discovery fails.
 int RunOnePass(agent::Agent& pass, const std::string& node_name, bool print) {

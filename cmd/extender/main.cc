@@ -11,6 +11,7 @@
 
 #include "translate/cluster_file.h"
 #include "common/build_info.h"
+#include "common/cli.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/stop_signals.h"
@@ -44,10 +45,7 @@ constexpr const char* kUsage = R"(usage: gpupack-extender [--standalone-cluster 
 Verbs: POST {prefix}/filter, /prioritize, /bind, /preempt (kube-scheduler extender v1).
 )";
 
-int Fail(const std::string& message) {
-  std::fprintf(stderr, "gpupack-extender: %s\n", message.c_str());
-  return 2;
-}
+int Fail(const std::string& message) { return gpupack::FailStartup("gpupack-extender", message); }
 
 }  // namespace
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cli.h"
 #include "sim/compare.h"
 #include "sim/flags.h"
 #include "sim/inputs.h"
@@ -15,10 +16,7 @@
 
 namespace {
 
-int Fail(const std::string& message) {
-  std::fprintf(stderr, "gpupack-sim: %s\n", message.c_str());
-  return 2;
-}
+int Fail(const std::string& message) { return gpupack::FailStartup("gpupack-sim", message); }
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
