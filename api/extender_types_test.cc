@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "testing/builders.h"
+
 namespace gpupack::api {
 namespace {
 
@@ -148,20 +150,10 @@ TEST(ExtenderTypes, RandomizedInputNeverCrashesTheDecoders) {
       R"({"PodName":"p","PodNamespace":"ns","PodUID":"u","Node":"n"})",
       R"({"Pod":{},"NodeNameToVictims":null,"NodeNameToMetaVictims":{"n":{"Pods":[{"UID":"u"}],"NumPDBViolations":0}}})",
   };
-  const std::string alphabet = "{}[]\":,0123456789.eE+-nulltruefalse \\u00\x01\xff";
   std::mt19937 rng(12345);
   int decoded = 0;
   for (int i = 0; i < 4000; ++i) {
-    std::string body = seeds[i % seeds.size()];
-    const int edits = 1 + static_cast<int>(rng() % 6);
-    for (int e = 0; e < edits && !body.empty(); ++e) {
-      const size_t pos = rng() % body.size();
-      switch (rng() % 3) {
-        case 0: body[pos] = alphabet[rng() % alphabet.size()]; break;
-        case 1: body.erase(pos, 1 + rng() % 4); break;
-        default: body.insert(pos, 1, alphabet[rng() % alphabet.size()]); break;
-      }
-    }
+    const std::string body = builders::MutatedBody(seeds[i % seeds.size()], rng);
     decoded += DecodeExtenderArgs(body).ok();
     decoded += DecodeBindingArgs(body).ok();
     decoded += DecodePreemptionArgs(body).ok();

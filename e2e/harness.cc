@@ -1,3 +1,5 @@
+// Long file: the e2e bed is one component; starting the processes, seeding the API server and
+// speaking kube-scheduler's protocol share its state and read best together.
 #include "e2e/harness.h"
 
 #include <httplib.h>

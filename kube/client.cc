@@ -1,3 +1,5 @@
+// Long file: one class, the API client: kubeconfig TLS setup (the only OpenSSL use in kube/) and
+// one short method per REST verb the components need.
 #include "kube/client.h"
 
 #include <httplib.h>

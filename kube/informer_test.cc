@@ -5,20 +5,13 @@
 #include <set>
 #include <thread>
 
+#include "testing/eventually.h"
 #include "testing/test_apiserver.h"
 
 namespace gpupack::kube {
 namespace {
 
-// Waits (bounded) for a condition that the informer's thread makes true; never asserts on time.
-template <typename F>
-bool Eventually(F cond) {
-  for (int i = 0; i < 2000; ++i) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return cond();
-}
+using builders::Eventually;
 
 struct Recorder {
   std::mutex mu;

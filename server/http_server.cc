@@ -1,3 +1,5 @@
+// Long file: the only file that includes Beast, on purpose (its headers stay out of every other
+// translation unit); connection handling, limits and metrics of one server.
 // Beast's string_view is std::string_view here (this is the only file that includes Beast).
 #define BOOST_BEAST_USE_STD_STRING_VIEW
 

@@ -1,3 +1,4 @@
+// Long file: the tests of one component (the HTTP server), each a socket-level scenario.
 // The server over real sockets on loopback (port 0): raw sockets where the test needs to control
 // bytes and timing (slow headers, idle connections), httplib clients elsewhere. Timeouts are
 // shortened to a few hundred milliseconds; every wait has a bound several times longer.

@@ -1,3 +1,4 @@
+// Long file: the simulator's table tests, with the arithmetic written out beside each case.
 // Unit tests of the simulator on small synthetic clusters, with the arithmetic written out.
 #include <gtest/gtest.h>
 

@@ -50,4 +50,18 @@ api::Allocation TwoContainerAllocation() {
   return a;
 }
 
+std::string MutatedBody(std::string body, std::mt19937& rng) {
+  static const std::string alphabet = "{}[]\":,0123456789.eE+-nulltruefalse \\u00\x01\xff";
+  const int edits = 1 + static_cast<int>(rng() % 6);
+  for (int e = 0; e < edits && !body.empty(); ++e) {
+    const size_t pos = rng() % body.size();
+    switch (rng() % 3) {
+      case 0: body[pos] = alphabet[rng() % alphabet.size()]; break;
+      case 1: body.erase(pos, 1 + rng() % 4); break;
+      default: body.insert(pos, 1, alphabet[rng() % alphabet.size()]); break;
+    }
+  }
+  return body;
+}
+
 }  // namespace gpupack::builders

@@ -2,6 +2,9 @@
 // known starting point.
 #pragma once
 
+#include <random>
+#include <string>
+
 #include "api/allocation.h"
 #include "api/gpunode.h"
 
@@ -16,5 +19,10 @@ api::GpuNodeStatus SampleGpuNodeStatus();
 // init container "setup" (index 0, within the pod's devices) with 10240 MiB of MIG-x (1g.10gb on
 // GPU-c).
 api::Allocation TwoContainerAllocation();
+
+// `body` after 1 to 6 random edits (replace, erase 1-4 bytes, insert), drawn from JSON's
+// punctuation, digits, literals' letters and a few bytes that are never valid: the randomized
+// decoder tests' inputs. Deterministic for a given `rng` state.
+std::string MutatedBody(std::string body, std::mt19937& rng);
 
 }  // namespace gpupack::builders

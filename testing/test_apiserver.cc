@@ -1,3 +1,5 @@
+// Long file: the in-memory API server, one test double with list, watch, patch, bind and
+// resourceVersion semantics that must stay consistent with each other.
 #include "testing/test_apiserver.h"
 
 #include <httplib.h>

@@ -1,3 +1,4 @@
+// Long file: the table tests of one component (the mutating webhook).
 #include "webhook/mutator.h"
 
 #include <gtest/gtest.h>

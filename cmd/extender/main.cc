@@ -4,16 +4,14 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <condition_variable>
 #include <cstdio>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 
 #include "translate/cluster_file.h"
 #include "common/build_info.h"
+#include "common/cli.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/stop_signals.h"
@@ -24,6 +22,7 @@
 #include "scheduler/extender/backend.h"
 #include "scheduler/extender/config.h"
 #include "scheduler/extender/extender.h"
+#include "scheduler/extender/maintainer.h"
 #include "scheduler/extender/metrics.h"
 #include "scheduler/extender/routes.h"
 #include "server/http_server.h"
@@ -46,10 +45,7 @@ constexpr const char* kUsage = R"(usage: gpupack-extender [--standalone-cluster 
 Verbs: POST {prefix}/filter, /prioritize, /bind, /preempt (kube-scheduler extender v1).
 )";
 
-int Fail(const std::string& message) {
-  std::fprintf(stderr, "gpupack-extender: %s\n", message.c_str());
-  return 2;
-}
+int Fail(const std::string& message) { return gpupack::FailStartup("gpupack-extender", message); }
 
 }  // namespace
 
@@ -115,17 +111,7 @@ int main(int argc, char** argv) {
   const Clock& clock = SystemClock::Instance();
   extender::ClusterState state(policy, clock, config.heartbeat_ttl, config.tie_break_seed);
   extender::ExtenderMetrics metrics(&state, config.per_device_metrics, BuildInfo{GPUPACK_VERSION, GPUPACK_REVISION});
-  extender::ExtenderOptions options;
-  options.decisive_filter = config.decisive_filter;
-  options.band_mib = config.filter_band_mib;
-  options.decision = extender::DecisionOptionsOf(config);
-  options.neutral_non_gpu_pods = config.neutral_non_gpu_pods;
-  options.request_ratio = config.request_ratio;
-  options.max_devices_per_container = config.max_devices_per_container;
-  options.remembered_pods = static_cast<size_t>(config.remembered_pods);
-  options.remembered_ttl = config.remembered_ttl;
-  options.reservation_ttl = config.reservation_ttl;
-  extender::Extender service(state, *backend, options, clock, &metrics);
+  extender::Extender service(state, *backend, extender::ExtenderOptionsOf(config), clock, &metrics);
 
   if (Status started = backend->Start(state); !started.ok()) return Fail(started.ToString());
 
@@ -135,11 +121,7 @@ int main(int argc, char** argv) {
   // The metrics listener is a second server with only the built-in endpoints.
   std::unique_ptr<server::HttpServer> metrics_http;
   if (!config.metrics_listen.empty()) {
-    server::HttpServerOptions metrics_options = extender::ExtenderServerOptions(config, service);
-    metrics_options.worker_threads = 1;
-    metrics_options.tls_cert_file.clear();
-    metrics_options.tls_key_file.clear();
-    metrics_http = std::make_unique<server::HttpServer>(metrics_options);
+    metrics_http = std::make_unique<server::HttpServer>(extender::MetricsServerOptions(config, service));
     extender::RegisterMetrics(*metrics_http, service, metrics);
   }
   StatusOr<std::string> address = http.Start(config.listen);
@@ -155,27 +137,12 @@ int main(int argc, char** argv) {
                                  << placement::PolicyKindName(config.policy) << ", "
                                  << (flags.count("--standalone-cluster") ? "standalone" : "cluster") << ")";
 
-  std::mutex mu;
-  std::condition_variable stop_cv;
-  bool stopping = false;
-  std::thread maintenance([&] {
-    std::unique_lock lock(mu);
-    while (!stop_cv.wait_for(lock, std::chrono::seconds(5), [&] { return stopping; })) {
-      lock.unlock();
-      service.Maintain();
-      lock.lock();
-    }
-  });
+  extender::Maintainer maintainer([&service] { service.Maintain(); });
   const int received = stop_signals.Wait();
   GPUPACK_LOG(kInfo, "extender") << "signal " << received << ": draining";
-  {
-    std::lock_guard lock(mu);
-    stopping = true;
-  }
-  stop_cv.notify_all();
+  maintainer.Stop();
   http.Drain();
   if (metrics_http) metrics_http->Drain();
-  maintenance.join();
   backend->Stop();
   GPUPACK_LOG(kInfo, "extender") << "stopped";
   return 0;

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "common/build_info.h"
+#include "common/cli.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/stop_signals.h"
@@ -28,10 +29,7 @@ constexpr const char* kUsage = R"(usage: gpupack-webhook --listen HOST:PORT --tl
 Endpoints: POST /mutate (AdmissionReview admission.k8s.io/v1), GET /healthz, /readyz, /metrics.
 )";
 
-int Fail(const std::string& message) {
-  std::fprintf(stderr, "gpupack-webhook: %s\n", message.c_str());
-  return 2;
-}
+int Fail(const std::string& message) { return gpupack::FailStartup("gpupack-webhook", message); }
 
 }  // namespace
 

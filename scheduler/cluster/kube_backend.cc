@@ -1,3 +1,5 @@
+// Long file: one class (the Kubernetes backend) whose informer handlers, bind fence and ledger
+// rebuild share one lock; keeping them together keeps the lock protocol checkable in one place.
 #include "scheduler/cluster/kube_backend.h"
 
 #include <algorithm>

@@ -10,6 +10,7 @@
 #include "api/gpunode.h"
 #include "translate/pod_request.h"
 #include "common/rfc3339.h"
+#include "testing/eventually.h"
 #include "testing/test_apiserver.h"
 #include "scheduler/extender/extender.h"
 #include "scheduler/extender/metrics.h"
@@ -22,14 +23,7 @@ namespace {
 using Json = nlohmann::json;
 constexpr model::MiB kGiB = 1024;
 
-template <typename F>
-bool Eventually(F cond) {
-  for (int i = 0; i < 2000; ++i) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return cond();
-}
+using builders::Eventually;
 
 Json PodJson(const std::string& name, const std::string& gpu_memory) {
   return {{"metadata", {{"name", name}, {"namespace", "default"}}},

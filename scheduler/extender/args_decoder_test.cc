@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "testing/builders.h"
+
 namespace gpupack::extender {
 namespace {
 
@@ -82,20 +84,10 @@ TEST(ArgsDecoder, RandomizedInputNeverCrashesAndNeverDisagreesOnAcceptedBodies) 
       R"({"Pod":{"metadata":{"name":"p","uid":"u"},"spec":{"containers":[{"name":"m"}]}},"Nodes":null,"NodeNames":["a","b"]})",
       R"({"Pod":{},"Nodes":{"metadata":{},"items":[{"metadata":{"name":"a"}},{"metadata":{"name":"b"}}]},"NodeNames":null})",
   };
-  const std::string alphabet = "{}[]\":,0123456789.eE+-nulltruefalse \\u00\x01\xff";
   std::mt19937 rng(4242);
   int accepted = 0;
   for (int i = 0; i < 4000; ++i) {
-    std::string body = seeds[i % seeds.size()];
-    const int edits = 1 + static_cast<int>(rng() % 6);
-    for (int e = 0; e < edits && !body.empty(); ++e) {
-      const size_t pos = rng() % body.size();
-      switch (rng() % 3) {
-        case 0: body[pos] = alphabet[rng() % alphabet.size()]; break;
-        case 1: body.erase(pos, 1 + rng() % 4); break;
-        default: body.insert(pos, 1, alphabet[rng() % alphabet.size()]); break;
-      }
-    }
+    const std::string body = builders::MutatedBody(seeds[i % seeds.size()], rng);
     StatusOr<api::ExtenderArgs> got = DecodeExtenderArgsFast(body);
     if (!got.ok()) continue;
     ++accepted;

@@ -1,3 +1,5 @@
+// Long file: the extender's ledger and node views; the lock order (cluster_state.h) is easier to
+// check with every locked path in one file.
 #include "scheduler/extender/cluster_state.h"
 
 #include <algorithm>

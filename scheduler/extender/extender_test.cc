@@ -1,3 +1,4 @@
+// Long file: the table tests of one component (the extender's four verbs).
 #include "scheduler/extender/extender.h"
 
 #include <random>

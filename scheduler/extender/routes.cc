@@ -15,6 +15,28 @@ server::HttpServerOptions ExtenderServerOptions(const ExtenderConfig& config, co
   return options;
 }
 
+server::HttpServerOptions MetricsServerOptions(const ExtenderConfig& config, const Extender& extender) {
+  server::HttpServerOptions options = ExtenderServerOptions(config, extender);
+  options.worker_threads = 1;
+  options.tls_cert_file.clear();
+  options.tls_key_file.clear();
+  return options;
+}
+
+ExtenderOptions ExtenderOptionsOf(const ExtenderConfig& config) {
+  ExtenderOptions options;
+  options.decisive_filter = config.decisive_filter;
+  options.band_mib = config.filter_band_mib;
+  options.decision = DecisionOptionsOf(config);
+  options.neutral_non_gpu_pods = config.neutral_non_gpu_pods;
+  options.request_ratio = config.request_ratio;
+  options.max_devices_per_container = config.max_devices_per_container;
+  options.remembered_pods = static_cast<size_t>(config.remembered_pods);
+  options.remembered_ttl = config.remembered_ttl;
+  options.reservation_ttl = config.reservation_ttl;
+  return options;
+}
+
 void RegisterVerbs(server::HttpServer& server, Extender& extender, const std::string& prefix) {
   auto verb = [&extender](Reply (Extender::*handler)(std::string_view)) {
     return [&extender, handler](const server::Request& request) {

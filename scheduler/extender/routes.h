@@ -18,6 +18,12 @@ namespace gpupack::extender {
 // and /readyz failing until the backend has synced. REQUIRES: `extender` outlives the server.
 server::HttpServerOptions ExtenderServerOptions(const ExtenderConfig& config, const Extender& extender);
 
+// The --metrics-listen server's options: those of ExtenderServerOptions, one worker, plain HTTP.
+server::HttpServerOptions MetricsServerOptions(const ExtenderConfig& config, const Extender& extender);
+
+// The Extender's options as configured (the verbs' knobs, the learner's refresh, the TTLs).
+ExtenderOptions ExtenderOptionsOf(const ExtenderConfig& config);
+
 // The four verbs under `prefix` ("" or "/path"). REQUIRES: `extender` outlives the server.
 void RegisterVerbs(server::HttpServer& server, Extender& extender, const std::string& prefix);
 

@@ -10,6 +10,53 @@ namespace {
 
 using nlohmann::json;
 
+// Every configured knob reaches the Extender's options (each set away from its default).
+TEST(ExtenderOptionsOfTest, CopiesEveryKnob) {
+  ExtenderConfig config;
+  config.decisive_filter = false;
+  config.filter_band_mib = 512;
+  config.neutral_non_gpu_pods = true;
+  config.request_ratio = 0.5;
+  config.max_devices_per_container = 4;
+  config.remembered_pods = 7;
+  config.remembered_ttl = std::chrono::minutes(3);
+  config.reservation_ttl = std::chrono::seconds(30);
+  config.fgd_score_levels = false;
+  config.workload_refresh_pods = 0;
+  const ExtenderOptions options = ExtenderOptionsOf(config);
+  EXPECT_FALSE(options.decisive_filter);
+  EXPECT_EQ(options.band_mib, 512);
+  EXPECT_TRUE(options.neutral_non_gpu_pods);
+  EXPECT_EQ(options.request_ratio, 0.5);
+  EXPECT_EQ(options.max_devices_per_container, 4);
+  EXPECT_EQ(options.remembered_pods, 7u);
+  EXPECT_EQ(options.remembered_ttl, std::chrono::minutes(3));
+  EXPECT_EQ(options.reservation_ttl, std::chrono::seconds(30));
+  EXPECT_FALSE(options.decision.fgd_levels);
+  EXPECT_EQ(options.decision.refresh_pods, 0);
+}
+
+// The metrics listener: one worker and no TLS even when the verbs' listener has it.
+TEST(MetricsServerOptionsTest, OneWorkerPlainHttp) {
+  ExtenderConfig config;
+  config.threads = 8;
+  config.tls_cert_file = "cert.pem";
+  config.tls_key_file = "key.pem";
+  FakeClock clock;
+  ClusterState state{std::make_shared<placement::Policy>(model::PolicyKind::kFgd, placement::DefaultPriorWorkload(81920),
+                                                         placement::PlacementOptions{}),
+                     clock, std::chrono::seconds(0)};
+  StandaloneBackend backend{{}};
+  Extender extender{state, backend, ExtenderOptions{}, clock, nullptr};
+  const server::HttpServerOptions verbs = ExtenderServerOptions(config, extender);
+  const server::HttpServerOptions metrics = MetricsServerOptions(config, extender);
+  EXPECT_EQ(verbs.worker_threads, 8);
+  EXPECT_EQ(verbs.tls_cert_file, "cert.pem");
+  EXPECT_EQ(metrics.worker_threads, 1);
+  EXPECT_EQ(metrics.tls_cert_file, "");
+  EXPECT_EQ(metrics.tls_key_file, "");
+}
+
 class HttpServerTest : public ::testing::Test {
  protected:
   // Serves the verbs under `prefix` with `config`'s server options, like cmd/extender.

@@ -1,0 +1,66 @@
+#include "agent/flags.h"
+
+#include <gtest/gtest.h>
+
+namespace gpupack::agent {
+namespace {
+
+using std::chrono::seconds;
+
+TEST(AgentFlagsTest, DefaultsAndNodeNameFromEnvironment) {
+  StatusOr<AgentFlags> f = ParseAgentFlags({}, "n1");
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(f->node_name, "n1");
+  EXPECT_EQ(f->backend, "nvml");
+  EXPECT_EQ(f->listen, ":9402");
+  EXPECT_EQ(f->poll, seconds(10));
+  EXPECT_EQ(f->heartbeat, seconds(60));
+  EXPECT_EQ(f->min_write, seconds(10));
+  EXPECT_EQ(f->change_threshold_mib, 256);
+  EXPECT_EQ(f->max_pods_per_device, 16);
+  EXPECT_FALSE(f->once);
+}
+
+TEST(AgentFlagsTest, ValuesOverrideDefaults) {
+  StatusOr<AgentFlags> f = ParseAgentFlags({"--node-name", "n2", "--backend", "file:c.json", "--poll-interval",
+                                            "1m30s", "--max-pods-per-device", "4", "--once", "--print"},
+                                           "n1");
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(f->node_name, "n2");
+  EXPECT_EQ(f->backend, "file:c.json");
+  EXPECT_EQ(f->poll, seconds(90));
+  EXPECT_EQ(f->max_pods_per_device, 4);
+  EXPECT_TRUE(f->once && f->print);
+}
+
+TEST(AgentFlagsTest, HelpStopsParsing) {
+  StatusOr<AgentFlags> f = ParseAgentFlags({"--help", "--bogus"}, "");
+  ASSERT_TRUE(f.ok());
+  EXPECT_TRUE(f->help);
+}
+
+TEST(AgentFlagsTest, BadInputNamesTheFlag) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string env;
+    std::string message_prefix;
+  };
+  const Case cases[] = {
+      {{"--bogus", "x"}, "n1", "unknown flag --bogus\nusage:"},
+      {{"--listen"}, "n1", "--listen needs a value\nusage:"},
+      {{}, "", "--node-name (or $NODE_NAME) is required\nusage:"},
+      {{"--print"}, "n1", "--print needs --once"},
+      {{"--poll-interval", "500ms"}, "n1", "--poll-interval 500ms: invalid value"},  // under 1 s
+      {{"--max-pods-per-device", "0"}, "n1", "--max-pods-per-device 0: invalid value"},  // 1..1024
+      {{"--change-threshold-mib", "-1"}, "n1", "--change-threshold-mib -1: invalid value"},
+      {{"--backend", "file:"}, "n1", "--backend file:: expected nvml or file:PATH"},
+  };
+  for (const Case& c : cases) {
+    StatusOr<AgentFlags> f = ParseAgentFlags(c.args, c.env);
+    ASSERT_FALSE(f.ok()) << c.message_prefix;
+    EXPECT_EQ(f.status().message().rfind(c.message_prefix, 0), 0u) << f.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace gpupack::agent

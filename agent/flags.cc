@@ -1,0 +1,116 @@
+#include "agent/flags.h"
+
+#include "common/duration.h"
+
+namespace gpupack::agent {
+
+const char* const kAgentUsage = R"(usage: gpupack-agent --node-name NAME [--backend nvml|file:PATH] [flags]
+
+  --node-name NAME            this node (default: $NODE_NAME)
+  --backend nvml|file:PATH    GPUs from the driver (default) or from one node entry of a cluster file
+  --kubeconfig FILE           API server from a kubeconfig (default: in-cluster service account)
+  --once                      run one pass and exit (status 1 when discovery fails)
+  --print                     with --once: print the GPUNode object as JSON on stdout; no API server
+  --listen HOST:PORT          serve /metrics and /healthz (default :9402; port 0 picks a free
+                              port); the bound address is printed as the first stdout line
+  --poll-interval DUR         discovery / enforcement / audit period (default 10s)
+  --heartbeat-interval DUR    GPUNode status written at least this often (default 60s)
+  --min-write-interval DUR    and, for changes, at most this often (default 10s)
+  --change-threshold-mib N    used-memory movement that counts as a change (default 256)
+  --max-pods-per-device N     gpupack.io/gpu capacity = devices x N (default 16)
+  --nvml-library PATH         NVML library to dlopen (default libnvidia-ml.so.1)
+  --proc-root DIR             where /proc is (default /proc; the agent needs hostPID)
+  --cgroup-root DIR           cgroup v2 mount (default /sys/fs/cgroup)
+Durations as Go writes them (30s, 5m, 1h30m), at least 1s.
+)";
+
+namespace {
+
+// The agent's periods are whole seconds: a Go duration of at least 1s, rounded down.
+bool ParseSeconds(const std::string& text, std::chrono::seconds* out) {
+  StatusOr<std::chrono::nanoseconds> duration = ParseDuration(text);
+  if (!duration.ok() || *duration < std::chrono::seconds(1)) return false;
+  *out = std::chrono::duration_cast<std::chrono::seconds>(*duration);
+  return true;
+}
+
+bool ParseInt(const std::string& text, int64_t lo, int64_t hi, int64_t* out) {
+  if (text.empty() || text.size() > 12 || text.find_first_not_of("0123456789") != std::string::npos) return false;
+  *out = std::stoll(text);
+  return *out >= lo && *out <= hi;
+}
+
+}  // namespace
+
+StatusOr<AgentFlags> ParseAgentFlags(const std::vector<std::string>& args, const std::string& node_name_env) {
+  AgentFlags f;
+  f.node_name = node_name_env;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--help" || arg == "-h") {
+      f.help = true;
+      return f;
+    }
+    if (arg == "--once") {
+      f.once = true;
+      continue;
+    }
+    if (arg == "--print") {
+      f.print = true;
+      continue;
+    }
+    if (i + 1 >= args.size()) return Status::InvalidArgument(arg + " needs a value\n" + kAgentUsage);
+    const std::string& value = args[++i];
+    bool ok = true;
+    if (arg == "--node-name") f.node_name = value;
+    else if (arg == "--backend") f.backend = value;
+    else if (arg == "--kubeconfig") f.kubeconfig = value;
+    else if (arg == "--listen") f.listen = value;
+    else if (arg == "--nvml-library") f.nvml_library = value;
+    else if (arg == "--proc-root") f.proc_root = value;
+    else if (arg == "--cgroup-root") f.cgroup_root = value;
+    else if (arg == "--poll-interval") ok = ParseSeconds(value, &f.poll);
+    else if (arg == "--heartbeat-interval") ok = ParseSeconds(value, &f.heartbeat);
+    else if (arg == "--min-write-interval") ok = ParseSeconds(value, &f.min_write);
+    else if (arg == "--change-threshold-mib") ok = ParseInt(value, 0, 1 << 30, &f.change_threshold_mib);
+    else if (arg == "--max-pods-per-device") ok = ParseInt(value, 1, 1024, &f.max_pods_per_device);
+    else return Status::InvalidArgument("unknown flag " + arg + "\n" + kAgentUsage);
+    if (!ok) return Status::InvalidArgument(arg + " " + value + ": invalid value");
+  }
+  if (f.node_name.empty()) return Status::InvalidArgument("--node-name (or $NODE_NAME) is required\n" + std::string(kAgentUsage));
+  if (f.print && !f.once) return Status::InvalidArgument("--print needs --once");
+  if (f.backend != "nvml" && !(f.backend.rfind("file:", 0) == 0 && f.backend.size() > 5)) {
+    return Status::InvalidArgument("--backend " + f.backend + ": expected nvml or file:PATH");
+  }
+  return f;
+}
+
+std::unique_ptr<GpuBackend> MakeGpuBackend(const AgentFlags& flags, AgentMetrics* metrics) {
+  if (flags.backend != "nvml") return std::make_unique<FileBackend>(flags.backend.substr(5), flags.node_name);  // file:PATH
+  NvmlBackendOptions o;
+  o.library = flags.nvml_library;
+  o.proc_root = flags.proc_root;
+  o.cgroup_root = flags.cgroup_root;
+  o.on_nvml_error = [metrics](std::string_view call) { metrics->CountNvmlError(call); };
+  return std::make_unique<NvmlBackend>(o);
+}
+
+AgentOptions AgentOptionsOf(const AgentFlags& flags) {
+  AgentOptions options;
+  options.node_name = flags.node_name;
+  options.cgroup_root = flags.cgroup_root;
+  options.max_pods_per_device = static_cast<int>(flags.max_pods_per_device);
+  return options;
+}
+
+ReporterOptions ReporterOptionsOf(const AgentFlags& flags) {
+  ReporterOptions options;
+  options.node_name = flags.node_name;
+  options.heartbeat_interval = flags.heartbeat;
+  options.min_write_interval = flags.min_write;
+  options.change_threshold_mib = flags.change_threshold_mib;
+  options.max_pods_per_device = static_cast<int>(flags.max_pods_per_device);
+  return options;
+}
+
+}  // namespace gpupack::agent

@@ -1,0 +1,120 @@
+#include "sim/flags.h"
+
+#include <cstdlib>
+
+#include "sim/policy.h"
+
+namespace gpupack::sim {
+
+std::string SimUsage() {
+  const std::string head = "  --policy A,B,...     policies to compare (default gpupack):";
+  const std::string indent = "\n                      ";
+  std::string policies;
+  size_t line = head.size();
+  for (const std::string& name : PolicyNames()) {
+    if (!policies.empty()) {
+      policies += ",";
+      ++line;
+      if (line + name.size() + 1 > 96) {
+        policies += indent;
+        line = indent.size() - 1;
+      }
+    }
+    policies += " " + name;
+    line += name.size() + 1;
+  }
+  return R"(usage: gpupack-sim --cluster FILE --workload FILE [options]
+
+  --cluster FILE       cluster file (YAML, docs/cluster-file.md) or Alibaba node CSV
+                       (openb_node_list_gpu_node.csv; data/traces/alibaba-gpu-v2023 ships one)
+  --workload FILE      workload file (YAML, docs/cluster-file.md) or Alibaba pod CSV (openb_pod_list_*.csv)
+)" + head + policies + R"(
+  --seeds LIST         e.g. 42-51 (default) or 42,43
+  --tune R             inflate the workload to R x cluster GPU capacity (default 1.3; 0 = off)
+  --keep-order         replay pods in file order (default: sort by name, shuffle per seed)
+  --extender URL       replay through a running gpupack-extender (policy name: extender), as
+                       kube-scheduler would (filter, prioritize, bind over HTTP); with --policy,
+                       those policies run in process on the same seed, in the same table
+  --extender-weight N  the extender's weight in kube-scheduler's profile (default 1)
+  --json               print one JSON object (several policies: {"runs":[...]})
+  --report FILE        write a self-contained .html or .svg chart
+  --write-cluster FILE write the cluster as a cluster file (for a standalone extender) and exit
+
+The table: unallocated GPU % (the share of GPU capacity left unallocated; lower is better) at
+each arrived-workload level, median over seeds; "@100 mean±sd" the same at 100 % over seeds;
+"failed" the pods that fit on no node, mean per seed (a pod fails once and is not retried);
+"s/seed" wall-clock seconds per seed. --json gives the same numbers, with "failedPods" per seed.
+)";
+}
+
+StatusOr<SimFlags> ParseSimFlags(const std::vector<std::string>& args) {
+  SimFlags f;
+  bool seeds_given = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    auto value = [&](std::string& out) -> bool {
+      if (i + 1 >= args.size()) return false;
+      out = args[++i];
+      return true;
+    };
+    std::string v;
+    if (arg == "--help" || arg == "-h") {
+      f.help = true;
+      return f;
+    } else if (arg == "--json") {
+      f.json = true;
+    } else if (arg == "--keep-order") {
+      f.options.shuffle = false;
+    } else if (arg == "--cluster") {
+      if (!value(f.cluster_path)) return Status::InvalidArgument("--cluster needs a file");
+    } else if (arg == "--workload") {
+      if (!value(f.workload_path)) return Status::InvalidArgument("--workload needs a file");
+    } else if (arg == "--policy") {
+      if (!value(f.policies)) return Status::InvalidArgument("--policy needs a name");
+      f.policies_given = true;
+    } else if (arg == "--seeds") {
+      if (!value(f.seeds_text)) return Status::InvalidArgument("--seeds needs a list");
+      seeds_given = true;
+    } else if (arg == "--report") {
+      if (!value(f.report_path)) return Status::InvalidArgument("--report needs a file");
+    } else if (arg == "--extender") {
+      if (!value(f.extender_url)) return Status::InvalidArgument("--extender needs a URL");
+    } else if (arg == "--write-cluster") {
+      if (!value(f.write_cluster)) return Status::InvalidArgument("--write-cluster needs a file");
+    } else if (arg == "--tune" || arg == "--extender-weight") {
+      if (!value(v)) return Status::InvalidArgument(arg + " needs a number");
+      char* end = nullptr;
+      const double d = std::strtod(v.c_str(), &end);
+      if (end == v.c_str() || *end != '\0' || !(d >= 0) || d > 100) {
+        return Status::InvalidArgument(arg + ": \"" + v + "\" is not a number in 0..100");
+      }
+      if (arg == "--tune") {
+        f.options.tune = d;
+      } else {
+        f.extender_weight = static_cast<int>(d);
+        if (f.extender_weight < 1) return Status::InvalidArgument("--extender-weight must be at least 1");
+      }
+    } else {
+      return Status::InvalidArgument("unknown argument \"" + arg + "\"\n" + SimUsage());
+    }
+  }
+  if (f.cluster_path.empty()) return Status::InvalidArgument("--cluster is required\n" + SimUsage());
+  if (!f.extender_url.empty() && !seeds_given) f.seeds_text = "42";
+  return f;
+}
+
+std::vector<std::string> PoliciesToRun(const SimFlags& flags) {
+  std::vector<std::string> names;
+  if (!flags.extender_url.empty()) names.push_back("extender");
+  if (!flags.extender_url.empty() && !flags.policies_given) return names;
+  size_t start = 0;
+  while (start <= flags.policies.size()) {
+    size_t comma = flags.policies.find(',', start);
+    if (comma == std::string::npos) comma = flags.policies.size();
+    if (comma > start) names.push_back(flags.policies.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return names;
+}
+
+}  // namespace gpupack::sim

@@ -1,0 +1,37 @@
+// gpupack-sim's command line (docs/simulator.md): the flags, their defaults and their parser,
+// apart from the main so that each rule has a unit test.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "sim/replay.h"
+
+namespace gpupack::sim {
+
+// The usage text; the policy list comes from PolicyNames(), so it cannot fall behind it.
+std::string SimUsage();
+
+struct SimFlags {
+  bool help = false;  // --help / -h: print SimUsage(), exit 0
+  std::string cluster_path, workload_path, report_path, extender_url, write_cluster;
+  std::string policies = "gpupack";
+  // 42-51 by default; 42 with --extender (a running extender keeps its ledger, and a replay
+  // starts from an empty cluster: one seed per fresh extender).
+  std::string seeds_text = "42-51";
+  ReplayOptions options;
+  int extender_weight = 1;
+  bool policies_given = false;
+  bool json = false;
+};
+
+// `args` without the program name. On failure the status message is what the main prints after
+// "gpupack-sim: ". --workload is checked by the caller (--write-cluster needs none).
+StatusOr<SimFlags> ParseSimFlags(const std::vector<std::string>& args);
+
+// The policies to replay, in table order: "extender" first with --extender, then --policy's list
+// (without --extender, or with it when --policy is given). Empty names are dropped.
+std::vector<std::string> PoliciesToRun(const SimFlags& flags);
+
+}  // namespace gpupack::sim
