@@ -57,7 +57,7 @@ class Agent {
   Enforcer enforcer_;
   std::vector<api::GpuNodeAuditFinding> last_findings_;
   std::vector<ContainerCap> last_caps_;
-  std::set<std::string> announced_;  // findings already logged and sent as events
+  std::set<std::string> announced_;    // findings already logged and sent as events
   std::vector<std::string> excluded_;  // the last good answer of options_.excluded_devices
 };
 

@@ -1,6 +1,6 @@
-#include "agent/flags.h"
-
 #include <gtest/gtest.h>
+
+#include "agent/flags.h"
 
 namespace gpupack::agent {
 namespace {
@@ -22,8 +22,8 @@ TEST(AgentFlagsTest, DefaultsAndNodeNameFromEnvironment) {
 }
 
 TEST(AgentFlagsTest, ValuesOverrideDefaults) {
-  StatusOr<AgentFlags> f = ParseAgentFlags({"--node-name", "n2", "--backend", "file:c.json", "--poll-interval",
-                                            "1m30s", "--max-pods-per-device", "4", "--once", "--print"},
+  StatusOr<AgentFlags> f = ParseAgentFlags({"--node-name", "n2", "--backend", "file:c.json", "--poll-interval", "1m30s",
+                                            "--max-pods-per-device", "4", "--once", "--print"},
                                            "n1");
   ASSERT_TRUE(f.ok()) << f.status();
   EXPECT_EQ(f->node_name, "n2");
@@ -50,7 +50,7 @@ TEST(AgentFlagsTest, BadInputNamesTheFlag) {
       {{"--listen"}, "n1", "--listen needs a value\nusage:"},
       {{}, "", "--node-name (or $NODE_NAME) is required\nusage:"},
       {{"--print"}, "n1", "--print needs --once"},
-      {{"--poll-interval", "500ms"}, "n1", "--poll-interval 500ms: invalid value"},  // under 1 s
+      {{"--poll-interval", "500ms"}, "n1", "--poll-interval 500ms: invalid value"},      // under 1 s
       {{"--max-pods-per-device", "0"}, "n1", "--max-pods-per-device 0: invalid value"},  // 1..1024
       {{"--change-threshold-mib", "-1"}, "n1", "--change-threshold-mib -1: invalid value"},
       {{"--backend", "file:"}, "n1", "--backend file:: expected nvml or file:PATH"},

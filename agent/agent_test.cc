@@ -53,7 +53,9 @@ class AgentTest : public ::testing::Test {
     auto client = kube::Client::Create(config);
     ASSERT_TRUE(client.ok()) << client.status();
     client_ = std::move(client).value();
-    ASSERT_TRUE(client_->Create(kube::NodesResource(), "", Json{{"metadata", {{"name", "n1"}}}, {"status", Json::object()}}).ok());
+    ASSERT_TRUE(
+        client_->Create(kube::NodesResource(), "", Json{{"metadata", {{"name", "n1"}}}, {"status", Json::object()}})
+            .ok());
 
     leaf_ = dir_.MakeDir("cg" + SystemdContainerPath(kPodUid1, kContainerA));
     dir_.WriteFile("cg/cgroup.controllers", "cpu memory dmem\n");
@@ -90,8 +92,9 @@ TEST_F(AgentTest, OnePassDiscoversEnforcesAuditsReportsAndExportsMetrics) {
   ao.node_name = "n1";
   ao.cgroup_root = dir_.path() + "/cg";
   ao.max_pods_per_device = 8;
-  Agent agent(ao, &backend, [] { return StatusOr<std::vector<Json>>(std::vector<Json>{InferPod()}); }, &reporter,
-              &sink, &metrics, &clock_);
+  Agent agent(
+      ao, &backend, [] { return StatusOr<std::vector<Json>>(std::vector<Json>{InferPod()}); }, &reporter, &sink,
+      &metrics, &clock_);
 
   auto status = agent.RunOnce();
   ASSERT_TRUE(status.ok()) << status.status();
@@ -130,20 +133,22 @@ TEST_F(AgentTest, OnePassDiscoversEnforcesAuditsReportsAndExportsMetrics) {
   EXPECT_EQ(events->items[0]["reason"], "GpupackOverCap");
 
   const std::string text = metrics.Serialize();
-  for (const char* want : {
-           "gpupack_agent_gpu_memory_total_bytes{gpu_index=\"0\",gpu_model=\"NVIDIA H100 80GB HBM3\",gpu_uuid=\"GPU-1\","
-           "mig_profile=\"\",node=\"n1\"} 85520809984",
-           "gpupack_agent_gpu_memory_allocated_bytes{gpu_index=\"0\",gpu_model=\"NVIDIA H100 80GB HBM3\",gpu_uuid=\"GPU-1\","
-           "mig_profile=\"\",node=\"n1\"} 8589934592",
-           "gpupack_agent_container_memory_cap_bytes{container=\"main\",gpu_uuid=\"GPU-1\",namespace=\"ml\",node=\"n1\","
-           "pod=\"infer\"} 8589934592",
-           "gpupack_agent_container_memory_enforced{container=\"main\",gpu_uuid=\"GPU-1\",namespace=\"ml\",node=\"n1\","
-           "pod=\"infer\"} 1",
-           "gpupack_agent_enforcement_mode{mode=\"cgroup-dmem\",node=\"n1\"} 1",
-           "gpupack_agent_audit_findings{kind=\"over-cap\",node=\"n1\"} 1",
-           "gpupack_agent_reports_total{node=\"n1\",result=\"written\"} 1",
-           "gpupack_agent_enforcement_actions_total{action=\"apply\",node=\"n1\"} 1",
-       }) {
+  for (
+      const char* want : {
+          "gpupack_agent_gpu_memory_total_bytes{gpu_index=\"0\",gpu_model=\"NVIDIA H100 80GB HBM3\",gpu_uuid=\"GPU-1\","
+          "mig_profile=\"\",node=\"n1\"} 85520809984",
+          "gpupack_agent_gpu_memory_allocated_bytes{gpu_index=\"0\",gpu_model=\"NVIDIA H100 80GB "
+          "HBM3\",gpu_uuid=\"GPU-1\","
+          "mig_profile=\"\",node=\"n1\"} 8589934592",
+          "gpupack_agent_container_memory_cap_bytes{container=\"main\",gpu_uuid=\"GPU-1\",namespace=\"ml\",node=\"n1\","
+          "pod=\"infer\"} 8589934592",
+          "gpupack_agent_container_memory_enforced{container=\"main\",gpu_uuid=\"GPU-1\",namespace=\"ml\",node=\"n1\","
+          "pod=\"infer\"} 1",
+          "gpupack_agent_enforcement_mode{mode=\"cgroup-dmem\",node=\"n1\"} 1",
+          "gpupack_agent_audit_findings{kind=\"over-cap\",node=\"n1\"} 1",
+          "gpupack_agent_reports_total{node=\"n1\",result=\"written\"} 1",
+          "gpupack_agent_enforcement_actions_total{action=\"apply\",node=\"n1\"} 1",
+      }) {
     EXPECT_NE(text.find(want), std::string::npos) << want << "\n--- in ---\n" << text;
   }
 
@@ -153,7 +158,8 @@ TEST_F(AgentTest, OnePassDiscoversEnforcesAuditsReportsAndExportsMetrics) {
   events = client_->List(kube::EventsResource(), "ml");
   ASSERT_TRUE(events.ok());
   EXPECT_EQ(events->items.size(), 1u);
-  EXPECT_NE(metrics.Serialize().find("gpupack_agent_reports_total{node=\"n1\",result=\"skipped\"} 1"), std::string::npos);
+  EXPECT_NE(metrics.Serialize().find("gpupack_agent_reports_total{node=\"n1\",result=\"skipped\"} 1"),
+            std::string::npos);
 }
 
 TEST_F(AgentTest, PodListFailureSkipsEnforcementButStillReports) {
@@ -166,8 +172,9 @@ TEST_F(AgentTest, PodListFailureSkipsEnforcementButStillReports) {
   AgentOptions ao;
   ao.node_name = "n1";
   ao.cgroup_root = dir_.path() + "/cg";
-  Agent agent(ao, &backend, [] { return StatusOr<std::vector<Json>>(Status::Unavailable("apiserver down")); }, nullptr,
-              nullptr, &metrics, &clock_);
+  Agent agent(
+      ao, &backend, [] { return StatusOr<std::vector<Json>>(Status::Unavailable("apiserver down")); }, nullptr, nullptr,
+      &metrics, &clock_);
   auto status = agent.RunOnce();
   ASSERT_TRUE(status.ok()) << status.status();
   EXPECT_EQ(status->devices.size(), 1u);
@@ -200,7 +207,6 @@ TEST_F(AgentTest, VanishedDevicesLoseTheirSeries) {
   metrics.Update(api::GpuNodeStatus{}, {});
   EXPECT_EQ(metrics.Serialize().find("GPU-x"), std::string::npos);
 }
-
 
 TEST_F(AgentTest, DevicesExcludedByTheNodeAnnotationLeaveTheAdvertisedCapacity) {
   NvmlBackendOptions o;

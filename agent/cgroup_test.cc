@@ -38,7 +38,8 @@ TEST(CgroupTest, OtherRuntimesAndPrefixes) {
   for (char& c : us) c = c == '-' ? '_' : c;
   for (const std::string& path :
        {"/kubepods.slice/kubepods-pod" + us + ".slice/docker-" + kContainerB + ".scope",
-        "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" + us + ".slice/crio-" + kContainerB + ".scope",
+        "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" + us + ".slice/crio-" + kContainerB +
+            ".scope",
         "/kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-besteffort.slice/kubelet-kubepods-besteffort-pod" + us +
             ".slice/cri-containerd-" + kContainerB + ".scope",
         "/kubepods/burstable/pod" + uid + "/" + kContainerB}) {

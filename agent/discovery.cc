@@ -6,10 +6,10 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "translate/cluster_file.h"
 #include "common/file.h"
 #include "common/input_check.h"
 #include "common/log.h"
+#include "translate/cluster_file.h"
 
 namespace gpupack::agent {
 namespace {
@@ -24,9 +24,7 @@ std::string ProfileFromMigName(const std::string& name) {
 }
 
 // 13040 → "13.4".
-std::string FormatCudaVersion(int v) {
-  return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
-}
+std::string FormatCudaVersion(int v) { return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10); }
 
 }  // namespace
 

@@ -15,10 +15,10 @@ using namespace testing;  // NOLINT: the helpers' constants
 Json NodeState() {
   Json h100 = {{"uuid", "GPU-1"}, {"name", "NVIDIA H100 80GB HBM3"}, {"memoryMiB", 81559}, {"usedMiB", 1000}};
   // Listed out of order: discovery sorts by (device, pid).
-  h100["processes"] = Json::array({Json{{"pid", 43}, {"usedMiB", 100}}, Json{{"pid", 42}, {"usedMiB", 900}},
-                                   Json{{"pid", 44}, {"usedMiB", 0}}});
-  Json mig = {{"uuid", "MIG-a"}, {"gpuInstanceId", 2}, {"profileId", 9}, {"start", 4}, {"size", 4},
-              {"memoryMiB", 19968}, {"usedMiB", 50}};
+  h100["processes"] = Json::array(
+      {Json{{"pid", 43}, {"usedMiB", 100}}, Json{{"pid", 42}, {"usedMiB", 900}}, Json{{"pid", 44}, {"usedMiB", 0}}});
+  Json mig = {{"uuid", "MIG-a"}, {"gpuInstanceId", 2}, {"profileId", 9}, {"start", 4},
+              {"size", 4},       {"memoryMiB", 19968}, {"usedMiB", 50}};
   mig["processes"] = Json::array({Json{{"pid", 45}, {"usedMiB", 50}}});
   Json a100 = {{"uuid", "GPU-2"}, {"name", "NVIDIA A100-SXM4-40GB"}, {"memoryMiB", 40960}, {"migMode", 1}};
   a100["profiles"] = Json::array({Json{{"selector", 2}, {"id", 9}, {"name", "MIG 3g.20gb"}}});

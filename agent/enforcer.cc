@@ -26,8 +26,8 @@ api::GpuNodeAuditFinding Finding(std::string_view kind, const std::string& devic
 
 }  // namespace
 
-void Enforcer::ClearSoft(const std::string& device, const std::string& dir, uint64_t hard_bytes,
-                         MemoryLimiter* limiter, EnforcementPass* pass) {
+void Enforcer::ClearSoft(const std::string& device, const std::string& dir, uint64_t hard_bytes, MemoryLimiter* limiter,
+                         EnforcementPass* pass) {
   std::error_code ec;
   if (limiter == nullptr || !std::filesystem::is_directory(dir, ec)) return;  // gone: nothing left to clear
   Status s = limiter->SetLimits(device, dir, 0, hard_bytes);
@@ -44,9 +44,9 @@ void Enforcer::Enforce(const PodInfo& pod, const PodContainer& c, const api::All
                        const ContainerCgroups& cgroups, MemoryLimiter* limiter, ContainerCap* cap,
                        EnforcementPass* pass) {
   auto unenforced = [&](std::string why) {
-    pass->findings.push_back(Finding(api::kAuditUnenforced, d.uuid, &pod, c.name,
-                                     "container " + pod.Key() + "/" + c.name + " has no memory limit on " + d.uuid +
-                                         ": " + why));
+    pass->findings.push_back(
+        Finding(api::kAuditUnenforced, d.uuid, &pod, c.name,
+                "container " + pod.Key() + "/" + c.name + " has no memory limit on " + d.uuid + ": " + why));
   };
   if (c.container_id.empty()) return;  // not started yet
   auto dir_it = cgroups.find({pod.uid, c.container_id});
@@ -114,8 +114,8 @@ EnforcementPass Enforcer::Run(const api::GpuNodeStatus& status, const std::vecto
         if (cap.used_mib > d.mem_mib) {
           api::GpuNodeAuditFinding f =
               Finding(api::kAuditOverCap, d.uuid, &pod, c.name,
-                      "container " + pod.Key() + "/" + c.name + " uses " + std::to_string(cap.used_mib) +
-                          " MiB on " + d.uuid + ", over its cap of " + std::to_string(d.mem_mib) + " MiB");
+                      "container " + pod.Key() + "/" + c.name + " uses " + std::to_string(cap.used_mib) + " MiB on " +
+                          d.uuid + ", over its cap of " + std::to_string(d.mem_mib) + " MiB");
           f.used_mib = cap.used_mib;
           f.cap_mib = d.mem_mib;
           pass.findings.push_back(std::move(f));
@@ -142,14 +142,15 @@ EnforcementPass Enforcer::Run(const api::GpuNodeStatus& status, const std::vecto
   for (const api::GpuNodeProcess& p : status.processes) {
     auto a = allowed.find(p.device);
     if (a == allowed.end()) continue;  // no gpupack allocation on this device
-    if (!p.pod_uid.empty() && (a->second.count({p.pod_uid, p.container_id}) > 0 || a->second.count({p.pod_uid, ""}) > 0)) {
+    if (!p.pod_uid.empty() &&
+        (a->second.count({p.pod_uid, p.container_id}) > 0 || a->second.count({p.pod_uid, ""}) > 0)) {
       continue;
     }
     const PodInfo* owner = nullptr;
     for (const PodInfo& pod : pods) {
       if (!p.pod_uid.empty() && pod.uid == p.pod_uid) owner = &pod;
     }
-    std::string who = owner != nullptr ? "pod " + owner->Key()
+    std::string who = owner != nullptr    ? "pod " + owner->Key()
                       : p.pod_uid.empty() ? std::string("no pod")
                                           : "pod UID " + p.pod_uid;
     api::GpuNodeAuditFinding f =

@@ -59,8 +59,8 @@ class Enforcer {
     uint64_t hard_bytes = 0;
     bool seen = false;
   };
-  void Enforce(const PodInfo& pod, const PodContainer& c, const api::AllocatedDevice& d, const ContainerCgroups& cgroups,
-               MemoryLimiter* limiter, ContainerCap* cap, EnforcementPass* pass);
+  void Enforce(const PodInfo& pod, const PodContainer& c, const api::AllocatedDevice& d,
+               const ContainerCgroups& cgroups, MemoryLimiter* limiter, ContainerCap* cap, EnforcementPass* pass);
   void ClearSoft(const std::string& device, const std::string& dir, uint64_t hard_bytes, MemoryLimiter* limiter,
                  EnforcementPass* pass);
 

@@ -88,7 +88,9 @@ class EnforcerTest : public ::testing::Test {
     Json state = {{"driverVersion", "615.20"},
                   {"limitsLog", log_},
                   {"devices", Json::array({Json{{"uuid", "GPU-1"}, {"memoryMiB", 81559}},
-                                           Json{{"uuid", "GPU-2"}, {"memoryMiB", 40960}, {"migMode", 1},
+                                           Json{{"uuid", "GPU-2"},
+                                                {"memoryMiB", 40960},
+                                                {"migMode", 1},
                                                 {"migInstances", Json::array({Json{{"uuid", "MIG-a"}}})}}})}};
     state.update(extra);
     SetFakeNvmlState(dir_, state);
@@ -135,10 +137,11 @@ TEST_F(EnforcerTest, AppliesCapToTheLeafCgroupOfGpupackContainersOnly) {
 }
 
 TEST_F(EnforcerTest, VerifiesALimitTheToolkitHookAlreadyApplied) {
-  SetState({{"limits", Json::array({Json{{"uuid", "GPU-1"}, {"cgroup", leaf_a_}, {"soft", 8192 * kMiB}, {"hard", 8192 * kMiB}}})}});
+  SetState({{"limits", Json::array({Json{
+                           {"uuid", "GPU-1"}, {"cgroup", leaf_a_}, {"soft", 8192 * kMiB}, {"hard", 8192 * kMiB}}})}});
   Enforcer enforcer(dir_.path() + "/cg");
-  EnforcementPass pass =
-      enforcer.Run(Status(), Pods({MakePod(kPodUid1, "infer", {{"main", kContainerA}}, {{"GPU-1", 8192}})}), limiter_.get());
+  EnforcementPass pass = enforcer.Run(
+      Status(), Pods({MakePod(kPodUid1, "infer", {{"main", kContainerA}}, {{"GPU-1", 8192}})}), limiter_.get());
   EXPECT_EQ(pass.verified, 1);
   EXPECT_EQ(pass.applied, 0);
   EXPECT_TRUE(Calls().empty());
@@ -148,8 +151,8 @@ TEST_F(EnforcerTest, VerifiesALimitTheToolkitHookAlreadyApplied) {
 TEST_F(EnforcerTest, DifferentExistingLimitIsCorrected) {
   SetState({{"limits", Json::array({Json{{"uuid", "GPU-1"}, {"cgroup", leaf_a_}, {"soft", 1}, {"hard", 99 * kMiB}}})}});
   Enforcer enforcer(dir_.path() + "/cg");
-  EnforcementPass pass =
-      enforcer.Run(Status(), Pods({MakePod(kPodUid1, "infer", {{"main", kContainerA}}, {{"GPU-1", 8192}})}), limiter_.get());
+  EnforcementPass pass = enforcer.Run(
+      Status(), Pods({MakePod(kPodUid1, "infer", {{"main", kContainerA}}, {{"GPU-1", 8192}})}), limiter_.get());
   EXPECT_EQ(pass.applied, 1);
   ASSERT_EQ(Calls().size(), 1u);
   EXPECT_EQ(Calls()[0]["hard"], 8192 * kMiB);
@@ -173,7 +176,8 @@ TEST_F(EnforcerTest, ZeroesSoftLimitWhenTheContainerGoesAway) {
 
 TEST_F(EnforcerTest, StoppedContainerAndVanishedCgroup) {
   Enforcer enforcer(dir_.path() + "/cg");
-  enforcer.Run(Status(), Pods({MakePod(kPodUid1, "infer", {{"main", kContainerA}}, {{"GPU-1", 8192}})}), limiter_.get());
+  enforcer.Run(Status(), Pods({MakePod(kPodUid1, "infer", {{"main", kContainerA}}, {{"GPU-1", 8192}})}),
+               limiter_.get());
   EnforcementPass pass = enforcer.Run(
       Status(), Pods({MakePod(kPodUid1, "infer", {{"main", kContainerA, /*running=*/false}}, {{"GPU-1", 8192}})}),
       limiter_.get());
@@ -192,8 +196,8 @@ TEST_F(EnforcerTest, StoppedContainerAndVanishedCgroup) {
 
 TEST_F(EnforcerTest, NeverTouchesMigInstances) {
   Enforcer enforcer(dir_.path() + "/cg");
-  EnforcementPass pass =
-      enforcer.Run(Status(), Pods({MakePod(kPodUid1, "infer", {{"main", kContainerA}}, {{"MIG-a", 19968}})}), limiter_.get());
+  EnforcementPass pass = enforcer.Run(
+      Status(), Pods({MakePod(kPodUid1, "infer", {{"main", kContainerA}}, {{"MIG-a", 19968}})}), limiter_.get());
   EXPECT_EQ(pass.applied, 0);
   EXPECT_TRUE(Calls().empty());
   EXPECT_TRUE(pass.findings.empty());
@@ -203,11 +207,11 @@ TEST_F(EnforcerTest, NeverTouchesMigInstances) {
 
 TEST_F(EnforcerTest, AuditsOverCapUnenforcedAndForeignProcesses) {
   Enforcer enforcer(dir_.path() + "/cg");
-  const auto pods = Pods({MakePod(kPodUid1, "infer", {{"main", kContainerA}}, {{"GPU-1", 8192}}),
-                          MakePod(kPodUid2, "other", {{"main", kContainerB}}, {}),
-                          // Running gpupack container whose cgroup does not exist.
-                          MakePod("22222222-3333-4444-8555-666666666666", "lost", {{"main", std::string(64, 'c')}},
-                                  {{"GPU-1", 1024}})});
+  const auto pods = Pods(
+      {MakePod(kPodUid1, "infer", {{"main", kContainerA}}, {{"GPU-1", 8192}}),
+       MakePod(kPodUid2, "other", {{"main", kContainerB}}, {}),
+       // Running gpupack container whose cgroup does not exist.
+       MakePod("22222222-3333-4444-8555-666666666666", "lost", {{"main", std::string(64, 'c')}}, {{"GPU-1", 1024}})});
   const api::GpuNodeStatus status = Status({
       {1, "GPU-1", 9000, kPodUid1, "", "", kContainerA},  // over its 8192 MiB cap
       {2, "GPU-1", 500, kPodUid2, "", "", kContainerB},   // a non-gpupack pod on a gpupack GPU
@@ -238,8 +242,8 @@ TEST_F(EnforcerTest, AuditsOverCapUnenforcedAndForeignProcesses) {
 TEST_F(EnforcerTest, FailedLimitIsAnUnenforcedFinding) {
   SetState({{"errors", {{"nvmlDeviceSetMemoryLimits_v1", 4}}}});
   Enforcer enforcer(dir_.path() + "/cg");
-  EnforcementPass pass =
-      enforcer.Run(Status(), Pods({MakePod(kPodUid1, "infer", {{"main", kContainerA}}, {{"GPU-1", 8192}})}), limiter_.get());
+  EnforcementPass pass = enforcer.Run(
+      Status(), Pods({MakePod(kPodUid1, "infer", {{"main", kContainerA}}, {{"GPU-1", 8192}})}), limiter_.get());
   EXPECT_EQ(pass.errors, 1);
   ASSERT_EQ(pass.findings.size(), 1u);
   EXPECT_EQ(pass.findings[0].kind, "unenforced");
@@ -249,9 +253,9 @@ TEST_F(EnforcerTest, FailedLimitIsAnUnenforcedFinding) {
 
 TEST_F(EnforcerTest, WithoutLimiterOnlyAudits) {
   Enforcer enforcer(dir_.path() + "/cg");
-  EnforcementPass pass = enforcer.Run(Status({{1, "GPU-1", 9000, kPodUid1, "", "", kContainerA}}),
-                                      Pods({MakePod(kPodUid1, "infer", {{"main", kContainerA}}, {{"GPU-1", 8192}})}),
-                                      nullptr);
+  EnforcementPass pass =
+      enforcer.Run(Status({{1, "GPU-1", 9000, kPodUid1, "", "", kContainerA}}),
+                   Pods({MakePod(kPodUid1, "infer", {{"main", kContainerA}}, {{"GPU-1", 8192}})}), nullptr);
   EXPECT_TRUE(Calls().empty());
   ASSERT_EQ(pass.findings.size(), 1u);
   EXPECT_EQ(pass.findings[0].kind, "over-cap");

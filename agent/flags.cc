@@ -62,22 +62,36 @@ StatusOr<AgentFlags> ParseAgentFlags(const std::vector<std::string>& args, const
     if (i + 1 >= args.size()) return Status::InvalidArgument(arg + " needs a value\n" + kAgentUsage);
     const std::string& value = args[++i];
     bool ok = true;
-    if (arg == "--node-name") f.node_name = value;
-    else if (arg == "--backend") f.backend = value;
-    else if (arg == "--kubeconfig") f.kubeconfig = value;
-    else if (arg == "--listen") f.listen = value;
-    else if (arg == "--nvml-library") f.nvml_library = value;
-    else if (arg == "--proc-root") f.proc_root = value;
-    else if (arg == "--cgroup-root") f.cgroup_root = value;
-    else if (arg == "--poll-interval") ok = ParseSeconds(value, &f.poll);
-    else if (arg == "--heartbeat-interval") ok = ParseSeconds(value, &f.heartbeat);
-    else if (arg == "--min-write-interval") ok = ParseSeconds(value, &f.min_write);
-    else if (arg == "--change-threshold-mib") ok = ParseInt(value, 0, 1 << 30, &f.change_threshold_mib);
-    else if (arg == "--max-pods-per-device") ok = ParseInt(value, 1, 1024, &f.max_pods_per_device);
-    else return Status::InvalidArgument("unknown flag " + arg + "\n" + kAgentUsage);
+    if (arg == "--node-name")
+      f.node_name = value;
+    else if (arg == "--backend")
+      f.backend = value;
+    else if (arg == "--kubeconfig")
+      f.kubeconfig = value;
+    else if (arg == "--listen")
+      f.listen = value;
+    else if (arg == "--nvml-library")
+      f.nvml_library = value;
+    else if (arg == "--proc-root")
+      f.proc_root = value;
+    else if (arg == "--cgroup-root")
+      f.cgroup_root = value;
+    else if (arg == "--poll-interval")
+      ok = ParseSeconds(value, &f.poll);
+    else if (arg == "--heartbeat-interval")
+      ok = ParseSeconds(value, &f.heartbeat);
+    else if (arg == "--min-write-interval")
+      ok = ParseSeconds(value, &f.min_write);
+    else if (arg == "--change-threshold-mib")
+      ok = ParseInt(value, 0, 1 << 30, &f.change_threshold_mib);
+    else if (arg == "--max-pods-per-device")
+      ok = ParseInt(value, 1, 1024, &f.max_pods_per_device);
+    else
+      return Status::InvalidArgument("unknown flag " + arg + "\n" + kAgentUsage);
     if (!ok) return Status::InvalidArgument(arg + " " + value + ": invalid value");
   }
-  if (f.node_name.empty()) return Status::InvalidArgument("--node-name (or $NODE_NAME) is required\n" + std::string(kAgentUsage));
+  if (f.node_name.empty())
+    return Status::InvalidArgument("--node-name (or $NODE_NAME) is required\n" + std::string(kAgentUsage));
   if (f.print && !f.once) return Status::InvalidArgument("--print needs --once");
   if (f.backend != "nvml" && !(f.backend.rfind("file:", 0) == 0 && f.backend.size() > 5)) {
     return Status::InvalidArgument("--backend " + f.backend + ": expected nvml or file:PATH");
@@ -86,7 +100,8 @@ StatusOr<AgentFlags> ParseAgentFlags(const std::vector<std::string>& args, const
 }
 
 std::unique_ptr<GpuBackend> MakeGpuBackend(const AgentFlags& flags, AgentMetrics* metrics) {
-  if (flags.backend != "nvml") return std::make_unique<FileBackend>(flags.backend.substr(5), flags.node_name);  // file:PATH
+  if (flags.backend != "nvml")
+    return std::make_unique<FileBackend>(flags.backend.substr(5), flags.node_name);  // file:PATH
   NvmlBackendOptions o;
   o.library = flags.nvml_library;
   o.proc_root = flags.proc_root;

@@ -19,8 +19,8 @@ namespace gpupack::agent {
 extern const char* const kAgentUsage;
 
 struct AgentFlags {
-  bool help = false;  // --help / -h: print kAgentUsage, exit 0
-  std::string node_name;  // default: $NODE_NAME (the caller passes it in)
+  bool help = false;             // --help / -h: print kAgentUsage, exit 0
+  std::string node_name;         // default: $NODE_NAME (the caller passes it in)
   std::string backend = "nvml";  // nvml or file:PATH
   std::string kubeconfig;
   std::string listen = ":9402";

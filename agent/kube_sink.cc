@@ -34,11 +34,13 @@ Status KubeSink::EnsureNodeCapacity(const std::string& node, const std::string& 
   const std::string gpu_count = std::to_string(gpus);
   bool up_to_date = true;
   for (const char* field : {"capacity", "allocatable"}) {
-    up_to_date = up_to_date && Holds(current, field, memory_key, gpu_memory) && Holds(current, field, gpu_key, gpu_count);
+    up_to_date =
+        up_to_date && Holds(current, field, memory_key, gpu_memory) && Holds(current, field, gpu_key, gpu_count);
   }
   if (up_to_date) return Status::Ok();
   const Json resources = {{memory_key, gpu_memory}, {gpu_key, gpu_count}};
-  auto patched = client_->PatchNodeStatus(node, Json{{"status", {{"capacity", resources}, {"allocatable", resources}}}});
+  auto patched =
+      client_->PatchNodeStatus(node, Json{{"status", {{"capacity", resources}, {"allocatable", resources}}}});
   return patched.ok() ? Status::Ok() : patched.status();
 }
 

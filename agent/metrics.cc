@@ -54,12 +54,14 @@ AgentMetrics::AgentMetrics(std::string node)
       report_time_(&Gauge(*registry_, "gpupack_agent_report_timestamp_seconds",
                           "Unix time of the last successful GPUNode status write.")
                         ->Add({{"node", node_}})),
-      total_(Gauge(*registry_, "gpupack_agent_gpu_memory_total_bytes", "Memory of each device (whole GPU or MIG instance).")),
+      total_(Gauge(*registry_, "gpupack_agent_gpu_memory_total_bytes",
+                   "Memory of each device (whole GPU or MIG instance).")),
       used_(Gauge(*registry_, "gpupack_agent_gpu_memory_used_bytes", "Live memory use of each device, from NVML.")),
       allocated_(Gauge(*registry_, "gpupack_agent_gpu_memory_allocated_bytes",
                        "Sum of the caps of gpupack containers on each device.")),
       healthy_(Gauge(*registry_, "gpupack_agent_gpu_healthy", "1 when the device answers NVML, 0 when it does not.")),
-      cap_(Gauge(*registry_, "gpupack_agent_container_memory_cap_bytes", "Memory cap of a gpupack container on a device.")),
+      cap_(Gauge(*registry_, "gpupack_agent_container_memory_cap_bytes",
+                 "Memory cap of a gpupack container on a device.")),
       cap_used_(Gauge(*registry_, "gpupack_agent_container_memory_used_bytes",
                       "Live memory use of a gpupack container on a device.")),
       enforced_(Gauge(*registry_, "gpupack_agent_container_memory_enforced",
@@ -69,9 +71,7 @@ AgentMetrics::AgentMetrics(std::string node)
       findings_(Gauge(*registry_, "gpupack_agent_audit_findings",
                       "Current audit findings by kind (over-cap, unenforced, foreign-process).")) {}
 
-void AgentMetrics::SetBuildInfo(const BuildInfo& build) {
-  ExportBuildInfo(*registry_, build);
-}
+void AgentMetrics::SetBuildInfo(const BuildInfo& build) { ExportBuildInfo(*registry_, build); }
 
 void AgentMetrics::CountNvmlError(std::string_view call) {
   nvml_errors_->Add({{"node", node_}, {"call", std::string(call)}}).Increment();
@@ -128,12 +128,13 @@ void AgentMetrics::Update(const api::GpuNodeStatus& status, const std::vector<Co
     cap_used_.Set(labels, static_cast<double>(c.used_mib) * kMiB);
     enforced_.Set(labels, c.enforced ? 1 : 0);
   }
-  for (std::string_view mode : {api::kEnforcementCgroupDmem, api::kEnforcementCgroupMisc, api::kEnforcementMps,
-                                api::kEnforcementNone}) {
+  for (std::string_view mode :
+       {api::kEnforcementCgroupDmem, api::kEnforcementCgroupMisc, api::kEnforcementMps, api::kEnforcementNone}) {
     mode_.Set({{"node", node_}, {"mode", std::string(mode)}}, status.enforcement.mode == mode ? 1 : 0);
   }
-  std::map<std::string, int> per_kind = {
-      {std::string(api::kAuditOverCap), 0}, {std::string(api::kAuditUnenforced), 0}, {std::string(api::kAuditForeignProcess), 0}};
+  std::map<std::string, int> per_kind = {{std::string(api::kAuditOverCap), 0},
+                                         {std::string(api::kAuditUnenforced), 0},
+                                         {std::string(api::kAuditForeignProcess), 0}};
   for (const api::GpuNodeAuditFinding& f : status.audit) ++per_kind[f.kind];
   for (const auto& [kind, n] : per_kind) findings_.Set({{"node", node_}, {"kind", kind}}, n);
   for (GaugeSeries* g : {&total_, &used_, &allocated_, &healthy_, &cap_, &cap_used_, &enforced_, &mode_, &findings_}) {

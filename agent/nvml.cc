@@ -18,28 +18,37 @@ constexpr CodeInfo kCodes[] = {
     {NVML_ERROR_UNINITIALIZED, "NVML_ERROR_UNINITIALIZED", "NVML was not initialised"},
     {NVML_ERROR_INVALID_ARGUMENT, "NVML_ERROR_INVALID_ARGUMENT", "a supplied argument is invalid"},
     {NVML_ERROR_NOT_SUPPORTED, "NVML_ERROR_NOT_SUPPORTED", "the device does not support the requested operation"},
-    {NVML_ERROR_NO_PERMISSION, "NVML_ERROR_NO_PERMISSION", "the caller lacks the permission for the operation (run privileged)"},
+    {NVML_ERROR_NO_PERMISSION, "NVML_ERROR_NO_PERMISSION",
+     "the caller lacks the permission for the operation (run privileged)"},
     {NVML_ERROR_ALREADY_INITIALIZED, "NVML_ERROR_ALREADY_INITIALIZED", "NVML is already initialised"},
     {NVML_ERROR_NOT_FOUND, "NVML_ERROR_NOT_FOUND", "the queried object was not found"},
     {NVML_ERROR_INSUFFICIENT_SIZE, "NVML_ERROR_INSUFFICIENT_SIZE", "an input buffer is too small"},
-    {NVML_ERROR_INSUFFICIENT_POWER, "NVML_ERROR_INSUFFICIENT_POWER", "a device's external power cables are not connected properly"},
+    {NVML_ERROR_INSUFFICIENT_POWER, "NVML_ERROR_INSUFFICIENT_POWER",
+     "a device's external power cables are not connected properly"},
     {NVML_ERROR_DRIVER_NOT_LOADED, "NVML_ERROR_DRIVER_NOT_LOADED", "the NVIDIA kernel driver is not loaded"},
     {NVML_ERROR_TIMEOUT, "NVML_ERROR_TIMEOUT", "the operation timed out"},
-    {NVML_ERROR_IRQ_ISSUE, "NVML_ERROR_IRQ_ISSUE", "the NVIDIA kernel driver detected an interrupt problem with the GPU"},
-    {NVML_ERROR_LIBRARY_NOT_FOUND, "NVML_ERROR_LIBRARY_NOT_FOUND", "the NVML shared library could not be found or loaded"},
-    {NVML_ERROR_FUNCTION_NOT_FOUND, "NVML_ERROR_FUNCTION_NOT_FOUND", "the installed NVML lacks this function (driver too old)"},
+    {NVML_ERROR_IRQ_ISSUE, "NVML_ERROR_IRQ_ISSUE",
+     "the NVIDIA kernel driver detected an interrupt problem with the GPU"},
+    {NVML_ERROR_LIBRARY_NOT_FOUND, "NVML_ERROR_LIBRARY_NOT_FOUND",
+     "the NVML shared library could not be found or loaded"},
+    {NVML_ERROR_FUNCTION_NOT_FOUND, "NVML_ERROR_FUNCTION_NOT_FOUND",
+     "the installed NVML lacks this function (driver too old)"},
     {NVML_ERROR_CORRUPTED_INFOROM, "NVML_ERROR_CORRUPTED_INFOROM", "the GPU's infoROM is corrupted"},
     {NVML_ERROR_GPU_IS_LOST, "NVML_ERROR_GPU_IS_LOST", "the GPU has fallen off the bus or is otherwise inaccessible"},
     {NVML_ERROR_RESET_REQUIRED, "NVML_ERROR_RESET_REQUIRED", "the GPU needs a reset before it can be used again"},
     {NVML_ERROR_OPERATING_SYSTEM, "NVML_ERROR_OPERATING_SYSTEM", "the operating system blocked the GPU call"},
-    {NVML_ERROR_LIB_RM_VERSION_MISMATCH, "NVML_ERROR_LIB_RM_VERSION_MISMATCH", "the NVML library and the kernel driver versions differ (reload the driver)"},
+    {NVML_ERROR_LIB_RM_VERSION_MISMATCH, "NVML_ERROR_LIB_RM_VERSION_MISMATCH",
+     "the NVML library and the kernel driver versions differ (reload the driver)"},
     {NVML_ERROR_IN_USE, "NVML_ERROR_IN_USE", "the GPU is in use by another operation"},
     {NVML_ERROR_MEMORY, "NVML_ERROR_MEMORY", "insufficient host memory"},
     {NVML_ERROR_NO_DATA, "NVML_ERROR_NO_DATA", "no data is available"},
-    {NVML_ERROR_VGPU_ECC_NOT_SUPPORTED, "NVML_ERROR_VGPU_ECC_NOT_SUPPORTED", "ECC is enabled, which vGPU does not support"},
-    {NVML_ERROR_INSUFFICIENT_RESOURCES, "NVML_ERROR_INSUFFICIENT_RESOURCES", "not enough resources to complete the operation"},
+    {NVML_ERROR_VGPU_ECC_NOT_SUPPORTED, "NVML_ERROR_VGPU_ECC_NOT_SUPPORTED",
+     "ECC is enabled, which vGPU does not support"},
+    {NVML_ERROR_INSUFFICIENT_RESOURCES, "NVML_ERROR_INSUFFICIENT_RESOURCES",
+     "not enough resources to complete the operation"},
     {NVML_ERROR_FREQ_NOT_SUPPORTED, "NVML_ERROR_FREQ_NOT_SUPPORTED", "the requested frequency is not supported"},
-    {NVML_ERROR_ARGUMENT_VERSION_MISMATCH, "NVML_ERROR_ARGUMENT_VERSION_MISMATCH", "the struct version passed is not supported by this driver"},
+    {NVML_ERROR_ARGUMENT_VERSION_MISMATCH, "NVML_ERROR_ARGUMENT_VERSION_MISMATCH",
+     "the struct version passed is not supported by this driver"},
     {NVML_ERROR_DEPRECATED, "NVML_ERROR_DEPRECATED", "the function is deprecated"},
     {NVML_ERROR_NOT_READY, "NVML_ERROR_NOT_READY", "the system is not ready for the request"},
     {NVML_ERROR_GPU_NOT_FOUND, "NVML_ERROR_GPU_NOT_FOUND", "the GPU was not found"},
@@ -61,12 +70,17 @@ Status NvmlStatus(nvmlReturn_t code, std::string_view call) {
   if (code == NVML_SUCCESS) return Status::Ok();
   std::string msg = std::string(call) + ": " + NvmlReturnMessage(code);
   switch (code) {
-    case NVML_ERROR_NOT_FOUND: return Status::NotFound(std::move(msg));
-    case NVML_ERROR_NO_PERMISSION: return Status::PermissionDenied(std::move(msg));
+    case NVML_ERROR_NOT_FOUND:
+      return Status::NotFound(std::move(msg));
+    case NVML_ERROR_NO_PERMISSION:
+      return Status::PermissionDenied(std::move(msg));
     case NVML_ERROR_NOT_SUPPORTED:
-    case NVML_ERROR_FUNCTION_NOT_FOUND: return Status::FailedPrecondition(std::move(msg));
-    case NVML_ERROR_INVALID_ARGUMENT: return Status::InvalidArgument(std::move(msg));
-    default: return Status::Unavailable(std::move(msg));
+    case NVML_ERROR_FUNCTION_NOT_FOUND:
+      return Status::FailedPrecondition(std::move(msg));
+    case NVML_ERROR_INVALID_ARGUMENT:
+      return Status::InvalidArgument(std::move(msg));
+    default:
+      return Status::Unavailable(std::move(msg));
   }
 }
 
@@ -92,7 +106,8 @@ struct Nvml::Functions {
   nvmlReturn_t (*DeviceGetGpuInstanceId)(nvmlDevice_t, unsigned int*) = nullptr;
   nvmlReturn_t (*DeviceGetGpuInstanceById)(nvmlDevice_t, unsigned int, nvmlGpuInstance_t*) = nullptr;
   nvmlReturn_t (*GpuInstanceGetInfo)(nvmlGpuInstance_t, nvmlGpuInstanceInfo_t*) = nullptr;
-  nvmlReturn_t (*DeviceGetGpuInstanceProfileInfoV)(nvmlDevice_t, unsigned int, nvmlGpuInstanceProfileInfo_v2_t*) = nullptr;
+  nvmlReturn_t (*DeviceGetGpuInstanceProfileInfoV)(nvmlDevice_t, unsigned int,
+                                                   nvmlGpuInstanceProfileInfo_v2_t*) = nullptr;
   nvmlReturn_t (*DeviceSetMemoryLimits_v1)(nvmlDevice_t, nvmlSetMemoryLimits_v1_t*) = nullptr;
   nvmlReturn_t (*DeviceGetMemoryLimits_v1)(nvmlDevice_t, nvmlGetMemoryLimits_v1_t*) = nullptr;
 };

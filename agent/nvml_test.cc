@@ -18,7 +18,10 @@ Json TwoGpuState() {
   return Json{{"driverVersion", "615.20.01"},
               {"cudaVersion", 13040},
               {"devices",
-               {{{"uuid", "GPU-1"}, {"name", "NVIDIA H100 80GB HBM3"}, {"memoryMiB", 81559}, {"usedMiB", 100},
+               {{{"uuid", "GPU-1"},
+                 {"name", "NVIDIA H100 80GB HBM3"},
+                 {"memoryMiB", 81559},
+                 {"usedMiB", 100},
                  {"processes", procs}},
                 {{"uuid", "GPU-2"},
                  {"name", "NVIDIA A100-SXM4-40GB"},
@@ -28,10 +31,21 @@ Json TwoGpuState() {
                   {{{"selector", 0}, {"id", 19}, {"name", "MIG 1g.5gb"}},
                    {{"selector", 2}, {"id", 9}, {"name", "MIG 3g.20gb"}}}},
                  {"migInstances",
-                  {{{"slot", 0}, {"uuid", "MIG-a"}, {"gpuInstanceId", 1}, {"profileId", 9}, {"start", 0}, {"size", 4},
-                    {"memoryMiB", 19968}, {"usedMiB", 7}},
-                   {{"slot", 3}, {"uuid", "MIG-b"}, {"gpuInstanceId", 13}, {"profileId", 19}, {"start", 6},
-                    {"size", 1}, {"memoryMiB", 4864}}}}}}}};
+                  {{{"slot", 0},
+                    {"uuid", "MIG-a"},
+                    {"gpuInstanceId", 1},
+                    {"profileId", 9},
+                    {"start", 0},
+                    {"size", 4},
+                    {"memoryMiB", 19968},
+                    {"usedMiB", 7}},
+                   {{"slot", 3},
+                    {"uuid", "MIG-b"},
+                    {"gpuInstanceId", 13},
+                    {"profileId", 19},
+                    {"start", 6},
+                    {"size", 1},
+                    {"memoryMiB", 4864}}}}}}}};
 }
 
 TEST(NvmlTest, MissingLibraryIsAClearRetryableError) {

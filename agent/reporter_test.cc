@@ -160,7 +160,6 @@ TEST(SignificantChangeTest, OnlyUsageNoiseIsIgnored) {
   EXPECT_FALSE(SignificantChange(a, b, 256));
 }
 
-
 TEST_F(ReporterTest, ExcludedDevicesAreNotAdvertised) {
   api::GpuNodeStatus s = TwoDevices();
   api::MarkExcluded(s, {"GPU-1", "MIG-b"});

@@ -37,8 +37,8 @@ std::string RunLoop::Health() const {
   std::lock_guard<std::mutex> lock(mu_);
   const Clock::Duration age = clock_.Now() - last_pass_;
   if (age <= 3 * options_.poll_interval + std::chrono::seconds(30)) return "";
-  return "agent loop stalled: last pass " + std::to_string(std::chrono::duration_cast<std::chrono::seconds>(age).count()) +
-         "s ago";
+  return "agent loop stalled: last pass " +
+         std::to_string(std::chrono::duration_cast<std::chrono::seconds>(age).count()) + "s ago";
 }
 
 }  // namespace gpupack::agent

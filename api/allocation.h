@@ -7,11 +7,10 @@
 //
 // Container fields: "name", "index" (position in spec.containers, or spec.initContainers when
 // "init":true), "exclusive":true for whole-device requests, "withinPod":true for an init container
-// that reuses devices the pod's app containers hold (it adds nothing to the ledger). Device fields: "uuid", "index" (device
-// index on the node), "memMiB" (the cap), and for MIG instances "parent" and "profile". Top-level
-// "spreadKey": the pod's gpupack.io/spread-key, when it has one.
-// Optional fields are omitted when they hold their default. Decoding accepts any key order,
-// ignores unknown keys (forward compatibility within v1) and refuses other versions.
+// that reuses devices the pod's app containers hold (it adds nothing to the ledger). Device fields: "uuid", "index"
+// (device index on the node), "memMiB" (the cap), and for MIG instances "parent" and "profile". Top-level "spreadKey":
+// the pod's gpupack.io/spread-key, when it has one. Optional fields are omitted when they hold their default. Decoding
+// accepts any key order, ignores unknown keys (forward compatibility within v1) and refuses other versions.
 //
 // Thread safety: plain values and pure functions.
 #pragma once
@@ -69,7 +68,6 @@ StatusOr<Allocation> DecodeAllocation(std::string_view text);
 // container, the api::ContainerAnnotationKey entries: visible devices ("GPU-a,GPU-b"), the cap
 // in MiB, the request in MiB (= cap × request_ratio, rounded down, at least 1) and the legacy
 // MPS string ("0=8192M,1=8192M", ordinals within the visible set).
-std::map<std::string, std::string> AllocationAnnotations(const Allocation& allocation,
-                                                         double request_ratio = 1.0);
+std::map<std::string, std::string> AllocationAnnotations(const Allocation& allocation, double request_ratio = 1.0);
 
 }  // namespace gpupack::api

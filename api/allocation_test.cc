@@ -14,8 +14,9 @@ TEST(Allocation, EncodesTheDesignFormat) {
   Allocation a;
   a.node = "n1";
   a.containers.push_back({"main", 0, false, false, false, {{"GPU-1", 0, 8192, "", ""}}});
-  EXPECT_EQ(EncodeAllocation(a),
-            R"({"v":1,"node":"n1","containers":[{"name":"main","index":0,"devices":[{"uuid":"GPU-1","index":0,"memMiB":8192}]}]})");
+  EXPECT_EQ(
+      EncodeAllocation(a),
+      R"({"v":1,"node":"n1","containers":[{"name":"main","index":0,"devices":[{"uuid":"GPU-1","index":0,"memMiB":8192}]}]})");
 }
 
 TEST(Allocation, RoundTrips) {

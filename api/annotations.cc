@@ -7,10 +7,18 @@ std::string ContainerAnnotationKey(bool init, int index, ContainerEnvKey key) {
   out += init ? 'i' : 'c';
   out += std::to_string(index);
   switch (key) {
-    case ContainerEnvKey::kVisibleDevices: out += "-visible-devices"; break;
-    case ContainerEnvKey::kMemoryLimitMiB: out += "-memory-limit-mib"; break;
-    case ContainerEnvKey::kMemoryRequestMiB: out += "-memory-request-mib"; break;
-    case ContainerEnvKey::kMpsMemoryLimit: out += "-mps-memory-limit"; break;
+    case ContainerEnvKey::kVisibleDevices:
+      out += "-visible-devices";
+      break;
+    case ContainerEnvKey::kMemoryLimitMiB:
+      out += "-memory-limit-mib";
+      break;
+    case ContainerEnvKey::kMemoryRequestMiB:
+      out += "-memory-request-mib";
+      break;
+    case ContainerEnvKey::kMpsMemoryLimit:
+      out += "-mps-memory-limit";
+      break;
   }
   return out;
 }
@@ -46,10 +54,14 @@ std::string JoinNames(std::span<const std::string_view> names) {
 
 std::string_view ContainerEnvName(ContainerEnvKey key) {
   switch (key) {
-    case ContainerEnvKey::kVisibleDevices: return "NVIDIA_VISIBLE_DEVICES";
-    case ContainerEnvKey::kMemoryLimitMiB: return "NVIDIA_GPU_MEMORY_LIMIT";
-    case ContainerEnvKey::kMemoryRequestMiB: return "NVIDIA_GPU_MEMORY_REQUEST";
-    case ContainerEnvKey::kMpsMemoryLimit: return "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT";
+    case ContainerEnvKey::kVisibleDevices:
+      return "NVIDIA_VISIBLE_DEVICES";
+    case ContainerEnvKey::kMemoryLimitMiB:
+      return "NVIDIA_GPU_MEMORY_LIMIT";
+    case ContainerEnvKey::kMemoryRequestMiB:
+      return "NVIDIA_GPU_MEMORY_REQUEST";
+    case ContainerEnvKey::kMpsMemoryLimit:
+      return "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT";
   }
   return "";
 }

@@ -17,18 +17,18 @@ inline constexpr std::string_view kResourceGpu = "gpupack.io/gpu";
 inline constexpr std::string_view kResourceNvidiaGpu = "nvidia.com/gpu";
 
 // Pod annotations a user may set.
-inline constexpr std::string_view kAnnotationDeviceKind = "gpupack.io/device-kind";   // gpu|mig|any
-inline constexpr std::string_view kAnnotationMigProfile = "gpupack.io/mig-profile";   // e.g. 1g.10gb
-inline constexpr std::string_view kAnnotationGpuModel = "gpupack.io/gpu-model";       // "A100|H100"
-inline constexpr std::string_view kAnnotationIsolation = "gpupack.io/isolation";      // hard|best-effort
+inline constexpr std::string_view kAnnotationDeviceKind = "gpupack.io/device-kind";  // gpu|mig|any
+inline constexpr std::string_view kAnnotationMigProfile = "gpupack.io/mig-profile";  // e.g. 1g.10gb
+inline constexpr std::string_view kAnnotationGpuModel = "gpupack.io/gpu-model";      // "A100|H100"
+inline constexpr std::string_view kAnnotationIsolation = "gpupack.io/isolation";     // hard|best-effort
 // Device rules, policy and spreading (docs/annotations.md, "Choosing devices").
 inline constexpr std::string_view kAnnotationGpuModelExclude = model::kRuleGpuModelExclude;  // "T4|V100"
-inline constexpr std::string_view kAnnotationGpuUuids = model::kRuleGpuUuids;                 // "GPU-a,GPU-b"
+inline constexpr std::string_view kAnnotationGpuUuids = model::kRuleGpuUuids;                // "GPU-a,GPU-b"
 inline constexpr std::string_view kAnnotationGpuUuidsExclude = model::kRuleGpuUuidsExclude;  // "GPU-c"
 inline constexpr std::string_view kAnnotationNodePolicy = "gpupack.io/node-policy";      // binpack|spread|fgd|default
 inline constexpr std::string_view kAnnotationDevicePolicy = "gpupack.io/device-policy";  // binpack|spread|fgd|default
-inline constexpr std::string_view kAnnotationSpreadKey = model::kRuleSpreadKey;        // e.g. "web-frontend"
-inline constexpr std::string_view kAnnotationSpreadScope = model::kRuleSpreadScope;    // device|node
+inline constexpr std::string_view kAnnotationSpreadKey = model::kRuleSpreadKey;          // e.g. "web-frontend"
+inline constexpr std::string_view kAnnotationSpreadScope = model::kRuleSpreadScope;      // device|node
 
 // Written by the webhook (never by users): the containers, "c0,i1", whose gpupack.io/gpu-memory
 // the webhook added to a whole-device request so a ResourceQuota on requests.gpupack.io/gpu-memory
@@ -50,7 +50,7 @@ inline constexpr std::string_view kAnnotationAllocation = "gpupack.io/allocation
 inline constexpr std::string_view kGpupackPrefix = "gpupack.io/";
 inline constexpr std::string_view kKnownResources[] = {kResourceGpuMemory, kResourceGpu};
 inline constexpr std::string_view kUserAnnotations[] = {
-    kAnnotationDeviceKind,      kAnnotationMigProfile, kAnnotationGpuModel,         kAnnotationIsolation,
+    kAnnotationDeviceKind,      kAnnotationMigProfile, kAnnotationGpuModel,        kAnnotationIsolation,
     kAnnotationGpuModelExclude, kAnnotationGpuUuids,   kAnnotationGpuUuidsExclude, kAnnotationNodePolicy,
     kAnnotationDevicePolicy,    kAnnotationSpreadKey,  kAnnotationSpreadScope};
 // True for what only the scheduler writes at bind: kAnnotationAllocation and every
@@ -68,17 +68,17 @@ std::string JoinNames(std::span<const std::string_view> names);
 // annotation name part stays within 63 characters. App containers use "c<i>", init containers
 // "i<i>", e.g. gpupack.io/c0-visible-devices.
 enum class ContainerEnvKey {
-  kVisibleDevices,  // "GPU-…,MIG-…": the device UUIDs, comma separated
-  kMemoryLimitMiB,  // per-device hard cap in MiB, e.g. "8192"
-  kMemoryRequestMiB,// per-device soft limit in MiB (= limit unless a soft ratio is configured)
-  kMpsMemoryLimit,  // legacy CUDA MPS string, "0=8192M,1=8192M" (ordinals within the visible set)
+  kVisibleDevices,    // "GPU-…,MIG-…": the device UUIDs, comma separated
+  kMemoryLimitMiB,    // per-device hard cap in MiB, e.g. "8192"
+  kMemoryRequestMiB,  // per-device soft limit in MiB (= limit unless a soft ratio is configured)
+  kMpsMemoryLimit,    // legacy CUDA MPS string, "0=8192M,1=8192M" (ordinals within the visible set)
 };
 std::string ContainerAnnotationKey(bool init, int index, ContainerEnvKey key);
 
 // The environment variable that carries each key into the container.
 std::string_view ContainerEnvName(ContainerEnvKey key);
 inline constexpr ContainerEnvKey kAllContainerEnvKeys[] = {
-    ContainerEnvKey::kVisibleDevices, ContainerEnvKey::kMemoryLimitMiB,
-    ContainerEnvKey::kMemoryRequestMiB, ContainerEnvKey::kMpsMemoryLimit};
+    ContainerEnvKey::kVisibleDevices, ContainerEnvKey::kMemoryLimitMiB, ContainerEnvKey::kMemoryRequestMiB,
+    ContainerEnvKey::kMpsMemoryLimit};
 
 }  // namespace gpupack::api

@@ -1,9 +1,10 @@
 #include "api/extender_types.h"
 
+#include <strings.h>
+
 #include <algorithm>
 #include <charconv>
 #include <set>
-#include <strings.h>
 
 namespace gpupack::api {
 
@@ -11,9 +12,7 @@ namespace {
 
 using nlohmann::json;
 
-Status Bad(const std::string& where, const std::string& what) {
-  return Status::InvalidArgument(where + ": " + what);
-}
+Status Bad(const std::string& where, const std::string& what) { return Status::InvalidArgument(where + ": " + what); }
 
 // Go's encoding/json matches field names case-insensitively; an exact match is tried first.
 // Null counts as absent. J is json or const json.
@@ -269,8 +268,7 @@ StatusOr<ExtenderPreemptionArgs> DecodePreemptionArgs(std::string_view body) {
     args.pod = std::move(*pod);
   }
   if (const json* meta = Field(doc, "NodeNameToMetaVictims")) {
-    GPUPACK_ASSIGN_OR_RETURN(args.victims,
-                             ReadVictims(*meta, "ExtenderPreemptionArgs.NodeNameToMetaVictims", true));
+    GPUPACK_ASSIGN_OR_RETURN(args.victims, ReadVictims(*meta, "ExtenderPreemptionArgs.NodeNameToMetaVictims", true));
   } else if (const json* full = Field(doc, "NodeNameToVictims")) {
     GPUPACK_ASSIGN_OR_RETURN(args.victims, ReadVictims(*full, "ExtenderPreemptionArgs.NodeNameToVictims", false));
   }
@@ -349,7 +347,8 @@ std::string EncodeBindingResult(const ExtenderBindingResult& result) {
 }
 
 std::string EncodePreemptionResult(const ExtenderPreemptionResult& result) {
-  return "{\"NodeNameToMetaVictims\":" + MetaVictimsJson(result.node_name_to_meta_victims).dump(-1, ' ', false, json::error_handler_t::replace) + "}";
+  return "{\"NodeNameToMetaVictims\":" +
+         MetaVictimsJson(result.node_name_to_meta_victims).dump(-1, ' ', false, json::error_handler_t::replace) + "}";
 }
 
 std::string EncodeExtenderArgs(const ExtenderArgs& args) {
@@ -368,8 +367,10 @@ std::string EncodeExtenderArgs(const ExtenderArgs& args) {
 
 std::string EncodeBindingArgs(const ExtenderBindingArgs& args) {
   std::string out = "{";
-  const std::pair<const char*, const std::string*> fields[] = {
-      {"PodName", &args.pod_name}, {"PodNamespace", &args.pod_namespace}, {"PodUID", &args.pod_uid}, {"Node", &args.node}};
+  const std::pair<const char*, const std::string*> fields[] = {{"PodName", &args.pod_name},
+                                                               {"PodNamespace", &args.pod_namespace},
+                                                               {"PodUID", &args.pod_uid},
+                                                               {"Node", &args.node}};
   for (size_t i = 0; i < std::size(fields); ++i) {
     if (i > 0) out += ',';
     Key(out, fields[i].first);
@@ -380,7 +381,8 @@ std::string EncodeBindingArgs(const ExtenderBindingArgs& args) {
 }
 
 std::string EncodePreemptionArgs(const ExtenderPreemptionArgs& args) {
-  return "{\"Pod\":" + args.pod.dump(-1, ' ', false, json::error_handler_t::replace) + ",\"NodeNameToVictims\":null,\"NodeNameToMetaVictims\":" +
+  return "{\"Pod\":" + args.pod.dump(-1, ' ', false, json::error_handler_t::replace) +
+         ",\"NodeNameToVictims\":null,\"NodeNameToMetaVictims\":" +
          MetaVictimsJson(args.victims).dump(-1, ' ', false, json::error_handler_t::replace) + "}";
 }
 

@@ -38,8 +38,8 @@ struct WireNode {
 
 // The filter and prioritize request.
 struct ExtenderArgs {
-  nlohmann::json pod;  // the v1.Pod; null when absent
-  std::optional<std::vector<WireNode>> nodes;           // nodeCacheCapable: false
+  nlohmann::json pod;                                  // the v1.Pod; null when absent
+  std::optional<std::vector<WireNode>> nodes;          // nodeCacheCapable: false
   std::optional<std::vector<std::string>> node_names;  // nodeCacheCapable: true
 };
 

@@ -11,8 +11,8 @@ namespace gpupack::api {
 namespace {
 
 TEST(ExtenderTypes, DecodesFilterArgsWithNodeNames) {
-  StatusOr<ExtenderArgs> args = DecodeExtenderArgs(
-      R"({"Pod":{"metadata":{"name":"p","uid":"u1"}},"Nodes":null,"NodeNames":["a","b"]})");
+  StatusOr<ExtenderArgs> args =
+      DecodeExtenderArgs(R"({"Pod":{"metadata":{"name":"p","uid":"u1"}},"Nodes":null,"NodeNames":["a","b"]})");
   ASSERT_TRUE(args.ok()) << args.status();
   EXPECT_EQ(args->pod["metadata"]["name"], "p");
   EXPECT_FALSE(args->nodes.has_value());
@@ -24,7 +24,8 @@ TEST(ExtenderTypes, FieldNamesMatchCaseInsensitivelyAsGoDoes) {
   StatusOr<ExtenderArgs> args = DecodeExtenderArgs(R"({"pod":{},"nodenames":["a"]})");
   ASSERT_TRUE(args.ok()) << args.status();
   EXPECT_EQ(*args->node_names, std::vector<std::string>{"a"});
-  StatusOr<ExtenderBindingArgs> bind = DecodeBindingArgs(R"({"podname":"p","PODNAMESPACE":"ns","poduid":"u","node":"n"})");
+  StatusOr<ExtenderBindingArgs> bind =
+      DecodeBindingArgs(R"({"podname":"p","PODNAMESPACE":"ns","poduid":"u","node":"n"})");
   ASSERT_TRUE(bind.ok()) << bind.status();
   EXPECT_EQ(*bind, (ExtenderBindingArgs{"p", "ns", "u", "n"}));
 }
@@ -52,9 +53,8 @@ TEST(ExtenderTypes, FullNodesKeepTheirNamesAndEchoVerbatim) {
   ExtenderFilterResult result;
   result.nodes = std::vector<WireNode>{(*args->nodes)[0]};
   const std::string encoded = EncodeFilterResult(result);
-  EXPECT_EQ(encoded,
-            R"({"Nodes":{"metadata":{},"items":[{"metadata":{"labels":{"x":"y"},"name":"a"},"status":{}}]},)"
-            R"("NodeNames":null,"FailedNodes":{},"FailedAndUnresolvableNodes":{},"Error":""})");
+  EXPECT_EQ(encoded, R"({"Nodes":{"metadata":{},"items":[{"metadata":{"labels":{"x":"y"},"name":"a"},"status":{}}]},)"
+                     R"("NodeNames":null,"FailedNodes":{},"FailedAndUnresolvableNodes":{},"Error":""})");
 }
 
 // The priority list is written straight into a buffer sized for names that need no escaping; a
@@ -80,13 +80,15 @@ TEST(ExtenderTypes, EncodesExactlyWhatGoExpects) {
   EXPECT_EQ(EncodeHostPriorityList({{"myhost", 1}}), R"([{"Host":"myhost","Score":1}])");
   ExtenderPreemptionResult pre;
   pre.node_name_to_meta_victims["foo"] = MetaVictims{{"myuid"}, 1};
-  EXPECT_EQ(EncodePreemptionResult(pre), R"({"NodeNameToMetaVictims":{"foo":{"NumPDBViolations":1,"Pods":[{"UID":"myuid"}]}}})");
+  EXPECT_EQ(EncodePreemptionResult(pre),
+            R"({"NodeNameToMetaVictims":{"foo":{"NumPDBViolations":1,"Pods":[{"UID":"myuid"}]}}})");
   ExtenderFilterResult filter;
   filter.node_names = std::vector<std::string>{"node1"};
   filter.failed_nodes["foo"] = "bar";
   filter.error = "myerror";
-  EXPECT_EQ(EncodeFilterResult(filter),
-            R"({"Nodes":null,"NodeNames":["node1"],"FailedNodes":{"foo":"bar"},"FailedAndUnresolvableNodes":{},"Error":"myerror"})");
+  EXPECT_EQ(
+      EncodeFilterResult(filter),
+      R"({"Nodes":null,"NodeNames":["node1"],"FailedNodes":{"foo":"bar"},"FailedAndUnresolvableNodes":{},"Error":"myerror"})");
 }
 
 TEST(ExtenderTypes, ResultsRoundTripThroughTheClientDecoders) {

@@ -70,8 +70,11 @@ Status RequireUuid(const std::string& uuid, const std::string& where) {
 }
 
 Json MigToJson(const GpuNodeMigInstance& m) {
-  Json j = {{"uuid", m.uuid}, {"profile", m.profile}, {"memoryMiB", m.memory_mib},
-            {"usedMiB", m.used_mib}, {"gpuInstanceId", m.gpu_instance_id}};
+  Json j = {{"uuid", m.uuid},
+            {"profile", m.profile},
+            {"memoryMiB", m.memory_mib},
+            {"usedMiB", m.used_mib},
+            {"gpuInstanceId", m.gpu_instance_id}};
   if (m.placement_start >= 0) j["placement"] = {{"start", m.placement_start}, {"size", m.placement_size}};
   if (m.excluded) j["excluded"] = true;
   return j;
@@ -125,9 +128,15 @@ nlohmann::json GpuNodeStatusToJson(const GpuNodeStatus& status) {
       migs.push_back(MigToJson(m));
       excluded += m.excluded ? 1 : 0;
     }
-    devices.push_back({{"uuid", d.uuid}, {"index", d.index}, {"model", d.model}, {"memoryMiB", d.memory_mib},
-                       {"usedMiB", d.used_mib}, {"allocatedMiB", d.allocated_mib}, {"healthy", d.healthy},
-                       {"migEnabled", d.mig_enabled}, {"migInstances", std::move(migs)}});
+    devices.push_back({{"uuid", d.uuid},
+                       {"index", d.index},
+                       {"model", d.model},
+                       {"memoryMiB", d.memory_mib},
+                       {"usedMiB", d.used_mib},
+                       {"allocatedMiB", d.allocated_mib},
+                       {"healthy", d.healthy},
+                       {"migEnabled", d.mig_enabled},
+                       {"migInstances", std::move(migs)}});
     if (d.excluded) {
       devices.back()["excluded"] = true;
       excluded += d.mig_enabled ? 0 : 1;
@@ -138,14 +147,25 @@ nlohmann::json GpuNodeStatusToJson(const GpuNodeStatus& status) {
   }
   Json processes = Json::array();
   for (const GpuNodeProcess& p : status.processes) {
-    processes.push_back({{"pid", p.pid}, {"device", p.device}, {"usedMiB", p.used_mib}, {"podUID", p.pod_uid},
-                         {"pod", p.pod}, {"container", p.container}, {"containerID", p.container_id}});
+    processes.push_back({{"pid", p.pid},
+                         {"device", p.device},
+                         {"usedMiB", p.used_mib},
+                         {"podUID", p.pod_uid},
+                         {"pod", p.pod},
+                         {"container", p.container},
+                         {"containerID", p.container_id}});
   }
   Json audit = Json::array();
   for (const GpuNodeAuditFinding& a : status.audit) {
-    audit.push_back({{"kind", a.kind}, {"device", a.device}, {"podUID", a.pod_uid}, {"pod", a.pod},
-                     {"container", a.container}, {"pid", a.pid}, {"usedMiB", a.used_mib},
-                     {"capMiB", a.cap_mib}, {"message", a.message}});
+    audit.push_back({{"kind", a.kind},
+                     {"device", a.device},
+                     {"podUID", a.pod_uid},
+                     {"pod", a.pod},
+                     {"container", a.container},
+                     {"pid", a.pid},
+                     {"usedMiB", a.used_mib},
+                     {"capMiB", a.cap_mib},
+                     {"message", a.message}});
   }
   return Json{{"devices", std::move(devices)},
               {"processes", std::move(processes)},

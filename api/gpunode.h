@@ -144,5 +144,4 @@ StatusOr<std::vector<std::string>> ExcludedDevicesOfNode(const nlohmann::json& n
 // Marks the status' devices named in `uuids` excluded; naming a GPU excludes its MIG instances.
 void MarkExcluded(GpuNodeStatus& status, const std::vector<std::string>& uuids);
 
-
 }  // namespace gpupack::api

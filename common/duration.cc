@@ -21,7 +21,7 @@ StatusOr<std::chrono::nanoseconds> ParseDuration(std::string_view text) {
     const std::string number(text.substr(i, j - i));
     const std::string unit(text.substr(j, k - j));
     static const std::map<std::string, double> kUnits = {{"h", 3600e9}, {"m", 60e9}, {"s", 1e9},
-                                                          {"ms", 1e6},  {"us", 1e3}, {"ns", 1}};
+                                                         {"ms", 1e6},   {"us", 1e3}, {"ns", 1}};
     auto u = kUnits.find(unit);
     char* end = nullptr;
     const double v = number.empty() ? NAN : std::strtod(number.c_str(), &end);

@@ -1,10 +1,11 @@
 #include "common/file.h"
 
-#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+
+#include <gtest/gtest.h>
 
 namespace gpupack {
 namespace {

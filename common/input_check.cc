@@ -16,7 +16,8 @@ Status CheckDuplicateKeys(const YAML::Node& node) {
         const std::string key = kv.first.Scalar();
         auto [it, fresh] = first_line.emplace(key, kv.first.Mark().line + 1);
         if (!fresh) {
-          return Status::InvalidArgument(YamlLine(kv.first) + "key \"" + key + "\" appears twice in one mapping (first on line " +
+          return Status::InvalidArgument(YamlLine(kv.first) + "key \"" + key +
+                                         "\" appears twice in one mapping (first on line " +
                                          std::to_string(it->second) + ")");
         }
       }

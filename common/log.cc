@@ -26,10 +26,14 @@ std::mutex g_mu;
 
 const char* LevelName(LogLevel l) {
   switch (l) {
-    case LogLevel::kDebug: return "DEBUG";
-    case LogLevel::kInfo: return "INFO";
-    case LogLevel::kWarning: return "WARN";
-    case LogLevel::kError: return "ERROR";
+    case LogLevel::kDebug:
+      return "DEBUG";
+    case LogLevel::kInfo:
+      return "INFO";
+    case LogLevel::kWarning:
+      return "WARN";
+    case LogLevel::kError:
+      return "ERROR";
   }
   return "?";
 }
@@ -50,8 +54,7 @@ void Log(LogLevel level, std::string_view component, std::string_view message) {
   std::strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%S", &tm);
   std::lock_guard<std::mutex> lock(g_mu);
   std::fprintf(stderr, "%s.%03dZ %s %.*s: %.*s\n", ts, static_cast<int>(ms), LevelName(level),
-               static_cast<int>(component.size()), component.data(), static_cast<int>(message.size()),
-               message.data());
+               static_cast<int>(component.size()), component.data(), static_cast<int>(message.size()), message.data());
 }
 
 }  // namespace gpupack

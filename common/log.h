@@ -18,9 +18,8 @@ void Log(LogLevel level, std::string_view component, std::string_view message);
 }  // namespace gpupack
 
 // GPUPACK_LOG(kInfo, "extender") << "bound " << pod;  (the stream is not evaluated when disabled)
-#define GPUPACK_LOG(level, component)                                          \
-  for (bool _gp_once = ::gpupack::LogEnabled(::gpupack::LogLevel::level);      \
-       _gp_once; _gp_once = false)                                             \
+#define GPUPACK_LOG(level, component)                                                                 \
+  for (bool _gp_once = ::gpupack::LogEnabled(::gpupack::LogLevel::level); _gp_once; _gp_once = false) \
   ::gpupack::LogLine(::gpupack::LogLevel::level, component).stream()
 
 namespace gpupack {

@@ -69,23 +69,49 @@ StatusOr<Quantity> Quantity::Parse(std::string_view text) {
   if (suffix.empty()) {
   } else if (suffix.size() == 2 && suffix[1] == 'i') {
     switch (suffix[0]) {
-      case 'K': pow2 = 10; break;
-      case 'M': pow2 = 20; break;
-      case 'G': pow2 = 30; break;
-      case 'T': pow2 = 40; break;
-      case 'P': pow2 = 50; break;
-      case 'E': pow2 = 60; break;
-      default: return Bad(text, "unknown suffix \"" + std::string(suffix) + "\"");
+      case 'K':
+        pow2 = 10;
+        break;
+      case 'M':
+        pow2 = 20;
+        break;
+      case 'G':
+        pow2 = 30;
+        break;
+      case 'T':
+        pow2 = 40;
+        break;
+      case 'P':
+        pow2 = 50;
+        break;
+      case 'E':
+        pow2 = 60;
+        break;
+      default:
+        return Bad(text, "unknown suffix \"" + std::string(suffix) + "\"");
     }
   } else if (suffix.size() == 1 && suffix[0] != 'e' && suffix[0] != 'E') {
     switch (suffix[0]) {
-      case 'm': pow10 = -3; break;
-      case 'k': pow10 = 3; break;
-      case 'M': pow10 = 6; break;
-      case 'G': pow10 = 9; break;
-      case 'T': pow10 = 12; break;
-      case 'P': pow10 = 15; break;
-      default: return Bad(text, "unknown suffix \"" + std::string(suffix) + "\"");
+      case 'm':
+        pow10 = -3;
+        break;
+      case 'k':
+        pow10 = 3;
+        break;
+      case 'M':
+        pow10 = 6;
+        break;
+      case 'G':
+        pow10 = 9;
+        break;
+      case 'T':
+        pow10 = 12;
+        break;
+      case 'P':
+        pow10 = 15;
+        break;
+      default:
+        return Bad(text, "unknown suffix \"" + std::string(suffix) + "\"");
     }
   } else if (suffix.size() == 1 && suffix[0] == 'E') {
     pow10 = 18;
@@ -155,7 +181,8 @@ StatusOr<Quantity> ParseFor(std::string_view text, std::string_view what) {
 
 StatusOr<int64_t> ParseMemoryMiBCeil(std::string_view text, std::string_view what) {
   GPUPACK_ASSIGN_OR_RETURN(Quantity q, ParseFor(text, what));
-  if (q.IsZero()) return Status::InvalidArgument(std::string(what) + ": quantity \"" + std::string(text) + "\" must be positive");
+  if (q.IsZero())
+    return Status::InvalidArgument(std::string(what) + ": quantity \"" + std::string(text) + "\" must be positive");
   auto mib = q.ScaledCeil(1, int64_t{1} << 20);
   if (!mib.ok()) return mib.status().WithContext(what);
   return mib;

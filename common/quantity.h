@@ -44,10 +44,10 @@ class Quantity {
 // Convenience conversions used throughout gpupack. Each fails with a message naming `what`
 // (e.g. "gpupack.io/gpu-memory") when the quantity is unparseable, negative or zero (where a
 // positive value is required) or too large.
-StatusOr<int64_t> ParseMemoryMiBCeil(std::string_view text, std::string_view what);   // bytes → MiB, rounded up; > 0
-StatusOr<int64_t> ParseBytes(std::string_view text, std::string_view what);            // bytes, rounded up; >= 0
-StatusOr<int64_t> ParseMilliValue(std::string_view text, std::string_view what);       // e.g. CPU "500m" → 500; >= 0
-StatusOr<int64_t> ParseCount(std::string_view text, std::string_view what);            // a whole number >= 0
+StatusOr<int64_t> ParseMemoryMiBCeil(std::string_view text, std::string_view what);  // bytes → MiB, rounded up; > 0
+StatusOr<int64_t> ParseBytes(std::string_view text, std::string_view what);          // bytes, rounded up; >= 0
+StatusOr<int64_t> ParseMilliValue(std::string_view text, std::string_view what);     // e.g. CPU "500m" → 500; >= 0
+StatusOr<int64_t> ParseCount(std::string_view text, std::string_view what);          // a whole number >= 0
 
 // Formats MiB the way a person reads it: "8192 MiB".
 std::string FormatMiB(int64_t mib);

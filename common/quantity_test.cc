@@ -13,28 +13,28 @@ struct MiBCase {
 // Every suffix family, rounded up to whole MiB (1 MiB = 1,048,576 bytes).
 TEST(Quantity, MemoryToMiB) {
   const MiBCase cases[] = {
-      {"8Gi", 8192},                 // 8 * 1024
+      {"8Gi", 8192},  // 8 * 1024
       {"8192Mi", 8192},
       {"1Ti", 1024 * 1024},
       {"0.5Gi", 512},
       {"1.5Gi", 1536},
-      {"500M", 477},                 // 500e6 / 1048576 = 476.84 → 477
-      {"1G", 954},                   // 1e9 / 1048576 = 953.67 → 954
-      {"1k", 1},                     // 1000 bytes → 1 MiB (rounded up)
+      {"500M", 477},  // 500e6 / 1048576 = 476.84 → 477
+      {"1G", 954},    // 1e9 / 1048576 = 953.67 → 954
+      {"1k", 1},      // 1000 bytes → 1 MiB (rounded up)
       {"1Ki", 1},
-      {"1048576", 1},                // plain bytes
+      {"1048576", 1},  // plain bytes
       {"1048577", 2},
-      {"1e9", 954},                  // exponent form, same as 1G
+      {"1e9", 954},  // exponent form, same as 1G
       {"1E9", 954},
-      {"2.5e9", 2385},               // 2.5e9 / 1048576 = 2384.19 → 2385
+      {"2.5e9", 2385},  // 2.5e9 / 1048576 = 2384.19 → 2385
       {"1Pi", int64_t{1} << 30},
       {"1Ei", int64_t{1} << 40},
-      {"1P", 953674317},             // 1e15 / 1048576 = 953674316.4 → 953674317
-      {"1T", 953675},                // 1e12 / 1048576 = 953674.3 → 953675
+      {"1P", 953674317},  // 1e15 / 1048576 = 953674316.4 → 953674317
+      {"1T", 953675},     // 1e12 / 1048576 = 953674.3 → 953675
       {"+4Gi", 4096},
       {".5Gi", 512},
       {"1.Gi", 1024},
-      {"8000000m", 1},               // 8000 bytes in milli-bytes
+      {"8000000m", 1},  // 8000 bytes in milli-bytes
   };
   for (const auto& c : cases) {
     auto v = ParseMemoryMiBCeil(c.text, "gpu-memory");
@@ -44,8 +44,10 @@ TEST(Quantity, MemoryToMiB) {
 }
 
 TEST(Quantity, RejectsGarbageWithAMessage) {
-  const char* bad[] = {"", "Gi", "8 Gi", "8GB", "8gi", "1..5Gi", "abc", "8Gii", "1e", "1e+",
-                       "1ex", "-", ".", "1e99", "99999999999999999999999999999999Gi", "10Ei"};
+  const char* bad[] = {"",       "Gi",  "8 Gi", "8GB",  "8gi",
+                       "1..5Gi", "abc", "8Gii", "1e",   "1e+",
+                       "1ex",    "-",   ".",    "1e99", "99999999999999999999999999999999Gi",
+                       "10Ei"};
   for (const char* text : bad) {
     auto v = ParseMemoryMiBCeil(text, "gpupack.io/gpu-memory");
     ASSERT_FALSE(v.ok()) << text;

@@ -36,11 +36,10 @@ StatusOr<Clock::TimePoint> ParseRfc3339(std::string_view text) {
   };
   // 2026-11-29T10:18:41 is 19 characters; then an optional fraction and a zone.
   if (text.size() < 20) return bad("too short");
-  if (text[4] != '-' || text[7] != '-' || (text[10] != 'T' && text[10] != 't') || text[13] != ':' ||
-      text[16] != ':') {
+  if (text[4] != '-' || text[7] != '-' || (text[10] != 'T' && text[10] != 't') || text[13] != ':' || text[16] != ':') {
     return bad("expected YYYY-MM-DDTHH:MM:SS");
   }
-  const std::string_view fields[] = {text.substr(0, 4), text.substr(5, 2), text.substr(8, 2),
+  const std::string_view fields[] = {text.substr(0, 4),  text.substr(5, 2),  text.substr(8, 2),
                                      text.substr(11, 2), text.substr(14, 2), text.substr(17, 2)};
   for (auto f : fields) {
     if (!IsDigits(f)) return bad("expected digits");
@@ -52,8 +51,8 @@ StatusOr<Clock::TimePoint> ParseRfc3339(std::string_view text) {
   tm.tm_hour = ToInt(fields[3]);
   tm.tm_min = ToInt(fields[4]);
   tm.tm_sec = ToInt(fields[5]);
-  if (tm.tm_mon < 0 || tm.tm_mon > 11 || tm.tm_mday < 1 || tm.tm_mday > 31 || tm.tm_hour > 23 ||
-      tm.tm_min > 59 || tm.tm_sec > 60) {
+  if (tm.tm_mon < 0 || tm.tm_mon > 11 || tm.tm_mday < 1 || tm.tm_mday > 31 || tm.tm_hour > 23 || tm.tm_min > 59 ||
+      tm.tm_sec > 60) {
     return bad("field out of range");
   }
   std::string_view rest = text.substr(19);
@@ -71,8 +70,8 @@ StatusOr<Clock::TimePoint> ParseRfc3339(std::string_view text) {
   }
   int64_t offset_s = 0;
   if (rest == "Z" || rest == "z") {
-  } else if (rest.size() == 6 && (rest[0] == '+' || rest[0] == '-') && rest[3] == ':' &&
-             IsDigits(rest.substr(1, 2)) && IsDigits(rest.substr(4, 2))) {
+  } else if (rest.size() == 6 && (rest[0] == '+' || rest[0] == '-') && rest[3] == ':' && IsDigits(rest.substr(1, 2)) &&
+             IsDigits(rest.substr(4, 2))) {
     offset_s = (ToInt(rest.substr(1, 2)) * 3600 + ToInt(rest.substr(4, 2)) * 60) * (rest[0] == '-' ? -1 : 1);
   } else {
     return bad("expected a zone (Z or ±HH:MM)");

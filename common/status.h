@@ -21,17 +21,17 @@ namespace gpupack {
 
 enum class StatusCode {
   kOk = 0,
-  kInvalidArgument,    // the caller's input is malformed; retrying the same input fails again
-  kNotFound,           // the named object does not exist
-  kAlreadyExists,      // create of an object that exists
-  kConflict,           // optimistic-concurrency failure (HTTP 409); re-read and retry
-  kFailedPrecondition, // the system is not in a state that allows the call (e.g. not synced)
-  kUnavailable,        // transient: connection refused, 5xx, timeout; retry with back-off
-  kDeadlineExceeded,   // the call's deadline passed
-  kPermissionDenied,   // 401/403
-  kResourceExhausted,  // capacity or size limit hit
-  kGone,               // HTTP 410: a watch's resourceVersion is too old; relist
-  kInternal,           // a bug or an impossible state that was caught rather than aborted on
+  kInvalidArgument,     // the caller's input is malformed; retrying the same input fails again
+  kNotFound,            // the named object does not exist
+  kAlreadyExists,       // create of an object that exists
+  kConflict,            // optimistic-concurrency failure (HTTP 409); re-read and retry
+  kFailedPrecondition,  // the system is not in a state that allows the call (e.g. not synced)
+  kUnavailable,         // transient: connection refused, 5xx, timeout; retry with back-off
+  kDeadlineExceeded,    // the call's deadline passed
+  kPermissionDenied,    // 401/403
+  kResourceExhausted,   // capacity or size limit hit
+  kGone,                // HTTP 410: a watch's resourceVersion is too old; relist
+  kInternal,            // a bug or an impossible state that was caught rather than aborted on
 };
 
 std::string_view StatusCodeName(StatusCode code);
@@ -83,17 +83,17 @@ std::ostream& operator<<(std::ostream& os, const Status& s);
 // bad input.
 [[noreturn]] void Die(std::string_view what);
 
-#define GPUPACK_CHECK(cond)                                                        \
-  do {                                                                             \
-    if (!(cond)) ::gpupack::Die(std::string("check failed: " #cond " at ") +       \
-                                __FILE__ + ":" + std::to_string(__LINE__));        \
+#define GPUPACK_CHECK(cond)                                                                                   \
+  do {                                                                                                        \
+    if (!(cond))                                                                                              \
+      ::gpupack::Die(std::string("check failed: " #cond " at ") + __FILE__ + ":" + std::to_string(__LINE__)); \
   } while (0)
 
 // StatusOr<T>: either a T or a non-OK Status.
 template <typename T>
 class [[nodiscard]] StatusOr {
  public:
-  StatusOr(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  StatusOr(T value) : value_(std::move(value)) {}         // NOLINT: implicit by design
   StatusOr(Status status) : status_(std::move(status)) {  // NOLINT: implicit by design
     if (status_.ok()) status_ = Status::Internal("StatusOr constructed from an OK Status");
   }
@@ -102,9 +102,18 @@ class [[nodiscard]] StatusOr {
   const Status& status() const { return status_; }
 
   // REQUIRES: ok(). Calling these on an error is a programming error and aborts.
-  const T& value() const& { Check(); return *value_; }
-  T& value() & { Check(); return *value_; }
-  T&& value() && { Check(); return std::move(*value_); }
+  const T& value() const& {
+    Check();
+    return *value_;
+  }
+  T& value() & {
+    Check();
+    return *value_;
+  }
+  T&& value() && {
+    Check();
+    return std::move(*value_);
+  }
   const T& operator*() const& { return value(); }
   T& operator*() & { return value(); }
   const T* operator->() const { return &value(); }
@@ -121,18 +130,17 @@ class [[nodiscard]] StatusOr {
 }  // namespace gpupack
 
 // Evaluates an expression yielding Status; returns it from the current function if not OK.
-#define GPUPACK_RETURN_IF_ERROR(expr)            \
-  do {                                           \
-    ::gpupack::Status _gp_st = (expr);           \
-    if (!_gp_st.ok()) return _gp_st;             \
+#define GPUPACK_RETURN_IF_ERROR(expr)  \
+  do {                                 \
+    ::gpupack::Status _gp_st = (expr); \
+    if (!_gp_st.ok()) return _gp_st;   \
   } while (0)
 
 #define GPUPACK_CONCAT_INNER(a, b) a##b
 #define GPUPACK_CONCAT(a, b) GPUPACK_CONCAT_INNER(a, b)
 // GPUPACK_ASSIGN_OR_RETURN(auto x, Expr()); returns the Status from the function on error.
-#define GPUPACK_ASSIGN_OR_RETURN(lhs, expr) \
-  GPUPACK_ASSIGN_OR_RETURN_IMPL(GPUPACK_CONCAT(_gp_sor_, __LINE__), lhs, expr)
+#define GPUPACK_ASSIGN_OR_RETURN(lhs, expr) GPUPACK_ASSIGN_OR_RETURN_IMPL(GPUPACK_CONCAT(_gp_sor_, __LINE__), lhs, expr)
 #define GPUPACK_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
-  auto tmp = (expr);                                   \
-  if (!tmp.ok()) return tmp.status();                  \
+  auto tmp = (expr);                                  \
+  if (!tmp.ok()) return tmp.status();                 \
   lhs = std::move(tmp).value()

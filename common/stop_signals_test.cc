@@ -1,10 +1,11 @@
 #include "common/stop_signals.h"
 
-#include <gtest/gtest.h>
 #include <pthread.h>
 #include <unistd.h>
 
 #include <future>
+
+#include <gtest/gtest.h>
 
 namespace gpupack {
 namespace {

@@ -5,7 +5,6 @@
 #include <httplib.h>
 #include <signal.h>
 #include <unistd.h>
-#include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -14,6 +13,8 @@
 #include <fstream>
 #include <future>
 #include <sstream>
+
+#include <yaml-cpp/yaml.h>
 
 #include "api/allocation.h"
 #include "api/annotations.h"
@@ -34,8 +35,6 @@ std::string Env(const char* name) {
   return v == nullptr ? "" : v;
 }
 
-
-
 // Splits "http://host:port" for httplib.
 std::pair<std::string, int> HostPort(const std::string& url) {
   std::string rest = url.substr(url.find("://") + 3);
@@ -50,7 +49,8 @@ StatusOr<Json> PostJsonImpl(const std::string& url, const std::string& path, con
   c.set_read_timeout(10, 0);
   auto res = c.Post(path, body.dump(), "application/json");
   if (!res) return Status::Unavailable("POST " + url + path + ": " + httplib::to_string(res.error()));
-  if (res->status != 200) return Status::Unavailable("POST " + url + path + ": HTTP " + std::to_string(res->status) + " " + res->body);
+  if (res->status != 200)
+    return Status::Unavailable("POST " + url + path + ": HTTP " + std::to_string(res->status) + " " + res->body);
   Json parsed = Json::parse(res->body, nullptr, false);
   if (parsed.is_discarded()) return Status::Internal("POST " + url + path + ": reply is not JSON");
   return parsed;
@@ -105,8 +105,9 @@ StatusOr<std::unique_ptr<Cluster>> Cluster::Create(const std::string& test_name,
   fs::remove_all(c->dir_);
   fs::create_directories(c->dir_);
   c->run_label_ = test_name.substr(0, 40) + "-" + std::to_string(::getpid());
-  std::transform(c->run_label_.begin(), c->run_label_.end(), c->run_label_.begin(),
-                 [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) ? static_cast<char>(std::tolower(ch)) : '-'; });
+  std::transform(c->run_label_.begin(), c->run_label_.end(), c->run_label_.begin(), [](char ch) {
+    return std::isalnum(static_cast<unsigned char>(ch)) ? static_cast<char>(std::tolower(ch)) : '-';
+  });
 
   YAML::Node root;
   try {
@@ -147,8 +148,9 @@ StatusOr<std::unique_ptr<Cluster>> Cluster::Create(const std::string& test_name,
   if (c->server_) {
     for (const std::string& n : c->nodes_) {
       Json node = {{"metadata", {{"name", n}, {"labels", {{"kubernetes.io/hostname", n}}}}},
-                   {"status", {{"allocatable", {{"cpu", "64"}, {"memory", "512Gi"}, {"pods", "1000"}}},
-                               {"capacity", {{"cpu", "64"}, {"memory", "512Gi"}, {"pods", "1000"}}}}}};
+                   {"status",
+                    {{"allocatable", {{"cpu", "64"}, {"memory", "512Gi"}, {"pods", "1000"}}},
+                     {"capacity", {{"cpu", "64"}, {"memory", "512Gi"}, {"pods", "1000"}}}}}};
       GPUPACK_RETURN_IF_ERROR(c->api_->Create(kube::NodesResource(), "", node).status());
       // Status is a subresource: write it as the kubelet does.
       GPUPACK_RETURN_IF_ERROR(c->api_->PatchNodeStatus(n, {{"status", node["status"]}}).status());
@@ -170,16 +172,17 @@ void Cluster::Cleanup() {
   lo.label_selector = "gpupack-e2e-run=" + run_label_;
   auto pods = api_->List(kube::PodsResource(), ns_, lo);
   if (!pods.ok()) return;
-  for (const Json& p : pods->items) (void)api_->Delete(kube::PodsResource(), ns_, kube::StringAt(p, {"metadata", "name"}));
+  for (const Json& p : pods->items)
+    (void)api_->Delete(kube::PodsResource(), ns_, kube::StringAt(p, {"metadata", "name"}));
 }
 
 Status Cluster::StartAgents() {
   for (const std::string& n : nodes_) {
-    GPUPACK_ASSIGN_OR_RETURN(Process p, Process::Start({bins_.agent, "--node-name", n, "--backend", "file:" + cluster_file_,
-                                                        "--kubeconfig", kubeconfig_, "--listen", "127.0.0.1:0",
-                                                        "--poll-interval", "1s", "--heartbeat-interval", "1s",
-                                                        "--min-write-interval", "1s"},
-                                                       dir_ + "/agent-" + n + ".log"));
+    GPUPACK_ASSIGN_OR_RETURN(
+        Process p, Process::Start({bins_.agent, "--node-name", n, "--backend", "file:" + cluster_file_, "--kubeconfig",
+                                   kubeconfig_, "--listen", "127.0.0.1:0", "--poll-interval", "1s",
+                                   "--heartbeat-interval", "1s", "--min-write-interval", "1s"},
+                                  dir_ + "/agent-" + n + ".log"));
     agents_.emplace(n, std::move(p));
   }
   for (int i = 0; i < 1000; ++i) {
@@ -187,14 +190,16 @@ Status Cluster::StartAgents() {
     if (list.ok()) {
       std::set<std::string> seen;
       for (const Json& g : list->items) {
-        if (g.contains("status") && g["status"].contains("heartbeatTime")) seen.insert(kube::StringAt(g, {"metadata", "name"}));
+        if (g.contains("status") && g["status"].contains("heartbeatTime"))
+          seen.insert(kube::StringAt(g, {"metadata", "name"}));
       }
       if (std::all_of(nodes_.begin(), nodes_.end(), [&](const std::string& n) { return seen.count(n) > 0; })) {
         return Status::Ok();
       }
     }
     for (auto& [name, proc] : agents_) {
-      if (!proc.Running()) return Status::Internal("agent for " + name + " exited; see " + dir_ + "/agent-" + name + ".log");
+      if (!proc.Running())
+        return Status::Internal("agent for " + name + " exited; see " + dir_ + "/agent-" + name + ".log");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -213,8 +218,8 @@ StatusOr<ExtenderProcess> Cluster::StartExtender(const std::string& extra_config
     std::ofstream out(config_path);
     out << "threads: 4\n" << extra_config << "\n";
   }
-  GPUPACK_ASSIGN_OR_RETURN(Process p, Process::Start({bins_.extender, "--kubeconfig", kubeconfig_, "--listen", "127.0.0.1:0",
-                                                      "--config", config_path},
+  GPUPACK_ASSIGN_OR_RETURN(Process p, Process::Start({bins_.extender, "--kubeconfig", kubeconfig_, "--listen",
+                                                      "127.0.0.1:0", "--config", config_path},
                                                      dir_ + "/extender-" + std::to_string(n) + ".log"));
   GPUPACK_ASSIGN_OR_RETURN(std::string address, p.ReadLine(std::chrono::seconds(20)));
   ExtenderProcess e{std::move(p), "http://" + address};
@@ -283,16 +288,24 @@ StatusOr<LedgerReport> CheckLedger(kube::Client& api, const std::string& ns, con
     ++report.pods_bound;
     ++report.bound_per_node[node];
     if (phase == "Succeeded" || phase == "Failed") continue;
-    const std::string text = kube::StringAt(pod, {"metadata", "annotations", std::string(api::kAnnotationAllocation).c_str()});
-    if (text.empty()) return Status::Internal("pod " + kube::ObjectKey(pod) + " is bound to " + node + " without gpupack.io/allocation");
+    const std::string text =
+        kube::StringAt(pod, {"metadata", "annotations", std::string(api::kAnnotationAllocation).c_str()});
+    if (text.empty())
+      return Status::Internal("pod " + kube::ObjectKey(pod) + " is bound to " + node +
+                              " without gpupack.io/allocation");
     StatusOr<api::Allocation> alloc = api::DecodeAllocation(text);
     if (!alloc.ok()) return alloc.status().WithContext("pod " + kube::ObjectKey(pod));
-    if (alloc->node != node) return Status::Internal("pod " + kube::ObjectKey(pod) + ": allocation names node " + alloc->node + " but it is bound to " + node);
+    if (alloc->node != node)
+      return Status::Internal("pod " + kube::ObjectKey(pod) + ": allocation names node " + alloc->node +
+                              " but it is bound to " + node);
     ++report.pods_with_allocation;
-    for (const auto& [uuid, share] : translate::AllocationShares(*alloc, kube::StringAt(pod, {"metadata", "uid"}), kube::ObjectKey(pod))) {
+    for (const auto& [uuid, share] :
+         translate::AllocationShares(*alloc, kube::StringAt(pod, {"metadata", "uid"}), kube::ObjectKey(pod))) {
       auto it = devices.find(uuid);
       if (it == devices.end()) return Status::Internal("pod " + kube::ObjectKey(pod) + " holds unknown device " + uuid);
-      if (it->second.node != node) return Status::Internal("pod " + kube::ObjectKey(pod) + " on " + node + " holds device " + uuid + " of node " + it->second.node);
+      if (it->second.node != node)
+        return Status::Internal("pod " + kube::ObjectKey(pod) + " on " + node + " holds device " + uuid + " of node " +
+                                it->second.node);
       it->second.used += share.mem_mib;
       it->second.exclusive = it->second.exclusive || share.exclusive;
       it->second.pods.insert(kube::ObjectKey(pod));
@@ -305,8 +318,8 @@ StatusOr<LedgerReport> CheckLedger(kube::Client& api, const std::string& ns, con
     std::string holders;
     for (const std::string& p : d.pods) holders += " " + p;
     if (d.used > d.capacity) {
-      return Status::Internal("device " + uuid + " on " + d.node + " overbooked: " + std::to_string(d.used) + " MiB of " +
-                              std::to_string(d.capacity) + " by" + holders);
+      return Status::Internal("device " + uuid + " on " + d.node + " overbooked: " + std::to_string(d.used) +
+                              " MiB of " + std::to_string(d.capacity) + " by" + holders);
     }
     if (d.exclusive && d.pods.size() > 1) return Status::Internal("exclusive device " + uuid + " shared by" + holders);
   }
@@ -337,12 +350,15 @@ Status FakeKubeScheduler::RefreshNodes() {
   nodes_.clear();
   for (const Json& n : nodes.items) {
     const std::string name = kube::StringAt(n, {"metadata", "name"});
-    if (std::find(cluster_.node_names().begin(), cluster_.node_names().end(), name) == cluster_.node_names().end()) continue;
+    if (std::find(cluster_.node_names().begin(), cluster_.node_names().end(), name) == cluster_.node_names().end())
+      continue;
     NodeInfo info;
     info.cpu_milli = ParseMilliValue(kube::StringAt(n, {"status", "allocatable", "cpu"}), "cpu").ok()
-                         ? *ParseMilliValue(kube::StringAt(n, {"status", "allocatable", "cpu"}), "cpu") : 0;
+                         ? *ParseMilliValue(kube::StringAt(n, {"status", "allocatable", "cpu"}), "cpu")
+                         : 0;
     info.memory = ParseBytes(kube::StringAt(n, {"status", "allocatable", "memory"}), "memory").ok()
-                      ? *ParseBytes(kube::StringAt(n, {"status", "allocatable", "memory"}), "memory") : 0;
+                      ? *ParseBytes(kube::StringAt(n, {"status", "allocatable", "memory"}), "memory")
+                      : 0;
     nodes_[name] = info;
   }
   for (const Json& p : pods.items) {
@@ -382,8 +398,10 @@ ScheduleResult FakeKubeScheduler::Schedule(const std::vector<Json>& pods, const 
   auto drain = [&](bool all) {
     std::vector<std::future<void>> still;
     for (auto& f : in_flight) {
-      if (all || f.wait_for(std::chrono::seconds(0)) == std::future_status::ready) f.get();
-      else still.push_back(std::move(f));
+      if (all || f.wait_for(std::chrono::seconds(0)) == std::future_status::ready)
+        f.get();
+      else
+        still.push_back(std::move(f));
     }
     in_flight = std::move(still);
     std::deque<BindOutcome> outcomes;
@@ -400,9 +418,11 @@ ScheduleResult FakeKubeScheduler::Schedule(const std::vector<Json>& pods, const 
       ++result.bind_errors;
       // Like kube-scheduler's informer: a pod deleted meanwhile is dropped; one that is in fact
       // bound (a lost response) is done.
-      StatusOr<Json> now = cluster_.api().GetPod(kube::StringAt(o.item.pod, {"metadata", "namespace"}), kube::StringAt(o.item.pod, {"metadata", "name"}));
-      const bool gone = (!now.ok() && now.status().code() == StatusCode::kNotFound) ||
-                        (now.ok() && kube::StringAt(*now, {"metadata", "uid"}) != kube::StringAt(o.item.pod, {"metadata", "uid"}));
+      StatusOr<Json> now = cluster_.api().GetPod(kube::StringAt(o.item.pod, {"metadata", "namespace"}),
+                                                 kube::StringAt(o.item.pod, {"metadata", "name"}));
+      const bool gone =
+          (!now.ok() && now.status().code() == StatusCode::kNotFound) ||
+          (now.ok() && kube::StringAt(*now, {"metadata", "uid"}) != kube::StringAt(o.item.pod, {"metadata", "uid"}));
       const std::string bound_to = now.ok() && !gone ? kube::StringAt(*now, {"spec", "nodeName"}) : "";
       if (gone) result.deleted.insert(kube::ObjectKey(o.item.pod));
       if (!bound_to.empty()) result.bound[kube::ObjectKey(o.item.pod)] = bound_to;
@@ -412,7 +432,8 @@ ScheduleResult FakeKubeScheduler::Schedule(const std::vector<Json>& pods, const 
         nodes_[o.node].used_memory -= mem;
       }
       if (gone || !bound_to.empty()) continue;
-      GPUPACK_LOG(kInfo, kComponent) << "bind of " << kube::ObjectKey(o.item.pod) << " to " << o.node << " failed: " << o.status;
+      GPUPACK_LOG(kInfo, kComponent) << "bind of " << kube::ObjectKey(o.item.pod) << " to " << o.node
+                                     << " failed: " << o.status;
       queue.push_back(std::move(o.item));
     }
   };
@@ -443,7 +464,8 @@ ScheduleResult FakeKubeScheduler::Schedule(const std::vector<Json>& pods, const 
       for (const auto& [name, n] : nodes_) {
         if (n.used_cpu_milli + cpu > n.cpu_milli || n.used_memory + mem > n.memory) continue;
         feasible.push_back(name);
-        own_score[name] = n.cpu_milli == 0 ? 0 : (n.cpu_milli - n.used_cpu_milli - cpu) * 100 / n.cpu_milli;  // LeastAllocated
+        own_score[name] =
+            n.cpu_milli == 0 ? 0 : (n.cpu_milli - n.used_cpu_milli - cpu) * 100 / n.cpu_milli;  // LeastAllocated
       }
     }
     const std::string url = ExtenderUrl();
@@ -453,10 +475,19 @@ ScheduleResult FakeKubeScheduler::Schedule(const std::vector<Json>& pods, const 
       queue.push_back(std::move(item));
       std::this_thread::sleep_for(options_.retry_pause);
     };
-    StatusOr<Json> filtered = PostToExtender(url, "/filter", {{"Pod", pod}, {"Nodes", nullptr}, {"NodeNames", feasible}});
-    if (!filtered.ok()) { requeue_error(filtered.status()); if (after_cycle) after_cycle(cycle); continue; }
+    StatusOr<Json> filtered =
+        PostToExtender(url, "/filter", {{"Pod", pod}, {"Nodes", nullptr}, {"NodeNames", feasible}});
+    if (!filtered.ok()) {
+      requeue_error(filtered.status());
+      if (after_cycle) after_cycle(cycle);
+      continue;
+    }
     const std::string ferr = filtered->value("Error", "");
-    if (!ferr.empty()) { requeue_error(Status::Unavailable("filter: " + ferr)); if (after_cycle) after_cycle(cycle); continue; }
+    if (!ferr.empty()) {
+      requeue_error(Status::Unavailable("filter: " + ferr));
+      if (after_cycle) after_cycle(cycle);
+      continue;
+    }
     std::vector<std::string> passing;
     if ((*filtered)["NodeNames"].is_array()) passing = (*filtered)["NodeNames"].get<std::vector<std::string>>();
     if (passing.empty()) {
@@ -469,8 +500,13 @@ ScheduleResult FakeKubeScheduler::Schedule(const std::vector<Json>& pods, const 
       if (after_cycle) after_cycle(cycle);
       continue;
     }
-    StatusOr<Json> prioritized = PostToExtender(url, "/prioritize", {{"Pod", pod}, {"Nodes", nullptr}, {"NodeNames", passing}});
-    if (!prioritized.ok()) { requeue_error(prioritized.status()); if (after_cycle) after_cycle(cycle); continue; }
+    StatusOr<Json> prioritized =
+        PostToExtender(url, "/prioritize", {{"Pod", pod}, {"Nodes", nullptr}, {"NodeNames", passing}});
+    if (!prioritized.ok()) {
+      requeue_error(prioritized.status());
+      if (after_cycle) after_cycle(cycle);
+      continue;
+    }
     std::map<std::string, int64_t> total;
     for (const std::string& n : passing) total[n] = own_score[n];
     if (prioritized->is_array()) {
@@ -482,7 +518,10 @@ ScheduleResult FakeKubeScheduler::Schedule(const std::vector<Json>& pods, const 
     int64_t best = std::numeric_limits<int64_t>::min();
     std::vector<std::string> winners;
     for (const auto& [n, s] : total) {
-      if (s > best) { best = s; winners.clear(); }
+      if (s > best) {
+        best = s;
+        winners.clear();
+      }
       if (s == best) winners.push_back(n);
     }
     const std::string node = winners[std::uniform_int_distribution<size_t>(0, winners.size() - 1)(rng_)];
@@ -495,12 +534,16 @@ ScheduleResult FakeKubeScheduler::Schedule(const std::vector<Json>& pods, const 
       drain(false);
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
-    in_flight.push_back(std::async(std::launch::async, [this, url, node, it = std::move(item), &done, &done_mu]() mutable {
+    in_flight.push_back(std::async(std::launch::async, [this, url, node, it = std::move(item), &done,
+                                                        &done_mu]() mutable {
       const Json& p = it.pod;
-      Json args = {{"PodName", kube::StringAt(p, {"metadata", "name"})}, {"PodNamespace", kube::StringAt(p, {"metadata", "namespace"})},
-                   {"PodUID", kube::StringAt(p, {"metadata", "uid"})}, {"Node", node}};
+      Json args = {{"PodName", kube::StringAt(p, {"metadata", "name"})},
+                   {"PodNamespace", kube::StringAt(p, {"metadata", "namespace"})},
+                   {"PodUID", kube::StringAt(p, {"metadata", "uid"})},
+                   {"Node", node}};
       StatusOr<Json> r = PostToExtender(url, "/bind", args);
-      Status s = r.ok() ? (r->value("Error", "").empty() ? Status::Ok() : Status::Unavailable(r->value("Error", ""))) : r.status();
+      Status s = r.ok() ? (r->value("Error", "").empty() ? Status::Ok() : Status::Unavailable(r->value("Error", "")))
+                        : r.status();
       std::lock_guard<std::mutex> l(done_mu);
       done.push_back({std::move(it), node, s});
     }));

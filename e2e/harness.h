@@ -23,9 +23,9 @@
 #include <nlohmann/json.hpp>
 
 #include "common/status.h"
+#include "kube/client.h"
 #include "testing/process.h"
 #include "testing/test_apiserver.h"
-#include "kube/client.h"
 
 namespace gpupack::e2e {
 
@@ -109,8 +109,8 @@ struct SchedulerOptions {
   int extender_weight = 10;  // the chart's default
   int bind_workers = 4;      // concurrent asynchronous binds
   int max_no_fit_attempts = 3;
-  std::chrono::milliseconds retry_pause{50};    // after an extender error
-  std::chrono::milliseconds no_fit_pause{0};    // after a no-fit answer that will be retried
+  std::chrono::milliseconds retry_pause{50};  // after an extender error
+  std::chrono::milliseconds no_fit_pause{0};  // after a no-fit answer that will be retried
   std::chrono::seconds deadline{90};
   uint64_t seed = 1;
 };

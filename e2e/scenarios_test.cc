@@ -1,11 +1,12 @@
 // End-to-end scenarios: real gpupack-extender and gpupack-agent processes against the in-tree
 // API test server (or a real cluster, see docs/e2e.md), driven by FakeKubeScheduler. Every
 // scenario asserts the device ledger invariant from the pods' annotations and that no pod is lost.
-#include <gtest/gtest.h>
 #include <signal.h>
 
 #include <future>
 #include <random>
+
+#include <gtest/gtest.h>
 
 #include "api/allocation.h"
 #include "api/annotations.h"
@@ -179,8 +180,10 @@ TEST_F(Scenario, ConcurrentBindsToOneNode) {
   std::vector<std::future<bool>> binds;
   for (const Json& p : pods) {
     binds.push_back(std::async(std::launch::async, [&, p] {
-      Json args = {{"PodName", p["metadata"]["name"]}, {"PodNamespace", p["metadata"]["namespace"]},
-                   {"PodUID", p["metadata"]["uid"]}, {"Node", "big"}};
+      Json args = {{"PodName", p["metadata"]["name"]},
+                   {"PodNamespace", p["metadata"]["namespace"]},
+                   {"PodUID", p["metadata"]["uid"]},
+                   {"Node", "big"}};
       StatusOr<Json> reply = PostToExtender(ext.url, "/bind", args);
       return reply.ok() && reply->value("Error", "").empty();
     }));
@@ -196,8 +199,9 @@ TEST_F(Scenario, ConcurrentBindsToOneNode) {
 
 TEST_F(Scenario, ApiFaultsDuringBindAndWatch) {
   Up(kMixedCluster);
-  if (cluster_->server() == nullptr) GTEST_SKIP() << "fault injection needs the in-tree API server; this run targets the real cluster "
-                                                     "named by GPUPACK_E2E_KUBECONFIG";
+  if (cluster_->server() == nullptr)
+    GTEST_SKIP() << "fault injection needs the in-tree API server; this run targets the real cluster "
+                    "named by GPUPACK_E2E_KUBECONFIG";
   ExtenderProcess ext = StartExtender();
   std::vector<Json> pods;
   const char* sizes[] = {"2Gi", "4Gi", "8Gi"};
@@ -233,7 +237,10 @@ TEST_F(Scenario, PodsDeletedUnderLoad) {
   ScheduleResult r = sched.Schedule(pods, [&](int cycle) {
     if (cycle % 5 != 0 || deleted >= 12) return;
     const Json& victim = pods[std::uniform_int_distribution<size_t>(0, pods.size() - 1)(rng)];
-    if (cluster_->api().Delete(kube::PodsResource(), cluster_->ns(), victim["metadata"]["name"].get<std::string>()).ok()) ++deleted;
+    if (cluster_->api()
+            .Delete(kube::PodsResource(), cluster_->ns(), victim["metadata"]["name"].get<std::string>())
+            .ok())
+      ++deleted;
   });
   Check(r, pods.size());
   EXPECT_GT(deleted, 0);
@@ -261,11 +268,13 @@ TEST_F(Scenario, StaleAgentMakesItsNodeUnschedulable) {
   ASSERT_TRUE(probe.ok());
   bool stale = false;
   for (int i = 0; i < 400 && !stale; ++i) {
-    StatusOr<Json> reply = PostToExtender(ext.url, "/filter", {{"Pod", *probe}, {"Nodes", nullptr}, {"NodeNames", {"t4-a", "t4-b"}}});
+    StatusOr<Json> reply =
+        PostToExtender(ext.url, "/filter", {{"Pod", *probe}, {"Nodes", nullptr}, {"NodeNames", {"t4-a", "t4-b"}}});
     ASSERT_TRUE(reply.ok()) << reply.status();
     // Staleness cannot be fixed by preemption: the node is reported unresolvable.
     const Json failed = (*reply).value("FailedAndUnresolvableNodes", Json::object());
-    stale = failed.is_object() && failed.contains("t4-b") && failed["t4-b"].get<std::string>().find("heartbeat") != std::string::npos;
+    stale = failed.is_object() && failed.contains("t4-b") &&
+            failed["t4-b"].get<std::string>().find("heartbeat") != std::string::npos;
     if (!stale) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   ASSERT_TRUE(stale) << "t4-b never reported stale";
@@ -278,7 +287,6 @@ TEST_F(Scenario, StaleAgentMakesItsNodeUnschedulable) {
   EXPECT_EQ(report.bound_per_node["t4-b"], 0);
   EXPECT_EQ(report.bound_per_node["t4-a"], 8);  // t4-a alone: 2 × 16 GiB
 }
-
 
 // Issue 19's controls end to end: a pod pinned to a UUID lands on it, an excluded model is
 // avoided, two replicas with one spread key get different devices, and a namespace over its
@@ -325,11 +333,11 @@ TEST_F(Scenario, PodControlsAndNamespaceQuota) {
     EXPECT_TRUE(p.ok()) << name << ": " << p.status();
     if (p.ok()) pods.push_back(*p);
   };
-  create("control", "4Gi", 1, {});                                                    // 4Gi of quota
-  create("pinned", "4Gi", 1, {{std::string(api::kAnnotationGpuUuids), pinned_uuid}});  // 8Gi
+  create("control", "4Gi", 1, {});                                                          // 4Gi of quota
+  create("pinned", "4Gi", 1, {{std::string(api::kAnnotationGpuUuids), pinned_uuid}});       // 8Gi
   create("no-t4", "4Gi", 1, {{std::string(api::kAnnotationGpuModelExclude), "Tesla T4"}});  // 12Gi
-  create("web-0", "2Gi", 1, {{std::string(api::kAnnotationSpreadKey), "web"}});            // 14Gi
-  create("web-1", "2Gi", 1, {{std::string(api::kAnnotationSpreadKey), "web"}});            // 16Gi
+  create("web-0", "2Gi", 1, {{std::string(api::kAnnotationSpreadKey), "web"}});             // 14Gi
+  create("web-1", "2Gi", 1, {{std::string(api::kAnnotationSpreadKey), "web"}});             // 16Gi
   create("whole", "", 1, {});  // charged 16Gi: 32Gi ≤ 40Gi
   ASSERT_EQ(pods.size(), 6u);
   EXPECT_EQ(pods.back()["spec"]["containers"][0]["resources"]["requests"]["gpupack.io/gpu-memory"], "16384Mi");
@@ -352,7 +360,8 @@ TEST_F(Scenario, PodControlsAndNamespaceQuota) {
     auto pod = cluster_->api().GetPod(cluster_->ns(), name);
     EXPECT_TRUE(pod.ok()) << pod.status();
     if (!pod.ok()) return uuids;
-    auto alloc = api::DecodeAllocation((*pod)["metadata"]["annotations"].value(std::string(api::kAnnotationAllocation), ""));
+    auto alloc =
+        api::DecodeAllocation((*pod)["metadata"]["annotations"].value(std::string(api::kAnnotationAllocation), ""));
     EXPECT_TRUE(alloc.ok()) << alloc.status();
     if (!alloc.ok()) return uuids;
     for (const auto& c : alloc->containers) {

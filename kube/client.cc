@@ -3,14 +3,15 @@
 #include "kube/client.h"
 
 #include <httplib.h>
-#include <openssl/pem.h>
-#include <openssl/x509.h>
 
 #include <cctype>
 #include <fstream>
 #include <random>
 #include <sstream>
 #include <thread>
+
+#include <openssl/pem.h>
+#include <openssl/x509.h>
 
 #include "common/log.h"
 #include "common/rfc3339.h"
@@ -44,9 +45,12 @@ void AddParam(std::string& path, std::string_view key, std::string_view value) {
 
 std::string PatchContentType(PatchType t) {
   switch (t) {
-    case PatchType::kMerge: return "application/merge-patch+json";
-    case PatchType::kStrategicMerge: return "application/strategic-merge-patch+json";
-    case PatchType::kJsonPatch: return "application/json-patch+json";
+    case PatchType::kMerge:
+      return "application/merge-patch+json";
+    case PatchType::kStrategicMerge:
+      return "application/strategic-merge-patch+json";
+    case PatchType::kJsonPatch:
+      return "application/json-patch+json";
   }
   Die("unknown PatchType");
 }
@@ -56,7 +60,6 @@ std::chrono::milliseconds Jittered(std::chrono::milliseconds d) {
   std::uniform_real_distribution<double> jitter(0.5, 1.5);
   return std::chrono::milliseconds(static_cast<int64_t>(static_cast<double>(d.count()) * jitter(rng)));
 }
-
 
 }  // namespace
 
@@ -83,9 +86,18 @@ std::string Resource::ObjectPath(std::string_view ns, std::string_view name, std
   return p;
 }
 
-const Resource& PodsResource() { static const Resource r{"", "v1", "pods", true}; return r; }
-const Resource& NodesResource() { static const Resource r{"", "v1", "nodes", false}; return r; }
-const Resource& EventsResource() { static const Resource r{"", "v1", "events", true}; return r; }
+const Resource& PodsResource() {
+  static const Resource r{"", "v1", "pods", true};
+  return r;
+}
+const Resource& NodesResource() {
+  static const Resource r{"", "v1", "nodes", false};
+  return r;
+}
+const Resource& EventsResource() {
+  static const Resource r{"", "v1", "events", true};
+  return r;
+}
 const Resource& LeasesResource() {
   static const Resource r{"coordination.k8s.io", "v1", "leases", true};
   return r;
@@ -129,18 +141,23 @@ Status StatusFromHttp(int http_status, std::string_view body, std::string_view w
     if (parsed.contains("reason") && parsed["reason"].is_string()) reason = parsed["reason"];
   }
   if (message.empty()) message = std::string(body.substr(0, 200));
-  std::string full = std::string(what) + ": HTTP " + std::to_string(http_status) +
-                     (message.empty() ? "" : ": " + message);
+  std::string full =
+      std::string(what) + ": HTTP " + std::to_string(http_status) + (message.empty() ? "" : ": " + message);
   switch (http_status) {
     case 400:
-    case 422: return Status::InvalidArgument(full);
+    case 422:
+      return Status::InvalidArgument(full);
     case 401:
-    case 403: return Status::PermissionDenied(full);
-    case 404: return Status::NotFound(full);
+    case 403:
+      return Status::PermissionDenied(full);
+    case 404:
+      return Status::NotFound(full);
     case 409:
       return reason == "AlreadyExists" ? Status::AlreadyExists(full) : Status::Conflict(full);
-    case 410: return Status::Gone(full);
-    default: break;
+    case 410:
+      return Status::Gone(full);
+    default:
+      break;
   }
   if (http_status == 429 || http_status >= 500) return Status::Unavailable(full);
   return Status::Internal("unexpected " + full);
@@ -263,7 +280,8 @@ Status Client::Init() {
   std::string_view port;
   if (!s.empty() && s.front() == '[') {  // [v6]:port
     size_t close = s.find(']');
-    if (close == std::string_view::npos) return Status::InvalidArgument("API server URL \"" + config_.server + "\" has an unclosed [");
+    if (close == std::string_view::npos)
+      return Status::InvalidArgument("API server URL \"" + config_.server + "\" has an unclosed [");
     host = s.substr(1, close - 1);
     if (close + 1 < s.size() && s[close + 1] == ':') port = s.substr(close + 2);
   } else if (size_t colon = s.rfind(':'); colon != std::string_view::npos) {
@@ -354,7 +372,8 @@ StatusOr<Json> Client::Call(std::string_view method, const std::string& path, co
   const std::string what = std::string(method) + " " + path;
   Status last;
   for (int attempt = 1; attempt <= policy_.max_attempts; ++attempt) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) break;
     auto r = Once(method, path, body, content_type, left);
     if (r.ok()) {
@@ -371,7 +390,8 @@ StatusOr<Json> Client::Call(std::string_view method, const std::string& path, co
     if (last.code() != StatusCode::kUnavailable) return last;
     if (attempt == policy_.max_attempts) break;
     auto wait = Jittered(backoff);
-    const auto left_now = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left_now =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (wait >= left_now) break;
     GPUPACK_LOG(kDebug, kComponent) << what << " failed (" << last << "); retrying in " << wait.count() << "ms";
     std::this_thread::sleep_for(wait);
@@ -413,7 +433,8 @@ StatusOr<Json> Client::Create(const Resource& r, std::string_view ns, const Json
   return Call("POST", r.CollectionPath(ns), object.dump(), "application/json");
 }
 
-StatusOr<Json> Client::Update(const Resource& r, std::string_view ns, const Json& object, std::string_view subresource) {
+StatusOr<Json> Client::Update(const Resource& r, std::string_view ns, const Json& object,
+                              std::string_view subresource) {
   const std::string name = object.value("metadata", Json::object()).value("name", "");
   if (name.empty()) return Status::InvalidArgument("update of a " + r.plural + " object without metadata.name");
   return Call("PUT", r.ObjectPath(ns, name, subresource), object.dump(), "application/json");
@@ -459,9 +480,9 @@ Status Client::Watch(const Resource& r, std::string_view ns, const WatchOptions&
   if (!token.empty()) headers.emplace("Authorization", "Bearer " + token);
 
   int http_status = 0;
-  std::string buffer;       // undelivered bytes (a partial line)
-  std::string error_body;   // body of a non-200 response
-  Status stream_status;     // set when the stream itself reports an error or the handler stops
+  std::string buffer;      // undelivered bytes (a partial line)
+  std::string error_body;  // body of a non-200 response
+  Status stream_status;    // set when the stream itself reports an error or the handler stops
   bool stopped_by_handler = false;
   auto deliver_line = [&](std::string_view line) -> bool {
     if (line.find_first_not_of(" \r\t") == std::string_view::npos) return true;
@@ -472,13 +493,18 @@ Status Client::Watch(const Resource& r, std::string_view ns, const WatchOptions&
     }
     const std::string type = ev["type"];
     WatchEvent out;
-    if (type == "ADDED") out.type = WatchEvent::Type::kAdded;
-    else if (type == "MODIFIED") out.type = WatchEvent::Type::kModified;
-    else if (type == "DELETED") out.type = WatchEvent::Type::kDeleted;
-    else if (type == "BOOKMARK") out.type = WatchEvent::Type::kBookmark;
+    if (type == "ADDED")
+      out.type = WatchEvent::Type::kAdded;
+    else if (type == "MODIFIED")
+      out.type = WatchEvent::Type::kModified;
+    else if (type == "DELETED")
+      out.type = WatchEvent::Type::kDeleted;
+    else if (type == "BOOKMARK")
+      out.type = WatchEvent::Type::kBookmark;
     else if (type == "ERROR") {
       const Json& obj = ev["object"];
-      int code = obj.is_object() && obj.contains("code") && obj["code"].is_number_integer() ? obj["code"].get<int>() : 500;
+      int code =
+          obj.is_object() && obj.contains("code") && obj["code"].is_number_integer() ? obj["code"].get<int>() : 500;
       stream_status = StatusFromHttp(code, obj.dump(), what);
       if (stream_status.ok()) stream_status = Status::Unavailable(what + ": ERROR event");
       return false;
@@ -557,7 +583,9 @@ StatusOr<Json> Client::UpsertGpuNodeStatus(std::string_view name, const Json& st
   for (int i = 0; i < kConflictRetries; ++i) {
     auto current = Get(r, "", name);
     if (!current.ok() && current.status().code() == StatusCode::kNotFound) {
-      Json obj = {{"apiVersion", "gpupack.io/v1alpha1"}, {"kind", "GPUNode"}, {"metadata", {{"name", name}}},
+      Json obj = {{"apiVersion", "gpupack.io/v1alpha1"},
+                  {"kind", "GPUNode"},
+                  {"metadata", {{"name", name}}},
                   {"status", status}};
       current = Create(r, "", obj);
       if (!current.ok() && current.status().code() == StatusCode::kAlreadyExists) continue;  // raced: re-read

@@ -18,11 +18,11 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <initializer_list>
 #include <string>
 #include <string_view>
 
@@ -73,9 +73,9 @@ struct ListResult {
 struct WatchOptions {
   std::string label_selector;
   std::string field_selector;
-  std::string resource_version;   // start exactly after this RV (required; from a list or a prior event)
+  std::string resource_version;  // start exactly after this RV (required; from a list or a prior event)
   bool allow_bookmarks = true;
-  int timeout_seconds = 300;      // server-side end of the watch (normal; re-watch)
+  int timeout_seconds = 300;  // server-side end of the watch (normal; re-watch)
   // No byte for this long (events or bookmarks) = a stalled stream: the watch ends with
   // Unavailable so the caller resumes from its last RV.
   std::chrono::milliseconds stall_timeout{std::chrono::seconds(90)};
@@ -117,7 +117,7 @@ enum class PatchType { kMerge, kStrategicMerge, kJsonPatch };
 // A core/v1 Event, reduced to what gpupack emits.
 struct EventSpec {
   std::string ns;
-  Json involved_object;  // {"kind":"Pod","namespace":..,"name":..,"uid":..}
+  Json involved_object;         // {"kind":"Pod","namespace":..,"name":..,"uid":..}
   std::string type = "Normal";  // Normal | Warning
   std::string reason;           // CamelCase, e.g. "GpupackAssigned"
   std::string message;
@@ -142,10 +142,9 @@ class Client {
   // POST to the collection. 409 → AlreadyExists.
   StatusOr<Json> Create(const Resource& r, std::string_view ns, const Json& object);
   // PUT the object (metadata.resourceVersion must be set; a stale one → Conflict).
-  StatusOr<Json> Update(const Resource& r, std::string_view ns, const Json& object,
-                        std::string_view subresource = "");
-  StatusOr<Json> Patch(const Resource& r, std::string_view ns, std::string_view name, PatchType type,
-                       const Json& patch, std::string_view subresource = "");
+  StatusOr<Json> Update(const Resource& r, std::string_view ns, const Json& object, std::string_view subresource = "");
+  StatusOr<Json> Patch(const Resource& r, std::string_view ns, std::string_view name, PatchType type, const Json& patch,
+                       std::string_view subresource = "");
   Status Delete(const Resource& r, std::string_view ns, std::string_view name);
 
   // Runs one watch request, calling `on_event` for each event in order, until the server ends
@@ -154,8 +153,7 @@ class Client {
   // reports 410 on the request or in-band (Gone: relist). An in-band ERROR other than 410 →
   // the mapped status. Not retried: the caller (an Informer) owns resumption.
   Status Watch(const Resource& r, std::string_view ns, const WatchOptions& opts,
-               const std::function<bool(const WatchEvent&)>& on_event,
-               WatchCanceller* canceller = nullptr);
+               const std::function<bool(const WatchEvent&)>& on_event, WatchCanceller* canceller = nullptr);
 
   // --- typed calls gpupack makes ---
   StatusOr<Json> GetPod(std::string_view ns, std::string_view name);

@@ -1,11 +1,12 @@
 #include "kube/client.h"
 
-#include <gtest/gtest.h>
 #include <httplib.h>
 
 #include <cstdio>
 #include <fstream>
 #include <thread>
+
+#include <gtest/gtest.h>
 
 #include "testing/test_apiserver.h"
 
@@ -55,15 +56,17 @@ TEST(StatusFromHttpTest, MapsCodes) {
   EXPECT_EQ(StatusFromHttp(503, "", "x").code(), StatusCode::kUnavailable);
   EXPECT_EQ(StatusFromHttp(429, "", "x").code(), StatusCode::kUnavailable);
   // The server's message is carried.
-  EXPECT_NE(StatusFromHttp(409, R"({"message":"pod p is already assigned"})", "POST /b").message().find("already assigned"),
-            std::string::npos);
+  EXPECT_NE(
+      StatusFromHttp(409, R"({"message":"pod p is already assigned"})", "POST /b").message().find("already assigned"),
+      std::string::npos);
 }
 
 TEST(ResourceTest, Paths) {
   EXPECT_EQ(PodsResource().CollectionPath(""), "/api/v1/pods");
   EXPECT_EQ(PodsResource().ObjectPath("ml", "p", "binding"), "/api/v1/namespaces/ml/pods/p/binding");
   EXPECT_EQ(GpuNodesResource().ObjectPath("", "n1", "status"), "/apis/gpupack.io/v1alpha1/gpunodes/n1/status");
-  EXPECT_EQ(LeasesResource().CollectionPath("kube-system"), "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases");
+  EXPECT_EQ(LeasesResource().CollectionPath("kube-system"),
+            "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases");
 }
 
 TEST(ClientCreateTest, RejectsBadServerUrls) {
@@ -132,7 +135,8 @@ TEST_F(ClientTest, BindingSetsNodeAndAnnotationsAtomicallyAndOnlyOnce) {
 }
 
 TEST_F(ClientTest, StaleUpdateConflicts) {
-  auto created = client_->Create(LeasesResource(), "kube-system", {{"metadata", {{"name", "l"}}}, {"spec", {{"holderIdentity", "a"}}}});
+  auto created = client_->Create(LeasesResource(), "kube-system",
+                                 {{"metadata", {{"name", "l"}}}, {"spec", {{"holderIdentity", "a"}}}});
   ASSERT_TRUE(created.ok());
   Json first = *created;
   first["spec"]["holderIdentity"] = "b";
@@ -147,7 +151,9 @@ TEST_F(ClientTest, StaleUpdateConflicts) {
 }
 
 TEST_F(ClientTest, PatchNodeStatusMergesCapacity) {
-  ASSERT_TRUE(client_->Create(NodesResource(), "", {{"metadata", {{"name", "n1"}}}, {"spec", {{"podCIDR", "10.0.0.0/24"}}}}).ok());
+  ASSERT_TRUE(
+      client_->Create(NodesResource(), "", {{"metadata", {{"name", "n1"}}}, {"spec", {{"podCIDR", "10.0.0.0/24"}}}})
+          .ok());
   auto patched = client_->PatchNodeStatus("n1", {{"status", {{"capacity", {{"gpupack.io/gpu-memory", "81920Mi"}}}}}});
   ASSERT_TRUE(patched.ok()) << patched.status();
   auto patched2 = client_->PatchNodeStatus("n1", {{"status", {{"capacity", {{"gpupack.io/gpu", "16"}}}}}});
@@ -257,11 +263,14 @@ TEST_F(ClientTest, WatchSelectorTransitionsAndCancel) {
   WatchCanceller canceller;
   std::vector<WatchEvent::Type> types;
   std::thread watcher([&] {
-    Status s = client_->Watch(PodsResource(), "", wo, [&](const WatchEvent& ev) {
-      if (ev.type != WatchEvent::Type::kBookmark) types.push_back(ev.type);
-      if (types.size() == 1) canceller.Cancel();
-      return true;
-    }, &canceller);
+    Status s = client_->Watch(
+        PodsResource(), "", wo,
+        [&](const WatchEvent& ev) {
+          if (ev.type != WatchEvent::Type::kBookmark) types.push_back(ev.type);
+          if (types.size() == 1) canceller.Cancel();
+          return true;
+        },
+        &canceller);
     EXPECT_TRUE(s.ok()) << s;
   });
   // Binding makes the pod match the selector: the watcher sees it ADDED, then cancels.

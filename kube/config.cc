@@ -1,12 +1,12 @@
 #include "kube/config.h"
 
-#include <openssl/evp.h>
-#include <yaml-cpp/yaml.h>
-
 #include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
+
+#include <openssl/evp.h>
+#include <yaml-cpp/yaml.h>
 
 #include "common/file.h"
 
@@ -37,8 +37,8 @@ std::string Resolve(const std::filesystem::path& base_dir, const std::string& p)
 }
 
 // Reads `<key>-data` (base64) or `<key>` (a file path) from `node`; empty when neither is set.
-StatusOr<std::string> DataOrFile(const YAML::Node& node, const std::string& key,
-                                 const std::filesystem::path& base_dir, const std::string& where) {
+StatusOr<std::string> DataOrFile(const YAML::Node& node, const std::string& key, const std::filesystem::path& base_dir,
+                                 const std::string& where) {
   if (const YAML::Node data = node[key + "-data"]; data && data.IsScalar()) {
     return Base64Decode(data.as<std::string>(), where + "." + key + "-data");
   }
@@ -82,7 +82,8 @@ StatusOr<Config> InClusterConfig(std::string_view sa_dir) {
   GPUPACK_ASSIGN_OR_RETURN(config.ca_pem, ReadFileToString(dir + "/ca.crt", "service-account CA"));
   if (auto ns = ReadFileToString(dir + "/namespace", "namespace file"); ns.ok() && !ns->empty()) {
     config.default_namespace = *ns;
-    while (!config.default_namespace.empty() && std::isspace(static_cast<unsigned char>(config.default_namespace.back()))) {
+    while (!config.default_namespace.empty() &&
+           std::isspace(static_cast<unsigned char>(config.default_namespace.back()))) {
       config.default_namespace.pop_back();
     }
   }
@@ -135,13 +136,15 @@ StatusOr<Config> LoadKubeconfig(const std::string& path, std::string_view contex
     const YAML::Node& user = *found_user;
     const std::string uwhere = "kubeconfig " + path + ": user \"" + user_name + "\"";
     if (user["exec"] || user["auth-provider"]) {
-      return Status::InvalidArgument(uwhere + " uses an exec or auth-provider plugin, which gpupack does "
+      return Status::InvalidArgument(uwhere +
+                                     " uses an exec or auth-provider plugin, which gpupack does "
                                      "not support; use a token, tokenFile or client certificate");
     }
     GPUPACK_ASSIGN_OR_RETURN(config.client_cert_pem, DataOrFile(user, "client-certificate", base_dir, uwhere));
     GPUPACK_ASSIGN_OR_RETURN(config.client_key_pem, DataOrFile(user, "client-key", base_dir, uwhere));
     if (config.client_cert_pem.empty() != config.client_key_pem.empty()) {
-      return Status::InvalidArgument(uwhere + " has a client certificate without a key, or a key without a certificate");
+      return Status::InvalidArgument(uwhere +
+                                     " has a client certificate without a key, or a key without a certificate");
     }
     if (user["token"]) config.token = user["token"].as<std::string>();
     if (user["tokenFile"]) config.token_file = Resolve(base_dir, user["tokenFile"].as<std::string>());

@@ -33,8 +33,7 @@ struct Config {
 // KUBERNETES_SERVICE_PORT, token, CA and namespace from `sa_dir`. Returns FailedPrecondition
 // ("not running in a cluster") when either variable is unset, NotFound naming the file when the
 // token or CA file is missing.
-StatusOr<Config> InClusterConfig(
-    std::string_view sa_dir = "/var/run/secrets/kubernetes.io/serviceaccount");
+StatusOr<Config> InClusterConfig(std::string_view sa_dir = "/var/run/secrets/kubernetes.io/serviceaccount");
 
 // Loads a kubeconfig file (YAML). Uses `context` or, when empty, current-context. Understands
 // cluster `server`, `certificate-authority[-data]`, `insecure-skip-tls-verify`, user

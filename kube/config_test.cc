@@ -1,10 +1,10 @@
 #include "kube/config.h"
 
-#include <gtest/gtest.h>
-
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+
+#include <gtest/gtest.h>
 
 namespace gpupack::kube {
 namespace {
@@ -94,7 +94,8 @@ TEST_F(ConfigTest, ErrorsNameTheProblem) {
   EXPECT_NE(plugin.status().message().find("exec"), std::string::npos);
   EXPECT_EQ(LoadKubeconfig((dir_ / "absent").string()).status().code(), StatusCode::kNotFound);
   EXPECT_EQ(LoadKubeconfig(Write("bad", "clusters: [")).status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(LoadKubeconfig(Write("bad2", "current-context: x\ncontexts: 5\n")).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(LoadKubeconfig(Write("bad2", "current-context: x\ncontexts: 5\n")).status().code(),
+            StatusCode::kInvalidArgument);
 }
 
 TEST_F(ConfigTest, InCluster) {

@@ -16,8 +16,11 @@ double Uniform(double lo, double hi) {
 
 Informer::Informer(Client* client, Resource resource, InformerOptions options, InformerHandlers handlers,
                    const Clock* clock)
-    : client_(client), resource_(std::move(resource)), options_(std::move(options)),
-      handlers_(std::move(handlers)), clock_(clock) {}
+    : client_(client),
+      resource_(std::move(resource)),
+      options_(std::move(options)),
+      handlers_(std::move(handlers)),
+      clock_(clock) {}
 
 Informer::~Informer() { Stop(); }
 
@@ -74,7 +77,8 @@ InformerStats Informer::stats() const {
 void Informer::Backoff() {
   std::unique_lock<std::mutex> l(mu_);
   backoff_ = backoff_.count() == 0 ? options_.initial_backoff : std::min(backoff_ * 2, options_.max_backoff);
-  const auto wait = std::chrono::milliseconds(static_cast<int64_t>(static_cast<double>(backoff_.count()) * Uniform(0.5, 1.5)));
+  const auto wait =
+      std::chrono::milliseconds(static_cast<int64_t>(static_cast<double>(backoff_.count()) * Uniform(0.5, 1.5)));
   cv_.wait_for(l, wait, [this] { return stopping_; });
 }
 
@@ -90,7 +94,10 @@ void Informer::Run() {
       Status s = ListAndReplace();
       if (!s.ok()) {
         GPUPACK_LOG(kWarning, kComponent) << resource_.plural << ": list failed: " << s;
-        { std::lock_guard<std::mutex> l(mu_); ++stats_.errors; }
+        {
+          std::lock_guard<std::mutex> l(mu_);
+          ++stats_.errors;
+        }
         Backoff();
         continue;
       }
@@ -111,7 +118,10 @@ void Informer::Run() {
       backoff_ = std::chrono::milliseconds(0);
       continue;  // normal end of a watch: resume from the last RV
     }
-    { std::lock_guard<std::mutex> l(mu_); ++stats_.errors; }
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      ++stats_.errors;
+    }
     if (s.code() == StatusCode::kGone) {
       GPUPACK_LOG(kInfo, kComponent) << resource_.plural << ": resourceVersion expired; relisting";
       need_list = true;
@@ -142,8 +152,10 @@ Status Informer::ListAndReplace() {
     std::lock_guard<std::mutex> l(mu_);
     for (const auto& [key, obj] : fresh) {
       auto it = cache_.find(key);
-      if (it == cache_.end()) added.push_back(obj);
-      else if (ResourceVersionOf(it->second) != ResourceVersionOf(obj)) updated.emplace_back(it->second, obj);
+      if (it == cache_.end())
+        added.push_back(obj);
+      else if (ResourceVersionOf(it->second) != ResourceVersionOf(obj))
+        updated.emplace_back(it->second, obj);
     }
     for (const auto& [key, obj] : cache_) {
       if (!fresh.count(key)) deleted.push_back(obj);
@@ -155,9 +167,12 @@ Status Informer::ListAndReplace() {
     stats_.last_event_time = clock_->Now();
     backoff_ = std::chrono::milliseconds(0);
   }
-  for (const Json& obj : deleted) if (handlers_.on_delete) handlers_.on_delete(obj);
-  for (const auto& [o, n] : updated) if (handlers_.on_update) handlers_.on_update(o, n);
-  for (const Json& obj : added) if (handlers_.on_add) handlers_.on_add(obj);
+  for (const Json& obj : deleted)
+    if (handlers_.on_delete) handlers_.on_delete(obj);
+  for (const auto& [o, n] : updated)
+    if (handlers_.on_update) handlers_.on_update(o, n);
+  for (const Json& obj : added)
+    if (handlers_.on_add) handlers_.on_add(obj);
   bool notify = false;
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -182,10 +197,13 @@ Status Informer::WatchOnce() {
   wo.allow_bookmarks = true;
   wo.timeout_seconds = static_cast<int>(options_.watch_timeout_seconds * Uniform(1.0, 2.0));
   wo.stall_timeout = options_.stall_timeout;
-  return client_->Watch(resource_, options_.ns, wo, [this](const WatchEvent& ev) {
-    Apply(ev);
-    return true;
-  }, &canceller_);
+  return client_->Watch(
+      resource_, options_.ns, wo,
+      [this](const WatchEvent& ev) {
+        Apply(ev);
+        return true;
+      },
+      &canceller_);
 }
 
 void Informer::Apply(const WatchEvent& event) {
@@ -216,8 +234,10 @@ void Informer::Apply(const WatchEvent& event) {
   switch (ev.type) {
     case WatchEvent::Type::kAdded:
     case WatchEvent::Type::kModified:
-      if (old && handlers_.on_update) handlers_.on_update(*old, ev.object);
-      else if (!old && handlers_.on_add) handlers_.on_add(ev.object);
+      if (old && handlers_.on_update)
+        handlers_.on_update(*old, ev.object);
+      else if (!old && handlers_.on_add)
+        handlers_.on_add(ev.object);
       break;
     case WatchEvent::Type::kDeleted:
       if (handlers_.on_delete) handlers_.on_delete(ev.object);

@@ -56,10 +56,10 @@ struct InformerOptions {
 };
 
 struct InformerStats {
-  uint64_t lists = 0;            // successful lists, the first one included
-  uint64_t relists = 0;          // lists after the first (410, or errors)
-  uint64_t watch_restarts = 0;   // watches started after the first
-  uint64_t errors = 0;           // failed list/watch attempts
+  uint64_t lists = 0;                  // successful lists, the first one included
+  uint64_t relists = 0;                // lists after the first (410, or errors)
+  uint64_t watch_restarts = 0;         // watches started after the first
+  uint64_t errors = 0;                 // failed list/watch attempts
   Clock::TimePoint last_event_time{};  // last list, event or bookmark received
 };
 

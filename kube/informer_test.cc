@@ -1,9 +1,9 @@
 #include "kube/informer.h"
 
-#include <gtest/gtest.h>
-
 #include <set>
 #include <thread>
+
+#include <gtest/gtest.h>
 
 #include "testing/eventually.h"
 #include "testing/test_apiserver.h"
@@ -18,13 +18,28 @@ struct Recorder {
   std::multiset<std::string> added, deleted;
   int updates = 0;
   InformerHandlers Handlers() {
-    return {[this](const Json& o) { std::lock_guard<std::mutex> l(mu); added.insert(ObjectKey(o)); },
-            [this](const Json&, const Json&) { std::lock_guard<std::mutex> l(mu); ++updates; },
-            [this](const Json& o) { std::lock_guard<std::mutex> l(mu); deleted.insert(ObjectKey(o)); },
+    return {[this](const Json& o) {
+              std::lock_guard<std::mutex> l(mu);
+              added.insert(ObjectKey(o));
+            },
+            [this](const Json&, const Json&) {
+              std::lock_guard<std::mutex> l(mu);
+              ++updates;
+            },
+            [this](const Json& o) {
+              std::lock_guard<std::mutex> l(mu);
+              deleted.insert(ObjectKey(o));
+            },
             nullptr};
   }
-  size_t AddedCount(const std::string& key) { std::lock_guard<std::mutex> l(mu); return added.count(key); }
-  size_t DeletedCount(const std::string& key) { std::lock_guard<std::mutex> l(mu); return deleted.count(key); }
+  size_t AddedCount(const std::string& key) {
+    std::lock_guard<std::mutex> l(mu);
+    return added.count(key);
+  }
+  size_t DeletedCount(const std::string& key) {
+    std::lock_guard<std::mutex> l(mu);
+    return deleted.count(key);
+  }
 };
 
 class InformerTest : public ::testing::Test {
@@ -118,7 +133,10 @@ TEST_F(InformerTest, RelistsOnGoneAndDeliversMissedDeletes) {
 }
 
 TEST_F(InformerTest, TransformTrimsAndFilters) {
-  ASSERT_TRUE(client_->Create(PodsResource(), "ns", {{"metadata", {{"name", "kept"}, {"labels", {{"gpu", "yes"}}}}}, {"spec", Json::object()}}).ok());
+  ASSERT_TRUE(client_
+                  ->Create(PodsResource(), "ns",
+                           {{"metadata", {{"name", "kept"}, {"labels", {{"gpu", "yes"}}}}}, {"spec", Json::object()}})
+                  .ok());
   ASSERT_TRUE(CreatePod("ignored").ok());
   opts_.transform = [](Json& o) {
     o["metadata"].erase("uid");  // trimmed
@@ -133,7 +151,9 @@ TEST_F(InformerTest, TransformTrimsAndFilters) {
   ASSERT_TRUE(inf.Get("ns/kept").has_value());
   EXPECT_FALSE(inf.Get("ns/kept")->at("metadata").contains("uid"));
   // The label goes away: the object leaves the cache as a deletion.
-  ASSERT_TRUE(client_->Patch(PodsResource(), "ns", "kept", PatchType::kMerge, {{"metadata", {{"labels", {{"gpu", nullptr}}}}}}).ok());
+  ASSERT_TRUE(
+      client_->Patch(PodsResource(), "ns", "kept", PatchType::kMerge, {{"metadata", {{"labels", {{"gpu", nullptr}}}}}})
+          .ok());
   ASSERT_TRUE(Eventually([&] { return rec.DeletedCount("ns/kept") == 1; }));
   EXPECT_FALSE(inf.Get("ns/kept").has_value());
   inf.Stop();

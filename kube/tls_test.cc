@@ -1,12 +1,13 @@
 // The client over HTTPS: server verification against the configured CA (and its IP SAN),
 // insecure-skip-tls-verify, and client-certificate authentication. Certificates are made here.
-#include <gtest/gtest.h>
 #include <httplib.h>
+
+#include <thread>
+
+#include <gtest/gtest.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/x509v3.h>
-
-#include <thread>
 
 #include "kube/client.h"
 
@@ -58,7 +59,7 @@ void MakeCert(KeyPair& out, const std::string& cn, const KeyPair* issuer, bool c
   ASSERT_NE(out.key, nullptr);
   out.cert = X509_new();
   X509_set_version(out.cert, 2);
-  ASN1_INTEGER_set(X509_get_serialNumber(out.cert), static_cast<long>(std::hash<std::string>{}(cn) & 0x7fffffff));
+  ASN1_INTEGER_set(X509_get_serialNumber(out.cert), static_cast<long>(std::hash<std::string>{}(cn)&0x7fffffff));
   X509_gmtime_adj(X509_getm_notBefore(out.cert), -3600);
   X509_gmtime_adj(X509_getm_notAfter(out.cert), 3600);
   X509_set_pubkey(out.cert, out.key);

@@ -27,17 +27,17 @@ enum class DeviceKind : uint8_t { kGpu, kMig };
 // One pod container's share of one device, as recorded in the ledger.
 struct DeviceShare {
   std::string pod_uid;
-  std::string pod_key;    // "namespace/name", for messages and metrics
-  std::string container;  // container name
-  MiB mem_mib = 0;        // the cap
-  bool exclusive = false; // whole-device request: nobody else may share the device
-  std::string spread_key; // the pod's gpupack.io/spread-key ("" = none): its replicas avoid this device
+  std::string pod_key;     // "namespace/name", for messages and metrics
+  std::string container;   // container name
+  MiB mem_mib = 0;         // the cap
+  bool exclusive = false;  // whole-device request: nobody else may share the device
+  std::string spread_key;  // the pod's gpupack.io/spread-key ("" = none): its replicas avoid this device
 };
 
 struct Device {
-  std::string uuid;          // "GPU-…" or "MIG-…"
-  int index = 0;             // device index on the node (for MIG: the parent GPU's index)
-  std::string model;         // e.g. "NVIDIA A100-SXM4-80GB"
+  std::string uuid;   // "GPU-…" or "MIG-…"
+  int index = 0;      // device index on the node (for MIG: the parent GPU's index)
+  std::string model;  // e.g. "NVIDIA A100-SXM4-80GB"
   DeviceKind kind = DeviceKind::kGpu;
   std::string parent_uuid;   // MIG only
   std::string mig_profile;   // MIG only, e.g. "1g.10gb"
@@ -45,7 +45,7 @@ struct Device {
   int placement_start = -1;  // MIG only
   int placement_size = -1;   // MIG only
   MiB capacity_mib = 0;
-  MiB used_mib = 0;          // live usage reported by the agent (0 when unknown)
+  MiB used_mib = 0;  // live usage reported by the agent (0 when unknown)
   bool healthy = true;
   // Taken out of gpupack's pool by the administrator (node annotation gpupack.io/excluded-devices,
   // honoured by the agent): existing shares stay, no new pod lands here.
@@ -80,9 +80,9 @@ enum class DeviceKindPreference : uint8_t { kAny, kGpu, kMig };
 // One container's device demand.
 struct ContainerRequest {
   std::string name;
-  int index = 0;        // position in spec.containers (or spec.initContainers when init)
+  int index = 0;  // position in spec.containers (or spec.initContainers when init)
   bool init = false;
-  int device_count = 0; // k distinct devices; 0 = no gpupack devices
+  int device_count = 0;  // k distinct devices; 0 = no gpupack devices
   // Per-device cap. 0 = whole devices taken exclusively (gpupack.io/gpu without gpu-memory).
   MiB mem_per_device_mib = 0;
   bool whole_device() const { return device_count > 0 && mem_per_device_mib == 0; }
@@ -92,8 +92,8 @@ struct PodRequest {
   std::string ns;
   std::string name;
   std::string uid;
-  int64_t cpu_milli = 0;        // effective pod CPU request (max(init, sum(app)) + overhead)
-  int64_t memory_bytes = 0;     // effective pod host-memory request
+  int64_t cpu_milli = 0;                     // effective pod CPU request (max(init, sum(app)) + overhead)
+  int64_t memory_bytes = 0;                  // effective pod host-memory request
   std::vector<ContainerRequest> containers;  // only those with device_count > 0, app first then init
   DeviceKindPreference device_kind = DeviceKindPreference::kAny;
   std::string mig_profile;              // only MIG instances of this profile

@@ -172,7 +172,8 @@ CompletionValue CompletionValue::Builder::Build() && { return CompletionValue::B
 int CompletionValue::TableFor(MiB capacity_mib) const {
   int best = -1;
   for (int t = 0; t < static_cast<int>(tables_.size()); ++t) {
-    if (best < 0 || std::llabs(tables_[t].capacity_mib - capacity_mib) < std::llabs(tables_[best].capacity_mib - capacity_mib)) {
+    if (best < 0 ||
+        std::llabs(tables_[t].capacity_mib - capacity_mib) < std::llabs(tables_[best].capacity_mib - capacity_mib)) {
       best = t;
     }
   }

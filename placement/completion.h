@@ -72,8 +72,8 @@ class CompletionValue {
   }
 
   struct Price {
-    MiB slice_mib = 0;    // a distinct slice size, rounded up to the quantum
-    double devices = 0;   // y_s
+    MiB slice_mib = 0;   // a distinct slice size, rounded up to the quantum
+    double devices = 0;  // y_s
   };
   struct Table {
     MiB capacity_mib = 0;

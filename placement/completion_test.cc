@@ -95,7 +95,7 @@ TEST(CompletionValue, LossOfAPickIsTheValueItGivesUp) {
   EXPECT_NEAR(cv.Loss(t, 1000, 680), 1000 * (1 - 2.0 / 3), 1e-6);  // empty device: 650 can join
   EXPECT_NEAR(cv.Loss(t, 350, 30), 1000 * (1.0 / 3 - 0), 1e-6);    // next to a 650: completes it
   // Next to a 470: the 530 free was worth a 470 (1/2); what is left (210) is worth nothing.
-  EXPECT_NEAR(cv.Loss(t, 530, 210), 1000 * (1.0 / 2 - 0), 1e-6);   // 1/6 of a device wasted
+  EXPECT_NEAR(cv.Loss(t, 530, 210), 1000 * (1.0 / 2 - 0), 1e-6);  // 1/6 of a device wasted
 }
 
 TEST(CompletionValue, OnlyFractionalSharesOfAGpuArePriced) {

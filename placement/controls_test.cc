@@ -46,8 +46,8 @@ std::vector<int> Slots(const NodeEvaluation& e) {
 struct RuleCase {
   const char* name;
   std::vector<std::string> uuids, excluded_uuids, excluded_models;
-  std::vector<int> slots;     // the placement when it fits
-  std::string message;        // the rejection otherwise
+  std::vector<int> slots;  // the placement when it fits
+  std::string message;     // the rejection otherwise
 };
 
 TEST(DeviceRules, EachRulePicksOrRefusesWithItsReason) {
@@ -60,9 +60,17 @@ TEST(DeviceRules, EachRulePicksOrRefusesWithItsReason) {
       {"allow list of two: best fit among them", {"GPU-a", "GPU-b"}, {}, {}, {1}, ""},
       {"exclude the T4 by UUID: GPU-b next", {}, {"GPU-c"}, {}, {1}, ""},
       {"exclude the T4 by model: GPU-b next", {}, {}, {"Tesla T4"}, {1}, ""},
-      {"allow list names no device here", {"GPU-z"}, {}, {}, {},
+      {"allow list names no device here",
+       {"GPU-z"},
+       {},
+       {},
+       {},
        "no device left for any device: 3 devices not allowed by gpupack.io/gpu-uuids"},
-      {"every device excluded, by two rules", {}, {"GPU-a", "GPU-b"}, {"Tesla T4"}, {},
+      {"every device excluded, by two rules",
+       {},
+       {"GPU-a", "GPU-b"},
+       {"Tesla T4"},
+       {},
        "no device left for any device: 1 device of a model excluded by gpupack.io/gpu-model-exclude, "
        "2 devices excluded by gpupack.io/gpu-uuids-exclude"},
   };
@@ -109,8 +117,9 @@ TEST(DeviceRules, TooFewDevicesLeftNamesTheRule) {
   pod.excluded_gpu_uuids = {"GPU-b"};
   const NodeEvaluation e = Binpack().Evaluate(node, pod);
   EXPECT_EQ(e.verdict.reason, RejectReason::kTooFewMatchingDevices);
-  EXPECT_EQ(e.verdict.Message(),
-            "needs 2 distinct devices, node has 1 matching any device (1 device excluded by gpupack.io/gpu-uuids-exclude)");
+  EXPECT_EQ(
+      e.verdict.Message(),
+      "needs 2 distinct devices, node has 1 matching any device (1 device excluded by gpupack.io/gpu-uuids-exclude)");
 }
 
 TEST(DeviceRules, KindAndModelMismatchKeepsItsOwnReason) {
@@ -198,7 +207,8 @@ TEST(SpreadKey, NodeScopeAvoidsTheWholeNode) {
   EXPECT_EQ(e.verdict.reason, RejectReason::kExcludedByRule);
   EXPECT_TRUE(e.verdict.unresolvable);
   EXPECT_EQ(e.verdict.Message(),
-            "node already runs default/web-1 with the same gpupack.io/spread-key \"web\" and gpupack.io/spread-scope is node");
+            "node already runs default/web-1 with the same gpupack.io/spread-key \"web\" and gpupack.io/spread-scope "
+            "is node");
 }
 
 // ---- per-pod policy ----
@@ -250,7 +260,8 @@ TEST(PodPolicy, FgdNodeCostOfAnotherDevicePolicysPick) {
     s.weight = w;
     return s;
   };
-  const Policy fgd(PolicyKind::kFgd, TypicalWorkload{{spec(4000, 1, 500, .5), spec(8000, 1, 0, .3), spec(32000, 0, 0, .2)}}, {});
+  const Policy fgd(PolicyKind::kFgd,
+                   TypicalWorkload{{spec(4000, 1, 500, .5), spec(8000, 1, 0, .3), spec(32000, 0, 0, .2)}}, {});
   PodRequest pod = Pod(1, 500);
   pod.cpu_milli = 4000;
   NodeEvaluation e = fgd.Evaluate(node, pod);

@@ -21,8 +21,8 @@
 #include <optional>
 #include <span>
 
-#include "placement/vocabulary.h"
 #include "placement/placement.h"
+#include "placement/vocabulary.h"
 #include "placement/workload.h"
 
 namespace gpupack::placement {
@@ -87,7 +87,8 @@ class Decision {
            std::optional<TypicalWorkload> prior = std::nullopt);
   // A fixed typical workload instead of a learned one (the simulator's `gpupack-pinned`): every
   // refresh builds from `workload` for every part.
-  static Decision Pinned(PolicyKind kind, PlacementOptions placement, DecisionOptions options, TypicalWorkload workload);
+  static Decision Pinned(PolicyKind kind, PlacementOptions placement, DecisionOptions options,
+                         TypicalWorkload workload);
 
   const DecisionOptions& options() const { return options_; }
   bool learning() const { return options_.refresh_pods > 0 && !pinned_; }

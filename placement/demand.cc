@@ -64,9 +64,15 @@ std::string DescribeRules(const std::array<int, static_cast<int>(Rule::kCount)>&
     const std::string devices = std::to_string(n) + (n == 1 ? " device " : " devices ");
     std::string clause;
     switch (static_cast<Rule>(r)) {
-      case Rule::kModelExclude: clause = devices + "of a model excluded by " + std::string(model::kRuleGpuModelExclude); break;
-      case Rule::kUuidAllow: clause = devices + "not allowed by " + std::string(model::kRuleGpuUuids); break;
-      case Rule::kUuidExclude: clause = devices + "excluded by " + std::string(model::kRuleGpuUuidsExclude); break;
+      case Rule::kModelExclude:
+        clause = devices + "of a model excluded by " + std::string(model::kRuleGpuModelExclude);
+        break;
+      case Rule::kUuidAllow:
+        clause = devices + "not allowed by " + std::string(model::kRuleGpuUuids);
+        break;
+      case Rule::kUuidExclude:
+        clause = devices + "excluded by " + std::string(model::kRuleGpuUuidsExclude);
+        break;
       case Rule::kAdminExcluded:
         clause = devices + "taken out of the pool by the administrator (node annotation " +
                  std::string(model::kRuleNodeExcludedDevices) + ")";
@@ -75,7 +81,8 @@ std::string DescribeRules(const std::array<int, static_cast<int>(Rule::kCount)>&
         clause = devices + (n == 1 ? "holds" : "hold") + " a pod with the same " + std::string(model::kRuleSpreadKey) +
                  " \"" + *demand.spread_key + "\"";
         break;
-      default: break;
+      default:
+        break;
     }
     out += (out.empty() ? "" : ", ") + clause;
   }

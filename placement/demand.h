@@ -14,11 +14,11 @@ namespace gpupack::placement {
 
 // A device demand in the shape both typical specs and pod containers share.
 struct Demand {
-  int count = 0;                 // distinct devices
-  MiB mem = 0;                   // per device; 0 = whole device
+  int count = 0;  // distinct devices
+  MiB mem = 0;    // per device; 0 = whole device
   DeviceKindPreference kind = DeviceKindPreference::kAny;
-  const std::string* mig_profile = nullptr;         // empty or null = any
-  const std::vector<std::string>* models = nullptr; // null or empty = any
+  const std::string* mig_profile = nullptr;          // empty or null = any
+  const std::vector<std::string>* models = nullptr;  // null or empty = any
   bool hard_isolation = false;
   // The pod's device rules (pods only; specs have none). Null or empty = no rule.
   const std::vector<std::string>* uuids = nullptr;
@@ -30,11 +30,10 @@ struct Demand {
   // summary's free memory decides (it already counts unhealthy and excluded devices as full).
   bool Unconstrained() const {
     auto none = [](const auto* p) { return p == nullptr || p->empty(); };
-    return kind == DeviceKindPreference::kAny && none(mig_profile) && none(models) && !hard_isolation &&
-           none(uuids) && none(excluded_uuids) && none(excluded_models) && none(spread_key);
+    return kind == DeviceKindPreference::kAny && none(mig_profile) && none(models) && !hard_isolation && none(uuids) &&
+           none(excluded_uuids) && none(excluded_models) && none(spread_key);
   }
 };
-
 
 // Whether a device may take new shares at all: healthy and not excluded by the administrator.
 inline bool InPool(const Device& d) { return d.healthy && !d.excluded; }

@@ -62,14 +62,15 @@ Verdict ShortageVerdict(const Node& node, const MiB* free, const bool* empty, co
     largest_capacity = std::max(largest_capacity, DeviceUsableMiB(d, o));
     if (demand.mem == 0 || DeviceUsableMiB(d, o) >= demand.mem) ++large_enough;
     largest_free = std::max(largest_free, free[g]);
-    bool ok = TakesExclusively(d, demand) ? empty[g] && (demand.mem == 0 || free[g] >= demand.mem)
-                                          : free[g] >= demand.mem;
+    bool ok =
+        TakesExclusively(d, demand) ? empty[g] && (demand.mem == 0 || free[g] >= demand.mem) : free[g] >= demand.mem;
     if (ok) ++usable_now;
   }
   if (sort_matching == 0) return Verdict::Reject(RejectReason::kNoMatchingDevice, true, 0, 0, DescribeSort(demand));
   const std::string rules = DescribeRules(refused, demand);
   if (matching == 0) {
-    return Verdict::Reject(RejectReason::kExcludedByRule, true, 0, 0, "no device left for " + DescribeSort(demand) + ": " + rules);
+    return Verdict::Reject(RejectReason::kExcludedByRule, true, 0, 0,
+                           "no device left for " + DescribeSort(demand) + ": " + rules);
   }
   if (large_enough == 0) return Verdict::Reject(RejectReason::kDeviceTooSmall, true, demand.mem, largest_capacity);
   if (large_enough < demand.count) {
@@ -77,7 +78,8 @@ Verdict ShortageVerdict(const Node& node, const MiB* free, const bool* empty, co
                            DescribeSort(demand) + (rules.empty() ? "" : " (" + rules + ")"));
   }
   if (demand.mem == 0) return Verdict::Reject(RejectReason::kInsufficientEmptyDevices, false, demand.count, usable_now);
-  if (demand.count == 1) return Verdict::Reject(RejectReason::kInsufficientDeviceMemory, false, demand.mem, largest_free);
+  if (demand.count == 1)
+    return Verdict::Reject(RejectReason::kInsufficientDeviceMemory, false, demand.mem, largest_free);
   return Verdict::Reject(RejectReason::kInsufficientDevices, false, demand.count, usable_now,
                          std::to_string(demand.mem) + " MiB");
 }
@@ -404,8 +406,8 @@ void TentativePlacement::TakeFill(const Pick& pick) {
   const int best = pick.slot;
   const uint64_t match = sum_.devices[best].spec_match;
   if (fill_fast_) {
-    fill_used_delta_ += FillPick(cols_, match & ~multi_whole_, st_.free[best], st_.empty[best], pick.new_free,
-                                 nullptr, nullptr);
+    fill_used_delta_ +=
+        FillPick(cols_, match & ~multi_whole_, st_.free[best], st_.empty[best], pick.new_free, nullptr, nullptr);
     if ((match & multi_whole_) != 0) {
       if (!multi_whole_tallied_) {
         for (uint64_t bits = multi_whole_; bits != 0; bits &= bits - 1) {
@@ -415,8 +417,8 @@ void TentativePlacement::TakeFill(const Pick& pick) {
         }
         multi_whole_tallied_ = true;
       }
-      FillPick(cols_, match & multi_whole_, st_.free[best], st_.empty[best], pick.new_free,
-               fill_empty_devices_.data(), fill_usable_free_.data());
+      FillPick(cols_, match & multi_whole_, st_.free[best], st_.empty[best], pick.new_free, fill_empty_devices_.data(),
+               fill_usable_free_.data());
     }
   } else {
     if (fill_empty_devices_now_ != fill_empty_devices_.data()) {
@@ -459,7 +461,8 @@ void TentativePlacement::FinishCost() {
   } else {
     // With FGD tallies the state stops tracking after the last pick; the fill tally does not.
     const MiB total_after = fgd_ ? fill_total_free_ : st_.total_free;
-    out_.cost = node_kind_ == PolicyKind::kBinpack ? static_cast<double>(total_after) : -static_cast<double>(total_after);
+    out_.cost =
+        node_kind_ == PolicyKind::kBinpack ? static_cast<double>(total_after) : -static_cast<double>(total_after);
   }
 }
 

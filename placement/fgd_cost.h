@@ -119,7 +119,12 @@ class DeltaEvaluator {
   // pick changes them, so the common single-pick case copies nothing).
   DeltaEvaluator(const Columns& c, const NodeSummary& sum, const WorkState& st, const int16_t* usable,
                  const MiB* unusable_free, uint64_t cpu_short, uint64_t feasible)
-      : c_(c), sum_(sum), st_(st), usable_(usable), unusable_free_(unusable_free), cpu_short_(cpu_short),
+      : c_(c),
+        sum_(sum),
+        st_(st),
+        usable_(usable),
+        unusable_free_(unusable_free),
+        cpu_short_(cpu_short),
         feasible_(feasible) {}
 
   double Delta(int slot, MiB new_free) {
@@ -161,7 +166,8 @@ class DeltaEvaluator {
   // Σ weight of fractional specs j < upto that the mask matches and that are satisfied. Prefix
   // sums are kept per mask and extended only as far as a query needs.
   double Prefix(uint64_t match, int upto) {
-    if (match == sum_.prefix_mask && feasible_ == (sum_.satisfied & ~sum_.cpu_short)) return sum_.satisfied_prefix[upto];
+    if (match == sum_.prefix_mask && feasible_ == (sum_.satisfied & ~sum_.cpu_short))
+      return sum_.satisfied_prefix[upto];
     int slot = -1;
     for (int i = 0; i < cached_; ++i) {
       if (masks_[i] == match) slot = i;

@@ -50,7 +50,8 @@ Status ApplyPlacement(Node& node, const PodRequest& pod, const Placement& placem
 int RemovePod(Node& node, std::string_view pod_uid) {
   int removed = 0;
   for (auto& d : node.devices) {
-    auto it = std::remove_if(d.shares.begin(), d.shares.end(), [&](const DeviceShare& s) { return s.pod_uid == pod_uid; });
+    auto it =
+        std::remove_if(d.shares.begin(), d.shares.end(), [&](const DeviceShare& s) { return s.pod_uid == pod_uid; });
     removed += static_cast<int>(d.shares.end() - it);
     d.shares.erase(it, d.shares.end());
   }

@@ -74,7 +74,8 @@ void SummarizeDevices(const Node& node, const Columns& cols, const std::vector<T
     slot.fractional_fit =
         static_cast<int8_t>(std::upper_bound(cols.mem, cols.mem + cols.n_fractional, slot.free) - cols.mem);
     // A node's GPUs are usually identical, so compute the mask once per sort.
-    slot.spec_match = g > 0 && SameSort(node.devices[g - 1], d) ? slots[g - 1].spec_match : SpecMatch(d, specs, options);
+    slot.spec_match =
+        g > 0 && SameSort(node.devices[g - 1], d) ? slots[g - 1].spec_match : SpecMatch(d, specs, options);
   }
 }
 
@@ -86,7 +87,10 @@ void SummarizeSpecs(const Columns& cols, NodeSummary& sum) {
     MiB unusable = 0;
     for (int g = 0; g < sum.device_count; ++g) {
       const bool ok = ((slots[g].spec_match >> m) & 1) && UsableFor(cols.mem[m], slots[g].free, slots[g].empty);
-      if (ok) ++usable; else unusable += slots[g].free;
+      if (ok)
+        ++usable;
+      else
+        unusable += slots[g].free;
     }
     sum.usable[m] = usable;
     sum.unusable_free[m] = unusable;

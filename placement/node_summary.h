@@ -11,8 +11,8 @@
 namespace gpupack::placement {
 
 struct PlacementOptions {
-  MiB reserve_mib_per_device = 0;  // kept free on every device (driver / context overhead)
-  bool count_foreign_usage = true; // live usage beyond the caps reduces free memory
+  MiB reserve_mib_per_device = 0;   // kept free on every device (driver / context overhead)
+  bool count_foreign_usage = true;  // live usage beyond the caps reduces free memory
 };
 
 // Free memory of a device: capacity − Σ caps − reserve − max(0, live usage − Σ caps), floored at
@@ -33,9 +33,9 @@ bool CanHost(const Node& node, const TypicalSpec& spec, const PlacementOptions& 
 // one line per per-device array.
 struct NodeSummary {
   int device_count = 0;
-  bool stale = false;  // node.stale_reason is set: Score reads the Node only to explain it
-  MiB total_free = 0;                              // R_n
-  int64_t free_cpu_milli = -1;                     // -1 = unlimited
+  bool stale = false;           // node.stale_reason is set: Score reads the Node only to explain it
+  MiB total_free = 0;           // R_n
+  int64_t free_cpu_milli = -1;  // -1 = unlimited
   int64_t free_memory_bytes = -1;
   uint64_t satisfied = 0;  // bit m: at least count_m devices can hold spec m (CPU not considered)
   uint64_t cpu_short = 0;  // bit m: the node's free CPU is below spec m's
@@ -43,10 +43,10 @@ struct NodeSummary {
   // that the mask matches and that are satisfied (devices and CPU). FGD's per-pick delta needs
   // it; precomputing it here keeps it off the per-pod path.
   uint64_t prefix_mask = 0;
-  int64_t fill_cpu_ample = 0;  // free CPU from which no device spec is CPU-limited in F̂
-  int64_t fill_memory_ample = 0;  // free host memory from which none is memory-limited in F̂
-  double fragmentation = 0;                        // F_n(M) in MiB
-  double fill_fragmentation = 0;                   // F̂_n(M) in MiB
+  int64_t fill_cpu_ample = 0;        // free CPU from which no device spec is CPU-limited in F̂
+  int64_t fill_memory_ample = 0;     // free host memory from which none is memory-limited in F̂
+  double fragmentation = 0;          // F_n(M) in MiB
+  double fill_fragmentation = 0;     // F̂_n(M) in MiB
   double reservation_tightness = 0;  // the policy's CapacityReservation::Tightness(node)
   struct DeviceSlot {
     MiB free = 0;
@@ -57,10 +57,10 @@ struct NodeSummary {
     int8_t fractional_fit = 0;
     bool empty = false;  // healthy, in the pool, no shares, no foreign use
   };
-  std::array<int16_t, kMaxTypicalSpecs> usable{};  // q_n(m): devices with room for spec m
+  std::array<int16_t, kMaxTypicalSpecs> usable{};        // q_n(m): devices with room for spec m
   std::array<DeviceSlot, kMaxDevicesPerNode> devices{};  // the first device_count are used
   std::array<double, kMaxTypicalSpecs + 1> satisfied_prefix{};
-  std::array<MiB, kMaxTypicalSpecs> unusable_free{};// Σ free of devices that cannot hold spec m
+  std::array<MiB, kMaxTypicalSpecs> unusable_free{};  // Σ free of devices that cannot hold spec m
   // The fill fragmentation's ingredients (NodeEvaluation::fill_cost), per device spec m: the free
   // memory m could use, CPU aside (fractional: Σ free of the matching devices that hold one;
   // whole: Σ free of the matching empty devices), and for whole specs how many such devices.

@@ -1,8 +1,10 @@
+// Long file: the table tests of the engine's fit, FGD and fill arithmetic, each with its sums written
+// out; one file so a reader checks the numbers against docs/placement.md in one place.
 #include "placement/placement.h"
 
-#include <gtest/gtest.h>
-
 #include <random>
+
+#include <gtest/gtest.h>
 
 namespace gpupack::placement {
 namespace {
@@ -140,17 +142,17 @@ TEST(ModelMatch, WholeWordsCaseInsensitiveOrAGlob) {
     bool matches;
   };
   const Case cases[] = {
-      {"A100", "NVIDIA A100-SXM4-80GB", true},   // one word of it
-      {"a100", "NVIDIA A100-SXM4-80GB", true},   // case-insensitively
-      {"A100-SXM4", "NVIDIA A100-SXM4-80GB", true},  // a run of words, split at '-'
-      {"NVIDIA A100", "NVIDIA A100-SXM4-80GB", true},  // split at ' '
+      {"A100", "NVIDIA A100-SXM4-80GB", true},                   // one word of it
+      {"a100", "NVIDIA A100-SXM4-80GB", true},                   // case-insensitively
+      {"A100-SXM4", "NVIDIA A100-SXM4-80GB", true},              // a run of words, split at '-'
+      {"NVIDIA A100", "NVIDIA A100-SXM4-80GB", true},            // split at ' '
       {"NVIDIA A100-SXM4-80GB", "NVIDIA A100-SXM4-80GB", true},  // the whole model
-      {"A10", "NVIDIA A100-SXM4-80GB", false},  // not a word of it
+      {"A10", "NVIDIA A100-SXM4-80GB", false},                   // not a word of it
       {"A10", "NVIDIA A10", true},
-      {"A100-SXM", "NVIDIA A100-SXM4-80GB", false},  // SXM is not SXM4
+      {"A100-SXM", "NVIDIA A100-SXM4-80GB", false},   // SXM is not SXM4
       {"SXM4 A100", "NVIDIA A100-SXM4-80GB", false},  // words in order
       {"T4", "Tesla T4", true},
-      {"V100M16", "V100M32", false},  // the Alibaba trace's names
+      {"V100M16", "V100M32", false},                  // the Alibaba trace's names
       {"*A100*80GB", "NVIDIA A100-SXM4-80GB", true},  // a glob covers the whole model
       {"A100*", "NVIDIA A100-SXM4-80GB", false},
       {"nvidia a100*", "NVIDIA A100-SXM4-80GB", true},
@@ -180,7 +182,8 @@ TEST(Fit, PreciseReasons) {
   Node cpu_node = MakeNode({Gpu(81920)}, 2000);
   const RejectCase cases[] = {
       {"largest free slice too small", MakeNode({Gpu(16384, 10240), Gpu(16384, 12288)}), Pod(1, 8192),
-       RejectReason::kInsufficientDeviceMemory, false, "largest free device has 6144 MiB, pod needs 8192 MiB per device"},
+       RejectReason::kInsufficientDeviceMemory, false,
+       "largest free device has 6144 MiB, pod needs 8192 MiB per device"},
       {"whole devices", MakeNode({Gpu(16384), Gpu(16384, 1)}), Pod(2, 0), RejectReason::kInsufficientEmptyDevices,
        false, "needs 2 empty devices, node has 1"},
       {"no MIG of that profile", MakeNode({Mig("3g.40gb", 40960)}), mig_pod, RejectReason::kNoMatchingDevice, true,
@@ -336,8 +339,7 @@ TEST(Accounting, WholeDeviceIsExclusive) {
   ASSERT_TRUE(e.verdict.fits());
   EXPECT_EQ(e.placement.containers[0].mem_per_device_mib, 16384);
   ASSERT_TRUE(ApplyPlacement(node, whole, e.placement, {}).ok());
-  EXPECT_EQ(Simple(PolicyKind::kFgd).Evaluate(node, Pod(1, 1)).verdict.reason,
-            RejectReason::kInsufficientDeviceMemory);
+  EXPECT_EQ(Simple(PolicyKind::kFgd).Evaluate(node, Pod(1, 1)).verdict.reason, RejectReason::kInsufficientDeviceMemory);
 }
 
 TEST(Policy, ScoreAgreesWithEvaluate) {
@@ -362,7 +364,8 @@ TEST(FgdScore, DeviceChoiceIsTheExactArgminOnRandomNodes) {
   for (int trial = 0; trial < 300; ++trial) {
     std::vector<Device> devices;
     const int g = 1 + static_cast<int>(rng() % 8);
-    for (int i = 0; i < g; ++i) devices.push_back(Gpu(1000, static_cast<MiB>(rng() % 4) * static_cast<MiB>(rng() % 300)));
+    for (int i = 0; i < g; ++i)
+      devices.push_back(Gpu(1000, static_cast<MiB>(rng() % 4) * static_cast<MiB>(rng() % 300)));
     Node node = MakeNode(devices, 4000 + static_cast<int64_t>(rng() % 28) * 1000);
     const MiB mem = static_cast<MiB>(50 + rng() % 900);
     PodRequest pod = Pod(1, mem, static_cast<int64_t>(rng() % 4) * 1000);
@@ -486,7 +489,8 @@ TEST(FillFragmentation, ScoreIsTheExactDifferenceOnRandomNodes) {
     const Policy& fgd = policies[trial % 2];
     std::vector<Device> devices;
     const int g = 1 + static_cast<int>(rng() % 8);
-    for (int i = 0; i < g; ++i) devices.push_back(Gpu(1000, static_cast<MiB>(rng() % 4) * static_cast<MiB>(rng() % 300)));
+    for (int i = 0; i < g; ++i)
+      devices.push_back(Gpu(1000, static_cast<MiB>(rng() % 4) * static_cast<MiB>(rng() % 300)));
     const int64_t cpu = rng() % 4 == 0 ? -1 : 4000 + static_cast<int64_t>(rng() % 120) * 1000;
     Node node = MakeNode(devices, cpu);
     const int k = static_cast<int>(rng() % 3);
@@ -498,7 +502,8 @@ TEST(FillFragmentation, ScoreIsTheExactDifferenceOnRandomNodes) {
     if (!e.verdict.fits()) continue;
     Node after = node;
     ASSERT_TRUE(ApplyPlacement(after, pod, e.placement, {}).ok());
-    EXPECT_NEAR(e.fill_cost, fgd.Summarize(after).fill_fragmentation - sum.fill_fragmentation, 1e-6) << "trial " << trial;
+    EXPECT_NEAR(e.fill_cost, fgd.Summarize(after).fill_fragmentation - sum.fill_fragmentation, 1e-6)
+        << "trial " << trial;
     EXPECT_DOUBLE_EQ(score.fill_cost, e.fill_cost) << "trial " << trial;
     ++checked;
   }
@@ -521,7 +526,8 @@ TEST(FillFragmentation, ScoreIsTheExactDifferenceWithHostMemory) {
   for (int trial = 0; trial < 600; ++trial) {
     std::vector<Device> devices;
     const int g = 1 + static_cast<int>(rng() % 8);
-    for (int i = 0; i < g; ++i) devices.push_back(Gpu(1000, static_cast<MiB>(rng() % 4) * static_cast<MiB>(rng() % 300)));
+    for (int i = 0; i < g; ++i)
+      devices.push_back(Gpu(1000, static_cast<MiB>(rng() % 4) * static_cast<MiB>(rng() % 300)));
     Node node = MakeNode(devices, rng() % 2 == 0 ? -1 : 8000 + static_cast<int64_t>(rng() % 120) * 1000);
     node.memory_bytes = rng() % 4 == 0 ? -1 : static_cast<int64_t>(rng() % 400) * kGiB;
     PodRequest pod = Pod(static_cast<int>(rng() % 3), rng() % 3 == 0 ? 0 : static_cast<MiB>(50 + rng() % 900),
@@ -532,7 +538,8 @@ TEST(FillFragmentation, ScoreIsTheExactDifferenceWithHostMemory) {
     if (!e.verdict.fits()) continue;
     Node after = node;
     ASSERT_TRUE(ApplyPlacement(after, pod, e.placement, {}).ok());
-    EXPECT_NEAR(e.fill_cost, fgd.Summarize(after).fill_fragmentation - sum.fill_fragmentation, 1e-6) << "trial " << trial;
+    EXPECT_NEAR(e.fill_cost, fgd.Summarize(after).fill_fragmentation - sum.fill_fragmentation, 1e-6)
+        << "trial " << trial;
     EXPECT_DOUBLE_EQ(fgd.Score(node, sum, pod).fill_cost, e.fill_cost) << "trial " << trial;
     ++checked;
     limited += node.memory_bytes >= 0 && node.memory_bytes - pod.memory_bytes < sum.fill_memory_ample;

@@ -18,9 +18,12 @@ StatusOr<PolicyKind> ParsePolicyKind(std::string_view name) {
 
 std::string_view PolicyKindName(PolicyKind kind) {
   switch (kind) {
-    case PolicyKind::kFgd: return "fgd";
-    case PolicyKind::kBinpack: return "binpack";
-    case PolicyKind::kSpread: return "spread";
+    case PolicyKind::kFgd:
+      return "fgd";
+    case PolicyKind::kBinpack:
+      return "binpack";
+    case PolicyKind::kSpread:
+      return "spread";
   }
   return "?";
 }
@@ -106,15 +109,23 @@ Policy::Policy(PolicyKind kind, TypicalWorkload workload, PlacementOptions optio
     columns_.host_memory[m] = s.memory_bytes;
     columns_.inv_host_memory[m] = s.memory_bytes > 0 ? 1.0 / static_cast<double>(s.memory_bytes) : 0.0;
     columns_.weight[m] = s.weight;
-    if (m >= columns_.n_fractional && m < columns_.n_device && s.device_count > 1) columns_.multi_whole |= uint64_t{1} << m;
+    if (m >= columns_.n_fractional && m < columns_.n_device && s.device_count > 1)
+      columns_.multi_whole |= uint64_t{1} << m;
   }
 }
 
 Columns Policy::ColumnsView() const {
-  return Columns{columns_.n,           columns_.mem.data(),   columns_.count.data(),
-                 columns_.weight.data(), columns_.n_fractional, columns_.n_device,
-                 columns_.total_weight,  columns_.cpu.data(),   columns_.inv_cpu.data(),
-                 columns_.host_memory.data(), columns_.inv_host_memory.data()};
+  return Columns{columns_.n,
+                 columns_.mem.data(),
+                 columns_.count.data(),
+                 columns_.weight.data(),
+                 columns_.n_fractional,
+                 columns_.n_device,
+                 columns_.total_weight,
+                 columns_.cpu.data(),
+                 columns_.inv_cpu.data(),
+                 columns_.host_memory.data(),
+                 columns_.inv_host_memory.data()};
 }
 
 NodeEvaluation Policy::Evaluate(const Node& node, const NodeSummary& sum, const PodRequest& pod) const {

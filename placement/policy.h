@@ -27,8 +27,8 @@ struct Columns;  // fgd_cost.h: a view of Policy's spec columns
 // Computing it allocates nothing when the pod fits.
 struct NodeScore {
   Verdict verdict;
-  double cost = 0;       // as NodeEvaluation::cost
-  double fill_cost = 0;  // as NodeEvaluation::fill_cost
+  double cost = 0;              // as NodeEvaluation::cost
+  double fill_cost = 0;         // as NodeEvaluation::fill_cost
   double reservation_cost = 0;  // as NodeEvaluation::reservation_cost
   double completion_loss = 0;   // as NodeEvaluation::completion_loss
 };
@@ -80,7 +80,9 @@ class Policy {
   // REQUIRES: summary == Summarize(node) for the node's current state.
   NodeEvaluation Evaluate(const Node& node, const NodeSummary& summary, const PodRequest& pod) const;
   // Convenience for callers without a cached summary.
-  NodeEvaluation Evaluate(const Node& node, const PodRequest& pod) const { return Evaluate(node, Summarize(node), pod); }
+  NodeEvaluation Evaluate(const Node& node, const PodRequest& pod) const {
+    return Evaluate(node, Summarize(node), pod);
+  }
   // Same verdict and cost as Evaluate, without building the placement (the per-node hot path).
   NodeScore Score(const Node& node, const NodeSummary& summary, const PodRequest& pod) const;
 
@@ -93,13 +95,13 @@ class Policy {
     int n_fractional = 0;  // specs [0, n_fractional) ask for part of a device
     int n_device = 0;      // specs [n_fractional, n_device) ask for whole devices; the rest CPU only
     double total_weight = 0;
-    int64_t max_cpu = 0;   // the largest spec CPU: a node with more free never lacks CPU
-    uint64_t multi_whole = 0;  // bit m: spec m asks for several whole devices
+    int64_t max_cpu = 0;                            // the largest spec CPU: a node with more free never lacks CPU
+    uint64_t multi_whole = 0;                       // bit m: spec m asks for several whole devices
     std::array<MiB, kMaxTypicalSpecs> mem{};        // per-device need; 0 = whole device
     std::array<int32_t, kMaxTypicalSpecs> count{};  // devices needed; CPU-only specs: never satisfiable
     std::array<int64_t, kMaxTypicalSpecs> cpu{};
-    std::array<double, kMaxTypicalSpecs> inv_cpu{};  // 1 / cpu (0 for specs without CPU)
-    std::array<int64_t, kMaxTypicalSpecs> host_memory{};      // host memory bytes (0: not known)
+    std::array<double, kMaxTypicalSpecs> inv_cpu{};          // 1 / cpu (0 for specs without CPU)
+    std::array<int64_t, kMaxTypicalSpecs> host_memory{};     // host memory bytes (0: not known)
     std::array<double, kMaxTypicalSpecs> inv_host_memory{};  // 1 / host memory (0 when not known)
     std::array<double, kMaxTypicalSpecs> weight{};
   };

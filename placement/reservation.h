@@ -60,8 +60,8 @@ class CapacityReservation {
    private:
     struct HostType {
       std::vector<bool> hosts;  // [m]: can host shape m
-      double capacity = 0;  // Σ usable device MiB of its nodes
-      double free = 0;      // Σ free device MiB of its nodes
+      double capacity = 0;      // Σ usable device MiB of its nodes
+      double free = 0;          // Σ free device MiB of its nodes
     };
     TypicalWorkload workload_;
     MiB reserve_mib_per_device_;

@@ -111,9 +111,8 @@ TEST(CapacityReservation, AShapeConfinedInsideALargerSetCountsTowardsIt) {
   // any .7 × 500 = 350; t4 .1 × 500 = 50; t4-or-v100 .2 × 500 = 100: total 500.
   // H_t4 = T4 (4000): confined = t4 alone, .1 → r = .1 · 88000 / 4000 = 2.2.
   // H_tv = T4 ∪ V100 (8000): confined = t4 + tv = .3 → r = .3 · 88000 / 8000 = 3.3.
-  CapacityReservation r = Build({Spec(4000, 1, 500, .7), Spec(4000, 1, 500, .1, {"T4"}),
-                                 Spec(4000, 1, 500, .2, {"T4", "V100"})},
-                                nodes);
+  CapacityReservation r =
+      Build({Spec(4000, 1, 500, .7), Spec(4000, 1, 500, .1, {"T4"}), Spec(4000, 1, 500, .2, {"T4", "V100"})}, nodes);
   ASSERT_EQ(r.reserving().size(), 2u);
   EXPECT_DOUBLE_EQ(r.reserving()[0].tightness, 3.3);
   EXPECT_DOUBLE_EQ(r.reserving()[1].tightness, 2.2);

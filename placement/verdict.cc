@@ -4,19 +4,32 @@ namespace gpupack::placement {
 
 std::string_view RejectReasonLabel(RejectReason reason) {
   switch (reason) {
-    case RejectReason::kNone: return "none";
-    case RejectReason::kNodeStale: return "node_stale";
-    case RejectReason::kNoDevices: return "no_devices";
-    case RejectReason::kNoMatchingDevice: return "no_matching_device";
-    case RejectReason::kDeviceTooSmall: return "device_too_small";
-    case RejectReason::kTooFewMatchingDevices: return "too_few_matching_devices";
-    case RejectReason::kInsufficientDeviceMemory: return "insufficient_device_memory";
-    case RejectReason::kInsufficientEmptyDevices: return "insufficient_empty_devices";
-    case RejectReason::kInsufficientDevices: return "insufficient_devices";
-    case RejectReason::kInsufficientCpu: return "insufficient_cpu";
-    case RejectReason::kInsufficientMemory: return "insufficient_memory";
-    case RejectReason::kInvalidRequest: return "invalid_request";
-    case RejectReason::kExcludedByRule: return "excluded_by_rule";
+    case RejectReason::kNone:
+      return "none";
+    case RejectReason::kNodeStale:
+      return "node_stale";
+    case RejectReason::kNoDevices:
+      return "no_devices";
+    case RejectReason::kNoMatchingDevice:
+      return "no_matching_device";
+    case RejectReason::kDeviceTooSmall:
+      return "device_too_small";
+    case RejectReason::kTooFewMatchingDevices:
+      return "too_few_matching_devices";
+    case RejectReason::kInsufficientDeviceMemory:
+      return "insufficient_device_memory";
+    case RejectReason::kInsufficientEmptyDevices:
+      return "insufficient_empty_devices";
+    case RejectReason::kInsufficientDevices:
+      return "insufficient_devices";
+    case RejectReason::kInsufficientCpu:
+      return "insufficient_cpu";
+    case RejectReason::kInsufficientMemory:
+      return "insufficient_memory";
+    case RejectReason::kInvalidRequest:
+      return "invalid_request";
+    case RejectReason::kExcludedByRule:
+      return "excluded_by_rule";
   }
   return "unknown";
 }
@@ -24,10 +37,14 @@ std::string_view RejectReasonLabel(RejectReason reason) {
 std::string Verdict::Message() const {
   auto n = [](int64_t v) { return std::to_string(v); };
   switch (reason) {
-    case RejectReason::kNone: return "fits";
-    case RejectReason::kNodeStale: return "node inventory is stale: " + detail;
-    case RejectReason::kNoDevices: return "node has no GPU devices";
-    case RejectReason::kNoMatchingDevice: return "no device matches " + detail;
+    case RejectReason::kNone:
+      return "fits";
+    case RejectReason::kNodeStale:
+      return "node inventory is stale: " + detail;
+    case RejectReason::kNoDevices:
+      return "node has no GPU devices";
+    case RejectReason::kNoMatchingDevice:
+      return "no device matches " + detail;
     case RejectReason::kDeviceTooSmall:
       return "largest matching device has " + n(have) + " MiB in total, pod needs " + n(need) + " MiB per device";
     case RejectReason::kTooFewMatchingDevices:
@@ -42,8 +59,10 @@ std::string Verdict::Message() const {
       return "insufficient cpu: pod needs " + n(need) + "m, node has " + n(have) + "m free";
     case RejectReason::kInsufficientMemory:
       return "insufficient memory: pod needs " + n(need) + " bytes, node has " + n(have) + " bytes free";
-    case RejectReason::kInvalidRequest: return "invalid request: " + detail;
-    case RejectReason::kExcludedByRule: return detail;
+    case RejectReason::kInvalidRequest:
+      return "invalid request: " + detail;
+    case RejectReason::kExcludedByRule:
+      return detail;
   }
   return "unknown reason";
 }

@@ -10,19 +10,19 @@ namespace gpupack::placement {
 // Bounded set (used as a metric label). Order is not significant.
 enum class RejectReason : uint8_t {
   kNone = 0,
-  kNodeStale,                // inventory too old (agent heartbeat past TTL)
-  kNoDevices,                // node has no GPU devices at all                      (unresolvable)
-  kNoMatchingDevice,         // no device of the wanted model / kind / MIG profile  (unresolvable)
-  kDeviceTooSmall,           // every matching device's capacity < per-device need  (unresolvable)
-  kTooFewMatchingDevices,    // fewer matching devices than distinct devices needed (unresolvable)
-  kInsufficientDeviceMemory, // largest free slice < per-device need
-  kInsufficientEmptyDevices, // whole-device request: not enough empty devices
-  kInsufficientDevices,      // not enough distinct devices with room for the per-device need
+  kNodeStale,                 // inventory too old (agent heartbeat past TTL)
+  kNoDevices,                 // node has no GPU devices at all                      (unresolvable)
+  kNoMatchingDevice,          // no device of the wanted model / kind / MIG profile  (unresolvable)
+  kDeviceTooSmall,            // every matching device's capacity < per-device need  (unresolvable)
+  kTooFewMatchingDevices,     // fewer matching devices than distinct devices needed (unresolvable)
+  kInsufficientDeviceMemory,  // largest free slice < per-device need
+  kInsufficientEmptyDevices,  // whole-device request: not enough empty devices
+  kInsufficientDevices,       // not enough distinct devices with room for the per-device need
   kInsufficientCpu,
   kInsufficientMemory,
-  kInvalidRequest,           // the pod's request itself is malformed               (unresolvable)
-  kExcludedByRule,           // devices of the wanted sort exist but the pod's device rules, the
-                             // administrator's exclusion or the spread key refuse them all (unresolvable)
+  kInvalidRequest,  // the pod's request itself is malformed               (unresolvable)
+  kExcludedByRule,  // devices of the wanted sort exist but the pod's device rules, the
+                    // administrator's exclusion or the spread key refuse them all (unresolvable)
 };
 
 // Metric label / short name, e.g. "insufficient_device_memory".

@@ -10,7 +10,8 @@ namespace gpupack::placement {
 void TypicalWorkload::Normalize() {
   specs.erase(std::remove_if(specs.begin(), specs.end(), [](const TypicalSpec& s) { return !(s.weight > 0); }),
               specs.end());
-  std::stable_sort(specs.begin(), specs.end(), [](const TypicalSpec& a, const TypicalSpec& b) { return a.weight > b.weight; });
+  std::stable_sort(specs.begin(), specs.end(),
+                   [](const TypicalSpec& a, const TypicalSpec& b) { return a.weight > b.weight; });
   if (specs.size() > static_cast<size_t>(kMaxTypicalSpecs)) specs.resize(kMaxTypicalSpecs);
   double total = 0;
   for (const auto& s : specs) total += s.weight;
@@ -106,8 +107,8 @@ TypicalWorkload DefaultPriorWorkload(MiB device_mib) {
   };
   TypicalWorkload w;
   const MiB d = std::max<MiB>(device_mib, 8);
-  w.specs = {spec(1, 0, 0.30), spec(1, d / 2, 0.20), spec(1, d / 4, 0.15), spec(1, d / 8, 0.10),
-             spec(2, 0, 0.10), spec(0, 0, 0.15)};
+  w.specs = {spec(1, 0, 0.30),     spec(1, d / 2, 0.20), spec(1, d / 4, 0.15),
+             spec(1, d / 8, 0.10), spec(2, 0, 0.10),     spec(0, 0, 0.15)};
   w.Normalize();
   return w;
 }
@@ -183,8 +184,8 @@ TypicalWorkload WorkloadLearner::EveryShape() const {
       TypicalSpec s = b.spec;
       s.weight = (1.0 - prior_share) * b.weight / observed_total;
       s.memory_bytes = static_cast<int64_t>(b.memory_weighted / b.weight);
-      auto same = std::find_if(out.specs.begin(), out.specs.end(),
-                               [&](const TypicalSpec& x) { return SameShape(x, s); });
+      auto same =
+          std::find_if(out.specs.begin(), out.specs.end(), [&](const TypicalSpec& x) { return SameShape(x, s); });
       if (same != out.specs.end()) {
         // A shape of the prior, which carries no memory: the observed pods' memory stands.
         same->weight += s.weight;

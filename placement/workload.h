@@ -14,12 +14,12 @@ namespace gpupack::placement {
 // part of M, as in FGD, and make every idle device count as a fragment for them.
 struct TypicalSpec {
   int64_t cpu_milli = 0;
-  int device_count = 0;      // 0 = CPU-only
-  MiB mem_per_device_mib = 0;// 0 with device_count > 0 = whole devices
+  int device_count = 0;        // 0 = CPU-only
+  MiB mem_per_device_mib = 0;  // 0 with device_count > 0 = whole devices
   DeviceKindPreference device_kind = DeviceKindPreference::kAny;
   std::string mig_profile;
   std::vector<std::string> gpu_models;  // empty = any model
-  double weight = 0;         // popularity p_m; a workload's weights sum to 1
+  double weight = 0;                    // popularity p_m; a workload's weights sum to 1
   // Host memory of one pod of the shape, bytes: the mean over the pods it stands for (0: not
   // known, no limit). Not part of the shape's identity (pods that differ only in memory are one
   // shape, so the typical set is the same); the fill fragmentation reads it.
@@ -82,7 +82,7 @@ class WorkloadLearner {
  private:
   struct Bucket {
     TypicalSpec spec;
-    double weight;  // stored scaled by scale_ to avoid touching every bucket per observation
+    double weight;           // stored scaled by scale_ to avoid touching every bucket per observation
     double memory_weighted;  // Σ scaled weight × host memory bytes of its observations
   };
   TypicalWorkload prior_;

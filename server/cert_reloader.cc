@@ -1,11 +1,12 @@
 #include "server/cert_reloader.h"
 
-#include <openssl/err.h>
-#include <openssl/pem.h>
-#include <openssl/x509.h>
 #include <sys/stat.h>
 
 #include <vector>
+
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
 
 #include "common/file.h"
 #include "common/log.h"
@@ -44,8 +45,7 @@ struct CertReloader::FileStamps {
   static Stamp Of(const std::string& path) {
     struct stat st {};
     if (stat(path.c_str(), &st) != 0) return {};  // a missing file compares unequal to any file
-    return {st.st_dev, st.st_ino, st.st_size,
-            int64_t(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec};
+    return {st.st_dev, st.st_ino, st.st_size, int64_t(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec};
   }
 };
 
@@ -53,7 +53,7 @@ struct CertReloader::KeyPair {
   FileStamps stamps;
   X509* cert = nullptr;
   EVP_PKEY* key = nullptr;
-  STACK_OF(X509)* chain = nullptr;  // intermediates that follow the leaf in the cert file
+  STACK_OF(X509) * chain = nullptr;  // intermediates that follow the leaf in the cert file
 
   KeyPair() = default;
   KeyPair(const KeyPair&) = delete;
@@ -74,10 +74,8 @@ CertReloader::CertReloader(std::string cert_file, std::string key_file, const Cl
 
 CertReloader::~CertReloader() = default;
 
-StatusOr<std::unique_ptr<CertReloader>> CertReloader::Create(std::string cert_file,
-                                                             std::string key_file,
-                                                             const Clock& clock,
-                                                             Clock::Duration check_interval) {
+StatusOr<std::unique_ptr<CertReloader>> CertReloader::Create(std::string cert_file, std::string key_file,
+                                                             const Clock& clock, Clock::Duration check_interval) {
   std::unique_ptr<CertReloader> reloader(
       new CertReloader(std::move(cert_file), std::move(key_file), clock, check_interval));
   FileStamps stamps{FileStamps::Of(reloader->cert_file_), FileStamps::Of(reloader->key_file_)};
@@ -86,8 +84,7 @@ StatusOr<std::unique_ptr<CertReloader>> CertReloader::Create(std::string cert_fi
   return reloader;
 }
 
-StatusOr<std::shared_ptr<const CertReloader::KeyPair>> CertReloader::Load(
-    const FileStamps& stamps) const {
+StatusOr<std::shared_ptr<const CertReloader::KeyPair>> CertReloader::Load(const FileStamps& stamps) const {
   GPUPACK_ASSIGN_OR_RETURN(std::string cert_pem, ReadFileToString(cert_file_, "TLS certificate"));
   GPUPACK_ASSIGN_OR_RETURN(std::string key_pem, ReadFileToString(key_file_, "TLS key"));
   auto pair = std::make_shared<KeyPair>();
@@ -111,8 +108,10 @@ StatusOr<std::shared_ptr<const CertReloader::KeyPair>> CertReloader::Load(
   }
   if (X509_check_private_key(pair->cert, pair->key) != 1) {
     ERR_clear_error();
-    return Status::InvalidArgument(key_file_ + ": the private key does not belong to the "
-                                   "certificate in " + cert_file_);
+    return Status::InvalidArgument(key_file_ +
+                                   ": the private key does not belong to the "
+                                   "certificate in " +
+                                   cert_file_);
   }
   return std::shared_ptr<const KeyPair>(std::move(pair));
 }
@@ -135,8 +134,7 @@ bool CertReloader::MaybeReload() {
   if (stamps == serving->stamps) return false;
   StatusOr<std::shared_ptr<const KeyPair>> loaded = Load(stamps);
   if (!loaded.ok()) {
-    GPUPACK_LOG(kWarning, "tls") << "keeping the current TLS certificate: "
-                                     << loaded.status().message();
+    GPUPACK_LOG(kWarning, "tls") << "keeping the current TLS certificate: " << loaded.status().message();
     return false;
   }
   {
@@ -151,8 +149,7 @@ int CertReloader::OnHandshake(SSL* ssl, void* self) {
   auto* reloader = static_cast<CertReloader*>(self);
   reloader->MaybeReload();
   std::shared_ptr<const KeyPair> pair = reloader->Current();
-  return SSL_use_cert_and_key(ssl, pair->cert, pair->key, pair->chain, /*override=*/1) == 1 ? 1
-                                                                                          : 0;
+  return SSL_use_cert_and_key(ssl, pair->cert, pair->key, pair->chain, /*override=*/1) == 1 ? 1 : 0;
 }
 
 void CertReloader::InstallOn(SSL_CTX* ctx) { SSL_CTX_set_cert_cb(ctx, &CertReloader::OnHandshake, this); }

@@ -10,11 +10,11 @@
 // Thread safety: all methods are safe to call concurrently (handshakes run on many threads).
 #pragma once
 
-#include <openssl/ssl.h>
-
 #include <memory>
 #include <mutex>
 #include <string>
+
+#include <openssl/ssl.h>
 
 #include "common/clock.h"
 #include "common/status.h"
@@ -25,8 +25,7 @@ class CertReloader {
  public:
   // Loads the pair. NotFound when a file cannot be read; InvalidArgument when it holds no PEM
   // certificate / private key, or the key does not belong to the certificate.
-  static StatusOr<std::unique_ptr<CertReloader>> Create(std::string cert_file,
-                                                        std::string key_file, const Clock& clock,
+  static StatusOr<std::unique_ptr<CertReloader>> Create(std::string cert_file, std::string key_file, const Clock& clock,
                                                         Clock::Duration check_interval);
   ~CertReloader();
   CertReloader(const CertReloader&) = delete;
@@ -42,8 +41,7 @@ class CertReloader {
  private:
   struct KeyPair;
   struct FileStamps;
-  CertReloader(std::string cert_file, std::string key_file, const Clock& clock,
-               Clock::Duration check_interval);
+  CertReloader(std::string cert_file, std::string key_file, const Clock& clock, Clock::Duration check_interval);
   StatusOr<std::shared_ptr<const KeyPair>> Load(const FileStamps& stamps) const;
   std::shared_ptr<const KeyPair> Current() const;
   static int OnHandshake(SSL* ssl, void* self);

@@ -5,17 +5,17 @@
 
 #include "server/http_server.h"
 
-#include <prometheus/counter.h>
-#include <prometheus/family.h>
-#include <prometheus/gauge.h>
-#include <prometheus/registry.h>
-#include <prometheus/text_serializer.h>
-
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+
+#include <boost/asio/dispatch.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -24,11 +24,11 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
-#include <condition_variable>
-#include <mutex>
-#include <optional>
-#include <thread>
-#include <unordered_map>
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
 
 #include "common/log.h"
 #include "server/cert_reloader.h"
@@ -58,7 +58,7 @@ namespace {
 
 // Why a connection ended: the label of gpupack_http_connections_closed_total.
 enum class CloseReason { kClient, kIdleTimeout, kHeaderTimeout, kBodyTimeout, kWriteTimeout, kRefused, kDrain, kError };
-constexpr const char* kCloseReasonNames[] = {"client",       "idle_timeout", "header_timeout", "body_timeout",
+constexpr const char* kCloseReasonNames[] = {"client",        "idle_timeout", "header_timeout", "body_timeout",
                                              "write_timeout", "refused",      "drain",          "error"};
 constexpr size_t kMaxHeaderBytes = 64 << 10;
 // After a refusal with the body unread, how long the closing side keeps reading (and discarding)
@@ -86,11 +86,13 @@ struct Core {
                  .Add({});
     auto& closed = prometheus::BuildCounter()
                        .Name("gpupack_http_connections_closed_total")
-                       .Help("HTTP connections closed, by reason: client, idle_timeout, header_timeout, "
-                             "body_timeout, write_timeout, refused (a reply that ends the connection: 400, 413, "
-                             "431), drain, error.")
+                       .Help(
+                           "HTTP connections closed, by reason: client, idle_timeout, header_timeout, "
+                           "body_timeout, write_timeout, refused (a reply that ends the connection: 400, 413, "
+                           "431), drain, error.")
                        .Register(registry);
-    for (size_t i = 0; i < std::size(kCloseReasonNames); ++i) closed_[i] = &closed.Add({{"reason", kCloseReasonNames[i]}});
+    for (size_t i = 0; i < std::size(kCloseReasonNames); ++i)
+      closed_[i] = &closed.Add({{"reason", kCloseReasonNames[i]}});
     responses_ = &prometheus::BuildCounter()
                       .Name("gpupack_http_responses_total")
                       .Help("HTTP responses sent, by status code.")
@@ -126,7 +128,8 @@ struct Core {
       std::vector<prometheus::MetricFamily> more = collect();
       families.insert(families.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
     }
-    return Response{200, "text/plain; version=0.0.4; charset=utf-8", prometheus::TextSerializer().Serialize(families), {}};
+    return Response{
+        200, "text/plain; version=0.0.4; charset=utf-8", prometheus::TextSerializer().Serialize(families), {}};
   }
 
   void CountClose(CloseReason reason) { closed_[int(reason)]->Increment(); }
@@ -267,9 +270,7 @@ class Session final : public SessionBase {
     parser_->header_limit(kMaxHeaderBytes);
     parser_->body_limit(uint64_t(server_.options.max_body_bytes));
     Tcp().expires_after(server_.options.header_timeout);
-    http::async_read_header(stream_, buffer_, *parser_, [self = Self()](error_code ec, size_t) {
-      self->OnHeader(ec);
-    });
+    http::async_read_header(stream_, buffer_, *parser_, [self = Self()](error_code ec, size_t) { self->OnHeader(ec); });
   }
 
   void OnHeader(error_code ec) {
@@ -333,8 +334,10 @@ class Session final : public SessionBase {
     const Core::Route* route = nullptr;
     const bool builtin = request->path == "/healthz" || request->path == "/readyz" || request->path == "/metrics";
     if (builtin && request->method != "GET") {
-      return Write(Response{405, "text/plain", "method " + request->method + " not allowed on " + request->path +
-                                                   "; allowed: GET\n", {{"Allow", "GET"}}});
+      return Write(Response{405,
+                            "text/plain",
+                            "method " + request->method + " not allowed on " + request->path + "; allowed: GET\n",
+                            {{"Allow", "GET"}}});
     }
     if (!builtin) {
       route = server_.Find(request->method, request->path, &refusal);
@@ -496,15 +499,16 @@ StatusOr<std::string> HttpServer::Start(const std::string& listen) {
   if (ec) {  // a host name, such as localhost: its first address
     tcp::resolver resolver(s.ioc);
     auto resolved = resolver.resolve(host, std::to_string(port), ec);
-    if (ec || resolved.empty()) return Status::InvalidArgument("listen address \"" + listen + "\": cannot resolve " + host);
+    if (ec || resolved.empty())
+      return Status::InvalidArgument("listen address \"" + listen + "\": cannot resolve " + host);
     address = resolved.begin()->endpoint().address();
   }
 
   if (!s.options.tls_cert_file.empty() || !s.options.tls_key_file.empty()) {
     const Clock& clock = s.options.clock != nullptr ? *s.options.clock : SystemClock::Instance();
-    GPUPACK_ASSIGN_OR_RETURN(s.certs, CertReloader::Create(s.options.tls_cert_file, s.options.tls_key_file, clock,
-                                                           std::chrono::duration_cast<Clock::Duration>(
-                                                               s.options.cert_check_interval)));
+    GPUPACK_ASSIGN_OR_RETURN(
+        s.certs, CertReloader::Create(s.options.tls_cert_file, s.options.tls_key_file, clock,
+                                      std::chrono::duration_cast<Clock::Duration>(s.options.cert_check_interval)));
     s.tls.emplace(net::ssl::context::tls_server);
     SSL_CTX* ctx = s.tls->native_handle();
     SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);

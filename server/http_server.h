@@ -71,10 +71,10 @@ using Probe = std::function<std::string()>;
 
 struct HttpServerOptions {
   std::string component = "http";  // names the server in logs
-  int worker_threads = 0;           // threads that run handlers; 0: one per core
-  int io_threads = 0;               // threads that run the connections' I/O; 0: one per core
+  int worker_threads = 0;          // threads that run handlers; 0: one per core
+  int io_threads = 0;              // threads that run the connections' I/O; 0: one per core
   int64_t max_body_bytes = 64ll << 20;
-  std::chrono::milliseconds idle_timeout{std::chrono::seconds(120)};  // between requests
+  std::chrono::milliseconds idle_timeout{std::chrono::seconds(120)};   // between requests
   std::chrono::milliseconds header_timeout{std::chrono::seconds(10)};  // first byte to end of headers
   std::chrono::milliseconds body_timeout{std::chrono::seconds(30)};    // end of headers to end of body
   std::chrono::milliseconds write_timeout{std::chrono::seconds(30)};   // one reply

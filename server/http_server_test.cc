@@ -5,13 +5,10 @@
 #include "server/http_server.h"
 
 #include <arpa/inet.h>
-#include <gtest/gtest.h>
 #include <httplib.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
-#include <prometheus/counter.h>
-#include <prometheus/registry.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -24,8 +21,12 @@
 #include <mutex>
 #include <thread>
 
-#include "testing/temp_dir.h"
+#include <gtest/gtest.h>
+#include <prometheus/counter.h>
+#include <prometheus/registry.h>
+
 #include "server/test_certs.h"
+#include "testing/temp_dir.h"
 
 namespace gpupack::server {
 namespace {
@@ -115,8 +116,8 @@ class RawConnection {
 };
 
 std::string Post(const std::string& path, const std::string& body, const std::string& extra_headers = "") {
-  return "POST " + path + " HTTP/1.1\r\nHost: t\r\n" + extra_headers + "Content-Length: " + std::to_string(body.size()) +
-         "\r\n\r\n" + body;
+  return "POST " + path + " HTTP/1.1\r\nHost: t\r\n" + extra_headers +
+         "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
 }
 
 std::string Get(const std::string& path) { return "GET " + path + " HTTP/1.1\r\nHost: t\r\n\r\n"; }
@@ -455,7 +456,6 @@ TEST(HttpServer, DrainFinishesInFlightRequestsAndClosesIdleOnes) {
   EXPECT_NE(response.find("Connection: close"), std::string::npos) << response;
   EXPECT_EQ(drained.wait_for(milliseconds(5000)), std::future_status::ready);
 }
-
 
 // A fresh TLS connection that trusts only `ca_file`: the body of /echo, or "" when the handshake
 // did not verify.

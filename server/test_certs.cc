@@ -1,14 +1,13 @@
 #include "server/test_certs.h"
 
+#include <cstdio>
+#include <fstream>
+#include <memory>
+
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
-
-
-#include <cstdio>
-#include <fstream>
-#include <memory>
 
 #include "common/status.h"
 
@@ -35,8 +34,8 @@ PemPair MakeSelfSignedCert(const std::string& common_name) {
   X509_gmtime_adj(X509_getm_notAfter(cert.get()), 24 * 3600);
   X509_set_pubkey(cert.get(), key.get());
   X509_NAME* name = X509_get_subject_name(cert.get());
-  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
-                             reinterpret_cast<const unsigned char*>(common_name.c_str()), -1, -1, 0);
+  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, reinterpret_cast<const unsigned char*>(common_name.c_str()), -1,
+                             -1, 0);
   X509_set_issuer_name(cert.get(), name);
 
   X509V3_CTX ctx;
@@ -54,8 +53,7 @@ PemPair MakeSelfSignedCert(const std::string& common_name) {
   std::unique_ptr<BIO, decltype(&BIO_free)> cert_bio(BIO_new(BIO_s_mem()), BIO_free);
   std::unique_ptr<BIO, decltype(&BIO_free)> key_bio(BIO_new(BIO_s_mem()), BIO_free);
   GPUPACK_CHECK(PEM_write_bio_X509(cert_bio.get(), cert.get()) == 1);
-  GPUPACK_CHECK(PEM_write_bio_PrivateKey(key_bio.get(), key.get(), nullptr, nullptr, 0, nullptr,
-                                         nullptr) == 1);
+  GPUPACK_CHECK(PEM_write_bio_PrivateKey(key_bio.get(), key.get(), nullptr, nullptr, 0, nullptr, nullptr) == 1);
   return {BioText(cert_bio.get()), BioText(key_bio.get())};
 }
 

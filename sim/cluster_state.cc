@@ -98,8 +98,8 @@ ClusterState::ClusterState(const std::vector<model::Node>& nodes, const placemen
     shape.demand.cpu_milli = s.cpu_milli;
     shape.demand.device_count = s.device_count;
     shape.demand.mem_per_device = s.mem_per_device_mib;
-    shape.demand.constraint = InternConstraint(
-        ConstraintKey{s.gpu_models, s.device_kind, s.mig_profile, false, s.device_count > 0 && s.mem_per_device_mib == 0});
+    shape.demand.constraint = InternConstraint(ConstraintKey{s.gpu_models, s.device_kind, s.mig_profile, false,
+                                                             s.device_count > 0 && s.mem_per_device_mib == 0});
     typical_.push_back(shape);
   }
   const size_t shapes = typical_.size();
@@ -129,8 +129,8 @@ StatusOr<Demand> ClusterState::DemandOf(const model::PodRequest& pod) {
     d.device_count = shape->device_count;
     d.mem_per_device = shape->mem_per_device_mib;
   }
-  d.constraint = InternConstraint(ConstraintKey{pod.gpu_models, pod.device_kind, pod.mig_profile, pod.hard_isolation,
-                                                d.whole()});
+  d.constraint =
+      InternConstraint(ConstraintKey{pod.gpu_models, pod.device_kind, pod.mig_profile, pod.hard_isolation, d.whole()});
   return d;
 }
 

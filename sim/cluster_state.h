@@ -32,9 +32,9 @@ inline constexpr int64_t kUnlimited = std::numeric_limits<int64_t>::max() / 4;
 struct Demand {
   int64_t cpu_milli = 0;
   int64_t memory_bytes = 0;
-  int device_count = 0;        // 0 = CPU-only
-  MiB mem_per_device = 0;      // 0 with device_count > 0 = whole devices, taken exclusively
-  int constraint = 0;          // index into ClusterState's interned device constraints
+  int device_count = 0;    // 0 = CPU-only
+  MiB mem_per_device = 0;  // 0 with device_count > 0 = whole devices, taken exclusively
+  int constraint = 0;      // index into ClusterState's interned device constraints
   bool whole() const { return device_count > 0 && mem_per_device == 0; }
 };
 
@@ -57,8 +57,8 @@ struct SimNode {
   int64_t memory_free = kUnlimited;
   bool stale = false;
   std::vector<SimDevice> devices;
-  MiB total_free = 0;   // R_n
-  MiB capacity = 0;     // Σ device capacity
+  MiB total_free = 0;  // R_n
+  MiB capacity = 0;    // Σ device capacity
   // GPU-pod affinity tags on the node (the Clustering baseline): 0 = sharing pod, k = k whole devices.
   std::map<int, int> tags;
 };
@@ -114,9 +114,7 @@ class ClusterState {
   double fragmentation() const { return total_frag_; }
 
   // The arrived amount a pod adds (k × per-device memory; whole devices count unit_mib each).
-  MiB ArrivedOf(const Demand& d) const {
-    return d.device_count * (d.whole() ? unit_mib_ : d.mem_per_device);
-  }
+  MiB ArrivedOf(const Demand& d) const { return d.device_count * (d.whole() ? unit_mib_ : d.mem_per_device); }
 
  private:
   bool TypeAllowed(int constraint, int type) const { return allowed_[constraint][type] != 0; }

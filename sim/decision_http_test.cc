@@ -9,8 +9,6 @@
 #include <httplib.h>
 #include <unistd.h>
 
-#include <gtest/gtest.h>
-
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -20,6 +18,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "sim/extender_policy.h"
 #include "sim/extender_process.h"

@@ -149,10 +149,14 @@ class ExtenderPolicy final : public SimPolicy {
     switch (error) {
       case httplib::Error::Connection:
         return "connection failed (refused, or no such host: is gpupack-extender running and listening there?)";
-      case httplib::Error::ConnectionTimeout: return "no connection within 5 s";
-      case httplib::Error::Read: return "no complete reply within 30 s, or the connection closed while reading it";
-      case httplib::Error::Write: return "the connection failed while sending the request";
-      default: return "HTTP client error " + httplib::to_string(error);
+      case httplib::Error::ConnectionTimeout:
+        return "no connection within 5 s";
+      case httplib::Error::Read:
+        return "no complete reply within 30 s, or the connection closed while reading it";
+      case httplib::Error::Write:
+        return "the connection failed while sending the request";
+      default:
+        return "HTTP client error " + httplib::to_string(error);
     }
   }
 
@@ -188,8 +192,10 @@ nlohmann::json PodJson(const model::PodRequest& request, const std::string& name
     annotations[std::string(api::kAnnotationGpuModel)] = models;
   }
   if (!request.mig_profile.empty()) annotations[std::string(api::kAnnotationMigProfile)] = request.mig_profile;
-  if (request.device_kind == model::DeviceKindPreference::kGpu) annotations[std::string(api::kAnnotationDeviceKind)] = "gpu";
-  if (request.device_kind == model::DeviceKindPreference::kMig) annotations[std::string(api::kAnnotationDeviceKind)] = "mig";
+  if (request.device_kind == model::DeviceKindPreference::kGpu)
+    annotations[std::string(api::kAnnotationDeviceKind)] = "gpu";
+  if (request.device_kind == model::DeviceKindPreference::kMig)
+    annotations[std::string(api::kAnnotationDeviceKind)] = "mig";
   if (request.hard_isolation) annotations[std::string(api::kAnnotationIsolation)] = "hard";
   auto joined = [](const std::vector<std::string>& parts, char separator) {
     std::string out;
@@ -203,9 +209,11 @@ nlohmann::json PodJson(const model::PodRequest& request, const std::string& name
   if (!request.excluded_gpu_uuids.empty()) {
     annotations[std::string(api::kAnnotationGpuUuidsExclude)] = joined(request.excluded_gpu_uuids, ',');
   }
-  if (request.node_policy) annotations[std::string(api::kAnnotationNodePolicy)] = std::string(placement::PolicyKindName(*request.node_policy));
+  if (request.node_policy)
+    annotations[std::string(api::kAnnotationNodePolicy)] = std::string(placement::PolicyKindName(*request.node_policy));
   if (request.device_policy) {
-    annotations[std::string(api::kAnnotationDevicePolicy)] = std::string(placement::PolicyKindName(*request.device_policy));
+    annotations[std::string(api::kAnnotationDevicePolicy)] =
+        std::string(placement::PolicyKindName(*request.device_policy));
   }
   if (!request.spread_key.empty()) {
     annotations[std::string(api::kAnnotationSpreadKey)] = request.spread_key;

@@ -28,7 +28,8 @@ std::string SimUsage() {
   --cluster FILE       cluster file (YAML, docs/cluster-file.md) or Alibaba node CSV
                        (openb_node_list_gpu_node.csv; data/traces/alibaba-gpu-v2023 ships one)
   --workload FILE      workload file (YAML, docs/cluster-file.md) or Alibaba pod CSV (openb_pod_list_*.csv)
-)" + head + policies + R"(
+)" + head +
+         policies + R"(
   --seeds LIST         e.g. 42-51 (default) or 42,43
   --tune R             inflate the workload to R x cluster GPU capacity (default 1.3; 0 = off)
   --keep-order         replay pods in file order (default: sort by name, shuffle per seed)

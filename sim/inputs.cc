@@ -8,11 +8,11 @@
 #include <yaml-cpp/yaml.h>
 
 #include "api/annotations.h"
-#include "translate/cluster_file.h"
-#include "translate/pod_request.h"
 #include "common/file.h"
 #include "common/input_check.h"
 #include "common/quantity.h"
+#include "translate/cluster_file.h"
+#include "translate/pod_request.h"
 
 namespace gpupack::sim {
 namespace {
@@ -60,7 +60,7 @@ std::string At(const std::string& where, int line, int column) {
 
 // Column positions by header name; missing required ones are an error naming the header line.
 StatusOr<std::map<std::string, int>> Columns(const CsvRow& header, const std::vector<std::string>& required,
-                                            const std::string& where) {
+                                             const std::string& where) {
   std::map<std::string, int> cols;
   for (size_t i = 0; i < header.fields.size(); ++i) cols[std::string(header.fields[i].text)] = static_cast<int>(i);
   for (const auto& name : required) {
@@ -129,8 +129,8 @@ StatusOr<std::vector<model::Node>> ParseAlibabaNodes(std::string_view csv, const
     GPUPACK_ASSIGN_OR_RETURN(int64_t gpus, Integer(row, cols["gpu"], "gpu", where));
     GPUPACK_ASSIGN_OR_RETURN(Field model, Get(row, cols["model"], "model", where));
     if (gpus > 64) {
-      return Status::InvalidArgument(At(where, row.line, row.fields[cols["gpu"]].column) + "gpu: " +
-                                     std::to_string(gpus) + " GPUs on one node (at most 64)");
+      return Status::InvalidArgument(At(where, row.line, row.fields[cols["gpu"]].column) +
+                                     "gpu: " + std::to_string(gpus) + " GPUs on one node (at most 64)");
     }
     if (gpus > 0 && model.text.empty()) {
       return Status::InvalidArgument(At(where, row.line, model.column) + "model: empty for a node with GPUs");
@@ -171,8 +171,8 @@ StatusOr<std::vector<model::PodRequest>> ParseAlibabaPods(std::string_view csv, 
     GPUPACK_ASSIGN_OR_RETURN(int64_t num_gpu, Integer(row, cols["num_gpu"], "num_gpu", where));
     GPUPACK_ASSIGN_OR_RETURN(int64_t gpu_milli, Integer(row, cols["gpu_milli"], "gpu_milli", where));
     if (num_gpu > 64) {
-      return Status::InvalidArgument(At(where, row.line, row.fields[cols["num_gpu"]].column) + "num_gpu: " +
-                                     std::to_string(num_gpu) + " is more than any node has (64)");
+      return Status::InvalidArgument(At(where, row.line, row.fields[cols["num_gpu"]].column) +
+                                     "num_gpu: " + std::to_string(num_gpu) + " is more than any node has (64)");
     }
     if (num_gpu > 0) {
       if (gpu_milli == 0) {
@@ -208,10 +208,23 @@ StatusOr<std::vector<model::PodRequest>> ParseWorkloadYaml(std::string_view text
   if (!root.IsMap() || !root["pods"] || !root["pods"].IsSequence()) {
     return Status::InvalidArgument(where + ": expected a map with a \"pods\" list");
   }
-  static const char* kKeys[] = {"name",       "count",        "gpuMemory",       "gpus",     "cpu",
-                                "memory",     "migProfile",   "gpuModel",        "deviceKind", "isolation",
-                                "gpuModelExclude", "gpuUuids", "gpuUuidsExclude", "nodePolicy", "devicePolicy",
-                                "spreadKey",  "spreadScope"};
+  static const char* kKeys[] = {"name",
+                                "count",
+                                "gpuMemory",
+                                "gpus",
+                                "cpu",
+                                "memory",
+                                "migProfile",
+                                "gpuModel",
+                                "deviceKind",
+                                "isolation",
+                                "gpuModelExclude",
+                                "gpuUuids",
+                                "gpuUuidsExclude",
+                                "nodePolicy",
+                                "devicePolicy",
+                                "spreadKey",
+                                "spreadScope"};
   std::vector<model::PodRequest> pods;
   std::map<std::string, std::string> names;
   for (const YAML::Node& entry : root["pods"]) {
@@ -302,7 +315,8 @@ StatusOr<std::vector<model::PodRequest>> ParseWorkloadYaml(std::string_view text
       if (entry[key]) annotations[std::string(annotation)] = scalar(key);
     }
     if (!annotations.empty()) {
-      const nlohmann::json pod = {{"metadata", {{"annotations", annotations}}}, {"spec", {{"containers", nlohmann::json::array()}}}};
+      const nlohmann::json pod = {{"metadata", {{"annotations", annotations}}},
+                                  {"spec", {{"containers", nlohmann::json::array()}}}};
       StatusOr<model::PodRequest> parsed = translate::ParsePodRequest(pod);
       if (!parsed.ok()) return Status::InvalidArgument(Mark(where, entry) + parsed.status().message());
       base.excluded_gpu_models = parsed->excluded_gpu_models;
@@ -380,11 +394,11 @@ std::string ClusterYaml(const std::vector<model::Node>& nodes) {
     for (const auto& d : node.devices) {
       // What the placement reads of a device beyond its size: the reported usage, the health and
       // hard isolation (the GPU's, which its MIG instances share).
-      const std::string state = (d.used_mib > 0 && d.kind == model::DeviceKind::kGpu
-                                     ? ", used: " + std::to_string(d.used_mib) + "Mi"
-                                     : std::string()) +
-                                (d.healthy ? "" : ", healthy: false") +
-                                (d.hard_isolation && d.kind == model::DeviceKind::kGpu ? ", hardIsolation: true" : "");
+      const std::string state =
+          (d.used_mib > 0 && d.kind == model::DeviceKind::kGpu ? ", used: " + std::to_string(d.used_mib) + "Mi"
+                                                               : std::string()) +
+          (d.healthy ? "" : ", healthy: false") +
+          (d.hard_isolation && d.kind == model::DeviceKind::kGpu ? ", hardIsolation: true" : "");
       if (d.kind == model::DeviceKind::kGpu) {
         out << "      - {model: \"" << d.model << "\", memory: " << d.capacity_mib << "Mi, uuid: \"" << d.uuid << "\""
             << state << "}\n";

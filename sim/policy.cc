@@ -21,7 +21,6 @@ uint64_t Rng::Below(uint64_t n) {
   return r % n;
 }
 
-
 namespace {
 
 // Whole devices: the first k empty devices by index (AllocateExclusiveGpuId).
@@ -227,10 +226,12 @@ class BaselinePolicy final : public SimPolicy {
 // other placement::DecisionOptions, or a pinned workload.
 class CorePolicy final : public SimPolicy {
  public:
-  CorePolicy(model::PolicyKind kind, placement::DecisionOptions options, std::optional<placement::TypicalWorkload> pinned)
+  CorePolicy(model::PolicyKind kind, placement::DecisionOptions options,
+             std::optional<placement::TypicalWorkload> pinned)
       : kind_(kind), options_(options), pinned_(std::move(pinned)) {}
 
-  Status Start(const ClusterState&, const std::vector<model::Node>& nodes, std::span<const int> /*seed_rank*/) override {
+  Status Start(const ClusterState&, const std::vector<model::Node>& nodes,
+               std::span<const int> /*seed_rank*/) override {
     decision_.emplace(pinned_ ? placement::Decision::Pinned(kind_, placement::PlacementOptions{}, options_, *pinned_)
                               : placement::Decision(kind_, placement::PlacementOptions{}, options_));
     nodes_ = nodes;
@@ -255,8 +256,8 @@ class CorePolicy final : public SimPolicy {
       const placement::NodeScore score = policy_->Score(nodes_[n], summaries_[n], *pod.request);
       if (!score.verdict.fits()) continue;
       const placement::RankKey key =
-          placement::RankOf({score.cost, score.fill_cost, score.reservation_cost, score.completion_loss, rank_[n]}, unit,
-                       options, pod.request->node_policy);
+          placement::RankOf({score.cost, score.fill_cost, score.reservation_cost, score.completion_loss, rank_[n]},
+                            unit, options, pod.request->node_policy);
       if (best < 0 || key < best_key || (key == best_key && rank_[n] < rank_[best])) {
         best = n;
         best_key = key;
@@ -305,9 +306,9 @@ class CorePolicy final : public SimPolicy {
 }  // namespace
 
 std::vector<std::string> PolicyNames() {
-  return {"gpupack",         "gpupack-nocompletion", "gpupack-nofill", "gpupack-noreserve", "gpupack-pinned",
-          "gpupack-exact",   "gpupack-pinned-exact", "gpupack-binpack", "gpupack-spread", "random",
-          "dotprod",         "clustering",           "packing",        "bestfit",        "fgd"};
+  return {"gpupack",       "gpupack-nocompletion", "gpupack-nofill",  "gpupack-noreserve", "gpupack-pinned",
+          "gpupack-exact", "gpupack-pinned-exact", "gpupack-binpack", "gpupack-spread",    "random",
+          "dotprod",       "clustering",           "packing",         "bestfit",           "fgd"};
 }
 
 StatusOr<std::unique_ptr<SimPolicy>> MakePolicy(std::string_view name, const placement::TypicalWorkload& typical) {

@@ -79,5 +79,4 @@ std::vector<std::string> PolicyNames();
 // "bestfit", "fgd". InvalidArgument for anything else.
 StatusOr<std::unique_ptr<SimPolicy>> MakePolicy(std::string_view name, const placement::TypicalWorkload& typical);
 
-
 }  // namespace gpupack::sim

@@ -25,9 +25,9 @@
 namespace gpupack::sim {
 
 struct ReplayOptions {
-  double tune = 1.3;        // inflate to this × GPU capacity; <= 0 disables inflation
-  bool shuffle = true;      // false keeps the workload's own order (no sort, no shuffle)
-  double coverage = 0.95;   // share of pods the typical set M must cover
+  double tune = 1.3;       // inflate to this × GPU capacity; <= 0 disables inflation
+  bool shuffle = true;     // false keeps the workload's own order (no sort, no shuffle)
+  double coverage = 0.95;  // share of pods the typical set M must cover
 };
 
 // One integer arrived-percentage point of one seed.
@@ -40,8 +40,8 @@ struct SeedPoint {
 
 struct SeedRun {
   uint64_t seed = 0;
-  int pods = 0;      // submitted
-  int failed = 0;    // fitted nowhere
+  int pods = 0;    // submitted
+  int failed = 0;  // fitted nowhere
   double seconds = 0;
   std::vector<SeedPoint> curve;  // index = arrived %, 0..max reached
 };
@@ -90,8 +90,12 @@ class Replayer {
  private:
   Replayer(std::vector<model::Node> nodes, std::vector<model::PodRequest> pods, ReplayOptions options,
            placement::TypicalWorkload typical, ClusterState base, std::vector<Demand> demands)
-      : nodes_(std::move(nodes)), pods_(std::move(pods)), options_(options), typical_(std::move(typical)),
-        base_(std::move(base)), demands_(std::move(demands)) {}
+      : nodes_(std::move(nodes)),
+        pods_(std::move(pods)),
+        options_(options),
+        typical_(std::move(typical)),
+        base_(std::move(base)),
+        demands_(std::move(demands)) {}
 
   std::vector<model::Node> nodes_;
   std::vector<model::PodRequest> pods_;

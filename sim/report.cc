@@ -23,11 +23,20 @@ std::string Escape(const std::string& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -52,7 +61,8 @@ double Quantile(const PolicyRun& run, int x, double q) {
   return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
 }
 
-const char* kColors[] = {"#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#17becf"};
+const char* kColors[] = {"#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd",
+                         "#8c564b", "#e377c2", "#7f7f7f", "#17becf"};
 
 }  // namespace
 
@@ -69,12 +79,8 @@ nlohmann::json RunJson(const PolicyRun& run) {
                      {"unallocatedGpuPct", StatJson(p.unallocated_pct)},
                      {"fragRatePct", StatJson(p.frag_rate_pct)}});
   }
-  return {{"policy", run.policy},
-          {"seeds", seeds},
-          {"pods", run.seeds.empty() ? 0 : run.seeds.front().pods},
-          {"failedPods", failed},
-          {"curve", curve},
-          {"seconds", std::round(run.seconds * 1000.0) / 1000.0}};
+  return {{"policy", run.policy}, {"seeds", seeds}, {"pods", run.seeds.empty() ? 0 : run.seeds.front().pods},
+          {"failedPods", failed}, {"curve", curve}, {"seconds", std::round(run.seconds * 1000.0) / 1000.0}};
 }
 
 std::string FormatTable(const std::vector<PolicyRun>& runs) {
@@ -128,7 +134,8 @@ std::string SvgChart(const std::vector<PolicyRun>& runs, const std::string& titl
   svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << height
       << "\" viewBox=\"0 0 " << width << " " << height << "\" font-family=\"sans-serif\" font-size=\"12\">\n";
   svg << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-  svg << "<text x=\"" << width / 2 << "\" y=\"22\" text-anchor=\"middle\" font-size=\"14\">" << Escape(title) << "</text>\n";
+  svg << "<text x=\"" << width / 2 << "\" y=\"22\" text-anchor=\"middle\" font-size=\"14\">" << Escape(title)
+      << "</text>\n";
   for (int i = 0; i <= 5; ++i) {
     const double y = max_y * i / 5.0;
     svg << "<line x1=\"" << left << "\" x2=\"" << width - right << "\" y1=\"" << py(y) << "\" y2=\"" << py(y)
@@ -165,7 +172,8 @@ std::string SvgChart(const std::vector<PolicyRun>& runs, const std::string& titl
     }
     for (const auto& [x, y] : upper) band << x << "," << y << " ";
     for (auto it = lower.rbegin(); it != lower.rend(); ++it) band << it->first << "," << it->second << " ";
-    svg << "<polygon fill=\"" << color << "\" fill-opacity=\"0.15\" stroke=\"none\" points=\"" << band.str() << "\"/>\n";
+    svg << "<polygon fill=\"" << color << "\" fill-opacity=\"0.15\" stroke=\"none\" points=\"" << band.str()
+        << "\"/>\n";
     svg << "<polyline fill=\"none\" stroke=\"" << color << "\" stroke-width=\"2\" points=\"" << line.str() << "\"/>\n";
     const double ly = top + 10 + 18 * static_cast<double>(i);
     const AggregatePoint* at100 = PointAt(r, 100);

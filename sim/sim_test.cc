@@ -1,11 +1,10 @@
 // Long file: the simulator's table tests, with the arithmetic written out beside each case.
 // Unit tests of the simulator on small synthetic clusters, with the arithmetic written out.
-#include <gtest/gtest.h>
-
 #include <cmath>
 #include <map>
 
-#include "translate/cluster_file.h"
+#include <gtest/gtest.h>
+
 #include "placement/placement.h"
 #include "sim/cluster_state.h"
 #include "sim/extender_policy.h"
@@ -13,6 +12,7 @@
 #include "sim/policy.h"
 #include "sim/replay.h"
 #include "sim/report.h"
+#include "translate/cluster_file.h"
 
 namespace gpupack::sim {
 namespace {
@@ -21,7 +21,7 @@ namespace {
 std::string Numbered(const char* prefix, int i) { return std::string(prefix).append(std::to_string(i)); }
 
 model::Node TraceNode(const std::string& name, int64_t cpu_milli, std::vector<MiB> used_per_gpu,
-                     const std::string& model = "G2") {
+                      const std::string& model = "G2") {
   model::Node n;
   n.name = name;
   n.cpu_milli = cpu_milli;
@@ -32,7 +32,8 @@ model::Node TraceNode(const std::string& name, int64_t cpu_milli, std::vector<Mi
     d.index = static_cast<int>(g);
     d.model = model;
     d.capacity_mib = 1000;
-    if (used_per_gpu[g] > 0) d.shares.push_back(model::DeviceShare{"old", "default/old", "main", used_per_gpu[g], false});
+    if (used_per_gpu[g] > 0)
+      d.shares.push_back(model::DeviceShare{"old", "default/old", "main", used_per_gpu[g], false});
     n.devices.push_back(d);
   }
   return n;
@@ -250,7 +251,8 @@ TEST(Policy, CapacityReservationKeepsThePinnedModelsNodeForItsPods) {
   for (int i = 0; t4_name.empty(); ++i) {
     const std::string candidate = Numbered("t", i);
     bool first = true;
-    for (const auto& g : g2_names) first = first && placement::NodeTieBreakRank(candidate, 0) < placement::NodeTieBreakRank(g, 0);
+    for (const auto& g : g2_names)
+      first = first && placement::NodeTieBreakRank(candidate, 0) < placement::NodeTieBreakRank(g, 0);
     if (first) t4_name = candidate;
   }
   std::vector<model::Node> nodes;
@@ -275,7 +277,8 @@ TEST(Policy, CapacityReservationKeepsThePinnedModelsNodeForItsPods) {
 // still join it. FGD takes the half-used GPU (it keeps the empty one whole); gpupack does not.
 TEST(Policy, CompletionLossKeepsASliceForThePodsThatCompleteIt) {
   std::vector<model::Node> nodes{TraceNode("half", 64000, {470}), TraceNode("empty", 64000, {0})};
-  placement::TypicalWorkload m{{Spec(4000, 1, 650, .1), Spec(4000, 1, 320, .2), Spec(4000, 1, 470, .2), Spec(4000, 1, 0, .5)}};
+  placement::TypicalWorkload m{
+      {Spec(4000, 1, 650, .1), Spec(4000, 1, 320, .2), Spec(4000, 1, 470, .2), Spec(4000, 1, 0, .5)}};
   model::PodRequest pod = Pod("p", 4000, 1, 320);
   EXPECT_EQ(PickWith("fgd", nodes, m, pod, {0, 1}).node, 0);
   EXPECT_EQ(PickWith("gpupack-pinned", nodes, m, pod, {0, 1}).node, 1);
@@ -295,7 +298,8 @@ TEST(Policy, NothingFitsGivesNoChoice) {
 }
 
 TEST(Inputs, AlibabaNodesModelEachGpuWith1000MiB) {
-  auto nodes = ParseAlibabaNodes("sn,cpu_milli,memory_mib,gpu,model\nn0,64000,262144,2,P100\nn1,8000,1024,0,\n", "x.csv");
+  auto nodes =
+      ParseAlibabaNodes("sn,cpu_milli,memory_mib,gpu,model\nn0,64000,262144,2,P100\nn1,8000,1024,0,\n", "x.csv");
   ASSERT_TRUE(nodes.ok()) << nodes.status();
   ASSERT_EQ(nodes->size(), 2u);
   EXPECT_EQ((*nodes)[0].cpu_milli, 64000);
@@ -618,7 +622,6 @@ TEST(Extender, PodJsonCarriesTheGpupackLimits) {
   EXPECT_FALSE(whole["spec"]["containers"][0]["resources"]["limits"].contains("gpupack.io/gpu-memory"));
   EXPECT_FALSE(MakeExtenderPolicy("ftp://x", 1).ok());
 }
-
 
 TEST(Policy, PodNodePolicyOverridesTheRankingOfGpupack) {
   // As NodeChoiceFollowsEachDefinition: a = [500 used, 0], b = [0, 0]; a half-GPU pod. gpupack

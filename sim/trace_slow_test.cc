@@ -3,11 +3,11 @@
 // arrived 100 % (the artifact's results, docs/simulator.md; our RNG differs from Go's, so ±0.6 pp), and
 // bestfit near 7.09 %. It needs only the two files the repository ships
 // (data/traces/alibaba-gpu-v2023); GPUPACK_TRACE_DIR, when set, points it at a fuller copy.
-#include <gtest/gtest.h>
-
 #include <cstdlib>
 #include <iostream>
 #include <string>
+
+#include <gtest/gtest.h>
 
 #include "sim/inputs.h"
 #include "sim/policy.h"
@@ -25,7 +25,8 @@ TEST(AlibabaTrace, BaselinesReproduceThePaperAtArrived100) {
   const std::string dir = TraceDir();
   std::cout << "trace: openb_node_list_gpu_node.csv and openb_pod_list_default.csv from " << dir << "\n";
   auto nodes = LoadCluster(dir + "/openb_node_list_gpu_node.csv");
-  ASSERT_TRUE(nodes.ok()) << nodes.status() << " (the repository ships it in data/traces/alibaba-gpu-v2023; GPUPACK_TRACE_DIR overrides)";
+  ASSERT_TRUE(nodes.ok()) << nodes.status()
+                          << " (the repository ships it in data/traces/alibaba-gpu-v2023; GPUPACK_TRACE_DIR overrides)";
   EXPECT_EQ(nodes->size(), 1213u);
   auto pods = LoadWorkload(dir + "/openb_pod_list_default.csv");
   ASSERT_TRUE(pods.ok()) << pods.status();

@@ -56,9 +56,15 @@ std::string MutatedBody(std::string body, std::mt19937& rng) {
   for (int e = 0; e < edits && !body.empty(); ++e) {
     const size_t pos = rng() % body.size();
     switch (rng() % 3) {
-      case 0: body[pos] = alphabet[rng() % alphabet.size()]; break;
-      case 1: body.erase(pos, 1 + rng() % 4); break;
-      default: body.insert(pos, 1, alphabet[rng() % alphabet.size()]); break;
+      case 0:
+        body[pos] = alphabet[rng() % alphabet.size()];
+        break;
+      case 1:
+        body.erase(pos, 1 + rng() % 4);
+        break;
+      default:
+        body.insert(pos, 1, alphabet[rng() % alphabet.size()]);
+        break;
     }
   }
   return body;

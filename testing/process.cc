@@ -75,7 +75,8 @@ StatusOr<std::string> Process::ReadLine(std::chrono::milliseconds timeout) {
       buffer_.erase(0, nl + 1);
       return line;
     }
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) return Status::DeadlineExceeded("no line on stdout of pid " + std::to_string(pid_));
     pollfd pfd{stdout_fd_, POLLIN, 0};
     const int r = ::poll(&pfd, 1, static_cast<int>(left.count()));

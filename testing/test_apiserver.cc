@@ -112,8 +112,12 @@ std::optional<Target> ParsePath(const std::string& path) {
 }
 
 Json StatusBody(int code, const std::string& reason, const std::string& message) {
-  return {{"kind", "Status"}, {"apiVersion", "v1"}, {"metadata", Json::object()},
-          {"status", code < 300 ? "Success" : "Failure"}, {"message", message}, {"reason", reason},
+  return {{"kind", "Status"},
+          {"apiVersion", "v1"},
+          {"metadata", Json::object()},
+          {"status", code < 300 ? "Success" : "Failure"},
+          {"message", message},
+          {"reason", reason},
           {"code", code}};
 }
 
@@ -152,7 +156,8 @@ std::optional<std::string> ParseSelector(const std::string& text, bool label, st
     } else if (label && !term.empty() && term.find_first_of(" ()") == std::string::npos) {
       r = {term, Requirement::Op::kExists, ""};
     } else {
-      return "unsupported selector term \"" + term + "\" (this test server supports =, ==, != and, for labels, k and !k)";
+      return "unsupported selector term \"" + term +
+             "\" (this test server supports =, ==, != and, for labels, k and !k)";
     }
     if (r.key.empty()) return "selector term \"" + term + "\" has no key";
     out.push_back(r);
@@ -178,10 +183,18 @@ struct Filter {
       const bool has = labels_obj.is_object() && labels_obj.contains(r.key) && labels_obj[r.key].is_string();
       const std::string v = has ? labels_obj[r.key].get<std::string>() : "";
       switch (r.op) {
-        case Requirement::Op::kEq: if (!has || v != r.value) return false; break;
-        case Requirement::Op::kNe: if (has && v == r.value) return false; break;
-        case Requirement::Op::kExists: if (!has) return false; break;
-        case Requirement::Op::kNotExists: if (has) return false; break;
+        case Requirement::Op::kEq:
+          if (!has || v != r.value) return false;
+          break;
+        case Requirement::Op::kNe:
+          if (has && v == r.value) return false;
+          break;
+        case Requirement::Op::kExists:
+          if (!has) return false;
+          break;
+        case Requirement::Op::kNotExists:
+          if (has) return false;
+          break;
       }
     }
     return true;
@@ -216,7 +229,8 @@ std::optional<std::string> Transition(const Filter& f, const HistoryEntry& e) {
   if (e.type != f.type) return std::nullopt;
   const bool old_match = !e.old_obj.is_null() && f.Matches(e.old_obj);
   const bool new_match = f.Matches(e.obj);
-  if (e.event == "DELETED") return old_match || new_match ? std::optional<std::string>(EventLine("DELETED", e.obj)) : std::nullopt;
+  if (e.event == "DELETED")
+    return old_match || new_match ? std::optional<std::string>(EventLine("DELETED", e.obj)) : std::nullopt;
   if (old_match && new_match) return EventLine(e.event, e.obj);
   if (!old_match && new_match) return EventLine("ADDED", e.obj);
   if (old_match && !new_match) return EventLine("DELETED", e.obj);
@@ -234,7 +248,6 @@ std::string NewUid() {
   return h.substr(0, 8) + "-" + h.substr(8, 4) + "-" + h.substr(12, 4) + "-" + h.substr(16, 4) + "-" + h.substr(20, 12);
 }
 
-
 struct Reply {
   int code;
   Json body;
@@ -247,8 +260,11 @@ Reply Error(int code, const std::string& reason, const std::string& message) {
 }  // namespace
 
 Json Faults::ToJson() const {
-  return {{"errorRate", error_rate}, {"errorAfterCommitRate", error_after_commit_rate},
-          {"conflictRate", conflict_rate}, {"latencyMs", latency_ms}, {"watchErrorRate", watch_error_rate},
+  return {{"errorRate", error_rate},
+          {"errorAfterCommitRate", error_after_commit_rate},
+          {"conflictRate", conflict_rate},
+          {"latencyMs", latency_ms},
+          {"watchErrorRate", watch_error_rate},
           {"pathContains", path_contains}};
 }
 
@@ -257,13 +273,20 @@ StatusOr<Faults> Faults::FromJson(const Json& j) {
   Faults f;
   try {
     for (const auto& [key, value] : j.items()) {
-      if (key == "errorRate") f.error_rate = value.get<double>();
-      else if (key == "errorAfterCommitRate") f.error_after_commit_rate = value.get<double>();
-      else if (key == "conflictRate") f.conflict_rate = value.get<double>();
-      else if (key == "latencyMs") f.latency_ms = value.get<int>();
-      else if (key == "watchErrorRate") f.watch_error_rate = value.get<double>();
-      else if (key == "pathContains") f.path_contains = value.get<std::string>();
-      else return Status::InvalidArgument("faults: unknown field \"" + key + "\"");
+      if (key == "errorRate")
+        f.error_rate = value.get<double>();
+      else if (key == "errorAfterCommitRate")
+        f.error_after_commit_rate = value.get<double>();
+      else if (key == "conflictRate")
+        f.conflict_rate = value.get<double>();
+      else if (key == "latencyMs")
+        f.latency_ms = value.get<int>();
+      else if (key == "watchErrorRate")
+        f.watch_error_rate = value.get<double>();
+      else if (key == "pathContains")
+        f.path_contains = value.get<std::string>();
+      else
+        return Status::InvalidArgument("faults: unknown field \"" + key + "\"");
     }
   } catch (const Json::exception& e) {
     return Status::InvalidArgument(std::string("faults: wrong type: ") + e.what());
@@ -283,10 +306,10 @@ struct TestApiServer::Impl {
   std::thread thread;
   int port = 0;
 
-  mutable std::mutex mu;  // store, history, watchers, faults
+  mutable std::mutex mu;                                     // store, history, watchers, faults
   std::map<std::string, std::map<std::string, Json>> store;  // plural → key → object
-  int64_t rv = 1;  // never "0", which means "any" to a watch
-  int64_t compacted_rv = 0;  // events at or below this RV are gone from the history
+  int64_t rv = 1;                                            // never "0", which means "any" to a watch
+  int64_t compacted_rv = 0;                                  // events at or below this RV are gone from the history
   std::deque<HistoryEntry> history;
   std::list<std::shared_ptr<Watcher>> watchers;
   Faults faults;
@@ -328,15 +351,20 @@ struct TestApiServer::Impl {
     Filter f;
     f.type = t.type;
     f.ns = t.ns;
-    if (auto err = ParseSelector(req.get_param_value("fieldSelector"), false, f.fields)) return Error(400, "BadRequest", *err);
-    if (auto err = ParseSelector(req.get_param_value("labelSelector"), true, f.labels)) return Error(400, "BadRequest", *err);
+    if (auto err = ParseSelector(req.get_param_value("fieldSelector"), false, f.fields))
+      return Error(400, "BadRequest", *err);
+    if (auto err = ParseSelector(req.get_param_value("labelSelector"), true, f.labels))
+      return Error(400, "BadRequest", *err);
     Json items = Json::array();
     for (const auto& [key, obj] : store[t.type->plural]) {
       if (f.Matches(obj)) items.push_back(obj);
     }
     // `limit` is accepted and ignored: one page with everything is a valid answer (no continue).
-    return {200, {{"kind", t.type->kind + "List"}, {"apiVersion", t.type->ApiVersion()},
-                  {"metadata", {{"resourceVersion", std::to_string(rv)}}}, {"items", items}}};
+    return {200,
+            {{"kind", t.type->kind + "List"},
+             {"apiVersion", t.type->ApiVersion()},
+             {"metadata", {{"resourceVersion", std::to_string(rv)}}},
+             {"items", items}}};
   }
 
   Reply Get(const Target& t) {
@@ -397,10 +425,10 @@ struct TestApiServer::Impl {
         }
         if (used + requested <= *limit) continue;
         return Error(403, "Forbidden",
-                     "pods \"" + pod["metadata"].value("name", "") + "\" is forbidden: exceeded quota: " +
-                         quota["metadata"].value("name", "") + ", requested: " + name + "=" + QuantityText(requested) +
-                         ", used: " + name + "=" + QuantityText(used) + ", limited: " + name + "=" +
-                         QuantityText(*limit));
+                     "pods \"" + pod["metadata"].value("name", "") +
+                         "\" is forbidden: exceeded quota: " + quota["metadata"].value("name", "") +
+                         ", requested: " + name + "=" + QuantityText(requested) + ", used: " + name + "=" +
+                         QuantityText(used) + ", limited: " + name + "=" + QuantityText(*limit));
       }
     }
     return std::nullopt;
@@ -417,7 +445,8 @@ struct TestApiServer::Impl {
     if (name.empty()) return Error(422, "Invalid", "metadata.name: Required value");
     if (t.type->namespaced) {
       const std::string body_ns = md.value("namespace", "");
-      if (!body_ns.empty() && body_ns != t.ns) return Error(400, "BadRequest", "the namespace of the object does not match the namespace on the request");
+      if (!body_ns.empty() && body_ns != t.ns)
+        return Error(400, "BadRequest", "the namespace of the object does not match the namespace on the request");
       md["namespace"] = t.ns;
     }
     md["name"] = name;
@@ -444,15 +473,20 @@ struct TestApiServer::Impl {
   Reply Replace(const Target& t, Json& current, Json next, const std::string& expected_rv) {
     const std::string cur_rv = current["metadata"].value("resourceVersion", "");
     if (!expected_rv.empty() && expected_rv != cur_rv) {
-      return Error(409, "Conflict", "Operation cannot be fulfilled on " + t.type->plural + " \"" + t.name +
-                                        "\": the object has been modified; please apply your changes to the latest version and try again");
+      return Error(
+          409, "Conflict",
+          "Operation cannot be fulfilled on " + t.type->plural + " \"" + t.name +
+              "\": the object has been modified; please apply your changes to the latest version and try again");
     }
     if (!next.is_object()) return Error(400, "BadRequest", "body must be a JSON object");
     if (t.type->status_subresource) {
       if (t.subresource == "status") {
         Json status = next.contains("status") ? next["status"] : Json();
         next = current;
-        if (status.is_null()) next.erase("status"); else next["status"] = status;
+        if (status.is_null())
+          next.erase("status");
+        else
+          next["status"] = status;
       } else if (current.contains("status")) {
         next["status"] = current["status"];
       } else {
@@ -487,8 +521,10 @@ struct TestApiServer::Impl {
     if (cur == nullptr) return NotFound(t);
     if (!obj.is_object()) return Error(400, "BadRequest", "body must be a JSON object");
     const std::string rv_in = obj.value("metadata", Json::object()).value("resourceVersion", "");
-    if (rv_in.empty()) return Error(422, "Invalid", "metadata.resourceVersion: Invalid value: 0x0: must be specified for an update");
-    if (obj["metadata"].value("name", "") != t.name) return Error(400, "BadRequest", "the name of the object does not match the name on the URL");
+    if (rv_in.empty())
+      return Error(422, "Invalid", "metadata.resourceVersion: Invalid value: 0x0: must be specified for an update");
+    if (obj["metadata"].value("name", "") != t.name)
+      return Error(400, "BadRequest", "the name of the object does not match the name on the URL");
     return Replace(t, *cur, std::move(obj), rv_in);
   }
 
@@ -537,7 +573,8 @@ struct TestApiServer::Impl {
   Reply Bind(const Target& t, const Json& binding) {
     if (!binding.is_object()) return Error(400, "BadRequest", "Binding must be a JSON object");
     const Json md = binding.value("metadata", Json::object());
-    if (md.value("name", "") != t.name) return Error(400, "BadRequest", "name in URL does not match name in Binding object");
+    if (md.value("name", "") != t.name)
+      return Error(400, "BadRequest", "name in URL does not match name in Binding object");
     const Json target = binding.value("target", Json::object());
     const std::string kind = target.value("kind", "");
     const std::string node = target.value("name", "");
@@ -547,7 +584,9 @@ struct TestApiServer::Impl {
     if (pod == nullptr) return NotFound(t);
     const std::string uid = md.value("uid", "");
     if (!uid.empty() && uid != (*pod)["metadata"].value("uid", "")) {
-      return Error(409, "Conflict", "Operation cannot be fulfilled on pods \"" + t.name + "\": Precondition failed: UID in precondition: " + uid);
+      return Error(
+          409, "Conflict",
+          "Operation cannot be fulfilled on pods \"" + t.name + "\": Precondition failed: UID in precondition: " + uid);
     }
     if ((*pod)["metadata"].contains("deletionTimestamp")) {
       return Error(409, "Conflict", "pod " + t.name + " is being deleted, cannot be assigned to a host");
@@ -561,10 +600,13 @@ struct TestApiServer::Impl {
     if (md.contains("annotations") && md["annotations"].is_object()) {
       for (const auto& [k, v] : md["annotations"].items()) next["metadata"]["annotations"][k] = v;
     }
-    Json cond = {{"type", "PodScheduled"}, {"status", "True"}, {"lastTransitionTime", FormatRfc3339(SystemClock::Instance().Now())}};
+    Json cond = {{"type", "PodScheduled"},
+                 {"status", "True"},
+                 {"lastTransitionTime", FormatRfc3339(SystemClock::Instance().Now())}};
     Json conditions = Json::array();
     if (next["status"].contains("conditions") && next["status"]["conditions"].is_array()) {
-      for (const Json& c : next["status"]["conditions"]) if (c.value("type", "") != "PodScheduled") conditions.push_back(c);
+      for (const Json& c : next["status"]["conditions"])
+        if (c.value("type", "") != "PodScheduled") conditions.push_back(c);
     }
     conditions.push_back(cond);
     next["status"]["conditions"] = conditions;
@@ -609,7 +651,9 @@ struct TestApiServer::Impl {
           Send(res, Error(500, "InternalError", "injected fault: internal error"));
           latency = -1;
         } else if (is_write && Roll(faults.conflict_rate)) {
-          Send(res, Error(409, "Conflict", "injected fault: the object has been modified; please apply your changes to the latest version and try again"));
+          Send(res, Error(409, "Conflict",
+                          "injected fault: the object has been modified; please apply your changes to the latest "
+                          "version and try again"));
           latency = -1;
         } else if (is_write) {
           error_after = Roll(faults.error_after_commit_rate);
@@ -626,17 +670,24 @@ struct TestApiServer::Impl {
     Reply r{405, StatusBody(405, "MethodNotAllowed", "method not allowed")};
     {
       std::lock_guard<std::mutex> l(mu);
-      if (method == "GET") r = t->name.empty() ? List(*t, req) : Get(*t);
-      else if (method == "POST" && t->subresource == "binding") r = Bind(*t, body);
+      if (method == "GET")
+        r = t->name.empty() ? List(*t, req) : Get(*t);
+      else if (method == "POST" && t->subresource == "binding")
+        r = Bind(*t, body);
       else if (method == "POST" && t->name.empty()) {
-        if (t->type->namespaced && t->ns.empty()) r = Error(405, "MethodNotAllowed", "create needs a namespace");
-        else r = Create(*t, std::move(body));
-      } else if (method == "PUT" && !t->name.empty() && t->subresource != "binding") r = Update(*t, std::move(body));
+        if (t->type->namespaced && t->ns.empty())
+          r = Error(405, "MethodNotAllowed", "create needs a namespace");
+        else
+          r = Create(*t, std::move(body));
+      } else if (method == "PUT" && !t->name.empty() && t->subresource != "binding")
+        r = Update(*t, std::move(body));
       else if (method == "PATCH" && !t->name.empty() && t->subresource != "binding") {
         r = Patch(*t, req.get_header_value("Content-Type"), req.body);
-      } else if (method == "DELETE" && !t->name.empty() && t->subresource.empty()) r = Delete(*t);
+      } else if (method == "DELETE" && !t->name.empty() && t->subresource.empty())
+        r = Delete(*t);
     }
-    if (error_after && r.code < 300) r = Error(500, "InternalError", "injected fault: the write was applied but the response was lost");
+    if (error_after && r.code < 300)
+      r = Error(500, "InternalError", "injected fault: the write was applied but the response was lost");
     Send(res, r);
   }
 
@@ -644,13 +695,17 @@ struct TestApiServer::Impl {
     auto w = std::make_shared<Watcher>();
     w->filter.type = t.type;
     w->filter.ns = t.ns;
-    if (auto err = ParseSelector(req.get_param_value("fieldSelector"), false, w->filter.fields)) return Send(res, Error(400, "BadRequest", *err));
-    if (auto err = ParseSelector(req.get_param_value("labelSelector"), true, w->filter.labels)) return Send(res, Error(400, "BadRequest", *err));
+    if (auto err = ParseSelector(req.get_param_value("fieldSelector"), false, w->filter.fields))
+      return Send(res, Error(400, "BadRequest", *err));
+    if (auto err = ParseSelector(req.get_param_value("labelSelector"), true, w->filter.labels))
+      return Send(res, Error(400, "BadRequest", *err));
     w->bookmarks = req.get_param_value("allowWatchBookmarks") == "true";
     const std::string rv_param = req.get_param_value("resourceVersion");
     int timeout_s = 1800;
     if (req.has_param("timeoutSeconds")) {
-      try { timeout_s = std::stoi(req.get_param_value("timeoutSeconds")); } catch (const std::exception&) {
+      try {
+        timeout_s = std::stoi(req.get_param_value("timeoutSeconds"));
+      } catch (const std::exception&) {
         return Send(res, Error(400, "BadRequest", "timeoutSeconds must be an integer"));
       }
     }
@@ -664,12 +719,17 @@ struct TestApiServer::Impl {
         }
       } else {
         int64_t from = 0;
-        try { from = std::stoll(rv_param); } catch (const std::exception&) {
-          return Send(res, Error(400, "BadRequest", "resourceVersion \"" + rv_param + "\" is not valid for this server"));
+        try {
+          from = std::stoll(rv_param);
+        } catch (const std::exception&) {
+          return Send(res,
+                      Error(400, "BadRequest", "resourceVersion \"" + rv_param + "\" is not valid for this server"));
         }
         if (from < compacted_rv) {
           // In-band, as the watch cache does it.
-          w->queue.push_back(EventLine("ERROR", StatusBody(410, "Expired", "too old resource version: " + rv_param + " (" + std::to_string(compacted_rv + 1) + ")")));
+          w->queue.push_back(EventLine("ERROR", StatusBody(410, "Expired",
+                                                           "too old resource version: " + rv_param + " (" +
+                                                               std::to_string(compacted_rv + 1) + ")")));
           w->closed = true;
         } else {
           for (const HistoryEntry& e : history) {
@@ -709,8 +769,10 @@ struct TestApiServer::Impl {
             }
             if (w->bookmarks && now - last_bookmark >= bookmark_every) {
               last_bookmark = now;
-              std::string line = EventLine("BOOKMARK", {{"kind", w->filter.type->kind}, {"apiVersion", w->filter.type->ApiVersion()},
-                                                        {"metadata", {{"resourceVersion", std::to_string(w->known_rv)}}}});
+              std::string line =
+                  EventLine("BOOKMARK", {{"kind", w->filter.type->kind},
+                                         {"apiVersion", w->filter.type->ApiVersion()},
+                                         {"metadata", {{"resourceVersion", std::to_string(w->known_rv)}}}});
               wl.unlock();
               if (!sink.write(line.data(), line.size())) return false;
               wl.lock();
@@ -739,14 +801,17 @@ StatusOr<int> TestApiServer::Start(const std::string& host, int port) {
   impl->server.set_keep_alive_timeout(2);
   for (const char* m : {"GET", "POST", "PUT", "PATCH", "DELETE"}) {
     const std::string method = m;
-    auto handler = [impl, method](const httplib::Request& req, httplib::Response& res) { impl->Handle(method, req, res); };
+    auto handler = [impl, method](const httplib::Request& req, httplib::Response& res) {
+      impl->Handle(method, req, res);
+    };
     if (method == "GET") impl->server.Get(R"(/(api|apis)/.*)", handler);
     if (method == "POST") impl->server.Post(R"(/(api|apis)/.*)", handler);
     if (method == "PUT") impl->server.Put(R"(/(api|apis)/.*)", handler);
     if (method == "PATCH") impl->server.Patch(R"(/(api|apis)/.*)", handler);
     if (method == "DELETE") impl->server.Delete(R"(/(api|apis)/.*)", handler);
   }
-  impl->server.Get("/healthz", [](const httplib::Request&, httplib::Response& res) { res.set_content("ok", "text/plain"); });
+  impl->server.Get("/healthz",
+                   [](const httplib::Request&, httplib::Response& res) { res.set_content("ok", "text/plain"); });
   impl->server.Get("/admin/faults", [impl](const httplib::Request&, httplib::Response& res) {
     std::lock_guard<std::mutex> l(impl->mu);
     res.set_content(impl->faults.ToJson().dump(), "application/json");
@@ -770,9 +835,11 @@ StatusOr<int> TestApiServer::Start(const std::string& host, int port) {
     res.set_content("{}", "application/json");
   });
   impl->server.Get("/admin/stats", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(Json{{"resourceVersion", resource_version()}, {"openWatches", open_watches()}}.dump(), "application/json");
+    res.set_content(Json{{"resourceVersion", resource_version()}, {"openWatches", open_watches()}}.dump(),
+                    "application/json");
   });
-  const int bound = port == 0 ? impl->server.bind_to_any_port(host) : (impl->server.bind_to_port(host, port) ? port : -1);
+  const int bound =
+      port == 0 ? impl->server.bind_to_any_port(host) : (impl->server.bind_to_port(host, port) ? port : -1);
   if (bound <= 0) return Status::Unavailable("test API server cannot listen on " + host + ":" + std::to_string(port));
   impl->port = bound;
   impl->thread = std::thread([impl] { impl->server.listen_after_bind(); });

@@ -45,7 +45,7 @@ struct Faults {
 struct TestApiServerOptions {
   size_t history_limit = 2000;  // watch events kept for resumption; older RVs get 410
   std::chrono::milliseconds bookmark_interval{1000};
-  int worker_threads = 64;      // each open watch holds one
+  int worker_threads = 64;  // each open watch holds one
 };
 
 class TestApiServer {

@@ -32,11 +32,16 @@ int main(int argc, char** argv) {
     if (i + 1 >= argc) return Usage("missing value for " + flag);
     const std::string value = argv[++i];
     try {
-      if (flag == "--listen") listen = value;
-      else if (flag == "--history") options.history_limit = std::stoul(value);
-      else if (flag == "--bookmark-interval-ms") options.bookmark_interval = std::chrono::milliseconds(std::stol(value));
-      else if (flag == "--kubeconfig-out") kubeconfig_out = value;
-      else return Usage("unknown flag " + flag);
+      if (flag == "--listen")
+        listen = value;
+      else if (flag == "--history")
+        options.history_limit = std::stoul(value);
+      else if (flag == "--bookmark-interval-ms")
+        options.bookmark_interval = std::chrono::milliseconds(std::stol(value));
+      else if (flag == "--kubeconfig-out")
+        kubeconfig_out = value;
+      else
+        return Usage("unknown flag " + flag);
     } catch (const std::exception&) {
       return Usage("bad value \"" + value + "\" for " + flag);
     }
@@ -44,7 +49,11 @@ int main(int argc, char** argv) {
   const size_t colon = listen.rfind(':');
   if (colon == std::string::npos) return Usage("--listen must be HOST:PORT");
   int port = 0;
-  try { port = std::stoi(listen.substr(colon + 1)); } catch (const std::exception&) { return Usage("--listen has a bad port"); }
+  try {
+    port = std::stoi(listen.substr(colon + 1));
+  } catch (const std::exception&) {
+    return Usage("--listen has a bad port");
+  }
   const std::string host = listen.substr(0, colon);
 
   gpupack::e2e::TestApiServer server(options);
@@ -54,7 +63,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (!kubeconfig_out.empty()) {
-    if (auto s = gpupack::e2e::WriteKubeconfig(kubeconfig_out, "http://" + host + ":" + std::to_string(*bound)); !s.ok()) {
+    if (auto s = gpupack::e2e::WriteKubeconfig(kubeconfig_out, "http://" + host + ":" + std::to_string(*bound));
+        !s.ok()) {
       std::cerr << "gpupack-test-apiserver: " << s << "\n";
       return 1;
     }

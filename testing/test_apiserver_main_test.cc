@@ -1,11 +1,12 @@
 // The gpupack-test-apiserver binary: prints its bound address first, writes a usable kubeconfig,
 // refuses bad flags.
-#include <gtest/gtest.h>
 #include <signal.h>
 
-#include "testing/process.h"
+#include <gtest/gtest.h>
+
 #include "kube/client.h"
 #include "kube/config.h"
+#include "testing/process.h"
 
 namespace gpupack::e2e {
 namespace {
@@ -30,7 +31,8 @@ TEST(TestApiServerBinary, PrintsAddressAndServesTheKubeconfigItWrote) {
 }
 
 TEST(TestApiServerBinary, RefusesUnknownFlags) {
-  auto p = Process::Start({GPUPACK_TEST_APISERVER, "--bogus", "1"}, ::testing::TempDir() + "/gpupack_test_apiserver.log");
+  auto p =
+      Process::Start({GPUPACK_TEST_APISERVER, "--bogus", "1"}, ::testing::TempDir() + "/gpupack_test_apiserver.log");
   ASSERT_TRUE(p.ok());
   // Exits without printing an address.
   EXPECT_EQ(p->ReadLine(std::chrono::seconds(10)).status().code(), StatusCode::kUnavailable);

@@ -33,8 +33,8 @@ api::Allocation AllocationFromPlacement(const model::Node& node, const model::Pl
 }
 
 std::vector<std::pair<std::string, model::DeviceShare>> AllocationShares(const api::Allocation& allocation,
-                                                                       std::string_view pod_uid,
-                                                                       std::string_view pod_key) {
+                                                                         std::string_view pod_uid,
+                                                                         std::string_view pod_key) {
   std::vector<std::pair<std::string, model::DeviceShare>> out;
   for (const api::ContainerAllocation& c : allocation.containers) {
     if (c.within_pod) continue;

@@ -30,7 +30,8 @@ TEST(AllocationLedgerTest, FromPlacementResolvesSlotsToDevices) {
   ASSERT_EQ(a.containers.size(), 1u);
   EXPECT_EQ(a.containers[0].index, 1);
   EXPECT_EQ(a.containers[0].devices[0], (api::AllocatedDevice{"MIG-1", 0, 4096, "GPU-0", "1g.10gb"}));
-  EXPECT_TRUE(AllocationShares(TwoContainerAllocation(), "u", "ns/p").size() == 2u) << "the within-pod init container adds none";
+  EXPECT_TRUE(AllocationShares(TwoContainerAllocation(), "u", "ns/p").size() == 2u)
+      << "the within-pod init container adds none";
   auto shares = AllocationShares(a, "uid-1", "ns/p");
   ASSERT_EQ(shares.size(), 1u);
   EXPECT_EQ(shares[0].first, "MIG-1");

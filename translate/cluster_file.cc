@@ -83,11 +83,12 @@ StatusOr<int64_t> IntField(const YAML::Node& map, const char* key, const std::st
 }
 
 // A device cannot have more in use than it has: the agent would publish usedMiB > memoryMiB.
-Status CheckUsed(const YAML::Node& map, const std::string& where, model::MiB used, model::MiB memory, const char* what) {
+Status CheckUsed(const YAML::Node& map, const std::string& where, model::MiB used, model::MiB memory,
+                 const char* what) {
   if (used <= memory) return Status::Ok();
-  return YamlFieldError(map["used"], where + ".used",
-                        std::to_string(used) + " MiB is more than the " + what + "'s memory (" + std::to_string(memory) +
-                            " MiB)");
+  return YamlFieldError(
+      map["used"], where + ".used",
+      std::to_string(used) + " MiB is more than the " + what + "'s memory (" + std::to_string(memory) + " MiB)");
 }
 
 }  // namespace
@@ -120,7 +121,8 @@ StatusOr<model::Node> ParseNodeEntry(const YAML::Node& entry, const std::string&
   if (const YAML::Node labels = entry["labels"]) {
     if (!labels.IsMap()) return YamlFieldError(labels, where + ".labels", "want a mapping");
     for (const auto& kv : labels) {
-      if (!kv.second.IsScalar()) return YamlFieldError(kv.second, where + ".labels." + kv.first.as<std::string>(), "want a string");
+      if (!kv.second.IsScalar())
+        return YamlFieldError(kv.second, where + ".labels." + kv.first.as<std::string>(), "want a string");
       node.labels[kv.first.as<std::string>()] = kv.second.as<std::string>();
     }
   }
@@ -130,7 +132,8 @@ StatusOr<model::Node> ParseNodeEntry(const YAML::Node& entry, const std::string&
   for (size_t i = 0; gpus && i < gpus.size(); ++i) {
     const std::string gw = where + ".gpus[" + std::to_string(i) + "]";
     const YAML::Node g = gpus[i];
-    GPUPACK_RETURN_IF_ERROR(CheckKeys(g, gw, {"model", "memory", "count", "used", "uuid", "healthy", "hardIsolation", "mig"}));
+    GPUPACK_RETURN_IF_ERROR(
+        CheckKeys(g, gw, {"model", "memory", "count", "used", "uuid", "healthy", "hardIsolation", "mig"}));
     if (!g["model"]) return YamlFieldError(g, gw, "missing \"model\"");
     GPUPACK_ASSIGN_OR_RETURN(std::string model, Scalar(g["model"], gw + ".model"));
     GPUPACK_ASSIGN_OR_RETURN(model::MiB memory, MiBField(g, "memory", gw, true));
@@ -201,14 +204,16 @@ StatusOr<model::Node> ParseNodeEntry(const YAML::Node& entry, const std::string&
         node.devices.push_back(std::move(d));
       }
       if (mig_total > memory) {
-        return YamlFieldError(mig, gw + ".mig", "instances total " + std::to_string(mig_total) +
-                                                    " MiB, more than the GPU's " + std::to_string(memory) + " MiB");
+        return YamlFieldError(mig, gw + ".mig",
+                              "instances total " + std::to_string(mig_total) + " MiB, more than the GPU's " +
+                                  std::to_string(memory) + " MiB");
       }
     }
   }
   if (node.devices.size() > static_cast<size_t>(model::kMaxDevicesPerNode)) {
-    return YamlFieldError(entry, where, std::to_string(node.devices.size()) + " devices, at most " +
-                                            std::to_string(model::kMaxDevicesPerNode) + " per node");
+    return YamlFieldError(entry, where,
+                          std::to_string(node.devices.size()) + " devices, at most " +
+                              std::to_string(model::kMaxDevicesPerNode) + " per node");
   }
   return node;
 }
@@ -220,7 +225,8 @@ StatusOr<std::vector<model::Node>> ParseClusterYaml(std::string_view yaml_text) 
   try {
     GPUPACK_RETURN_IF_ERROR(CheckKeys(root, "cluster file", {"nodes"}));
     const YAML::Node nodes = root["nodes"];
-    if (!nodes || !nodes.IsSequence()) return YamlFieldError(nodes ? nodes : root, "cluster file", "\"nodes\" must be a list");
+    if (!nodes || !nodes.IsSequence())
+      return YamlFieldError(nodes ? nodes : root, "cluster file", "\"nodes\" must be a list");
     // Nothing could ever be placed: refuse rather than serve or replay an empty cluster.
     if (nodes.size() == 0) return YamlFieldError(nodes, "cluster file", "\"nodes\" is empty; list at least one node");
     std::vector<model::Node> out;
@@ -231,11 +237,13 @@ StatusOr<std::vector<model::Node>> ParseClusterYaml(std::string_view yaml_text) 
       GPUPACK_ASSIGN_OR_RETURN(model::Node node, ParseNodeEntry(nodes[i], where));
       auto [first, fresh] = names.emplace(node.name, static_cast<int>(i));
       if (!fresh) {
-        return YamlFieldError(nodes[i]["name"], where + ".name",
-                              "duplicate node \"" + node.name + "\" (also nodes[" + std::to_string(first->second) + "])");
+        return YamlFieldError(
+            nodes[i]["name"], where + ".name",
+            "duplicate node \"" + node.name + "\" (also nodes[" + std::to_string(first->second) + "])");
       }
       for (const auto& d : node.devices) {
-        if (!uuids.insert(d.uuid).second) return YamlFieldError(nodes[i], where, "duplicate device uuid \"" + d.uuid + "\"");
+        if (!uuids.insert(d.uuid).second)
+          return YamlFieldError(nodes[i], where, "duplicate device uuid \"" + d.uuid + "\"");
       }
       out.push_back(std::move(node));
     }

@@ -56,12 +56,15 @@ TEST(ClusterFile, ErrorsNameThePlace) {
       {"nodes: [{name: a, gpus: [{memory: 16Gi}]}]", "line 1: nodes[0].gpus[0]: missing \"model\""},
       {"nodes: [{name: a, gpu: []}]", "line 1: nodes[0]: unknown key \"gpu\""},
       {"nodes: [{name: a}, {name: a}]", "line 1: nodes[1].name: duplicate node \"a\" (also nodes[0])"},
-      {"nodes: [{name: a, gpus: [{model: T4, memory: 16Gi, count: 0}]}]", "line 1: nodes[0].gpus[0].count: must be 1..64"},
+      {"nodes: [{name: a, gpus: [{model: T4, memory: 16Gi, count: 0}]}]",
+       "line 1: nodes[0].gpus[0].count: must be 1..64"},
       {"nodes: [{name: a, gpus: [{model: T4, memory: 16Gi, count: 2, uuid: GPU-x}]}]",
        "line 1: nodes[0].gpus[0].uuid: only allowed with count 1"},
-      {"nodes: [{name: a, gpus: [{model: A, memory: 40Gi, mig: [{profile: 3g.40gb, memory: 40Gi}, {profile: 1g.10gb, memory: 10Gi}]}]}]",
+      {"nodes: [{name: a, gpus: [{model: A, memory: 40Gi, mig: [{profile: 3g.40gb, memory: 40Gi}, {profile: 1g.10gb, "
+       "memory: 10Gi}]}]}]",
        "line 1: nodes[0].gpus[0].mig: instances total 51200 MiB, more than the GPU's 40960 MiB"},
-      {"nodes: [{name: a, gpus: [{model: T4, memory: 16Gi, uuid: G}]}, {name: b, gpus: [{model: T4, memory: 16Gi, uuid: G}]}]",
+      {"nodes: [{name: a, gpus: [{model: T4, memory: 16Gi, uuid: G}]}, {name: b, gpus: [{model: T4, memory: 16Gi, "
+       "uuid: G}]}]",
        "line 1: nodes[1]: duplicate device uuid \"G\""},
       {"nodes: {a: 1}", "line 1: cluster file: \"nodes\" must be a list"},
       {"pods: []", "line 1: cluster file: unknown key \"pods\""},
@@ -87,10 +90,12 @@ TEST(ClusterFile, RefusesSemanticMistakesWithFieldAndLine) {
       // The agent would publish usedMiB 32768 on a 16384 MiB GPU.
       {"nodes:\n  - name: a\n    gpus:\n      - {model: T4, memory: 16Gi, used: 32Gi}\n",
        "line 4: nodes[0].gpus[0].used: 32768 MiB is more than the GPU's memory (16384 MiB)"},
-      {"nodes:\n  - name: a\n    gpus:\n      - {model: A100, memory: 40Gi, mig: [{profile: 1g.10gb, memory: 10Gi, used: 11Gi}]}\n",
+      {"nodes:\n  - name: a\n    gpus:\n      - {model: A100, memory: 40Gi, mig: [{profile: 1g.10gb, memory: 10Gi, "
+       "used: 11Gi}]}\n",
        "line 4: nodes[0].gpus[0].mig[0].used: 11264 MiB is more than the MIG instance's memory (10240 MiB)"},
       // yaml-cpp keeps one of two equal keys silently.
-      {"nodes:\n  - name: a\n    name: b\n", "cluster file: line 3: key \"name\" appears twice in one mapping (first on line 2)"},
+      {"nodes:\n  - name: a\n    name: b\n",
+       "cluster file: line 3: key \"name\" appears twice in one mapping (first on line 2)"},
       {"nodes:\n  - name: \"Bad Name!\"\n",
        "line 2: nodes[0].name: \"Bad Name!\" is not a valid Kubernetes name (a DNS-1123 subdomain: at most 253 "
        "lowercase letters, digits, '-' and '.', starting and ending with a letter or digit)"},

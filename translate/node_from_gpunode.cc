@@ -10,7 +10,7 @@ namespace gpupack::translate {
 using Json = nlohmann::json;
 
 StatusOr<model::Node> NodeFromGpuNode(const nlohmann::json& gpunode, std::chrono::seconds heartbeat_ttl,
-                                     const Clock& clock) {
+                                      const Clock& clock) {
   if (!gpunode.is_object()) return Status::InvalidArgument("GPUNode: expected an object");
   const Json* name = nullptr;
   if (auto m = gpunode.find("metadata"); m != gpunode.end() && m->is_object()) {
@@ -29,8 +29,8 @@ StatusOr<model::Node> NodeFromGpuNode(const nlohmann::json& gpunode, std::chrono
     status = std::move(parsed).value();
     has_heartbeat = s->is_object() && s->contains("heartbeatTime") && (*s)["heartbeatTime"].is_string();
   }
-  const bool driver_caps = status.enforcement.mode == api::kEnforcementCgroupDmem ||
-                           status.enforcement.mode == api::kEnforcementCgroupMisc;
+  const bool driver_caps =
+      status.enforcement.mode == api::kEnforcementCgroupDmem || status.enforcement.mode == api::kEnforcementCgroupMisc;
   for (const api::GpuNodeDevice& d : status.devices) {
     if (!d.mig_enabled) {
       model::Device dev;

@@ -21,6 +21,6 @@ namespace gpupack::translate {
 // stale_reason "GPUNode heartbeat 312s old > TTL 120s" (or "GPUNode has no heartbeat").
 // InvalidArgument for a missing metadata.name or a malformed status.
 StatusOr<model::Node> NodeFromGpuNode(const nlohmann::json& gpunode, std::chrono::seconds heartbeat_ttl,
-                                     const Clock& clock);
+                                      const Clock& clock);
 
 }  // namespace gpupack::translate

@@ -84,10 +84,10 @@ TEST(NodeFromGpuNodeTest, MissingHeartbeatOrNameOrStatus) {
   EXPECT_NE(bad.status().message().find("GPUNode n1"), std::string::npos) << bad.status();
 }
 
-
 TEST(NodeFromGpuNodeTest, AdminExclusionFlowsFromTheNodeAnnotationToTheCoreDevices) {
   // The node annotation, as an administrator writes it (spaces tolerated).
-  const Json k8s_node = {{"metadata", {{"name", "n1"}, {"annotations", {{"gpupack.io/excluded-devices", "GPU-aaaa, MIG-2"}}}}}};
+  const Json k8s_node = {
+      {"metadata", {{"name", "n1"}, {"annotations", {{"gpupack.io/excluded-devices", "GPU-aaaa, MIG-2"}}}}}};
   auto uuids = ExcludedDevicesOfNode(k8s_node);
   ASSERT_TRUE(uuids.ok()) << uuids.status();
   EXPECT_EQ(*uuids, (std::vector<std::string>{"GPU-aaaa", "MIG-2"}));

@@ -68,7 +68,8 @@ Status CheckResourceNames(const json& container, const std::string& where) {
     for (const auto& item : map->items()) {
       if (IsGpupackName(item.key()) && !Known(api::kKnownResources, item.key())) {
         return Status::InvalidArgument(where + ": resources." + section + "[" + item.key() +
-                                       "]: unknown gpupack resource; the resources are " + api::JoinNames(api::kKnownResources));
+                                       "]: unknown gpupack resource; the resources are " +
+                                       api::JoinNames(api::kKnownResources));
       }
     }
   }
@@ -124,27 +125,32 @@ StatusOr<model::ContainerRequest> ParseContainer(const json& c, int index, bool 
   if (!memory && !count) return out;
   GPUPACK_ASSIGN_OR_RETURN(auto nvidia, ResourceValue(c, api::kResourceNvidiaGpu, where));
   if (nvidia) {
-    return Status::InvalidArgument(where + ": asks for both " + std::string(api::kResourceNvidiaGpu) + " and gpupack resources; use one");
+    return Status::InvalidArgument(where + ": asks for both " + std::string(api::kResourceNvidiaGpu) +
+                                   " and gpupack resources; use one");
   }
   int64_t k = 1;
   if (count) {
     GPUPACK_ASSIGN_OR_RETURN(k, ParseCount(*count, where + ": " + std::string(api::kResourceGpu)));
-    if (k <= 0) return Status::InvalidArgument(where + ": " + std::string(api::kResourceGpu) + " must be at least 1, got " + *count);
+    if (k <= 0)
+      return Status::InvalidArgument(where + ": " + std::string(api::kResourceGpu) + " must be at least 1, got " +
+                                     *count);
     if (k > max_devices) {
-      return Status::InvalidArgument(where + ": " + std::string(api::kResourceGpu) + " " + *count + " exceeds the maximum of " +
-                                     std::to_string(max_devices) + " devices per container");
+      return Status::InvalidArgument(where + ": " + std::string(api::kResourceGpu) + " " + *count +
+                                     " exceeds the maximum of " + std::to_string(max_devices) +
+                                     " devices per container");
     }
   }
   out.device_count = static_cast<int>(k);
   if (charged) {
     if (!count) {
-      return Status::InvalidArgument(where + ": listed in " + std::string(api::kAnnotationWholeDeviceCharge) + " but asks for no " +
-                                     std::string(api::kResourceGpu));
+      return Status::InvalidArgument(where + ": listed in " + std::string(api::kAnnotationWholeDeviceCharge) +
+                                     " but asks for no " + std::string(api::kResourceGpu));
     }
     return out;  // whole devices; the memory is the quota's charge, not a cap
   }
   if (memory) {
-    GPUPACK_ASSIGN_OR_RETURN(int64_t total, ParseMemoryMiBCeil(*memory, where + ": " + std::string(api::kResourceGpuMemory)));
+    GPUPACK_ASSIGN_OR_RETURN(int64_t total,
+                             ParseMemoryMiBCeil(*memory, where + ": " + std::string(api::kResourceGpuMemory)));
     out.mem_per_device_mib = (total + k - 1) / k;  // split evenly, rounded up to whole MiB
   }
   return out;
@@ -178,8 +184,9 @@ StatusOr<std::vector<std::string>> ParseUuids(const std::string& text, std::stri
   for (const std::string& u : uuids) {
     const bool prefixed = u.rfind("GPU-", 0) == 0 || u.rfind("MIG-", 0) == 0;
     if (!prefixed || u.size() < 5 || u.find_first_of(" \t|;\"'") != std::string::npos) {
-      return Status::InvalidArgument("annotation " + std::string(annotation) + ": \"" + u +
-                                     "\" is not a device UUID like GPU-3f2a… or MIG-9c1b… (separate several with commas)");
+      return Status::InvalidArgument(
+          "annotation " + std::string(annotation) + ": \"" + u +
+          "\" is not a device UUID like GPU-3f2a… or MIG-9c1b… (separate several with commas)");
     }
   }
   return uuids;
@@ -226,20 +233,27 @@ Status ParseAnnotations(const json& pod, model::PodRequest* req) {
   };
   GPUPACK_ASSIGN_OR_RETURN(auto kind, get(api::kAnnotationDeviceKind));
   if (kind) {
-    if (*kind == "gpu") req->device_kind = model::DeviceKindPreference::kGpu;
-    else if (*kind == "mig") req->device_kind = model::DeviceKindPreference::kMig;
-    else if (*kind == "any" || kind->empty()) req->device_kind = model::DeviceKindPreference::kAny;
-    else return Status::InvalidArgument("annotation " + std::string(api::kAnnotationDeviceKind) + ": \"" + *kind + "\" is not gpu, mig or any");
+    if (*kind == "gpu")
+      req->device_kind = model::DeviceKindPreference::kGpu;
+    else if (*kind == "mig")
+      req->device_kind = model::DeviceKindPreference::kMig;
+    else if (*kind == "any" || kind->empty())
+      req->device_kind = model::DeviceKindPreference::kAny;
+    else
+      return Status::InvalidArgument("annotation " + std::string(api::kAnnotationDeviceKind) + ": \"" + *kind +
+                                     "\" is not gpu, mig or any");
   }
   GPUPACK_ASSIGN_OR_RETURN(auto profile, get(api::kAnnotationMigProfile));
   if (profile && !profile->empty()) {
     // Profiles look like "1g.10gb", "3g.40gb", "1g.10gb+me", "1c.2g.20gb".
     bool ok = profile->find('g') != std::string::npos && profile->find('.') != std::string::npos &&
               profile->find_first_of(" \t,|") == std::string::npos;
-    if (!ok) return Status::InvalidArgument("annotation " + std::string(api::kAnnotationMigProfile) + ": \"" + *profile + "\" is not a MIG profile name like 1g.10gb");
+    if (!ok)
+      return Status::InvalidArgument("annotation " + std::string(api::kAnnotationMigProfile) + ": \"" + *profile +
+                                     "\" is not a MIG profile name like 1g.10gb");
     if (req->device_kind == model::DeviceKindPreference::kGpu) {
-      return Status::InvalidArgument("annotation " + std::string(api::kAnnotationMigProfile) + " \"" + *profile + "\" conflicts with " +
-                                     std::string(api::kAnnotationDeviceKind) + ": gpu");
+      return Status::InvalidArgument("annotation " + std::string(api::kAnnotationMigProfile) + " \"" + *profile +
+                                     "\" conflicts with " + std::string(api::kAnnotationDeviceKind) + ": gpu");
     }
     req->mig_profile = *profile;
     req->device_kind = model::DeviceKindPreference::kMig;
@@ -304,8 +318,11 @@ Status ParseAnnotations(const json& pod, model::PodRequest* req) {
   }
   GPUPACK_ASSIGN_OR_RETURN(auto isolation, get(api::kAnnotationIsolation));
   if (isolation) {
-    if (*isolation == "hard") req->hard_isolation = true;
-    else if (*isolation != "best-effort") return Status::InvalidArgument("annotation " + std::string(api::kAnnotationIsolation) + ": \"" + *isolation + "\" is not hard or best-effort");
+    if (*isolation == "hard")
+      req->hard_isolation = true;
+    else if (*isolation != "best-effort")
+      return Status::InvalidArgument("annotation " + std::string(api::kAnnotationIsolation) + ": \"" + *isolation +
+                                     "\" is not hard or best-effort");
   }
   return Status::Ok();
 }
@@ -340,7 +357,8 @@ StatusOr<model::PodRequest> ParsePodRequest(const json& pod, int max_devices_per
   model::PodRequest req;
   if (const json* meta = Child(pod, "metadata")) {
     if (!meta->is_object()) return Status::InvalidArgument("metadata must be an object");
-    for (auto [key, field] : {std::pair{"name", &req.name}, std::pair{"namespace", &req.ns}, std::pair{"uid", &req.uid}}) {
+    for (auto [key, field] :
+         {std::pair{"name", &req.name}, std::pair{"namespace", &req.ns}, std::pair{"uid", &req.uid}}) {
       const json* v = Child(*meta, key);
       if (v == nullptr) continue;
       if (!v->is_string()) return Status::InvalidArgument(std::string("metadata.") + key + " must be a string");
@@ -350,7 +368,8 @@ StatusOr<model::PodRequest> ParsePodRequest(const json& pod, int max_devices_per
   const json* spec = Child(pod, "spec");
   if (spec == nullptr || !spec->is_object()) return Status::InvalidArgument("pod has no spec object");
   const json* containers = Child(*spec, "containers");
-  if (containers == nullptr || !containers->is_array()) return Status::InvalidArgument("spec.containers must be an array");
+  if (containers == nullptr || !containers->is_array())
+    return Status::InvalidArgument("spec.containers must be an array");
 
   std::set<std::string> charged;  // container keys "c0", "i1" of api::kAnnotationWholeDeviceCharge
   if (const json* meta = Child(pod, "metadata")) {
@@ -358,9 +377,12 @@ StatusOr<model::PodRequest> ParsePodRequest(const json& pod, int max_devices_per
     if (ann != nullptr && ann->is_object()) {
       auto it = ann->find(std::string(api::kAnnotationWholeDeviceCharge));
       if (it != ann->end() && !it->is_null()) {
-        if (!it->is_string()) return Status::InvalidArgument("annotation " + std::string(api::kAnnotationWholeDeviceCharge) + " must be a string");
-        GPUPACK_ASSIGN_OR_RETURN(std::vector<std::string> keys,
-                                 SplitList(it->get<std::string>(), ',', api::kAnnotationWholeDeviceCharge, "container key"));
+        if (!it->is_string())
+          return Status::InvalidArgument("annotation " + std::string(api::kAnnotationWholeDeviceCharge) +
+                                         " must be a string");
+        GPUPACK_ASSIGN_OR_RETURN(
+            std::vector<std::string> keys,
+            SplitList(it->get<std::string>(), ',', api::kAnnotationWholeDeviceCharge, "container key"));
         charged.insert(keys.begin(), keys.end());
       }
     }

@@ -21,8 +21,8 @@ bool PodAsksForGpupack(const nlohmann::json& pod);
 // request that disagree, gpupack.io/gpu-memory beside nvidia.com/gpu, and conflicting or unknown
 // annotation values (e.g. mig-profile with device-kind gpu), and gpupack.io/ resources or
 // annotations that are not in api::kKnownResources / api::kUserAnnotations (the message lists
-// the valid ones; what gpupack's components write, api::IsComponentAnnotation, is allowed). A pod with no gpupack request yields a
-// PodRequest whose containers is empty. Wrong JSON types anywhere are errors, not crashes.
+// the valid ones; what gpupack's components write, api::IsComponentAnnotation, is allowed). A pod with no gpupack
+// request yields a PodRequest whose containers is empty. Wrong JSON types anywhere are errors, not crashes.
 StatusOr<model::PodRequest> ParsePodRequest(const nlohmann::json& pod, int max_devices_per_container = 16);
 
 }  // namespace gpupack::translate

@@ -77,10 +77,10 @@ TEST(PodRequest, InitContainersAreMarked) {
 }
 
 TEST(PodRequest, Annotations) {
-  auto r = ParsePodRequest(PodWith({Container("a", {{"gpupack.io/gpu-memory", "5Gi"}})},
-                                   {{"gpupack.io/mig-profile", "1g.10gb"},
-                                    {"gpupack.io/gpu-model", "A100 | H100"},
-                                    {"gpupack.io/isolation", "hard"}}));
+  auto r = ParsePodRequest(
+      PodWith({Container("a", {{"gpupack.io/gpu-memory", "5Gi"}})}, {{"gpupack.io/mig-profile", "1g.10gb"},
+                                                                     {"gpupack.io/gpu-model", "A100 | H100"},
+                                                                     {"gpupack.io/isolation", "hard"}}));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->device_kind, model::DeviceKindPreference::kMig);
   EXPECT_EQ(r->mig_profile, "1g.10gb");
@@ -97,7 +97,8 @@ TEST(PodRequest, UnknownGpupackNamesAreRefusedNamingTheValidOnes) {
   EXPECT_EQ(r.status().message(),
             "container \"main\": resources.limits[gpupack.io/gpu-mem]: unknown gpupack resource; the resources are "
             "gpupack.io/gpu-memory, gpupack.io/gpu");
-  auto annotated = ParsePodRequest(PodWith({Container("main", {{"gpupack.io/gpu-memory", "8Gi"}})}, {{"gpupack.io/foo", "x"}}));
+  auto annotated =
+      ParsePodRequest(PodWith({Container("main", {{"gpupack.io/gpu-memory", "8Gi"}})}, {{"gpupack.io/foo", "x"}}));
   ASSERT_FALSE(annotated.ok());
   EXPECT_EQ(annotated.status().message(),
             "metadata.annotations[\"gpupack.io/foo\"]: unknown gpupack annotation; the annotations a pod may set are "
@@ -105,9 +106,10 @@ TEST(PodRequest, UnknownGpupackNamesAreRefusedNamingTheValidOnes) {
             "gpupack.io/gpu-model-exclude, gpupack.io/gpu-uuids, gpupack.io/gpu-uuids-exclude, gpupack.io/node-policy, "
             "gpupack.io/device-policy, gpupack.io/spread-key, gpupack.io/spread-scope");
   // What the scheduler writes at bind is known: a bound pod parses again (the extender's restart).
-  auto bound = ParsePodRequest(PodWith({Container("main", {{"gpupack.io/gpu-memory", "8Gi"}})},
-                                       {{"gpupack.io/allocation", "{}"}, {"gpupack.io/c0-memory-limit-mib", "8192"},
-                                        {"example.com/gpupack.io-note", "x"}}));
+  auto bound = ParsePodRequest(
+      PodWith({Container("main", {{"gpupack.io/gpu-memory", "8Gi"}})}, {{"gpupack.io/allocation", "{}"},
+                                                                        {"gpupack.io/c0-memory-limit-mib", "8192"},
+                                                                        {"example.com/gpupack.io-note", "x"}}));
   EXPECT_TRUE(bound.ok()) << bound.status();
   // Other vendors' names are none of gpupack's business.
   EXPECT_FALSE(PodAsksForGpupack(PodWith({Container("main", {{"example.com/gpu-mem", "8Gi"}})})));
@@ -126,10 +128,12 @@ TEST(PodRequest, EveryMalformedRequestNamesTheField) {
        "container \"main\": gpupack.io/gpu-memory: quantity \"0\" must be positive"},
       {PodWith({Container("main", {{"gpupack.io/gpu-memory", "-1Gi"}})}),
        "container \"main\": gpupack.io/gpu-memory: quantity \"-1Gi\" is negative"},
-      {PodWith({Container("main", {{"gpupack.io/gpu", "0"}})}), "container \"main\": gpupack.io/gpu must be at least 1, got 0"},
+      {PodWith({Container("main", {{"gpupack.io/gpu", "0"}})}),
+       "container \"main\": gpupack.io/gpu must be at least 1, got 0"},
       {PodWith({Container("main", {{"gpupack.io/gpu", "17"}})}),
        "container \"main\": gpupack.io/gpu 17 exceeds the maximum of 16 devices per container"},
-      {PodWith({Container("main", {{"gpupack.io/gpu", "1.5"}})}), "container \"main\": gpupack.io/gpu: \"1.5\" is not a whole number"},
+      {PodWith({Container("main", {{"gpupack.io/gpu", "1.5"}})}),
+       "container \"main\": gpupack.io/gpu: \"1.5\" is not a whole number"},
       {PodWith({Container("main", {{"gpupack.io/gpu-memory", "8Gi"}, {"nvidia.com/gpu", "1"}})}),
        "container \"main\": asks for both nvidia.com/gpu and gpupack resources; use one"},
       {PodWith({Container("main", {{"gpupack.io/gpu-memory", "8Gi"}}, {{"gpupack.io/gpu-memory", "4Gi"}})}),
@@ -160,14 +164,16 @@ TEST(PodRequest, EveryMalformedRequestNamesTheField) {
 }
 
 TEST(PodRequest, NullsAreTolerated) {
-  json pod = {{"metadata", {{"name", "p"}, {"annotations", nullptr}}},
-              {"spec", {{"containers", {{{"name", "a"}, {"resources", {{"limits", nullptr}, {"requests", {{"gpupack.io/gpu-memory", "1Gi"}}}}}}}},
-                        {"initContainers", nullptr}}}};
+  json pod = {
+      {"metadata", {{"name", "p"}, {"annotations", nullptr}}},
+      {"spec",
+       {{"containers",
+         {{{"name", "a"}, {"resources", {{"limits", nullptr}, {"requests", {{"gpupack.io/gpu-memory", "1Gi"}}}}}}}},
+        {"initContainers", nullptr}}}};
   auto r = ParsePodRequest(pod);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->containers[0].mem_per_device_mib, 1024);
 }
-
 
 // ---- issue 19: device rules, per-pod policy, spread key, whole-device charge ----
 
@@ -190,7 +196,8 @@ TEST(PodRequest, DeviceRulesPolicyAndSpreadKeyAreParsed) {
   EXPECT_EQ(r->spread_key, "web-frontend");
   EXPECT_TRUE(r->spread_across_nodes);
   // "default" (or no annotation) leaves the cluster's policy; "fgd" names it explicitly.
-  auto d = ParsePodRequest(PodWith(OneGpu(), {{"gpupack.io/node-policy", "default"}, {"gpupack.io/device-policy", "fgd"}}));
+  auto d =
+      ParsePodRequest(PodWith(OneGpu(), {{"gpupack.io/node-policy", "default"}, {"gpupack.io/device-policy", "fgd"}}));
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_FALSE(d->node_policy.has_value());
   EXPECT_EQ(d->device_policy, model::PolicyKind::kFgd);
@@ -204,13 +211,17 @@ TEST(PodRequest, BadControlValuesNameTheAnnotationAndTheValue) {
   };
   const Case cases[] = {
       {{{"gpupack.io/gpu-uuids", "3f2a"}},
-       "annotation gpupack.io/gpu-uuids: \"3f2a\" is not a device UUID like GPU-3f2a… or MIG-9c1b… (separate several with commas)"},
-      {{{"gpupack.io/gpu-uuids", "GPU-a,,GPU-b"}}, "annotation gpupack.io/gpu-uuids: \"GPU-a,,GPU-b\" has an empty UUID"},
+       "annotation gpupack.io/gpu-uuids: \"3f2a\" is not a device UUID like GPU-3f2a… or MIG-9c1b… (separate several "
+       "with commas)"},
+      {{{"gpupack.io/gpu-uuids", "GPU-a,,GPU-b"}},
+       "annotation gpupack.io/gpu-uuids: \"GPU-a,,GPU-b\" has an empty UUID"},
       {{{"gpupack.io/gpu-uuids", "GPU-a|GPU-b"}},
-       "annotation gpupack.io/gpu-uuids: \"GPU-a|GPU-b\" is not a device UUID like GPU-3f2a… or MIG-9c1b… (separate several with commas)"},
+       "annotation gpupack.io/gpu-uuids: \"GPU-a|GPU-b\" is not a device UUID like GPU-3f2a… or MIG-9c1b… (separate "
+       "several with commas)"},
       {{{"gpupack.io/gpu-uuids", "GPU-a"}, {"gpupack.io/gpu-uuids-exclude", "GPU-a"}},
        "annotation gpupack.io/gpu-uuids-exclude: \"GPU-a\" is also in gpupack.io/gpu-uuids"},
-      {{{"gpupack.io/gpu-model-exclude", "T4|"}}, "annotation gpupack.io/gpu-model-exclude: \"T4|\" has an empty model name"},
+      {{{"gpupack.io/gpu-model-exclude", "T4|"}},
+       "annotation gpupack.io/gpu-model-exclude: \"T4|\" has an empty model name"},
       {{{"gpupack.io/gpu-model", "A100"}, {"gpupack.io/gpu-model-exclude", "A100"}},
        "annotation gpupack.io/gpu-model-exclude: \"A100\" is also in gpupack.io/gpu-model"},
       {{{"gpupack.io/node-policy", "mostallocated"}},

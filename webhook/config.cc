@@ -2,7 +2,6 @@
 
 #include <yaml-cpp/yaml.h>
 
-
 #include "common/file.h"
 #include "common/input_check.h"
 #include "common/quantity.h"
@@ -11,9 +10,8 @@ namespace gpupack::webhook {
 namespace {
 
 constexpr std::string_view kKnownKeys[] = {
-    "schedulerName",   "allowCustomSchedulerName", "failurePolicy",
-    "maxDevicesPerContainer", "maxDeviceMemory", "certCheckIntervalSeconds",
-    "workerThreads", "wholeDeviceCharge"};
+    "schedulerName",   "allowCustomSchedulerName", "failurePolicy", "maxDevicesPerContainer",
+    "maxDeviceMemory", "certCheckIntervalSeconds", "workerThreads", "wholeDeviceCharge"};
 
 std::string KeyList() {
   std::string out;
@@ -28,23 +26,21 @@ std::string KeyList() {
 template <typename T>
 StatusOr<T> Scalar(const YAML::Node& node, std::string_view key, std::string_view expected) {
   if (!node.IsScalar()) {
-    return Status::InvalidArgument("config key " + std::string(key) + ": expected " +
-                                   std::string(expected));
+    return Status::InvalidArgument("config key " + std::string(key) + ": expected " + std::string(expected));
   }
   try {
     return node.as<T>();
   } catch (const YAML::Exception&) {
-    return Status::InvalidArgument("config key " + std::string(key) + ": expected " +
-                                   std::string(expected) + ", got \"" + node.Scalar() + "\"");
+    return Status::InvalidArgument("config key " + std::string(key) + ": expected " + std::string(expected) +
+                                   ", got \"" + node.Scalar() + "\"");
   }
 }
 
 StatusOr<int> IntInRange(const YAML::Node& node, std::string_view key, int lo, int hi) {
   GPUPACK_ASSIGN_OR_RETURN(int value, Scalar<int>(node, key, "an integer"));
   if (value < lo || value > hi) {
-    return Status::InvalidArgument("config key " + std::string(key) + ": " +
-                                   std::to_string(value) + " is outside [" + std::to_string(lo) +
-                                   ", " + std::to_string(hi) + "]");
+    return Status::InvalidArgument("config key " + std::string(key) + ": " + std::to_string(value) + " is outside [" +
+                                   std::to_string(lo) + ", " + std::to_string(hi) + "]");
   }
   return value;
 }
@@ -55,8 +51,7 @@ Status ApplyKey(const std::string& key, const YAML::Node& value, Config& config)
     // The name kube-scheduler's profile must carry: a DNS-1123 subdomain, as every object name.
     GPUPACK_RETURN_IF_ERROR(CheckDns1123Subdomain(config.scheduler_name, "config key schedulerName"));
   } else if (key == "allowCustomSchedulerName") {
-    GPUPACK_ASSIGN_OR_RETURN(config.allow_custom_scheduler_name,
-                             Scalar<bool>(value, key, "true or false"));
+    GPUPACK_ASSIGN_OR_RETURN(config.allow_custom_scheduler_name, Scalar<bool>(value, key, "true or false"));
   } else if (key == "failurePolicy") {
     GPUPACK_ASSIGN_OR_RETURN(std::string policy, Scalar<std::string>(value, key, "Fail or Ignore"));
     if (policy == "Fail") {
@@ -64,21 +59,16 @@ Status ApplyKey(const std::string& key, const YAML::Node& value, Config& config)
     } else if (policy == "Ignore") {
       config.failure_policy = FailurePolicy::kIgnore;
     } else {
-      return Status::InvalidArgument("config key failurePolicy: expected Fail or Ignore, got \"" +
-                                     policy + "\"");
+      return Status::InvalidArgument("config key failurePolicy: expected Fail or Ignore, got \"" + policy + "\"");
     }
   } else if (key == "maxDevicesPerContainer") {
     GPUPACK_ASSIGN_OR_RETURN(config.max_devices_per_container, IntInRange(value, key, 1, 1024));
   } else if (key == "maxDeviceMemory") {
-    GPUPACK_ASSIGN_OR_RETURN(std::string text,
-                             Scalar<std::string>(value, key, "a quantity such as 80Gi"));
-    GPUPACK_ASSIGN_OR_RETURN(config.max_device_memory_mib,
-                             ParseMemoryMiBCeil(text, "config key maxDeviceMemory"));
+    GPUPACK_ASSIGN_OR_RETURN(std::string text, Scalar<std::string>(value, key, "a quantity such as 80Gi"));
+    GPUPACK_ASSIGN_OR_RETURN(config.max_device_memory_mib, ParseMemoryMiBCeil(text, "config key maxDeviceMemory"));
   } else if (key == "wholeDeviceCharge") {
-    GPUPACK_ASSIGN_OR_RETURN(std::string text,
-                             Scalar<std::string>(value, key, "a quantity such as 16Gi"));
-    GPUPACK_ASSIGN_OR_RETURN(config.whole_device_charge_mib,
-                             ParseMemoryMiBCeil(text, "config key wholeDeviceCharge"));
+    GPUPACK_ASSIGN_OR_RETURN(std::string text, Scalar<std::string>(value, key, "a quantity such as 16Gi"));
+    GPUPACK_ASSIGN_OR_RETURN(config.whole_device_charge_mib, ParseMemoryMiBCeil(text, "config key wholeDeviceCharge"));
   } else if (key == "certCheckIntervalSeconds") {
     GPUPACK_ASSIGN_OR_RETURN(int seconds, IntInRange(value, key, 0, 86400));
     config.cert_check_interval = std::chrono::seconds(seconds);
@@ -112,8 +102,6 @@ StatusOr<Config> LoadConfig(const std::string& path) {
   return config;
 }
 
-std::string_view FailurePolicyName(FailurePolicy policy) {
-  return policy == FailurePolicy::kFail ? "Fail" : "Ignore";
-}
+std::string_view FailurePolicyName(FailurePolicy policy) { return policy == FailurePolicy::kFail ? "Fail" : "Ignore"; }
 
 }  // namespace gpupack::webhook

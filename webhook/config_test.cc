@@ -39,8 +39,7 @@ TEST(WebhookConfig, RefusesUnknownKeysNamingThem) {
   StatusOr<Config> config = ParseConfig("schedulerName: x\nfailurePolicyy: Fail\n");
   ASSERT_FALSE(config.ok());
   EXPECT_EQ(config.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(config.status().message().find("unknown config key \"failurePolicyy\""),
-            std::string::npos)
+  EXPECT_NE(config.status().message().find("unknown config key \"failurePolicyy\""), std::string::npos)
       << config.status();
 }
 
@@ -64,8 +63,7 @@ TEST(WebhookConfig, RefusesBadValuesNamingTheKey) {
   for (const Case& c : cases) {
     StatusOr<Config> config = ParseConfig(c.yaml);
     ASSERT_FALSE(config.ok()) << c.yaml;
-    EXPECT_NE(config.status().message().find(c.expected), std::string::npos)
-        << c.yaml << " -> " << config.status();
+    EXPECT_NE(config.status().message().find(c.expected), std::string::npos) << c.yaml << " -> " << config.status();
   }
 }
 

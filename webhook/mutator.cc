@@ -4,9 +4,9 @@
 #include <utility>
 
 #include "api/annotations.h"
-#include "translate/pod_request.h"
 #include "common/log.h"
 #include "common/quantity.h"
+#include "translate/pod_request.h"
 
 namespace gpupack::webhook {
 namespace {
@@ -17,8 +17,7 @@ constexpr std::string_view kReviewApiVersion = "admission.k8s.io/v1";
 constexpr std::string_view kDefaultSchedulerName = "default-scheduler";
 
 std::string Base64(std::string_view bytes) {
-  static constexpr char kAlphabet[] =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
   std::string out;
   out.reserve((bytes.size() + 2) / 3 * 4);
   size_t i = 0;
@@ -45,26 +44,21 @@ std::string Base64(std::string_view bytes) {
 }
 
 std::string ReviewBody(json response) {
-  return json{{"apiVersion", kReviewApiVersion},
-              {"kind", "AdmissionReview"},
-              {"response", std::move(response)}}
-      .dump();
+  return json{{"apiVersion", kReviewApiVersion}, {"kind", "AdmissionReview"}, {"response", std::move(response)}}.dump();
 }
 
 ReviewResult Allow(const std::string& uid, Outcome outcome) {
   return {outcome, 200, ReviewBody({{"uid", uid}, {"allowed", true}})};
 }
 
-ReviewResult Refuse(const std::string& uid, Outcome outcome, int http_status, int code,
-                    std::string_view reason, const std::string& message) {
+ReviewResult Refuse(const std::string& uid, Outcome outcome, int http_status, int code, std::string_view reason,
+                    const std::string& message) {
   json status = {{"status", "Failure"}, {"code", code}, {"reason", reason}, {"message", message}};
-  return {outcome, http_status,
-          ReviewBody({{"uid", uid}, {"allowed", false}, {"status", std::move(status)}})};
+  return {outcome, http_status, ReviewBody({{"uid", uid}, {"allowed", false}, {"status", std::move(status)}})};
 }
 
 ReviewResult Malformed(const std::string& uid, const std::string& message) {
-  return Refuse(uid, Outcome::kError, 400, 400, "BadRequest",
-                "gpupack-webhook: malformed AdmissionReview: " + message);
+  return Refuse(uid, Outcome::kError, 400, 400, "BadRequest", "gpupack-webhook: malformed AdmissionReview: " + message);
 }
 
 const json* Field(const json& object, std::string_view key) {
@@ -87,8 +81,7 @@ std::string ContainerLabel(const json& container, std::string_view list, size_t 
 json InjectedEnv(bool init, int index) {
   json env = json::array();
   for (api::ContainerEnvKey key : api::kAllContainerEnvKeys) {
-    std::string field_path =
-        "metadata.annotations['" + api::ContainerAnnotationKey(init, index, key) + "']";
+    std::string field_path = "metadata.annotations['" + api::ContainerAnnotationKey(init, index, key) + "']";
     env.push_back({{"name", api::ContainerEnvName(key)},
                    {"valueFrom", {{"fieldRef", {{"apiVersion", "v1"}, {"fieldPath", field_path}}}}}});
   }
@@ -108,10 +101,14 @@ bool IsInjectedName(const json& entry) {
 
 std::string_view OutcomeName(Outcome outcome) {
   switch (outcome) {
-    case Outcome::kPatched: return "patched";
-    case Outcome::kSkipped: return "skipped";
-    case Outcome::kDenied: return "denied";
-    case Outcome::kError: return "error";
+    case Outcome::kPatched:
+      return "patched";
+    case Outcome::kSkipped:
+      return "skipped";
+    case Outcome::kDenied:
+      return "denied";
+    case Outcome::kError:
+      return "error";
   }
   return "error";
 }
@@ -180,8 +177,7 @@ StatusOr<json> Mutator::PatchFor(const json& pod) const {
         return Status::InvalidArgument(ContainerLabel(object, list, container.index) + ": resources must be an object");
       }
       json resources = old != nullptr && old->is_object() ? *old : json::object();
-      const std::string charge =
-          std::to_string(config_.whole_device_charge_mib * container.device_count) + "Mi";
+      const std::string charge = std::to_string(config_.whole_device_charge_mib * container.device_count) + "Mi";
       for (const char* section : {"limits", "requests"}) {
         if (!resources[section].is_object()) resources[section] = json::object();
         resources[section][std::string(api::kResourceGpuMemory)] = charge;
@@ -189,23 +185,20 @@ StatusOr<json> Mutator::PatchFor(const json& pod) const {
       json::json_pointer path =
           json::json_pointer("/spec") / std::string(list) / static_cast<size_t>(container.index) / "resources";
       patch.push_back({{"op", old != nullptr ? "replace" : "add"}, {"path", path.to_string()}, {"value", resources}});
-      charged += (charged.empty() ? "" : ",") + std::string(container.init ? "i" : "c") + std::to_string(container.index);
+      charged +=
+          (charged.empty() ? "" : ",") + std::string(container.init ? "i" : "c") + std::to_string(container.index);
     }
-    if (config_.max_device_memory_mib > 0 &&
-        container.mem_per_device_mib > config_.max_device_memory_mib) {
+    if (config_.max_device_memory_mib > 0 && container.mem_per_device_mib > config_.max_device_memory_mib) {
       return Status::InvalidArgument(
-          ContainerLabel(object, list, container.index) + ": " +
-          std::string(api::kResourceGpuMemory) + " asks for " +
-          FormatMiB(container.mem_per_device_mib) + " on each of its " +
-          std::to_string(container.device_count) +
-          " device(s), more than the largest device in the cluster has (" +
-          FormatMiB(config_.max_device_memory_mib) + ")");
+          ContainerLabel(object, list, container.index) + ": " + std::string(api::kResourceGpuMemory) + " asks for " +
+          FormatMiB(container.mem_per_device_mib) + " on each of its " + std::to_string(container.device_count) +
+          " device(s), more than the largest device in the cluster has (" + FormatMiB(config_.max_device_memory_mib) +
+          ")");
     }
     json env = InjectedEnv(container.init, container.index);
     const json* old_env = Field(object, "env");
     if (old_env != nullptr && !old_env->is_null() && !old_env->is_array()) {
-      return Status::InvalidArgument(ContainerLabel(object, list, container.index) +
-                                     ": env must be a list");
+      return Status::InvalidArgument(ContainerLabel(object, list, container.index) + ": env must be a list");
     }
     if (old_env != nullptr && old_env->is_array()) {
       for (const json& entry : *old_env) {
@@ -213,19 +206,20 @@ StatusOr<json> Mutator::PatchFor(const json& pod) const {
       }
       if (env == *old_env) continue;
     }
-    json::json_pointer path = json::json_pointer("/spec") / std::string(list) /
-                              static_cast<size_t>(container.index) / "env";
-    patch.push_back({{"op", old_env != nullptr ? "replace" : "add"},
-                     {"path", path.to_string()},
-                     {"value", std::move(env)}});
+    json::json_pointer path =
+        json::json_pointer("/spec") / std::string(list) / static_cast<size_t>(container.index) / "env";
+    patch.push_back(
+        {{"op", old_env != nullptr ? "replace" : "add"}, {"path", path.to_string()}, {"value", std::move(env)}});
   }
   if (!charged.empty()) {
     const json* metadata = Field(pod, "metadata");
     const json* annotations = metadata != nullptr ? Field(*metadata, "annotations") : nullptr;
     if (annotations != nullptr && annotations->is_object()) {
-      patch.push_back({{"op", "add"},
-                       {"path", (json::json_pointer("/metadata/annotations") / std::string(api::kAnnotationWholeDeviceCharge)).to_string()},
-                       {"value", charged}});
+      patch.push_back(
+          {{"op", "add"},
+           {"path",
+            (json::json_pointer("/metadata/annotations") / std::string(api::kAnnotationWholeDeviceCharge)).to_string()},
+           {"value", charged}});
     } else {
       patch.push_back({{"op", "add"},
                        {"path", "/metadata/annotations"},
@@ -241,8 +235,7 @@ ReviewResult Mutator::Review(std::string_view body) const {
   json review = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (review.is_discarded()) return Malformed("", "the body is not valid JSON");
   if (!review.is_object()) return Malformed("", "the body is not a JSON object");
-  if (StringField(review, "apiVersion") != kReviewApiVersion ||
-      StringField(review, "kind") != "AdmissionReview") {
+  if (StringField(review, "apiVersion") != kReviewApiVersion || StringField(review, "kind") != "AdmissionReview") {
     return Malformed("", "expected apiVersion admission.k8s.io/v1 and kind AdmissionReview");
   }
   const json* request = Field(review, "request");
@@ -258,18 +251,17 @@ ReviewResult Mutator::Review(std::string_view body) const {
                     "gpupack-webhook could not process the pod (failurePolicy Fail): " + what);
     }
     ReviewResult result = Allow(uid, Outcome::kError);
-    result.body = ReviewBody(
-        {{"uid", uid},
-         {"allowed", true},
-         {"warnings", json::array({"gpupack-webhook could not process the pod and admitted it "
-                                   "unchanged (failurePolicy Ignore): " + what})}});
+    result.body = ReviewBody({{"uid", uid},
+                              {"allowed", true},
+                              {"warnings", json::array({"gpupack-webhook could not process the pod and admitted it "
+                                                        "unchanged (failurePolicy Ignore): " +
+                                                        what})}});
     return result;
   };
   try {
     const json* resource = Field(*request, "resource");
     bool is_pod = resource != nullptr && StringField(*resource, "group").empty() &&
-                  StringField(*resource, "resource") == "pods" &&
-                  StringField(*request, "subResource").empty();
+                  StringField(*resource, "resource") == "pods" && StringField(*request, "subResource").empty();
     if (!is_pod || StringField(*request, "operation") != "CREATE") {
       return Allow(uid, Outcome::kSkipped);
     }
@@ -282,17 +274,15 @@ ReviewResult Mutator::Review(std::string_view body) const {
       const json* metadata = Field(*pod, "metadata");
       std::string name = metadata != nullptr ? StringField(*metadata, "name") : std::string();
       if (name.empty() && metadata != nullptr) name = StringField(*metadata, "generateName") + "*";
-      GPUPACK_LOG(kInfo, "webhook") << "denied pod " << StringField(*request, "namespace") << "/" << name
-                                    << " (uid " << uid << "): " << patch.status().message();
-      return Refuse(uid, Outcome::kDenied, 200, forbidden ? 403 : 400,
-                    forbidden ? "Forbidden" : "BadRequest", patch.status().message());
+      GPUPACK_LOG(kInfo, "webhook") << "denied pod " << StringField(*request, "namespace") << "/" << name << " (uid "
+                                    << uid << "): " << patch.status().message();
+      return Refuse(uid, Outcome::kDenied, 200, forbidden ? 403 : 400, forbidden ? "Forbidden" : "BadRequest",
+                    patch.status().message());
     }
     if (patch->empty()) return Allow(uid, Outcome::kSkipped);
-    return {Outcome::kPatched, 200,
-            ReviewBody({{"uid", uid},
-                        {"allowed", true},
-                        {"patchType", "JSONPatch"},
-                        {"patch", Base64(patch->dump())}})};
+    return {
+        Outcome::kPatched, 200,
+        ReviewBody({{"uid", uid}, {"allowed", true}, {"patchType", "JSONPatch"}, {"patch", Base64(patch->dump())}})};
   } catch (const std::exception& e) {
     // nlohmann and the standard library throw on shapes no typed Pod can have; never crash.
     return failed(e.what());

@@ -1,12 +1,12 @@
 // Long file: the table tests of one component (the mutating webhook).
 #include "webhook/mutator.h"
 
-#include <gtest/gtest.h>
-#include <openssl/evp.h>
-
 #include <fstream>
 #include <set>
 #include <sstream>
+
+#include <gtest/gtest.h>
+#include <openssl/evp.h>
 
 #include "api/allocation.h"
 #include "api/annotations.h"
@@ -44,9 +44,7 @@ json ReviewOf(json pod) {
 }
 
 json GpuContainer(const std::string& name, const std::string& memory) {
-  return {{"name", name},
-          {"image", "cuda:13.4"},
-          {"resources", {{"limits", {{"gpupack.io/gpu-memory", memory}}}}}};
+  return {{"name", name}, {"image", "cuda:13.4"}, {"resources", {{"limits", {{"gpupack.io/gpu-memory", memory}}}}}};
 }
 
 json PodWith(json containers) {
@@ -123,10 +121,8 @@ TEST(Mutator, PatchesTheCapturedDeploymentPod) {
   const json& server = after["spec"]["containers"][0];
   ExpectInjectedEnvFirst(server["env"], false, 0);
   EXPECT_EQ(EnvNames(server["env"]),
-            (std::vector<std::string>{"NVIDIA_VISIBLE_DEVICES", "NVIDIA_GPU_MEMORY_LIMIT",
-                                      "NVIDIA_GPU_MEMORY_REQUEST",
-                                      "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "MODEL", "POD_NAME",
-                                      "LOG_LEVEL"}));
+            (std::vector<std::string>{"NVIDIA_VISIBLE_DEVICES", "NVIDIA_GPU_MEMORY_LIMIT", "NVIDIA_GPU_MEMORY_REQUEST",
+                                      "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "MODEL", "POD_NAME", "LOG_LEVEL"}));
   EXPECT_EQ(server["env"][5], before["spec"]["containers"][0]["env"][2]);  // POD_NAME, intact
   EXPECT_EQ(server["envFrom"], before["spec"]["containers"][0]["envFrom"]);
   // metrics-sidecar (app 1) asks for no GPU: untouched.
@@ -189,14 +185,13 @@ TEST(Mutator, AWorkloadCannotRaiseItsOwnCap) {
   json after = PatchedPod(review, Ask(Mutator{Config{}}, review));
   const json& env = after["spec"]["containers"][0]["env"];
   ExpectInjectedEnvFirst(env, false, 0);
-  EXPECT_EQ(EnvNames(env), (std::vector<std::string>{"NVIDIA_VISIBLE_DEVICES",
-                                                     "NVIDIA_GPU_MEMORY_LIMIT",
-                                                     "NVIDIA_GPU_MEMORY_REQUEST",
-                                                     "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "A"}));
+  EXPECT_EQ(EnvNames(env),
+            (std::vector<std::string>{"NVIDIA_VISIBLE_DEVICES", "NVIDIA_GPU_MEMORY_LIMIT", "NVIDIA_GPU_MEMORY_REQUEST",
+                                      "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "A"}));
 }
 
-api::ContainerAllocation OneDevice(const std::string& name, int index, bool init,
-                                   const std::string& uuid, model::MiB mem_mib) {
+api::ContainerAllocation OneDevice(const std::string& name, int index, bool init, const std::string& uuid,
+                                   model::MiB mem_mib) {
   api::ContainerAllocation c;
   c.name = name;
   c.index = index;
@@ -221,14 +216,13 @@ TEST(Mutator, InjectedEnvReadsExactlyTheAnnotationsTheBindWrites) {
     containers.push_back(gpu ? GpuContainer("app-" + std::to_string(i), "8Gi")
                              : json{{"name", "plain-" + std::to_string(i)}, {"image", "busybox"}});
     if (gpu) {
-      allocation.containers.push_back(OneDevice("app-" + std::to_string(i), i, false,
-                                                "GPU-" + std::to_string(i), 8192));
+      allocation.containers.push_back(
+          OneDevice("app-" + std::to_string(i), i, false, "GPU-" + std::to_string(i), 8192));
     }
   }
   for (int i = 0; i < 3; ++i) {
     init_containers.push_back(GpuContainer("init-" + std::to_string(i), "2Gi"));
-    allocation.containers.push_back(
-        OneDevice("init-" + std::to_string(i), i, true, "GPU-init", 2048));
+    allocation.containers.push_back(OneDevice("init-" + std::to_string(i), i, true, "GPU-init", 2048));
   }
   json pod = PodWith(containers);
   pod["spec"]["initContainers"] = init_containers;
@@ -238,8 +232,7 @@ TEST(Mutator, InjectedEnvReadsExactlyTheAnnotationsTheBindWrites) {
   std::map<std::string, std::string> bind = api::AllocationAnnotations(allocation);
   std::set<std::string> read;
   for (const api::ContainerAllocation& c : allocation.containers) {
-    const json& container =
-        after["spec"][c.init ? "initContainers" : "containers"][size_t(c.index)];
+    const json& container = after["spec"][c.init ? "initContainers" : "containers"][size_t(c.index)];
     std::map<std::string, std::string> env;
     for (const json& entry : container["env"]) {
       std::string path = entry["valueFrom"]["fieldRef"]["fieldPath"];
@@ -253,9 +246,7 @@ TEST(Mutator, InjectedEnvReadsExactlyTheAnnotationsTheBindWrites) {
     EXPECT_EQ(env["NVIDIA_VISIBLE_DEVICES"], c.devices[0].uuid) << c.name;
     EXPECT_EQ(env["NVIDIA_GPU_MEMORY_LIMIT"], std::to_string(c.devices[0].mem_mib)) << c.name;
     EXPECT_EQ(env["NVIDIA_GPU_MEMORY_REQUEST"], std::to_string(c.devices[0].mem_mib)) << c.name;
-    EXPECT_EQ(env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"],
-              "0=" + std::to_string(c.devices[0].mem_mib) + "M")
-        << c.name;
+    EXPECT_EQ(env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"], "0=" + std::to_string(c.devices[0].mem_mib) + "M") << c.name;
   }
   // ...and nothing the bind writes per container goes unread.
   for (const auto& [key, value] : bind) {
@@ -378,8 +369,7 @@ TEST(Mutator, InvalidRequestsAreDeniedWithMessagesNamingContainerAndField) {
   EXPECT_EQ(Ask(mutator, ReviewOf(with(two_fitting_devices))).result.outcome, Outcome::kPatched);
 
   json conflicting = with(GpuContainer("main", "8Gi"));
-  conflicting["metadata"]["annotations"] = {{"gpupack.io/device-kind", "gpu"},
-                                            {"gpupack.io/mig-profile", "1g.10gb"}};
+  conflicting["metadata"]["annotations"] = {{"gpupack.io/device-kind", "gpu"}, {"gpupack.io/mig-profile", "1g.10gb"}};
   Denial d = DenialOf(mutator, conflicting);
   EXPECT_EQ(d.code, 400);
   EXPECT_NE(d.message.find("gpupack.io/mig-profile"), std::string::npos) << d.message;
@@ -389,8 +379,8 @@ TEST(Mutator, InvalidRequestsAreDeniedWithMessagesNamingContainerAndField) {
 // for nothing, and gpupack.io/foo was admitted.
 TEST(Mutator, DeniesUnknownGpupackNamesListingTheValidOnesAndLogsTheDenial) {
   Mutator mutator{Config{}};
-  const json typo = PodWith(json::array(
-      {{{"name", "main"}, {"image", "x"}, {"resources", {{"limits", {{"gpupack.io/gpu-mem", "8Gi"}}}}}}}));
+  const json typo = PodWith(
+      json::array({{{"name", "main"}, {"image", "x"}, {"resources", {{"limits", {{"gpupack.io/gpu-mem", "8Gi"}}}}}}}));
   testing::internal::CaptureStderr();
   Denial d = DenialOf(mutator, typo);
   const std::string log = testing::internal::GetCapturedStderr();
@@ -415,11 +405,10 @@ TEST(Mutator, DeniesUnknownGpupackNamesListingTheValidOnesAndLogsTheDenial) {
 
 TEST(Mutator, PodsMayNotPresetWhatOnlyTheSchedulerWrites) {
   Mutator mutator{Config{}};
-  for (const std::string& key :
-       {api::ContainerAnnotationKey(false, 0, api::ContainerEnvKey::kMemoryLimitMiB),
-        api::ContainerAnnotationKey(true, 3, api::ContainerEnvKey::kVisibleDevices),
-        api::ContainerAnnotationKey(false, 15, api::ContainerEnvKey::kMpsMemoryLimit),
-        std::string(api::kAnnotationAllocation)}) {
+  for (const std::string& key : {api::ContainerAnnotationKey(false, 0, api::ContainerEnvKey::kMemoryLimitMiB),
+                                 api::ContainerAnnotationKey(true, 3, api::ContainerEnvKey::kVisibleDevices),
+                                 api::ContainerAnnotationKey(false, 15, api::ContainerEnvKey::kMpsMemoryLimit),
+                                 std::string(api::kAnnotationAllocation)}) {
     json pod = PodWith(json::array({GpuContainer("main", "8Gi")}));
     pod["metadata"]["annotations"] = {{key, "999999"}};
     Denial d = DenialOf(mutator, pod);
@@ -446,10 +435,9 @@ TEST(Mutator, BodiesThatAreNoReviewGetAWellFormedBadRequest) {
   no_uid["request"].erase("uid");
   json v1beta1 = LoadReview("review_deployment_pod.json");
   v1beta1["apiVersion"] = "admission.k8s.io/v1beta1";
-  for (const std::string& body :
-       {std::string("not json"), std::string(""), std::string("[1,2]"), std::string("{}"),
-        std::string("{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\"}"),
-        no_uid.dump(), v1beta1.dump(), std::string("{\"request\":") + "[" + "]}"}) {
+  for (const std::string& body : {std::string("not json"), std::string(""), std::string("[1,2]"), std::string("{}"),
+                                  std::string("{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\"}"),
+                                  no_uid.dump(), v1beta1.dump(), std::string("{\"request\":") + "[" + "]}"}) {
     ReviewResult r = mutator.Review(body);
     EXPECT_EQ(r.outcome, Outcome::kError) << body;
     EXPECT_EQ(r.http_status, 400) << body;
@@ -457,8 +445,7 @@ TEST(Mutator, BodiesThatAreNoReviewGetAWellFormedBadRequest) {
     EXPECT_EQ(answer["kind"], "AdmissionReview");
     EXPECT_EQ(answer["response"]["allowed"], false);
     EXPECT_EQ(answer["response"]["status"]["code"], 400);
-    EXPECT_NE(answer["response"]["status"]["message"].get<std::string>().find("malformed"),
-              std::string::npos);
+    EXPECT_NE(answer["response"]["status"]["message"].get<std::string>().find("malformed"), std::string::npos);
   }
 }
 
@@ -490,15 +477,15 @@ TEST(Mutator, WrongTypesAnywhereInThePodNeverCrash) {
   Mutator mutator{Config{}};
   const json original = LoadReview("review_deployment_pod.json");
   std::vector<json::json_pointer> paths;
-  std::function<void(const json&, const json::json_pointer&)> walk =
-      [&](const json& node, const json::json_pointer& at) {
-        paths.push_back(at);
-        if (node.is_object()) {
-          for (const auto& entry : node.items()) walk(entry.value(), at / entry.key());
-        } else if (node.is_array()) {
-          for (size_t i = 0; i < node.size(); ++i) walk(node[i], at / i);
-        }
-      };
+  std::function<void(const json&, const json::json_pointer&)> walk = [&](const json& node,
+                                                                         const json::json_pointer& at) {
+    paths.push_back(at);
+    if (node.is_object()) {
+      for (const auto& entry : node.items()) walk(entry.value(), at / entry.key());
+    } else if (node.is_array()) {
+      for (size_t i = 0; i < node.size(); ++i) walk(node[i], at / i);
+    }
+  };
   walk(original["request"]["object"], json::json_pointer("/request/object"));
   ASSERT_GT(paths.size(), 100u);
   int denied = 0;
@@ -516,29 +503,31 @@ TEST(Mutator, WrongTypesAnywhereInThePodNeverCrash) {
   EXPECT_GT(denied, 0);  // the mutations do reach the validation
 }
 
-
 // ---- issue 19: the controls' annotations and the whole-device quota charge ----
 
 TEST(Mutator, BadControlAnnotationsAreDeniedNamingAnnotationAndValue) {
   Mutator mutator{Config{}};
   const std::pair<const char*, const char*> cases[] = {
-      {"gpupack.io/gpu-uuids", "not-a-uuid"},   {"gpupack.io/gpu-uuids-exclude", "GPU-a,"},
-      {"gpupack.io/gpu-model-exclude", "|T4"},  {"gpupack.io/node-policy", "least-allocated"},
-      {"gpupack.io/device-policy", "packed"},   {"gpupack.io/spread-key", "-web"},
+      {"gpupack.io/gpu-uuids", "not-a-uuid"},  {"gpupack.io/gpu-uuids-exclude", "GPU-a,"},
+      {"gpupack.io/gpu-model-exclude", "|T4"}, {"gpupack.io/node-policy", "least-allocated"},
+      {"gpupack.io/device-policy", "packed"},  {"gpupack.io/spread-key", "-web"},
       {"gpupack.io/spread-scope", "rack"},
   };
   for (const auto& [annotation, value] : cases) {
     json pod = PodWith(json::array({GpuContainer("main", "8Gi")}));
     pod["metadata"]["annotations"] = {{annotation, value}};
-    if (std::string(annotation) == "gpupack.io/spread-scope") pod["metadata"]["annotations"]["gpupack.io/spread-key"] = "web";
+    if (std::string(annotation) == "gpupack.io/spread-scope")
+      pod["metadata"]["annotations"]["gpupack.io/spread-key"] = "web";
     Denial d = DenialOf(mutator, pod);
     EXPECT_EQ(d.code, 400) << annotation;
     EXPECT_NE(d.message.find(annotation), std::string::npos) << d.message;
     EXPECT_NE(d.message.find(std::string("\"") + value + "\""), std::string::npos) << d.message;
   }
   json good = PodWith(json::array({GpuContainer("main", "8Gi")}));
-  good["metadata"]["annotations"] = {{"gpupack.io/gpu-uuids", "GPU-a"}, {"gpupack.io/spread-key", "web"},
-                                     {"gpupack.io/node-policy", "binpack"}, {"gpupack.io/spread-scope", "node"}};
+  good["metadata"]["annotations"] = {{"gpupack.io/gpu-uuids", "GPU-a"},
+                                     {"gpupack.io/spread-key", "web"},
+                                     {"gpupack.io/node-policy", "binpack"},
+                                     {"gpupack.io/spread-scope", "node"}};
   EXPECT_EQ(Ask(mutator, ReviewOf(good)).result.outcome, Outcome::kPatched);
 }
 
@@ -571,7 +560,8 @@ TEST(Mutator, WholeDevicePodsAreChargedToTheGpuMemoryQuota) {
   EXPECT_NE(d.message.find("gpupack.io/whole-device-charge"), std::string::npos) << d.message;
   // Off by default: no charge, no annotation.
   Answer off = Ask(Mutator{Config{}}, review);
-  EXPECT_FALSE(PatchedPod(review, off)["spec"]["containers"][1]["resources"]["limits"].contains("gpupack.io/gpu-memory"));
+  EXPECT_FALSE(
+      PatchedPod(review, off)["spec"]["containers"][1]["resources"]["limits"].contains("gpupack.io/gpu-memory"));
 }
 
 }  // namespace

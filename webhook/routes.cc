@@ -1,10 +1,10 @@
 #include "webhook/routes.h"
 
+#include <chrono>
+
 #include <prometheus/counter.h>
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
-
-#include <chrono>
 
 #include "common/build_info_metric.h"
 #include "webhook/mutator.h"

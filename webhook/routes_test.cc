@@ -3,16 +3,17 @@
 // given.
 #include "webhook/routes.h"
 
-#include <gtest/gtest.h>
 #include <httplib.h>
 #include <stdlib.h>
 
 #include <filesystem>
 #include <fstream>
+
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "testing/temp_dir.h"
 #include "server/test_certs.h"
+#include "testing/temp_dir.h"
 
 namespace gpupack::webhook {
 namespace {
@@ -21,7 +22,6 @@ using nlohmann::json;
 using server::MakeSelfSignedCert;
 using server::PemPair;
 using server::WriteFileAtomically;
-
 
 const char kReview[] = R"({
   "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
@@ -112,13 +112,10 @@ TEST(WebhookServer, AnswersAReviewOverTls) {
 
   httplib::Result metrics = client.Get("/metrics");
   ASSERT_TRUE(metrics);
-  EXPECT_NE(metrics->body.find("gpupack_webhook_requests_total{result=\"patched\"} 3"),
-            std::string::npos)
+  EXPECT_NE(metrics->body.find("gpupack_webhook_requests_total{result=\"patched\"} 3"), std::string::npos)
       << metrics->body;
-  EXPECT_NE(metrics->body.find("gpupack_webhook_requests_total{result=\"error\"} 1"),
-            std::string::npos);
-  EXPECT_NE(metrics->body.find("gpupack_webhook_request_duration_seconds_count 4"),
-            std::string::npos);
+  EXPECT_NE(metrics->body.find("gpupack_webhook_requests_total{result=\"error\"} 1"), std::string::npos);
+  EXPECT_NE(metrics->body.find("gpupack_webhook_request_duration_seconds_count 4"), std::string::npos);
   EXPECT_NE(metrics->body.find("gpupack_build_info{revision=\"0123456789ab\",version=\"0.1.0\"} 1\n"),
             std::string::npos)
       << metrics->body;

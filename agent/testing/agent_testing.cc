@@ -16,8 +16,8 @@ std::string SystemdContainerPath(const std::string& pod_uid, const std::string& 
   for (char& c : underscored) {
     if (c == '-') c = '_';
   }
-  return "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + underscored +
-         ".slice/cri-containerd-" + container_id + ".scope";
+  return "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + underscored + ".slice/cri-containerd-" +
+         container_id + ".scope";
 }
 
 }  // namespace gpupack::agent::testing

@@ -19,14 +19,14 @@
 //
 // Built twice: with FAKE_NVML_R615 (exports the R615 memory-limit calls and the v2 memory call)
 // and without (an older driver: both absent, so the agent's fallbacks run).
+#include <sys/stat.h>
+
 #include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
-
-#include <sys/stat.h>
 
 #include <nlohmann/json.hpp>
 
@@ -121,8 +121,8 @@ int Load() {
     const Json errors = j.value("errors", Json::object());
     for (auto& [k, v] : errors.items()) s.errors[k] = v.get<int>();
     for (const Json& l : j.value("limits", Json::array())) {
-      s.limits[l.at("uuid").get<std::string>() + "|" + l.at("cgroup").get<std::string>()] = {
-          l.value("soft", 0ULL), l.value("hard", 0ULL)};
+      s.limits[l.at("uuid").get<std::string>() + "|" + l.at("cgroup").get<std::string>()] = {l.value("soft", 0ULL),
+                                                                                             l.value("hard", 0ULL)};
     }
     s.limits_log = j.value("limitsLog", "");
     unsigned int index = 0;
@@ -136,8 +136,8 @@ int Load() {
       dev->no_permission = d.value("noPermission", false);
       dev->mig_mode = d.contains("migMode") ? d["migMode"].get<int>() : -1;
       for (const Json& p : d.value("profiles", Json::array())) {
-        dev->profiles.push_back({p.at("selector").get<unsigned int>(), p.at("id").get<unsigned int>(),
-                                 p.at("name").get<std::string>()});
+        dev->profiles.push_back(
+            {p.at("selector").get<unsigned int>(), p.at("id").get<unsigned int>(), p.at("name").get<std::string>()});
       }
       unsigned int slot = 0;
       for (const Json& m : d.value("migInstances", Json::array())) {
@@ -221,8 +221,8 @@ nvmlReturn_t MemoryOf(nvmlDevice_t d, unsigned long long* total, unsigned long l
 
 }  // namespace
 
-#define FAKE_GUARD(fn, dev)                     \
-  std::lock_guard<std::mutex> lock(mu);         \
+#define FAKE_GUARD(fn, dev)             \
+  std::lock_guard<std::mutex> lock(mu); \
   if (int rc = Injected(fn, dev); rc != 0) return rc
 
 extern "C" {
@@ -327,8 +327,9 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(n
 }
 #endif
 
-__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(
-    nvmlDevice_t d, unsigned int* count, nvmlProcessInfo_t* infos) {
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d,
+                                                                                            unsigned int* count,
+                                                                                            nvmlProcessInfo_t* infos) {
   FAKE_GUARD("nvmlDeviceGetComputeRunningProcesses_v3", d);
   std::vector<FakeProcess> procs;
   if (FakeDevice* dev = AsDevice(d)) {
@@ -360,7 +361,8 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetMigMode(nvmlDev
   return NVML_SUCCESS;
 }
 
-__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t d, unsigned int* count) {
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t d,
+                                                                                   unsigned int* count) {
   FAKE_GUARD("nvmlDeviceGetMaxMigDeviceCount", d);
   FakeDevice* dev = AsDevice(d);
   if (dev == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
@@ -368,7 +370,8 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetMaxMigDeviceCou
   return NVML_SUCCESS;
 }
 
-__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t d, unsigned int index,
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t d,
+                                                                                        unsigned int index,
                                                                                         nvmlDevice_t* mig) {
   FAKE_GUARD("nvmlDeviceGetMigDeviceHandleByIndex", d);
   FakeDevice* dev = AsDevice(d);
@@ -404,7 +407,8 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetGpuInstanceById
   return NVML_ERROR_NOT_FOUND;
 }
 
-__attribute__((visibility("default"))) nvmlReturn_t nvmlGpuInstanceGetInfo(nvmlGpuInstance_t gi, nvmlGpuInstanceInfo_t* info) {
+__attribute__((visibility("default"))) nvmlReturn_t nvmlGpuInstanceGetInfo(nvmlGpuInstance_t gi,
+                                                                           nvmlGpuInstanceInfo_t* info) {
   FAKE_GUARD("nvmlGpuInstanceGetInfo", nullptr);
   FakeMig* mig = reinterpret_cast<FakeGpuInstance*>(gi)->mig;
   info->device = reinterpret_cast<nvmlDevice_t>(mig->parent);
@@ -437,13 +441,16 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceSetMemoryLimits_v1
   FAKE_GUARD("nvmlDeviceSetMemoryLimits_v1", d);
   if (AsMig(d) != nullptr) return NVML_ERROR_NOT_SUPPORTED;  // "MIG handles are rejected"
   if (AsDevice(d) == nullptr || limits == nullptr || limits->nameSpace == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  struct stat st{};
+  struct stat st {};
   if (stat(limits->nameSpace, &st) != 0 || !S_ISDIR(st.st_mode)) return NVML_ERROR_NOT_FOUND;
   state->limits[UuidOf(d) + "|" + limits->nameSpace] = {limits->softLimit, limits->hardLimit};
   if (!state->limits_log.empty()) {
     std::ofstream log(state->limits_log, std::ios::app);
-    log << Json{{"uuid", UuidOf(d)}, {"cgroup", limits->nameSpace}, {"soft", limits->softLimit},
-                {"hard", limits->hardLimit}}.dump()
+    log << Json{{"uuid", UuidOf(d)},
+                {"cgroup", limits->nameSpace},
+                {"soft", limits->softLimit},
+                {"hard", limits->hardLimit}}
+               .dump()
         << "\n";
   }
   return NVML_SUCCESS;

@@ -11,12 +11,12 @@
 // BM_RefreshCompletion/<nodes> builds the completion value (the cutting-stock dual and value table
 // per device capacity) over every node, one node in eight with 24 GiB GPUs; BM_FilterScore's
 // second argument is 1 when the policy carries that completion value (the extender's default).
-#include <benchmark/benchmark.h>
-
 #include <atomic>
 #include <cstdlib>
 #include <new>
 #include <random>
+
+#include <benchmark/benchmark.h>
 
 #include "placement/placement.h"
 
@@ -123,7 +123,8 @@ void BM_FilterScore(benchmark::State& state) {
     benchmark::DoNotOptimize(feasible);
   }
   state.counters["allocs_per_node"] = static_cast<double>(allocations) / static_cast<double>(iterations * nodes);
-  state.counters["ns_per_node"] = benchmark::Counter(static_cast<double>(nodes), benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+  state.counters["ns_per_node"] = benchmark::Counter(
+      static_cast<double>(nodes), benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
 }
 BENCHMARK(BM_FilterScore)
     ->Args({1000, 0})

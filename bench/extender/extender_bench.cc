@@ -12,7 +12,6 @@
 //     alone, --benchmark_filter=/20000, so that the RSS counter sees that cluster only);
 //   - resident memory with 5,000 nodes × 8 GPUs and 40,000 allocations (target ≤ 150 MB), and
 //     with 20,000 × 8 and 160,000.
-#include <benchmark/benchmark.h>
 #include <httplib.h>
 
 #include <algorithm>
@@ -21,6 +20,8 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+
+#include <benchmark/benchmark.h>
 
 #include "api/extender_types.h"
 #include "common/clock.h"
@@ -48,25 +49,43 @@ json FullNode(int i) {
   labels["kubernetes.io/hostname"] = NodeName(i);
   json conditions = json::array();
   for (const char* type : {"MemoryPressure", "DiskPressure", "PIDPressure", "Ready", "NetworkUnavailable"}) {
-    conditions.push_back({{"type", type}, {"status", "False"}, {"lastHeartbeatTime", "2026-11-29T10:00:00Z"},
-                          {"lastTransitionTime", "2026-11-01T00:00:00Z"}, {"reason", std::string("Kubelet") + type},
+    conditions.push_back({{"type", type},
+                          {"status", "False"},
+                          {"lastHeartbeatTime", "2026-11-29T10:00:00Z"},
+                          {"lastTransitionTime", "2026-11-01T00:00:00Z"},
+                          {"reason", std::string("Kubelet") + type},
                           {"message", "kubelet has sufficient resources and the condition is as expected"}});
   }
   json images = json::array();
   for (int m = 0; m < 8; ++m) {
-    images.push_back({{"names", {"registry.example.com/team/image-" + std::to_string(m) + "@sha256:0123456789abcdef0123456789abcdef"}},
-                      {"sizeBytes", 1234567890 + m}});
+    images.push_back(
+        {{"names",
+          {"registry.example.com/team/image-" + std::to_string(m) + "@sha256:0123456789abcdef0123456789abcdef"}},
+         {"sizeBytes", 1234567890 + m}});
   }
   json capacity = {{"cpu", "96"}, {"memory", "1056000000Ki"}, {"pods", "110"}, {"gpupack.io/gpu-memory", "655360Mi"}};
-  return {{"metadata", {{"name", NodeName(i)}, {"uid", "3f0b1c7e-6a1d-4c1f-9a55-" + std::to_string(100000000000 + i)},
-                        {"resourceVersion", "918273"}, {"labels", labels},
-                        {"annotations", {{"node.alpha.kubernetes.io/ttl", "0"}, {"volumes.kubernetes.io/controller-managed-attach-detach", "true"}}}}},
-          {"spec", {{"podCIDR", "10.244.1.0/24"}, {"providerID", "cloud://region/zone/" + NodeName(i)}}},
-          {"status", {{"capacity", capacity}, {"allocatable", capacity}, {"conditions", conditions},
-                      {"addresses", {{{"type", "InternalIP"}, {"address", "10.0.0.1"}}, {{"type", "Hostname"}, {"address", NodeName(i)}}}},
-                      {"nodeInfo", {{"kubeletVersion", "v1.31.0"}, {"containerRuntimeVersion", "containerd://1.7.0"},
-                                    {"osImage", "Ubuntu 22.04"}, {"kernelVersion", "6.5.0"}, {"architecture", "amd64"}}},
-                      {"images", images}}}};
+  return {
+      {"metadata",
+       {{"name", NodeName(i)},
+        {"uid", "3f0b1c7e-6a1d-4c1f-9a55-" + std::to_string(100000000000 + i)},
+        {"resourceVersion", "918273"},
+        {"labels", labels},
+        {"annotations",
+         {{"node.alpha.kubernetes.io/ttl", "0"}, {"volumes.kubernetes.io/controller-managed-attach-detach", "true"}}}}},
+      {"spec", {{"podCIDR", "10.244.1.0/24"}, {"providerID", "cloud://region/zone/" + NodeName(i)}}},
+      {"status",
+       {{"capacity", capacity},
+        {"allocatable", capacity},
+        {"conditions", conditions},
+        {"addresses",
+         {{{"type", "InternalIP"}, {"address", "10.0.0.1"}}, {{"type", "Hostname"}, {"address", NodeName(i)}}}},
+        {"nodeInfo",
+         {{"kubeletVersion", "v1.31.0"},
+          {"containerRuntimeVersion", "containerd://1.7.0"},
+          {"osImage", "Ubuntu 22.04"},
+          {"kernelVersion", "6.5.0"},
+          {"architecture", "amd64"}}},
+        {"images", images}}}};
 }
 
 // A shared fixture: a cluster of `cluster_nodes` nodes with a realistic mix of allocations,
@@ -83,14 +102,14 @@ struct World {
   std::unique_ptr<server::HttpServer> null_server;
   int null_port = 0;
   std::map<int, std::string> names_body;  // by node count
-  std::vector<std::string> shape_bodies;   // every node's name, 64 distinct request sizes
+  std::vector<std::string> shape_bodies;  // every node's name, 64 distinct request sizes
   std::string full_nodes_body;
 
   explicit World(int cluster_nodes) : cluster_nodes(cluster_nodes) {
     std::vector<model::Node> nodes;
     for (int i = 0; i < cluster_nodes; ++i) nodes.push_back(testing::GpuNode(NodeName(i), kGpusPerNode, 81920));
     auto policy = std::make_shared<placement::Policy>(model::PolicyKind::kFgd, placement::DefaultPriorWorkload(81920),
-                                                 placement::PlacementOptions{});
+                                                      placement::PlacementOptions{});
     state = std::make_unique<ClusterState>(policy, clock, std::chrono::seconds(0));
     backend = std::make_unique<StandaloneBackend>(std::move(nodes));
     GPUPACK_CHECK(backend->Start(*state).ok());
@@ -99,7 +118,12 @@ struct World {
       for (int g = 0; g < kGpusPerNode; g += 2) {
         api::Allocation a;
         a.node = NodeName(i);
-        a.containers.push_back({"main", 0, false, false, false, {{"GPU-" + a.node + "-" + std::to_string(g), g, 20480 + 1024 * (i % 7), "", ""}}});
+        a.containers.push_back({"main",
+                                0,
+                                false,
+                                false,
+                                false,
+                                {{"GPU-" + a.node + "-" + std::to_string(g), g, 20480 + 1024 * (i % 7), "", ""}}});
         state->UpsertPodAllocation("seed-" + std::to_string(i) + "-" + std::to_string(g), "bench/seed", a);
       }
     }
@@ -123,8 +147,10 @@ struct World {
       StatusOr<api::ExtenderArgs> args = DecodeExtenderArgsFast(req.body);
       GPUPACK_CHECK(args.ok());
       return server::Response{
-          200, "application/json",
-          R"({"Nodes":null,"NodeNames":[],"FailedNodes":{},"FailedAndUnresolvableNodes":{},"Error":""})", {}};
+          200,
+          "application/json",
+          R"({"Nodes":null,"NodeNames":[],"FailedNodes":{},"FailedAndUnresolvableNodes":{},"Error":""})",
+          {}};
     });
     GPUPACK_CHECK(null_server->Start("127.0.0.1:0").ok());
     null_port = null_server->port();
@@ -140,12 +166,14 @@ struct World {
       std::vector<std::string> names;
       for (int i = 0; i < cluster_nodes; ++i) names.push_back(NodeName(i));
       for (int s = 0; s < 64; ++s) {
-        shape_bodies.push_back(testing::FilterBody(testing::PodJson("shape-pod", "shape-uid", std::to_string(1024 + 512 * s) + "Mi"), names));
+        shape_bodies.push_back(testing::FilterBody(
+            testing::PodJson("shape-pod", "shape-uid", std::to_string(1024 + 512 * s) + "Mi"), names));
       }
     }
     json items = json::array();
     for (int i = 0; i < 500; ++i) items.push_back(FullNode(i));
-    full_nodes_body = json{{"Pod", pod}, {"Nodes", {{"metadata", json::object()}, {"items", items}}}, {"NodeNames", nullptr}}.dump();
+    full_nodes_body =
+        json{{"Pod", pod}, {"Nodes", {{"metadata", json::object()}, {"items", items}}}, {"NodeNames", nullptr}}.dump();
   }
   ~World() {
     server->Drain();
@@ -169,7 +197,9 @@ World& TheWorld(int nodes = 5000) {
 void ReportLatency(benchmark::State& state, std::vector<double>& micros) {
   if (micros.empty()) return;
   std::sort(micros.begin(), micros.end());
-  auto at = [&](double q) { return micros[std::min(micros.size() - 1, static_cast<size_t>(q * static_cast<double>(micros.size())))]; };
+  auto at = [&](double q) {
+    return micros[std::min(micros.size() - 1, static_cast<size_t>(q * static_cast<double>(micros.size())))];
+  };
   state.counters["p50_us"] = benchmark::Counter(at(0.50), benchmark::Counter::kAvgThreads);
   state.counters["p99_us"] = benchmark::Counter(at(0.99), benchmark::Counter::kAvgThreads);
 }
@@ -188,7 +218,7 @@ void BM_MemoryState(benchmark::State& state) {
     const int64_t before = RssBytes();
     FakeClock clock;
     auto policy = std::make_shared<placement::Policy>(model::PolicyKind::kFgd, placement::DefaultPriorWorkload(81920),
-                                                 placement::PlacementOptions{});
+                                                      placement::PlacementOptions{});
     ClusterState cluster(policy, clock, std::chrono::seconds(0));
     const int nodes = static_cast<int>(state.range(0));
     const int allocations = static_cast<int>(state.range(1));
@@ -198,8 +228,10 @@ void BM_MemoryState(benchmark::State& state) {
       const int gpu = (p / nodes) % kGpusPerNode;
       api::Allocation a;
       a.node = NodeName(node);
-      a.containers.push_back({"main", 0, false, false, false, {{"GPU-" + a.node + "-" + std::to_string(gpu), gpu, 8192, "", ""}}});
-      cluster.UpsertPodAllocation("pod-uid-" + std::to_string(p) + "-0123456789abcdef", "namespace/pod-" + std::to_string(p), a);
+      a.containers.push_back(
+          {"main", 0, false, false, false, {{"GPU-" + a.node + "-" + std::to_string(gpu), gpu, 8192, "", ""}}});
+      cluster.UpsertPodAllocation("pod-uid-" + std::to_string(p) + "-0123456789abcdef",
+                                  "namespace/pod-" + std::to_string(p), a);
     }
     state.counters["rss_MB"] = static_cast<double>(RssBytes() - before) / 1e6;
     state.counters["pods"] = static_cast<double>(cluster.PodCount());
@@ -277,7 +309,8 @@ void BM_InProcessFilterPrioritizeNames(benchmark::State& state) {
   }
   ReportLatency(state, micros);
   state.SetItemsProcessed(state.iterations() * 2);
-  state.counters["process_rss_MB"] = benchmark::Counter(static_cast<double>(RssBytes()) / 1e6, benchmark::Counter::kAvgThreads);
+  state.counters["process_rss_MB"] =
+      benchmark::Counter(static_cast<double>(RssBytes()) / 1e6, benchmark::Counter::kAvgThreads);
 }
 BENCHMARK(BM_InProcessFilterPrioritizeNames)->Arg(1000)->Arg(5000)->Arg(20000)->Threads(1)->Threads(8)->UseRealTime();
 
@@ -315,7 +348,6 @@ void BM_Decode(benchmark::State& state) {
 // Arg 500: full Nodes; arg 5000: names.
 BENCHMARK(BM_Decode<true>)->Name("BM_DecodeFast")->Arg(500)->Arg(5000);
 BENCHMARK(BM_Decode<false>)->Name("BM_DecodeReference")->Arg(500)->Arg(5000);
-
 
 }  // namespace
 }  // namespace gpupack::extender

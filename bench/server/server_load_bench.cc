@@ -9,7 +9,6 @@
 // 120 s, so all 1,000); slow_reconnects = slow-header connections the server cut during the run.
 // The server runs with the extender's default config (threads: 4).
 #include <arpa/inet.h>
-#include <benchmark/benchmark.h>
 #include <httplib.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -21,6 +20,8 @@
 #include <atomic>
 #include <memory>
 #include <thread>
+
+#include <benchmark/benchmark.h>
 
 #include "scheduler/extender/backend.h"
 #include "scheduler/extender/cluster_state.h"
@@ -77,7 +78,7 @@ struct World {
       names.push_back(NodeName(i));
     }
     auto policy = std::make_shared<placement::Policy>(model::PolicyKind::kFgd, placement::DefaultPriorWorkload(81920),
-                                                 placement::PlacementOptions{});
+                                                      placement::PlacementOptions{});
     state = std::make_unique<ClusterState>(policy, clock, std::chrono::seconds(0));
     backend = std::make_unique<StandaloneBackend>(std::move(nodes));
     GPUPACK_CHECK(backend->Start(*state).ok());

@@ -13,6 +13,8 @@
 // gpupack seed also goes through a fresh standalone gpupack-extender (no config file) with the
 // kube-scheduler-like client of gpupack-sim --extender (random ties), column `gpupack http`.
 // Column `bound`: what no scheduler can beat on the seed's arrivals (PackingBound), median.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -23,8 +25,6 @@
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <unistd.h>
 
 #include "sim/extender_policy.h"
 #include "sim/extender_process.h"
@@ -147,8 +147,10 @@ double PackingBound(const Replayer& replayer, uint64_t seed) {
           ++full;
         } else {
           gcd = std::gcd(gcd, share);
-          if (2 * share > device) big.push_back(share);
-          else small[share] += static_cast<double>(share);
+          if (2 * share > device)
+            big.push_back(share);
+          else
+            small[share] += static_cast<double>(share);
         }
       }
     }
@@ -168,17 +170,15 @@ double PackingBound(const Replayer& replayer, uint64_t seed) {
     if (x > 0) rooms[(device - big[x - 1]) / gcd * gcd] += 1;
     std::map<model::MiB, double> bins = rooms;
     bins[per_device] += static_cast<double>(rest - x);
-    const double shares = std::min(largest[x] + LiquidFill(bins, small),
-                                   static_cast<double>(rest) * static_cast<double>(per_device));
+    const double shares =
+        std::min(largest[x] + LiquidFill(bins, small), static_cast<double>(rest) * static_cast<double>(per_device));
     best = std::max(best, shares);
   }
   const double placed = static_cast<double>(placed_whole + placed_full) * static_cast<double>(device) + best;
   return 100.0 * (1.0 - placed / capacity);
 }
 
-double At100(const PolicyRun& run) {
-  return run.curve.size() > 100 ? run.curve[100].unallocated_pct.median : NAN;
-}
+double At100(const PolicyRun& run) { return run.curve.size() > 100 ? run.curve[100].unallocated_pct.median : NAN; }
 
 int Main(int argc, char** argv) {
   std::string trace_dir = GPUPACK_TRACE_DIR;
@@ -194,14 +194,22 @@ int Main(int argc, char** argv) {
       return true;
     };
     bool ok = true;
-    if (arg == "--trace-dir") ok = value(trace_dir);
-    else if (arg == "--traces") ok = value(traces);
-    else if (arg == "--seeds") ok = value(seeds_text);
-    else if (arg == "--sizes") ok = value(sizes_text);
-    else if (arg == "--requests") ok = value(requests_text);
-    else if (arg == "--policies") ok = value(policies_text);
-    else if (arg == "--http") http = true;
-    else ok = false;
+    if (arg == "--trace-dir")
+      ok = value(trace_dir);
+    else if (arg == "--traces")
+      ok = value(traces);
+    else if (arg == "--seeds")
+      ok = value(seeds_text);
+    else if (arg == "--sizes")
+      ok = value(sizes_text);
+    else if (arg == "--requests")
+      ok = value(requests_text);
+    else if (arg == "--policies")
+      ok = value(policies_text);
+    else if (arg == "--http")
+      http = true;
+    else
+      ok = false;
     if (!ok) {
       std::fprintf(stderr, "bench_device_matrix: bad argument %s (see the comment at the top of device_matrix.cc)\n",
                    arg.c_str());
@@ -261,7 +269,8 @@ int Main(int argc, char** argv) {
         std::printf("| %s | %s | %s | %.2f |", trace.c_str(), size.label.c_str(), requests.c_str(),
                     Summarize(bounds).median);
         for (const std::string& policy : policies) {
-          auto run = replayer->Run(policy, [&]() { return MakePolicy(policy, replayer->typical()); }, *seeds);
+          auto run = replayer->Run(
+              policy, [&]() { return MakePolicy(policy, replayer->typical()); }, *seeds);
           std::printf(run.ok() ? " %.2f |" : " error |", run.ok() ? At100(*run) : 0.0);
           std::fflush(stdout);
         }

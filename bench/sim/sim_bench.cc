@@ -3,10 +3,10 @@
 // The trace folder comes from GPUPACK_TRACE_DIR (environment, else the CMake default); without it
 // the trace cases report an error and the synthetic ones still run.
 // Goal (issue 3): ≤ 15 s per seed of the default trace on a 2-core machine.
-#include <benchmark/benchmark.h>
-
 #include <cstdlib>
 #include <string>
+
+#include <benchmark/benchmark.h>
 
 #include "sim/inputs.h"
 #include "sim/policy.h"

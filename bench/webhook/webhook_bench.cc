@@ -1,7 +1,6 @@
 // AdmissionReviews per second: the admission logic alone, and the whole webhook over TLS on
 // loopback with keep-alive connections, as the API server calls it (target: >= 2,000/s).
 // items_per_second is reviews/s; /threads:N is the number of concurrent client connections.
-#include <benchmark/benchmark.h>
 #include <httplib.h>
 #include <stdlib.h>
 
@@ -9,10 +8,12 @@
 #include <fstream>
 #include <sstream>
 
+#include <benchmark/benchmark.h>
+
 #include "common/clock.h"
-#include "webhook/mutator.h"
 #include "server/http_server.h"
 #include "server/test_certs.h"
+#include "webhook/mutator.h"
 #include "webhook/routes.h"
 
 namespace gpupack::webhook {
@@ -77,8 +78,8 @@ int main(int argc, char** argv) {
   gpupack::server::WriteFileAtomically(dir + "/tls.crt", pair.cert_pem);
   gpupack::server::WriteFileAtomically(dir + "/tls.key", pair.key_pem);
   WebhookRoutes routes(Config{}, gpupack::BuildInfo{"bench", "bench"});
-  gpupack::server::HttpServer http(WebhookServerOptions(Config{}, dir + "/tls.crt", dir + "/tls.key",
-                                                        gpupack::SystemClock::Instance()));
+  gpupack::server::HttpServer http(
+      WebhookServerOptions(Config{}, dir + "/tls.crt", dir + "/tls.key", gpupack::SystemClock::Instance()));
   routes.Register(http);
   GPUPACK_CHECK(http.Start("127.0.0.1:0").ok());
   Served s{dir + "/tls.crt", http.port()};

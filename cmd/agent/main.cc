@@ -41,7 +41,7 @@ int RunOnePass(agent::Agent& pass, const std::string& node_name, bool print) {
 
 int main(int argc, char** argv) {
   StatusOr<agent::AgentFlags> parsed = agent::ParseAgentFlags(std::vector<std::string>(argv + 1, argv + argc),
-                                                               std::getenv("NODE_NAME") ? std::getenv("NODE_NAME") : "");
+                                                              std::getenv("NODE_NAME") ? std::getenv("NODE_NAME") : "");
   if (!parsed.ok()) return Fail(parsed.status().message());
   const agent::AgentFlags& flags = *parsed;
   if (flags.help) {

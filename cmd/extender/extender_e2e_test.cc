@@ -1,5 +1,6 @@
 // The real gpupack-extender binary, end to end: standalone start on a free port (first stdout
 // line = bound address), the verbs over HTTP, bad flags and config refused, graceful SIGTERM.
+#include <httplib.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -8,7 +9,6 @@
 #include <fstream>
 #include <string>
 
-#include <httplib.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -79,8 +79,10 @@ TEST(ExtenderBinary, ServesStandaloneAndStopsOnSigterm) {
   EXPECT_EQ(address.substr(0, colon), "127.0.0.1");
   httplib::Client client(address.substr(0, colon), std::stoi(address.substr(colon + 1)));
 
-  json pod = {{"metadata", {{"name", "p"}, {"namespace", "ml"}, {"uid", "u-1"}}},
-              {"spec", {{"containers", {{{"name", "main"}, {"resources", {{"limits", {{"gpupack.io/gpu-memory", "8Gi"}}}}}}}}}}};
+  json pod = {
+      {"metadata", {{"name", "p"}, {"namespace", "ml"}, {"uid", "u-1"}}},
+      {"spec",
+       {{"containers", {{{"name", "main"}, {"resources", {{"limits", {{"gpupack.io/gpu-memory", "8Gi"}}}}}}}}}}};
   const std::string args = json{{"Pod", pod}, {"Nodes", nullptr}, {"NodeNames", {"gpu-a1", "gpu-b1"}}}.dump();
   auto filter = client.Post("/gpupack/filter", args, "application/json");
   ASSERT_TRUE(filter);

@@ -9,7 +9,6 @@
 #include <memory>
 #include <string>
 
-#include "translate/cluster_file.h"
 #include "common/build_info.h"
 #include "common/cli.h"
 #include "common/clock.h"
@@ -26,10 +25,12 @@
 #include "scheduler/extender/metrics.h"
 #include "scheduler/extender/routes.h"
 #include "server/http_server.h"
+#include "translate/cluster_file.h"
 
 namespace {
 
-constexpr const char* kUsage = R"(usage: gpupack-extender [--standalone-cluster FILE | --kubeconfig FILE] [--config FILE]
+constexpr const char* kUsage =
+    R"(usage: gpupack-extender [--standalone-cluster FILE | --kubeconfig FILE] [--config FILE]
                         [--listen HOST:PORT] [--metrics-listen HOST:PORT] [--policy fgd|binpack|spread]
 
   --standalone-cluster FILE  no API server: inventory from a cluster file (docs/cluster-file.md),
@@ -59,7 +60,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     static const char* const kFlags[] = {"--standalone-cluster", "--kubeconfig", "--config", "--listen",
-                                         "--metrics-listen", "--policy"};
+                                         "--metrics-listen",     "--policy"};
     if (std::find(std::begin(kFlags), std::end(kFlags), arg) == std::end(kFlags)) {
       return Fail("unknown flag " + arg + "\n" + kUsage);
     }
@@ -107,7 +108,8 @@ int main(int argc, char** argv) {
 
   placement::PlacementOptions placement;
   placement.reserve_mib_per_device = config.reserve_per_device_mib;
-  auto policy = std::make_shared<placement::Policy>(config.policy, placement::DefaultPriorWorkload(typical_device_mib), placement);
+  auto policy = std::make_shared<placement::Policy>(config.policy, placement::DefaultPriorWorkload(typical_device_mib),
+                                                    placement);
   const Clock& clock = SystemClock::Instance();
   extender::ClusterState state(policy, clock, config.heartbeat_ttl, config.tie_break_seed);
   extender::ExtenderMetrics metrics(&state, config.per_device_metrics, BuildInfo{GPUPACK_VERSION, GPUPACK_REVISION});

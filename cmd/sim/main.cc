@@ -49,7 +49,8 @@ int main(int argc, char** argv) {
   if (!seeds.ok()) return Fail(seeds.status().message());
   if (seeds->empty()) return Fail("--seeds: no seeds");
   if (!flags.extender_url.empty() && seeds->size() > 1) {
-    return Fail("--extender replays one seed per extender (the extender keeps what it bound); restart it for each seed");
+    return Fail(
+        "--extender replays one seed per extender (the extender keeps what it bound); restart it for each seed");
   }
 
   auto replayer = sim::Replayer::Create(std::move(*nodes), std::move(*pods), flags.options);

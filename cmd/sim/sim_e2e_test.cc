@@ -41,8 +41,7 @@ std::string WriteTemp(const std::string& name, const std::string& text) {
 TEST(SimBinary, UnreachableExtenderNamesTheUrlAndTheCauseAndFails) {
   const std::string cluster = WriteTemp("sim-cluster.yaml", "nodes: [{name: n1, gpus: [{model: T4, memory: 16Gi}]}]\n");
   const std::string workload = WriteTemp("sim-workload.yaml", "pods: [{name: p, gpuMemory: 4Gi}]\n");
-  const Outcome outcome =
-      RunSim("--cluster " + cluster + " --workload " + workload + " --extender http://127.0.0.1:1");
+  const Outcome outcome = RunSim("--cluster " + cluster + " --workload " + workload + " --extender http://127.0.0.1:1");
   EXPECT_EQ(outcome.exit_code, 2) << outcome.output;
   EXPECT_NE(outcome.output.find("cannot reach the extender at http://127.0.0.1:1/filter: connection failed"),
             std::string::npos)
@@ -52,7 +51,8 @@ TEST(SimBinary, UnreachableExtenderNamesTheUrlAndTheCauseAndFails) {
 // A standalone extender on a cluster the replay does not describe used to fail every pod quietly
 // ("node has no GPUs known to gpupack"): the run reported ~100 % unallocated and exited 0.
 TEST(SimBinary, AnExtenderOnAnotherClusterIsAnErrorNotAResult) {
-  const std::string theirs = WriteTemp("ext-cluster.yaml", "nodes: [{name: other, gpus: [{model: T4, memory: 16Gi}]}]\n");
+  const std::string theirs =
+      WriteTemp("ext-cluster.yaml", "nodes: [{name: other, gpus: [{model: T4, memory: 16Gi}]}]\n");
   int fds[2];
   ASSERT_EQ(pipe(fds), 0);
   const pid_t pid = fork();

@@ -11,13 +11,14 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/stop_signals.h"
-#include "webhook/config.h"
 #include "server/http_server.h"
+#include "webhook/config.h"
 #include "webhook/routes.h"
 
 namespace {
 
-constexpr const char* kUsage = R"(usage: gpupack-webhook --listen HOST:PORT --tls-cert-file FILE --tls-key-file FILE [--config FILE]
+constexpr const char* kUsage =
+    R"(usage: gpupack-webhook --listen HOST:PORT --tls-cert-file FILE --tls-key-file FILE [--config FILE]
 
   --listen HOST:PORT     address to serve HTTPS on (":PORT" = all interfaces); port 0 picks
                          a free port. The bound address (HOST:PORT) is printed as the first
@@ -56,7 +57,8 @@ int main(int argc, char** argv) {
   }
   std::string host;
   int port = 0;
-  if (!server::ParseListenAddress(listen, &host, &port).ok()) return Fail("--listen " + listen + ": expected HOST:PORT");
+  if (!server::ParseListenAddress(listen, &host, &port).ok())
+    return Fail("--listen " + listen + ": expected HOST:PORT");
   webhook::Config config;
   if (!config_path.empty()) {
     StatusOr<webhook::Config> loaded = webhook::LoadConfig(config_path);
@@ -72,9 +74,8 @@ int main(int argc, char** argv) {
   StatusOr<std::string> address = http.Start(listen);
   if (!address.ok()) return Fail(address.status().ToString());
   std::cout << *address << std::endl;
-  GPUPACK_LOG(kInfo, "webhook") << "serving AdmissionReviews on " << *address << ", scheduler "
-                                << config.scheduler_name << ", failurePolicy "
-                                << webhook::FailurePolicyName(config.failure_policy);
+  GPUPACK_LOG(kInfo, "webhook") << "serving AdmissionReviews on " << *address << ", scheduler " << config.scheduler_name
+                                << ", failurePolicy " << webhook::FailurePolicyName(config.failure_policy);
 
   const int signal_number = stop_signals.Wait();
   GPUPACK_LOG(kInfo, "webhook") << "signal " << signal_number << ": draining";

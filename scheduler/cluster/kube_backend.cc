@@ -10,11 +10,11 @@
 
 #include "api/annotations.h"
 #include "api/gpunode.h"
+#include "common/log.h"
+#include "common/rfc3339.h"
 #include "translate/allocation_ledger.h"
 #include "translate/node_from_gpunode.h"
 #include "translate/pod_request.h"
-#include "common/log.h"
-#include "common/rfc3339.h"
 
 namespace gpupack::cluster {
 namespace {
@@ -31,8 +31,6 @@ constexpr std::string_view kIntentsAnnotation = "gpupack.io/binds-in-flight";
 // the conversion must not bake a verdict in.
 constexpr std::chrono::seconds kNeverStale{std::numeric_limits<int32_t>::max()};
 
-
-
 std::string AllocationText(const Json& pod) {
   return kube::StringAt(pod, {"metadata", "annotations", std::string(api::kAnnotationAllocation).c_str()});
 }
@@ -46,7 +44,8 @@ StatusOr<std::optional<api::Allocation>> PodAllocation(const Json& pod) {
   const std::string text = AllocationText(pod);
   if (text.empty()) return std::optional<api::Allocation>();
   StatusOr<api::Allocation> alloc = api::DecodeAllocation(text);
-  if (!alloc.ok()) return alloc.status().WithContext("pod " + kube::ObjectKey(pod) + " annotation gpupack.io/allocation");
+  if (!alloc.ok())
+    return alloc.status().WithContext("pod " + kube::ObjectKey(pod) + " annotation gpupack.io/allocation");
   return std::optional<api::Allocation>(std::move(alloc).value());
 }
 
@@ -114,7 +113,9 @@ Status KubeBackend::Start(extender::ClusterState& state) {
       client_.get(), kube::GpuNodesResource(), gpu_opts,
       kube::InformerHandlers{[this](const Json& o) { OnGpuNode(o); },
                              [this](const Json&, const Json& o) { OnGpuNode(o); },
-                             [this](const Json& o) { state_->RemoveNode(kube::StringAt(o, {"metadata", "name"})); },
+                             [this](const Json& o) {
+                               state_->RemoveNode(kube::StringAt(o, {"metadata", "name"}));
+                             },
                              nullptr},
       &clock_);
   kube::InformerOptions pod_opts = gpu_opts;
@@ -145,9 +146,7 @@ Status KubeBackend::Start(extender::ClusterState& state) {
   return Status::Ok();
 }
 
-bool KubeBackend::Synced() const {
-  return gpunodes_ && pods_ && gpunodes_->HasSynced() && pods_->HasSynced();
-}
+bool KubeBackend::Synced() const { return gpunodes_ && pods_ && gpunodes_->HasSynced() && pods_->HasSynced(); }
 
 void KubeBackend::Stop() {
   if (pods_) pods_->Stop();
@@ -167,8 +166,10 @@ void KubeBackend::OnGpuNode(const Json& gpunode) {
     return;
   }
   std::optional<Clock::TimePoint> heartbeat;
-  if (auto t = ParseRfc3339(kube::StringAt(gpunode, {"status", "heartbeatTime"})); t.ok()) heartbeat = *t;
-  else heartbeat = Clock::TimePoint{};  // never reported: as stale as it gets
+  if (auto t = ParseRfc3339(kube::StringAt(gpunode, {"status", "heartbeatTime"})); t.ok())
+    heartbeat = *t;
+  else
+    heartbeat = Clock::TimePoint{};  // never reported: as stale as it gets
   state_->UpsertNode(std::move(node).value(), heartbeat);
 }
 
@@ -184,7 +185,8 @@ void KubeBackend::OnPod(const Json& pod) {
   }
   if (alloc->has_value()) {
     state_->UpsertPodAllocation(uid, kube::ObjectKey(pod), **alloc);
-  } else if (!kube::StringAt(pod, {"spec", "nodeName"}).empty() || kube::StringAt(pod, {"status", "phase"}) == "Succeeded" ||
+  } else if (!kube::StringAt(pod, {"spec", "nodeName"}).empty() ||
+             kube::StringAt(pod, {"status", "phase"}) == "Succeeded" ||
              kube::StringAt(pod, {"status", "phase"}) == "Failed") {
     // Bound without an allocation, or terminated: it holds nothing. (An unbound pod may hold a
     // reservation of an in-flight bind, which must survive.)
@@ -222,7 +224,8 @@ std::vector<model::PodRequest> KubeBackend::HeldPodRequests() const {
     StatusOr<model::PodRequest> request = translate::ParsePodRequest(pod, config_.max_devices_per_container);
     if (!request.ok()) continue;  // OnPod already counted and logged what is wrong with it
     StatusOr<Clock::TimePoint> created = ParseRfc3339(kube::StringAt(pod, {"metadata", "creationTimestamp"}));
-    held.push_back(Held{created.ok() ? *created : Clock::TimePoint{}, kube::ObjectKey(pod), std::move(request).value()});
+    held.push_back(
+        Held{created.ok() ? *created : Clock::TimePoint{}, kube::ObjectKey(pod), std::move(request).value()});
   }
   std::sort(held.begin(), held.end(), [](const Held& a, const Held& b) {
     return a.created != b.created ? a.created < b.created : a.key < b.key;
@@ -243,8 +246,8 @@ StatusOr<model::PodRequest> KubeBackend::LookupPod(const extender::BindTarget& t
     pod = std::move(fetched).value();
   }
   if (!target.uid.empty() && kube::StringAt(*pod, {"metadata", "uid"}) != target.uid) {
-    return Status::NotFound("pod " + target.ns + "/" + target.name + " has uid " + kube::StringAt(*pod, {"metadata", "uid"}) +
-                            ", not " + target.uid + " (re-created)");
+    return Status::NotFound("pod " + target.ns + "/" + target.name + " has uid " +
+                            kube::StringAt(*pod, {"metadata", "uid"}) + ", not " + target.uid + " (re-created)");
   }
   return translate::ParsePodRequest(*pod, config_.max_devices_per_container);
 }
@@ -277,8 +280,10 @@ Status KubeBackend::FencedCheck(const extender::BindTarget& target, const std::s
       StatusOr<Json> got = bind_client_->Get(kube::LeasesResource(), lease_ns, lease_name);
       if (!got.ok() && got.status().code() == StatusCode::kNotFound) {
         got = bind_client_->Create(kube::LeasesResource(), lease_ns,
-                              {{"apiVersion", "coordination.k8s.io/v1"}, {"kind", "Lease"},
-                               {"metadata", {{"name", lease_name}, {"namespace", lease_ns}}}, {"spec", Json::object()}});
+                                   {{"apiVersion", "coordination.k8s.io/v1"},
+                                    {"kind", "Lease"},
+                                    {"metadata", {{"name", lease_name}, {"namespace", lease_ns}}},
+                                    {"spec", Json::object()}});
         if (!got.ok() && got.status().code() == StatusCode::kAlreadyExists) continue;
       }
       if (!got.ok() && got.status().code() == StatusCode::kPermissionDenied) {
@@ -312,7 +317,8 @@ Status KubeBackend::FencedCheck(const extender::BindTarget& target, const std::s
     const int64_t now_s = std::chrono::duration_cast<std::chrono::seconds>(clock_.Now().time_since_epoch()).count();
     Json intents = Json::object();
     if (fencing) {
-      Json stored = Json::parse(kube::StringAt(lease, {"metadata", "annotations", intents_key.c_str()}), nullptr, false);
+      Json stored =
+          Json::parse(kube::StringAt(lease, {"metadata", "annotations", intents_key.c_str()}), nullptr, false);
       if (stored.is_object()) {
         for (const auto& [uid, intent] : stored.items()) {
           if (uid == target.uid || listed.count(uid) || !intent.is_object()) continue;
@@ -327,8 +333,11 @@ Status KubeBackend::FencedCheck(const extender::BindTarget& target, const std::s
     }
     std::vector<Json> holders = fresh->items;
     for (const auto& [uid, intent] : intents.items()) {
-      holders.push_back({{"metadata", {{"uid", uid}, {"namespace", "(in flight)"}, {"name", intent.value("pod", uid)},
-                                       {"annotations", {{std::string(api::kAnnotationAllocation), intent.value("alloc", "")}}}}},
+      holders.push_back({{"metadata",
+                          {{"uid", uid},
+                           {"namespace", "(in flight)"},
+                           {"name", intent.value("pod", uid)},
+                           {"annotations", {{std::string(api::kAnnotationAllocation), intent.value("alloc", "")}}}}},
                          {"spec", {{"nodeName", node}}}});
     }
     std::optional<Json> gpunode = gpunodes_ ? gpunodes_->Get(node) : std::nullopt;
@@ -396,8 +405,8 @@ bool KubeBackend::AlreadyBoundAsAsked(const extender::BindTarget& target, const 
                                       const std::string& allocation_text) {
   StatusOr<Json> pod = bind_client_->GetPod(target.ns, target.name);
   if (!pod.ok()) return false;
-  return kube::StringAt(*pod, {"metadata", "uid"}) == target.uid && kube::StringAt(*pod, {"spec", "nodeName"}) == node &&
-         AllocationText(*pod) == allocation_text;
+  return kube::StringAt(*pod, {"metadata", "uid"}) == target.uid &&
+         kube::StringAt(*pod, {"spec", "nodeName"}) == node && AllocationText(*pod) == allocation_text;
 }
 
 Status KubeBackend::Bind(const extender::BindTarget& target, const std::string& node,
@@ -427,7 +436,10 @@ Status KubeBackend::Bind(const extender::BindTarget& target, const std::string& 
   }
   {
     std::lock_guard<std::mutex> l(mu_);
-    if (bound.ok()) ++stats_.binds; else ++stats_.bind_failures;
+    if (bound.ok())
+      ++stats_.binds;
+    else
+      ++stats_.bind_failures;
   }
   if (!bound.ok()) {
     if (node_lock.owns_lock()) WithdrawIntent(node, target.uid);  // so it blocks nobody
@@ -445,7 +457,8 @@ Status KubeBackend::Bind(const extender::BindTarget& target, const std::string& 
     msg << " on " << node;
     kube::EventSpec ev;
     ev.ns = target.ns;
-    ev.involved_object = {{"kind", "Pod"}, {"apiVersion", "v1"}, {"namespace", target.ns}, {"name", target.name}, {"uid", target.uid}};
+    ev.involved_object = {
+        {"kind", "Pod"}, {"apiVersion", "v1"}, {"namespace", target.ns}, {"name", target.name}, {"uid", target.uid}};
     ev.reason = "GpupackAssigned";
     ev.message = msg.str();
     QueueEvent(std::move(ev));
@@ -472,7 +485,9 @@ void KubeBackend::EventLoop() {
     events_.pop_front();
     l.unlock();
     Status s = client_->CreateEvent(ev);
-    if (!s.ok()) GPUPACK_LOG(kDebug, kComponent) << "event for " << ev.ns << "/" << ev.involved_object.value("name", "") << ": " << s;
+    if (!s.ok())
+      GPUPACK_LOG(kDebug, kComponent) << "event for " << ev.ns << "/" << ev.involved_object.value("name", "") << ": "
+                                      << s;
     l.lock();
   }
 }

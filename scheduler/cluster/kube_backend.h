@@ -57,7 +57,7 @@ struct KubeBackendConfig {
   bool fresh_read_before_bind = true;
   // With the fresh read: also serialise binds per node across replicas through a Lease.
   bool fencing = true;
-  std::string fence_namespace;  // empty: the client's namespace (in-cluster: the pod's)
+  std::string fence_namespace;          // empty: the client's namespace (in-cluster: the pod's)
   std::chrono::seconds intent_ttl{60};  // longer than any Binding call can take
   // Budget for the API calls of one bind (fence, fresh read, Binding); each call gets half of it.
   // Below kube-scheduler's extender httpTimeout (the chart's default is 5s).
@@ -72,13 +72,13 @@ struct KubeBackendStats {
   uint64_t relists = 0;
   uint64_t binds = 0;
   uint64_t bind_failures = 0;
-  uint64_t idempotent_rebinds = 0;      // 409 turned into success: our own earlier write had landed
-  uint64_t failover_conflicts = 0;      // binds refused by the fresh read (unseen allocations)
-  uint64_t fence_conflicts = 0;         // fence writes that lost a race and re-checked
-  uint64_t unseen_allocations = 0;      // allocations learnt from fresh reads before the watch
-  uint64_t bad_annotations = 0;         // pods whose gpupack.io/allocation did not decode
+  uint64_t idempotent_rebinds = 0;  // 409 turned into success: our own earlier write had landed
+  uint64_t failover_conflicts = 0;  // binds refused by the fresh read (unseen allocations)
+  uint64_t fence_conflicts = 0;     // fence writes that lost a race and re-checked
+  uint64_t unseen_allocations = 0;  // allocations learnt from fresh reads before the watch
+  uint64_t bad_annotations = 0;     // pods whose gpupack.io/allocation did not decode
   uint64_t events_dropped = 0;
-  Clock::TimePoint last_event_time{};   // oldest of the two informers' last list/event/bookmark
+  Clock::TimePoint last_event_time{};  // oldest of the two informers' last list/event/bookmark
 };
 
 // The allocation a pod holds, if it is bound and carries a valid gpupack.io/allocation and is not
@@ -125,7 +125,8 @@ class KubeBackend final : public extender::ClusterBackend {
   void ForbidFence(const Status& why);
   std::mutex& NodeMutex(const std::string& node);
   // After a failed Binding: true when the pod is in fact bound to `node` with `allocation_text`.
-  bool AlreadyBoundAsAsked(const extender::BindTarget& pod, const std::string& node, const std::string& allocation_text);
+  bool AlreadyBoundAsAsked(const extender::BindTarget& pod, const std::string& node,
+                           const std::string& allocation_text);
   void QueueEvent(kube::EventSpec event);
   void EventLoop();
 

@@ -1,21 +1,21 @@
 #include "scheduler/cluster/kube_backend.h"
 
-#include <gtest/gtest.h>
-#include <prometheus/text_serializer.h>
-
 #include <algorithm>
 #include <thread>
 
+#include <gtest/gtest.h>
+#include <prometheus/text_serializer.h>
+
 #include "api/annotations.h"
 #include "api/gpunode.h"
-#include "translate/pod_request.h"
 #include "common/rfc3339.h"
-#include "testing/eventually.h"
-#include "testing/test_apiserver.h"
-#include "scheduler/extender/extender.h"
-#include "scheduler/extender/metrics.h"
 #include "placement/placement.h"
 #include "placement/workload.h"
+#include "scheduler/extender/extender.h"
+#include "scheduler/extender/metrics.h"
+#include "testing/eventually.h"
+#include "testing/test_apiserver.h"
+#include "translate/pod_request.h"
 
 namespace gpupack::cluster {
 namespace {
@@ -26,8 +26,11 @@ constexpr model::MiB kGiB = 1024;
 using builders::Eventually;
 
 Json PodJson(const std::string& name, const std::string& gpu_memory) {
-  return {{"metadata", {{"name", name}, {"namespace", "default"}}},
-          {"spec", {{"containers", Json::array({{{"name", "main"}, {"resources", {{"limits", {{"gpupack.io/gpu-memory", gpu_memory}}}}}}})}}}};
+  return {
+      {"metadata", {{"name", name}, {"namespace", "default"}}},
+      {"spec",
+       {{"containers",
+         Json::array({{{"name", "main"}, {"resources", {{"limits", {{"gpupack.io/gpu-memory", gpu_memory}}}}}}})}}}};
 }
 
 api::Allocation OneDevice(const std::string& node, const std::string& uuid, model::MiB mib) {
@@ -71,7 +74,9 @@ class KubeBackendTest : public ::testing::Test {
     auto created = api_->Create(kube::PodsResource(), "default", PodJson(name, std::to_string(mib) + "Mi"));
     EXPECT_TRUE(created.ok());
     const std::string uid = (*created)["metadata"]["uid"];
-    EXPECT_TRUE(api_->CreateBinding("default", name, uid, "n1", api::AllocationAnnotations(OneDevice("n1", "GPU-n1-0", mib))).ok());
+    EXPECT_TRUE(
+        api_->CreateBinding("default", name, uid, "n1", api::AllocationAnnotations(OneDevice("n1", "GPU-n1-0", mib)))
+            .ok());
     return uid;
   }
   std::string CreatePod(const std::string& name, model::MiB mib) {
@@ -102,7 +107,10 @@ class KubeBackendTest : public ::testing::Test {
     request.name = name;
     GPUPACK_ASSIGN_OR_RETURN(extender::ClusterState::Reservation r, state_.Reserve(request, "n1"));
     Status s = backend_->Bind(target, "n1", api::AllocationAnnotations(r.allocation));
-    if (s.ok()) state_.Confirm(uid); else state_.Release(uid);
+    if (s.ok())
+      state_.Confirm(uid);
+    else
+      state_.Release(uid);
     return s;
   }
 
@@ -114,10 +122,10 @@ class KubeBackendTest : public ::testing::Test {
   }
 
   FakeClock clock_{std::chrono::time_point_cast<Clock::Duration>(std::chrono::system_clock::now())};
-  extender::ClusterState state_{std::make_shared<placement::Policy>(model::PolicyKind::kBinpack,
-                                                               placement::DefaultPriorWorkload(80 * kGiB),
-                                                               placement::PlacementOptions{}),
-                                clock_, std::chrono::seconds(120)};
+  extender::ClusterState state_{
+      std::make_shared<placement::Policy>(model::PolicyKind::kBinpack, placement::DefaultPriorWorkload(80 * kGiB),
+                                          placement::PlacementOptions{}),
+      clock_, std::chrono::seconds(120)};
   std::unique_ptr<e2e::TestApiServer> server_;
   std::unique_ptr<kube::Client> api_;
   std::unique_ptr<KubeBackend> backend_;
@@ -126,7 +134,8 @@ class KubeBackendTest : public ::testing::Test {
 TEST(PodAllocationTest, OnlyBoundLivePodsWithValidAnnotations) {
   Json pod = PodJson("p", "1Gi");
   pod["metadata"]["uid"] = "u";
-  pod["metadata"]["annotations"][std::string(api::kAnnotationAllocation)] = api::EncodeAllocation(OneDevice("n1", "GPU-a", 1024));
+  pod["metadata"]["annotations"][std::string(api::kAnnotationAllocation)] =
+      api::EncodeAllocation(OneDevice("n1", "GPU-a", 1024));
   EXPECT_FALSE(PodAllocation(pod)->has_value());  // not bound
   pod["spec"]["nodeName"] = "n1";
   ASSERT_TRUE(PodAllocation(pod)->has_value());
@@ -177,7 +186,8 @@ TEST_F(KubeBackendTest, RebuildsLedgerFromPodsAndGpuNodes) {
   auto pod = api_->GetPod("default", "p0");
   ASSERT_TRUE(pod.ok());
   ASSERT_TRUE(api_->Patch(kube::PodsResource(), "default", "p0", kube::PatchType::kMerge,
-                          {{"status", {{"phase", "Succeeded"}}}}, "status").ok());
+                          {{"status", {{"phase", "Succeeded"}}}}, "status")
+                  .ok());
   EXPECT_TRUE(Eventually([&] { return !state_.NodeOfPod(uid0).has_value(); }));
   EXPECT_TRUE(Fits(80 * kGiB));
 }
@@ -203,7 +213,8 @@ TEST_F(KubeBackendTest, MetricsNameEachInformer) {
   StartBackend();
   server_->DropWatches();
   auto text_of = [&] { return prometheus::TextSerializer().Serialize(backend_->Metrics()); };
-  ASSERT_TRUE(Eventually([&] { return text_of().find("gpupack_kube_watch_restarts_total{resource=\"pods\"} 1") != std::string::npos; }));
+  ASSERT_TRUE(Eventually(
+      [&] { return text_of().find("gpupack_kube_watch_restarts_total{resource=\"pods\"} 1") != std::string::npos; }));
   const std::string text = text_of();
   EXPECT_NE(text.find("gpupack_kube_relists_total{resource=\"gpunodes\"} 0"), std::string::npos) << text;
   EXPECT_NE(text.find("# TYPE gpupack_kube_last_sync_timestamp_seconds gauge"), std::string::npos) << text;
@@ -286,22 +297,29 @@ TEST_F(KubeBackendTest, FenceIntentsOfOtherReplicasCountUntilTheyExpire) {
   StartBackend();
   // Another replica announced a 40 GiB bind on n1 whose Binding has not landed yet.
   const int64_t now_s = std::chrono::duration_cast<std::chrono::seconds>(clock_.Now().time_since_epoch()).count();
-  Json intents = {{"other-uid", {{"alloc", api::EncodeAllocation(OneDevice("n1", "GPU-n1-0", 40 * kGiB))},
-                                 {"at", now_s}, {"pod", "default/other"}}}};
-  ASSERT_TRUE(api_->Create(kube::LeasesResource(), "default",
-                           {{"metadata", {{"name", "gpupack-fence-n1"}, {"annotations", {{"gpupack.io/binds-in-flight", intents.dump()}}}}},
-                            {"spec", Json::object()}}).ok());
+  Json intents = {{"other-uid",
+                   {{"alloc", api::EncodeAllocation(OneDevice("n1", "GPU-n1-0", 40 * kGiB))},
+                    {"at", now_s},
+                    {"pod", "default/other"}}}};
+  ASSERT_TRUE(
+      api_->Create(kube::LeasesResource(), "default",
+                   {{"metadata",
+                     {{"name", "gpupack-fence-n1"}, {"annotations", {{"gpupack.io/binds-in-flight", intents.dump()}}}}},
+                    {"spec", Json::object()}})
+          .ok());
   const std::string uid = CreatePod("p1", 10 * kGiB);
   Status s = ExtenderBind("p1", uid);
   EXPECT_EQ(s.code(), StatusCode::kConflict) << s;
   // Once the intent is older than its TTL it no longer blocks, and our own intent is recorded.
   clock_.Advance(std::chrono::seconds(61));
-  ASSERT_TRUE(api_->UpsertGpuNodeStatus("n1", [&] {
-    auto g = api_->GetGpuNode("n1");
-    Json st = (*g)["status"];
-    st["heartbeatTime"] = FormatRfc3339(clock_.Now());
-    return st;
-  }()).ok());
+  ASSERT_TRUE(api_->UpsertGpuNodeStatus("n1",
+                                        [&] {
+                                          auto g = api_->GetGpuNode("n1");
+                                          Json st = (*g)["status"];
+                                          st["heartbeatTime"] = FormatRfc3339(clock_.Now());
+                                          return st;
+                                        }())
+                  .ok());
   ASSERT_TRUE(ExtenderBind("p1", uid).ok());
   auto lease = api_->Get(kube::LeasesResource(), "default", "gpupack-fence-n1");
   ASSERT_TRUE(lease.ok());

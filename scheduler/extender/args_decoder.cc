@@ -1,5 +1,6 @@
 #include "scheduler/extender/args_decoder.h"
 
+#include <simdjson.h>
 #include <strings.h>
 
 #include <cstring>
@@ -7,8 +8,6 @@
 #include <limits>
 #include <optional>
 #include <vector>
-
-#include <simdjson.h>
 
 namespace gpupack::extender {
 

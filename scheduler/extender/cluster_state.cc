@@ -63,7 +63,8 @@ void ClusterState::PublishRows(const std::vector<std::pair<size_t, std::shared_p
 std::shared_ptr<const ClusterState::NodeView> ClusterState::MakeView(const NodeEntry& entry,
                                                                      std::shared_ptr<const model::Node> node,
                                                                      std::optional<Clock::TimePoint> heartbeat,
-                                                                     const placement::Policy& policy, uint64_t generation) {
+                                                                     const placement::Policy& policy,
+                                                                     uint64_t generation) {
   auto view = std::make_shared<NodeView>();
   view->summary = policy.Summarize(*node);
   view->node = std::move(node);
@@ -145,7 +146,7 @@ uint64_t ClusterState::ShapeId(const std::string& shape) const {
 }
 
 std::shared_ptr<const ClusterState::ShapeMemo> ClusterState::FindMemo(uint64_t shape_id, uint64_t generation,
-                                                                     const std::array<uint64_t, 2>& ranking) const {
+                                                                      const std::array<uint64_t, 2>& ranking) const {
   std::lock_guard lock(shapes_mu_);
   for (const auto& memo : memos_) {
     if (memo && memo->shape_id == shape_id && memo->generation == generation && memo->ranking == ranking) return memo;
@@ -170,10 +171,10 @@ ClusterState::Assessment ClusterState::ScoreView(const NodeView& view, const mod
                                                  const Snapshot& snapshot) const {
   // Score, not Evaluate: the per-node path needs no placement and so allocates nothing.
   placement::NodeScore s = view.summary_generation == snapshot.generation
-                          ? snapshot.policy->Score(*view.node, view.summary, pod)
-                          : snapshot.policy->Score(*view.node, snapshot.policy->Summarize(*view.node), pod);
+                               ? snapshot.policy->Score(*view.node, view.summary, pod)
+                               : snapshot.policy->Score(*view.node, snapshot.policy->Summarize(*view.node), pod);
   return Assessment{std::move(s.verdict), s.cost, s.fill_cost, s.reservation_cost, s.completion_loss,
-                    view.tie_break_rank, {}};
+                    view.tie_break_rank,  {}};
 }
 
 std::optional<ClusterState::Assessment> ClusterState::Assess(std::string_view node, const model::PodRequest& pod,
@@ -207,7 +208,8 @@ void ClusterState::AssessMany(const std::vector<std::string_view>& names, const 
     const size_t r = row % kChunkRows;
     if (chunk == nullptr || chunk->versions[r] == 0) continue;  // unreachable: see the lock order above
     if (std::optional<placement::Verdict> stale = StaleVerdict(chunk->heartbeats[r], now)) {
-      out.at_[i] = &out.own_.emplace_back(Assessment{std::move(*stale), 0, 0, 0, 0, chunk->views[r]->tie_break_rank, {}});
+      out.at_[i] =
+          &out.own_.emplace_back(Assessment{std::move(*stale), 0, 0, 0, 0, chunk->views[r]->tie_break_rank, {}});
       continue;
     }
     if (row < memo_rows && memo->versions[row] == chunk->versions[r]) {
@@ -353,16 +355,16 @@ void ClusterState::ReattachShares(model::Node& node) const {
 }
 
 std::optional<placement::Verdict> ClusterState::StaleVerdict(const std::optional<Clock::TimePoint>& heartbeat,
-                                                        Clock::TimePoint now) const {
+                                                             Clock::TimePoint now) const {
   if (heartbeat_ttl_.count() <= 0 || !heartbeat) return std::nullopt;
   const auto age = now - *heartbeat;
   if (age <= heartbeat_ttl_) return std::nullopt;
   const int64_t age_s = std::chrono::duration_cast<std::chrono::seconds>(age).count();
   const int64_t ttl_s = std::chrono::duration_cast<std::chrono::seconds>(heartbeat_ttl_).count();
   // Preemption cannot refresh a heartbeat, so the node is unresolvable for this pod.
-  return placement::Verdict::Reject(placement::RejectReason::kNodeStale, /*unresolvable=*/true, ttl_s, age_s,
-                               "GPUNode heartbeat " + std::to_string(age_s) + "s old > TTL " +
-                                   std::to_string(ttl_s) + "s");
+  return placement::Verdict::Reject(
+      placement::RejectReason::kNodeStale, /*unresolvable=*/true, ttl_s, age_s,
+      "GPUNode heartbeat " + std::to_string(age_s) + "s old > TTL " + std::to_string(ttl_s) + "s");
 }
 
 void ClusterState::UpsertNode(model::Node inventory, std::optional<Clock::TimePoint> heartbeat) {
@@ -378,7 +380,8 @@ void ClusterState::UpsertNode(model::Node inventory, std::optional<Clock::TimePo
       row_names_.emplace_back();
     }
     row_names_[row] = inventory.name;
-    slot = std::make_shared<NodeEntry>(inventory.name, placement::NodeTieBreakRank(inventory.name, tie_break_salt_), row);
+    slot =
+        std::make_shared<NodeEntry>(inventory.name, placement::NodeTieBreakRank(inventory.name, tie_break_salt_), row);
     IndexNewNode(row);
   }
   std::shared_ptr<NodeEntry> entry = slot;
@@ -471,7 +474,8 @@ bool ClusterState::TracksHostResources(std::string_view node) const {
   return view != nullptr && (view->node->cpu_milli >= 0 || view->node->memory_bytes >= 0);
 }
 
-std::optional<placement::NodeEvaluation> ClusterState::Evaluate(std::string_view node, const model::PodRequest& pod) const {
+std::optional<placement::NodeEvaluation> ClusterState::Evaluate(std::string_view node,
+                                                                const model::PodRequest& pod) const {
   std::shared_ptr<const Snapshot> snapshot;
   std::shared_ptr<const NodeView> view;
   {
@@ -490,8 +494,9 @@ std::optional<placement::NodeEvaluation> ClusterState::Evaluate(std::string_view
   return snapshot->policy->Evaluate(*view->node, pod);  // a SetPolicy is re-summarising right now
 }
 
-std::optional<placement::NodeEvaluation> ClusterState::EvaluateWithout(std::string_view node, const model::PodRequest& pod,
-                                                                  const std::set<std::string>& victim_uids) const {
+std::optional<placement::NodeEvaluation> ClusterState::EvaluateWithout(std::string_view node,
+                                                                       const model::PodRequest& pod,
+                                                                       const std::set<std::string>& victim_uids) const {
   std::shared_ptr<const NodeView> view = CurrentView(node);
   if (!view) return std::nullopt;
   if (std::optional<placement::Verdict> stale = StaleVerdict(view->heartbeat, clock_.Now())) {
@@ -529,8 +534,8 @@ StatusOr<ClusterState::Reservation> ClusterState::Reserve(const model::PodReques
   // A SetPolicy that has not reached this node yet: summarise on the spot (it re-publishes the
   // node under the new policy once it gets the node's lock).
   placement::NodeEvaluation evaluation = view.summary_generation == generation
-                                        ? policy->Evaluate(*view.node, view.summary, pod)
-                                        : policy->Evaluate(*view.node, pod);
+                                             ? policy->Evaluate(*view.node, view.summary, pod)
+                                             : policy->Evaluate(*view.node, pod);
   if (!evaluation.verdict.fits()) {
     return Status::FailedPrecondition("pod " + pod.Key() + " no longer fits on node " + std::string(node) + ": " +
                                       evaluation.verdict.Message());
@@ -587,7 +592,7 @@ int ClusterState::ExpireReservations(std::chrono::nanoseconds ttl) {
 }
 
 void ClusterState::ForEachNode(const std::function<void(const model::Node&, const placement::NodeSummary&,
-                                                       std::optional<Clock::TimePoint>)>& fn) const {
+                                                        std::optional<Clock::TimePoint>)>& fn) const {
   // In the table's order (the order the callers have always seen), from one snapshot.
   std::vector<std::shared_ptr<const NodeView>> views;
   {
@@ -595,7 +600,8 @@ void ClusterState::ForEachNode(const std::function<void(const model::Node&, cons
     const std::shared_ptr<const Snapshot> snapshot = CurrentSnapshot();
     views.reserve(nodes_.size());
     for (const auto& [name, entry] : nodes_) {
-      if (const Chunk* chunk = snapshot->ChunkOf(entry->row); chunk != nullptr && chunk->views[entry->row % kChunkRows]) {
+      if (const Chunk* chunk = snapshot->ChunkOf(entry->row);
+          chunk != nullptr && chunk->views[entry->row % kChunkRows]) {
         views.push_back(chunk->views[entry->row % kChunkRows]);
       }
     }

@@ -121,7 +121,7 @@ class ClusterState {
     std::vector<const Assessment*> at_;
     std::shared_ptr<const void> memo_;   // the memo the call found, which hits point into
     std::shared_ptr<const void> fresh_;  // the memo the call made, which fresh answers point into
-    std::deque<Assessment> own_;        // stale nodes' verdicts, which no memo holds
+    std::deque<Assessment> own_;         // stale nodes' verdicts, which no memo holds
   };
   // Assess for many nodes under one table lock. The filter's and prioritize's path, so it takes
   // the table lock, the clock and the shape's id once, not once per node, and ranks only the
@@ -134,7 +134,7 @@ class ClusterState {
   // Evaluates `pod` on `node` as if the pods `victim_uids` were gone (preemption dry run).
   // nullopt for an unknown node.
   std::optional<placement::NodeEvaluation> EvaluateWithout(std::string_view node, const model::PodRequest& pod,
-                                                      const std::set<std::string>& victim_uids) const;
+                                                           const std::set<std::string>& victim_uids) const;
 
   struct Reservation {
     api::Allocation allocation;
@@ -206,10 +206,10 @@ class ClusterState {
         : name(std::move(name)), tie_break_rank(tie_break_rank), row(row) {}
     const std::string name;
     const uint64_t tie_break_rank;
-    const size_t row;  // its row in the snapshot while it is in the table
-    std::mutex mu;     // held by the node's writers
+    const size_t row;                      // its row in the snapshot while it is in the table
+    std::mutex mu;                         // held by the node's writers
     std::shared_ptr<const NodeView> view;  // the published view; REQUIRES mu
-    bool removed = false;  // RemoveNode ran: publish nothing more (the row may be reused); REQUIRES mu
+    bool removed = false;                  // RemoveNode ran: publish nothing more (the row may be reused); REQUIRES mu
   };
   // Assessments of one pod shape under one policy generation, by row, each valid while the row's
   // view version is versions[row]. Immutable once published; a call that scores rows afresh
@@ -218,7 +218,7 @@ class ClusterState {
     uint64_t shape_id = 0;
     uint64_t generation = 0;
     std::array<uint64_t, 2> ranking{};  // the Ranking::id its ranks are from
-    std::vector<uint64_t> versions;  // 0: not assessed
+    std::vector<uint64_t> versions;     // 0: not assessed
     std::vector<Assessment> assessments;
   };
   enum class PodState { kReserved, kBound };
@@ -274,7 +274,7 @@ class ClusterState {
                    std::shared_ptr<const placement::Policy> policy = nullptr, uint64_t generation = 0);
   std::pair<std::shared_ptr<const placement::Policy>, uint64_t> PolicyAndGeneration() const;
   std::optional<placement::Verdict> StaleVerdict(const std::optional<Clock::TimePoint>& heartbeat,
-                                            Clock::TimePoint now) const;
+                                                 Clock::TimePoint now) const;
 
   const Clock& clock_;
   const std::chrono::nanoseconds heartbeat_ttl_;
@@ -332,7 +332,7 @@ class ClusterState {
   mutable int memo_next_ = 0;
 
   mutable std::mutex ledger_mu_;
-  std::unordered_map<std::string, PodRecord> pods_;             // by UID
+  std::unordered_map<std::string, PodRecord> pods_;  // by UID
   std::unordered_map<std::string, std::set<std::string>> pods_by_node_;
   size_t reservations_ = 0;
 };

@@ -26,7 +26,8 @@ model::PodRequest Pod(const std::string& uid, model::MiB mib, int gpus = 1) {
 }
 
 std::shared_ptr<const placement::Policy> Binpack() {
-  return std::make_shared<placement::Policy>(model::PolicyKind::kBinpack, placement::DefaultPriorWorkload(81920), placement::PlacementOptions{});
+  return std::make_shared<placement::Policy>(model::PolicyKind::kBinpack, placement::DefaultPriorWorkload(81920),
+                                             placement::PlacementOptions{});
 }
 
 model::MiB Allocated(const ClusterState& state, const std::string& node) {
@@ -371,8 +372,8 @@ TEST_F(ClusterStateTest, SetPolicyIsSeenOnEveryNodeAndDropsOldMemos) {
   const std::string shape = ClusterState::ShapeKey(pod);
   // Binpack's cost is the free memory the node keeps: 2 × 16384 − 4000.
   EXPECT_EQ(state_.Assess("n7", pod, shape)->cost, 28768);
-  state_.SetPolicy(std::make_shared<placement::Policy>(model::PolicyKind::kSpread, placement::DefaultPriorWorkload(81920),
-                                                  placement::PlacementOptions{}));
+  state_.SetPolicy(std::make_shared<placement::Policy>(
+      model::PolicyKind::kSpread, placement::DefaultPriorWorkload(81920), placement::PlacementOptions{}));
   EXPECT_EQ(state_.Assess("n7", pod, shape)->cost, -28768) << "spread's cost is the negative";
   int summaries = 0;
   state_.ForEachNode([&](const model::Node& n, const placement::NodeSummary& summary, std::optional<Clock::TimePoint>) {

@@ -38,7 +38,8 @@ Status ReadDouble(const YAML::Node& node, const std::string& key, double lo, dou
   const std::string s = Scalar(node);
   char* end = nullptr;
   const double v = s.empty() ? NAN : std::strtod(s.c_str(), &end);
-  if (s.empty() || end != s.c_str() + s.size() || !std::isfinite(v)) return BadKey(key, "expected a number, got \"" + s + "\"");
+  if (s.empty() || end != s.c_str() + s.size() || !std::isfinite(v))
+    return BadKey(key, "expected a number, got \"" + s + "\"");
   if (v < lo || v > hi) {
     std::ostringstream range;
     range << "must be between " << lo << " and " << hi << ", got " << s;
@@ -100,7 +101,8 @@ Status ReadSection(const YAML::Node& node, const std::string& prefix, const std:
     const std::string name = item.first.as<std::string>();
     const std::string key = prefix.empty() ? name : prefix + "." + name;
     auto reader = readers.find(name);
-    if (reader == readers.end()) return Status::InvalidArgument(YamlLine(item.first) + BadKey(key, "unknown key").message());
+    if (reader == readers.end())
+      return Status::InvalidArgument(YamlLine(item.first) + BadKey(key, "unknown key").message());
     const Status read = reader->second(item.second, key, config);
     // A section's own error already carries the line of the key inside it.
     if (!read.ok() && !item.second.IsMap()) return Status::InvalidArgument(YamlLine(item.first) + read.message());
@@ -135,7 +137,8 @@ StatusOr<ExtenderConfig> ParseExtenderConfig(std::string_view yaml_text) {
        [](auto& n, auto& k, auto& c) {
          GPUPACK_RETURN_IF_ERROR(ReadString(n, k, c.prefix));
          while (!c.prefix.empty() && c.prefix.back() == '/') c.prefix.pop_back();
-         if (!c.prefix.empty() && c.prefix.front() != '/') return BadKey(k, "must start with \"/\", got \"" + c.prefix + "\"");
+         if (!c.prefix.empty() && c.prefix.front() != '/')
+           return BadKey(k, "must start with \"/\", got \"" + c.prefix + "\"");
          return Status::Ok();
        }},
       {"policy",
@@ -172,7 +175,8 @@ StatusOr<ExtenderConfig> ParseExtenderConfig(std::string_view yaml_text) {
          return Status::Ok();
        }},
       {"neutralNonGpuPods", [](auto& n, auto& k, auto& c) { return ReadBool(n, k, c.neutral_non_gpu_pods); }},
-      {"reservePerDevice", [](auto& n, auto& k, auto& c) { return ReadBytes(n, k, 1 << 20, c.reserve_per_device_mib); }},
+      {"reservePerDevice",
+       [](auto& n, auto& k, auto& c) { return ReadBytes(n, k, 1 << 20, c.reserve_per_device_mib); }},
       {"requestGranularity",
        [](auto&, auto& k, auto&) {
          // Removed: learned shapes are exact now, and a bucket could only make shapes that fit
@@ -198,7 +202,9 @@ StatusOr<ExtenderConfig> ParseExtenderConfig(std::string_view yaml_text) {
       {"threads", [](auto& n, auto& k, auto& c) { return ReadInt(n, k, 1, 256, c.threads); }},
       {"perDeviceMetrics", [](auto& n, auto& k, auto& c) { return ReadBool(n, k, c.per_device_metrics); }},
       {"maxDevicesPerContainer",
-       [](auto& n, auto& k, auto& c) { return ReadInt(n, k, 1, model::kMaxDevicesPerNode, c.max_devices_per_container); }},
+       [](auto& n, auto& k, auto& c) {
+         return ReadInt(n, k, 1, model::kMaxDevicesPerNode, c.max_devices_per_container);
+       }},
       {"workload", [&workload](auto& n, auto& k, auto& c) { return ReadSection(n, k, workload, c); }},
       {"tls", [&tls](auto& n, auto& k, auto& c) { return ReadSection(n, k, tls, c); }},
   };
@@ -229,10 +235,11 @@ Status CheckConfigAgainstCluster(const ExtenderConfig& config, const std::vector
   for (const model::Node& node : nodes) {
     for (const model::Device& device : node.devices) {
       if (device.capacity_mib > config.reserve_per_device_mib) continue;
-      return BadKey("reservePerDevice",
-                    std::to_string(config.reserve_per_device_mib) + " MiB is not less than the memory of device " +
-                        std::to_string(device.index) + " (" + device.model + ", " + std::to_string(device.capacity_mib) +
-                        " MiB) of node " + node.name + ": nothing would ever fit on it");
+      return BadKey("reservePerDevice", std::to_string(config.reserve_per_device_mib) +
+                                            " MiB is not less than the memory of device " +
+                                            std::to_string(device.index) + " (" + device.model + ", " +
+                                            std::to_string(device.capacity_mib) + " MiB) of node " + node.name +
+                                            ": nothing would ever fit on it");
     }
   }
   return Status::Ok();

@@ -12,16 +12,16 @@
 #include <vector>
 
 #include "common/status.h"
-#include "placement/decision.h"
 #include "model/model.h"
+#include "placement/decision.h"
 #include "placement/placement.h"
 
 namespace gpupack::extender {
 
 struct ExtenderConfig {
   std::string listen = "0.0.0.0:8888";  // verbs (and /metrics, /healthz, /readyz)
-  std::string metrics_listen;            // optional second listener for /metrics, /healthz, /readyz
-  std::string prefix;                    // verbs at {prefix}/filter etc.; "" or "/path"
+  std::string metrics_listen;           // optional second listener for /metrics, /healthz, /readyz
+  std::string prefix;                   // verbs at {prefix}/filter etc.; "" or "/path"
   model::PolicyKind policy = model::PolicyKind::kFgd;
   bool decisive_filter = true;
   double filter_band_mib = 0;
@@ -39,8 +39,10 @@ struct ExtenderConfig {
   model::MiB reserve_per_device_mib = 0;
   double workload_half_life_pods = placement::DecisionOptions{}.half_life_pods;
   double workload_prior_pods = placement::DecisionOptions{}.prior_pods;
-  double workload_coverage = placement::DecisionOptions{}.coverage;  // the learned typical set covers this share of pods
-  int workload_refresh_pods = placement::DecisionOptions{}.refresh_pods;  // re-derive the policy after this many binds; 0 = never
+  double workload_coverage =
+      placement::DecisionOptions{}.coverage;  // the learned typical set covers this share of pods
+  int workload_refresh_pods =
+      placement::DecisionOptions{}.refresh_pods;  // re-derive the policy after this many binds; 0 = never
   std::chrono::nanoseconds heartbeat_ttl = std::chrono::seconds(120);  // 0 = nodes never go stale
   double request_ratio = 1.0;
   std::chrono::nanoseconds reservation_ttl = std::chrono::minutes(2);

@@ -1,3 +1,5 @@
+// Long file: the four verbs and the decision log share the request-scoped state (remembered pods,
+// reservations, the ranking memo); one file keeps their ordering rules side by side.
 #include "scheduler/extender/extender.h"
 
 #include <algorithm>
@@ -7,10 +9,10 @@
 #include <sstream>
 
 #include "api/allocation.h"
-#include "translate/pod_request.h"
 #include "common/log.h"
 #include "scheduler/extender/args_decoder.h"
 #include "scheduler/extender/rank_order.h"
+#include "translate/pod_request.h"
 
 namespace gpupack::extender {
 
@@ -49,7 +51,8 @@ bool SameLevel(const Extender::RankKey& level_start, const Extender::RankKey& ra
 std::string PodKey(const nlohmann::json& pod) {
   auto field = [&](const char* key) {
     const nlohmann::json* meta = pod.is_object() && pod.contains("metadata") ? &pod["metadata"] : nullptr;
-    if (meta == nullptr || !meta->is_object() || !meta->contains(key) || !(*meta)[key].is_string()) return std::string("?");
+    if (meta == nullptr || !meta->is_object() || !meta->contains(key) || !(*meta)[key].is_string())
+      return std::string("?");
     return (*meta)[key].get<std::string>();
   };
   return field("namespace") + "/" + field("name");
@@ -163,12 +166,11 @@ ClusterState::Ranking Extender::RankingFor(std::optional<model::PolicyKind> pod_
   // Owned by this extender (its options are fixed), and the unit is the only input that changes
   // (at a policy refresh); the node-policy override is part of the pod's shape.
   const model::MiB unit = unit_mib_.load(std::memory_order_relaxed);
-  return ClusterState::Ranking{{ranking_owner_, static_cast<uint64_t>(unit)},
-                               [this, unit, pod_node_policy](const ClusterState::Assessment& a) {
-                                 return placement::RankOf({a.cost, a.fill_cost, a.reservation_cost, a.completion_loss,
-                                                      a.tie_break_rank},
-                                                     unit, rank_options_, pod_node_policy);
-                               }};
+  return ClusterState::Ranking{
+      {ranking_owner_, static_cast<uint64_t>(unit)}, [this, unit, pod_node_policy](const ClusterState::Assessment& a) {
+        return placement::RankOf({a.cost, a.fill_cost, a.reservation_cost, a.completion_loss, a.tie_break_rank}, unit,
+                                 rank_options_, pod_node_policy);
+      }};
 }
 
 std::vector<int64_t> Extender::RankScores(size_t levels) {
@@ -176,10 +178,11 @@ std::vector<int64_t> Extender::RankScores(size_t levels) {
   for (size_t r = 0; r < levels; ++r) {
     // Best level 10 and alone there; the rest spread down to 1, so a node that fits always
     // outscores one the extender knows nothing about (0).
-    scores[r] = levels == 1 ? api::kMaxExtenderPriority
-                            : api::kMaxExtenderPriority -
-                                  static_cast<int64_t>(std::ceil(9.0 * static_cast<double>(r) /
-                                                                 static_cast<double>(levels - 1)));
+    scores[r] =
+        levels == 1
+            ? api::kMaxExtenderPriority
+            : api::kMaxExtenderPriority -
+                  static_cast<int64_t>(std::ceil(9.0 * static_cast<double>(r) / static_cast<double>(levels - 1)));
   }
   return scores;
 }
@@ -290,7 +293,8 @@ Reply Extender::Filter(std::string_view body) {
   if (!pod.ok()) {
     // The request itself is wrong: no node can help, preemption neither.
     LogDecision(PodKey(args->pod), "", "", "", pod.status().message());
-    for (std::string_view name : names) result.failed_and_unresolvable_nodes[std::string(name)] = pod.status().message();
+    for (std::string_view name : names)
+      result.failed_and_unresolvable_nodes[std::string(name)] = pod.status().message();
     if (metrics_ != nullptr) {
       for (size_t i = 0; i < names.size(); ++i) metrics_->CountRejection(placement::RejectReason::kInvalidRequest);
     }

@@ -27,8 +27,8 @@
 
 #include "api/extender_types.h"
 #include "common/clock.h"
-#include "placement/decision.h"
 #include "model/model.h"
+#include "placement/decision.h"
 #include "scheduler/extender/backend.h"
 #include "scheduler/extender/cluster_state.h"
 #include "scheduler/extender/metrics.h"
@@ -122,7 +122,7 @@ class Extender {
   const ExtenderOptions options_;
   const Clock& clock_;
   ExtenderMetrics* metrics_;
-  const bool fgd_levels_;  // FGD costs ranked on levels (options_.decision.fgd_levels)
+  const bool fgd_levels_;                          // FGD costs ranked on levels (options_.decision.fgd_levels)
   const placement::DecisionOptions rank_options_;  // options_.decision with fgd_levels_
 
   std::mutex remembered_mu_;
@@ -130,8 +130,8 @@ class Extender {
   std::list<std::string> lru_;  // most recent first
 
   std::mutex learner_mu_;
-  placement::Decision decision_;                 // guarded by learner_mu_
-  std::atomic<model::MiB> unit_mib_;         // decision_.unit_mib(), read by RankOf without the lock
+  placement::Decision decision_;                // guarded by learner_mu_
+  std::atomic<model::MiB> unit_mib_;            // decision_.unit_mib(), read by RankOf without the lock
   std::atomic<bool> learned_held_pods_{false};  // written under learner_mu_; read without it
   // Unique to this extender: the owner in its rankings' ids, so that two extenders on one state
   // (with other options) never serve each other's memoised ranks.

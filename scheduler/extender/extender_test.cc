@@ -7,8 +7,8 @@
 #include <gtest/gtest.h>
 
 #include "api/annotations.h"
-#include "translate/pod_request.h"
 #include "scheduler/extender/test_util.h"
+#include "translate/pod_request.h"
 
 namespace gpupack::extender {
 namespace {
@@ -27,7 +27,8 @@ class ScriptedBackend final : public ClusterBackend {
   StatusOr<model::PodRequest> LookupPod(const BindTarget& pod) override {
     return Status::NotFound("pod " + pod.name + " unknown to the test backend");
   }
-  Status Bind(const BindTarget& pod, const std::string& node, const std::map<std::string, std::string>& annotations) override {
+  Status Bind(const BindTarget& pod, const std::string& node,
+              const std::map<std::string, std::string>& annotations) override {
     if (!bind_error.ok()) return bind_error;
     binds[pod.uid] = {node, annotations};
     return Status::Ok();
@@ -57,9 +58,10 @@ class ExtenderTest : public ::testing::Test {
   }
 
   FakeClock clock_;
-  ClusterState state_{std::make_shared<placement::Policy>(model::PolicyKind::kBinpack, placement::DefaultPriorWorkload(81920),
-                                                     placement::PlacementOptions{}),
-                      clock_, std::chrono::seconds(0)};
+  ClusterState state_{
+      std::make_shared<placement::Policy>(model::PolicyKind::kBinpack, placement::DefaultPriorWorkload(81920),
+                                          placement::PlacementOptions{}),
+      clock_, std::chrono::seconds(0)};
   ScriptedBackend backend_;
   ExtenderMetrics metrics_{&state_, true, BuildInfo{"0.1.0", "test"}};
   const std::vector<std::string> all_ = {"n-tight", "n-mid", "n-roomy", "n-small", "cpu-only"};
@@ -104,11 +106,13 @@ TEST_F(ExtenderTest, RankScoresKeepTheBestAloneAtTheTop) {
 
 TEST_F(ExtenderTest, FullNodeObjectsAreEchoedInNodes) {
   Extender ext = Make();
-  json body = {{"Pod", PodJson("p", "u1", "8Gi")},
-               {"Nodes", {{"metadata", json::object()},
-                          {"items", {{{"metadata", {{"name", "n-mid"}}}, {"status", {{"x", 1}}}},
-                                     {{"metadata", {{"name", "n-small"}}}}}}}},
-               {"NodeNames", nullptr}};
+  json body = {
+      {"Pod", PodJson("p", "u1", "8Gi")},
+      {"Nodes",
+       {{"metadata", json::object()},
+        {"items",
+         {{{"metadata", {{"name", "n-mid"}}}, {"status", {{"x", 1}}}}, {{"metadata", {{"name", "n-small"}}}}}}}},
+      {"NodeNames", nullptr}};
   json r = Parse(ext.Filter(body.dump()));
   EXPECT_TRUE(r["NodeNames"].is_null());
   ASSERT_EQ(r["Nodes"]["items"].size(), 1u);
@@ -133,7 +137,8 @@ TEST_F(ExtenderTest, AnInvalidRequestFailsEveryNodeUnresolvably) {
   json r = Parse(ext.Filter(FilterBody(PodJson("p", "u1", "lots"), {"n-mid", "n-roomy"})));
   EXPECT_TRUE(r["NodeNames"].empty());
   ASSERT_EQ(r["FailedAndUnresolvableNodes"].size(), 2u);
-  EXPECT_NE(r["FailedAndUnresolvableNodes"]["n-mid"].get<std::string>().find("gpu-memory"), std::string::npos) << r.dump();
+  EXPECT_NE(r["FailedAndUnresolvableNodes"]["n-mid"].get<std::string>().find("gpu-memory"), std::string::npos)
+      << r.dump();
   EXPECT_EQ(r["Error"], "");
 }
 
@@ -177,9 +182,10 @@ TEST_F(ExtenderTest, LogsOneInfoLinePerDecisionWithNodeDevicesCapAndReason) {
                      "(2 device_too_small), e.g. n-mid: "),
             std::string::npos)
       << log;
-  EXPECT_NE(log.find(" INFO extender: decision pod=default/bad node=none devices=none cap=none reason=\"invalid gpupack "
-                     "request: "),
-            std::string::npos)
+  EXPECT_NE(
+      log.find(" INFO extender: decision pod=default/bad node=none devices=none cap=none reason=\"invalid gpupack "
+               "request: "),
+      std::string::npos)
       << log;
 }
 
@@ -209,9 +215,12 @@ TEST_F(ExtenderTest, BindAfterFilterReservesAndWritesTheAnnotations) {
   ASSERT_EQ(backend_.binds.count("u1"), 1u);
   const auto& record = backend_.binds["u1"];
   EXPECT_EQ(record.node, "n-mid");
-  EXPECT_EQ(record.annotations.at(api::ContainerAnnotationKey(false, 0, api::ContainerEnvKey::kVisibleDevices)), "GPU-n-mid-0");
-  EXPECT_EQ(record.annotations.at(api::ContainerAnnotationKey(false, 0, api::ContainerEnvKey::kMemoryLimitMiB)), "8192");
-  StatusOr<api::Allocation> allocation = api::DecodeAllocation(record.annotations.at(std::string(api::kAnnotationAllocation)));
+  EXPECT_EQ(record.annotations.at(api::ContainerAnnotationKey(false, 0, api::ContainerEnvKey::kVisibleDevices)),
+            "GPU-n-mid-0");
+  EXPECT_EQ(record.annotations.at(api::ContainerAnnotationKey(false, 0, api::ContainerEnvKey::kMemoryLimitMiB)),
+            "8192");
+  StatusOr<api::Allocation> allocation =
+      api::DecodeAllocation(record.annotations.at(std::string(api::kAnnotationAllocation)));
   ASSERT_TRUE(allocation.ok()) << allocation.status();
   EXPECT_EQ(allocation->node, "n-mid");
   EXPECT_EQ(state_.ReservationCount(), 0u);
@@ -240,17 +249,18 @@ TEST_F(ExtenderTest, AFailedBindReleasesTheDevices) {
   backend_.bind_error = Status::Ok();
   EXPECT_EQ(Parse(ext.Bind(BindBody("p", "u1", "n-mid")))["Error"], "");
   const std::string text = metrics_.Render();
-  for (const char* sample : {"gpupack_bind_requests_total{result=\"success\"} 1\n",
-                             "gpupack_bind_requests_total{result=\"conflict\"} 1\n",
-                             "gpupack_bind_requests_total{result=\"error\"} 1\n"}) {
+  for (const char* sample :
+       {"gpupack_bind_requests_total{result=\"success\"} 1\n", "gpupack_bind_requests_total{result=\"conflict\"} 1\n",
+        "gpupack_bind_requests_total{result=\"error\"} 1\n"}) {
     EXPECT_NE(text.find(sample), std::string::npos) << sample << text;
   }
 }
 
 TEST_F(ExtenderTest, BindOfAnUnknownPodOrAfterTheMemoryExpiredIsRefused) {
   Extender ext = Make();
-  EXPECT_NE(Parse(ext.Bind(BindBody("p", "u1", "n-mid")))["Error"].get<std::string>().find("unknown to the test backend"),
-            std::string::npos);
+  EXPECT_NE(
+      Parse(ext.Bind(BindBody("p", "u1", "n-mid")))["Error"].get<std::string>().find("unknown to the test backend"),
+      std::string::npos);
   Parse(ext.Filter(FilterBody(PodJson("p", "u1", "8Gi"), all_)));
   clock_.Advance(std::chrono::minutes(11));
   ext.Maintain();
@@ -261,8 +271,9 @@ TEST_F(ExtenderTest, BindOfAnUnknownPodOrAfterTheMemoryExpiredIsRefused) {
 TEST_F(ExtenderTest, NotSyncedAnswersWithAnError) {
   backend_.synced = false;
   Extender ext = Make();
-  EXPECT_NE(Parse(ext.Filter(FilterBody(PodJson("p", "u1", "8Gi"), all_)))["Error"].get<std::string>().find("not synced"),
-            std::string::npos);
+  EXPECT_NE(
+      Parse(ext.Filter(FilterBody(PodJson("p", "u1", "8Gi"), all_)))["Error"].get<std::string>().find("not synced"),
+      std::string::npos);
   EXPECT_EQ(ext.Prioritize(FilterBody(PodJson("p", "u1", "8Gi"), all_)).status, 503);
   EXPECT_FALSE(ext.Ready());
 }
@@ -278,9 +289,9 @@ TEST_F(ExtenderTest, PreemptKeepsOnlyNodesWhereTheVictimsFreeEnoughMemory) {
   json args = {{"Pod", PodJson("big", "big", "12Gi")},
                {"NodeNameToVictims", nullptr},
                {"NodeNameToMetaVictims",
-                {{"n-mid", {{"Pods", {{{"UID", "v1"}}}}, {"NumPDBViolations", 0}}},  // frees 8 of 16: not enough
+                {{"n-mid", {{"Pods", {{{"UID", "v1"}}}}, {"NumPDBViolations", 0}}},   // frees 8 of 16: not enough
                  {"n-tight", {{"Pods", {{{"UID", "w"}}}}, {"NumPDBViolations", 1}}},  // frees all 12
-                 {"n-roomy", {{"Pods", json::array()}, {"NumPDBViolations", 0}}}}}};   // no victims: dropped
+                 {"n-roomy", {{"Pods", json::array()}, {"NumPDBViolations", 0}}}}}};  // no victims: dropped
   json r = Parse(ext.Preempt(args.dump()));
   EXPECT_EQ(r, json::parse(R"({"NodeNameToMetaVictims":{"n-tight":{"Pods":[{"UID":"w"}],"NumPDBViolations":1}}})"));
   args["NodeNameToMetaVictims"]["n-mid"]["Pods"] = {{{"UID", "v1"}}, {{"UID", "v2"}}};
@@ -299,9 +310,10 @@ TEST(ExtenderRanking, SurvivesQuantisationAndRandomTieBreaks) {
     const bool decisive = variant % 2 == 0;
     const model::MiB level_unit = variant < 2 ? 0 : 81920;
     FakeClock clock;
-    ClusterState state(std::make_shared<placement::Policy>(model::PolicyKind::kFgd, placement::DefaultPriorWorkload(81920),
-                                                      placement::PlacementOptions{}),
-                       clock, std::chrono::seconds(0));
+    ClusterState state(
+        std::make_shared<placement::Policy>(model::PolicyKind::kFgd, placement::DefaultPriorWorkload(81920),
+                                            placement::PlacementOptions{}),
+        clock, std::chrono::seconds(0));
     ScriptedBackend backend;
     std::vector<std::string> names;
     for (int i = 0; i < 24; ++i) {
@@ -370,9 +382,10 @@ TEST(ExtenderTieBreak, DecisiveFilterKeepsTheNodeOfLowestSaltedRank) {
   std::set<std::string> winners;
   for (uint64_t salt : {uint64_t{0}, uint64_t{1}, uint64_t{2}, uint64_t{3}}) {
     FakeClock clock;
-    ClusterState state(std::make_shared<placement::Policy>(model::PolicyKind::kFgd, placement::DefaultPriorWorkload(81920),
-                                                      placement::PlacementOptions{}),
-                       clock, std::chrono::seconds(0), salt);
+    ClusterState state(
+        std::make_shared<placement::Policy>(model::PolicyKind::kFgd, placement::DefaultPriorWorkload(81920),
+                                            placement::PlacementOptions{}),
+        clock, std::chrono::seconds(0), salt);
     ScriptedBackend backend;
     std::vector<std::string> names;
     for (int i = 0; i < 16; ++i) {
@@ -401,9 +414,10 @@ TEST(ExtenderTieBreak, DecisiveFilterKeepsTheNodeOfLowestSaltedRank) {
 TEST(ExtenderTieBreak, NeighbouringRankFractionsStayDistinct) {
   for (uint64_t salt = 0; salt < 10; ++salt) {
     FakeClock clock;
-    ClusterState state(std::make_shared<placement::Policy>(model::PolicyKind::kFgd, placement::DefaultPriorWorkload(81920),
-                                                      placement::PlacementOptions{}),
-                       clock, std::chrono::seconds(0), salt);
+    ClusterState state(
+        std::make_shared<placement::Policy>(model::PolicyKind::kFgd, placement::DefaultPriorWorkload(81920),
+                                            placement::PlacementOptions{}),
+        clock, std::chrono::seconds(0), salt);
     std::vector<std::string> names;
     for (int i = 0; i < 3000; ++i) {
       names.push_back("n" + std::to_string(i));
@@ -427,9 +441,10 @@ TEST(ExtenderTieBreak, FillLevelDecidesWithinAnFgdLevelBeforeTheNodeOrder) {
   FakeClock clock;
   placement::TypicalSpec whole{12000, 1, 0, model::DeviceKindPreference::kAny, "", {}, .6};
   placement::TypicalSpec half{12000, 1, 500, model::DeviceKindPreference::kAny, "", {}, .4};
-  ClusterState state(std::make_shared<placement::Policy>(model::PolicyKind::kFgd, placement::TypicalWorkload{{whole, half}},
-                                                    placement::PlacementOptions{}),
-                     clock, std::chrono::seconds(0));
+  ClusterState state(
+      std::make_shared<placement::Policy>(model::PolicyKind::kFgd, placement::TypicalWorkload{{whole, half}},
+                                          placement::PlacementOptions{}),
+      clock, std::chrono::seconds(0));
   // The lean node gets whichever name the node order puts first.
   std::string lean = "node-a", rich = "node-b";
   if (placement::NodeTieBreakRank(lean, 0) > placement::NodeTieBreakRank(rich, 0)) std::swap(lean, rich);
@@ -459,7 +474,7 @@ TEST(ExtenderTieBreak, FillLevelDecidesWithinAnFgdLevelBeforeTheNodeOrder) {
 // T4 node ("t0") that pods pinned to T4 depend on; 80 GiB devices throughout.
 std::shared_ptr<placement::Policy> FgdPrior() {
   return std::make_shared<placement::Policy>(model::PolicyKind::kFgd, placement::DefaultPriorWorkload(81920),
-                                        placement::PlacementOptions{});
+                                             placement::PlacementOptions{});
 }
 std::vector<std::string> AddFourA100sAndOneT4(ClusterState& state) {
   std::vector<std::string> names;
@@ -496,13 +511,15 @@ TEST(ExtenderReservation, LearnedPinnedShapesPriceTheirNodesAtRefresh) {
     for (int i = 0; i < 2; ++i) {
       const json pod = T4PinnedPod(i);
       ASSERT_EQ(json::parse(ext.Filter(FilterBody(pod, names)).body)["NodeNames"], json::array({"t0"}));
-      ASSERT_EQ(json::parse(ext.Bind(BindBody(pod["metadata"]["name"], pod["metadata"]["uid"], "t0")).body)["Error"], "");
+      ASSERT_EQ(json::parse(ext.Bind(BindBody(pod["metadata"]["name"], pod["metadata"]["uid"], "t0")).body)["Error"],
+                "");
     }
     double t0_tightness = -1, a0_tightness = -1;
-    state.ForEachNode([&](const model::Node& node, const placement::NodeSummary& summary, std::optional<Clock::TimePoint>) {
-      if (node.name == "t0") t0_tightness = summary.reservation_tightness;
-      if (node.name == "a0") a0_tightness = summary.reservation_tightness;
-    });
+    state.ForEachNode(
+        [&](const model::Node& node, const placement::NodeSummary& summary, std::optional<Clock::TimePoint>) {
+          if (node.name == "t0") t0_tightness = summary.reservation_tightness;
+          if (node.name == "a0") a0_tightness = summary.reservation_tightness;
+        });
     EXPECT_EQ(a0_tightness, 0);
     if (!reserve) {
       EXPECT_TRUE(state.policy()->reservation().reserving().empty());
@@ -531,11 +548,13 @@ TEST(ExtenderCompletion, RanksTheDeviceAPodCompletesBestFirst) {
     return placement::TypicalSpec{4000, 1, mib, model::DeviceKindPreference::kAny, "", {}, weight};
   };
   const placement::TypicalWorkload workload{
-      {slice(650, .1), slice(320, .2), slice(470, .2), placement::TypicalSpec{4000, 1, 0, model::DeviceKindPreference::kAny, "", {}, .5}}};
+      {slice(650, .1), slice(320, .2), slice(470, .2),
+       placement::TypicalSpec{4000, 1, 0, model::DeviceKindPreference::kAny, "", {}, .5}}};
   for (bool complete : {true, false}) {
     FakeClock clock;
-    ClusterState state(std::make_shared<placement::Policy>(model::PolicyKind::kFgd, workload, placement::PlacementOptions{}), clock,
-                       std::chrono::seconds(0));
+    ClusterState state(
+        std::make_shared<placement::Policy>(model::PolicyKind::kFgd, workload, placement::PlacementOptions{}), clock,
+        std::chrono::seconds(0));
     state.UpsertNode(GpuNode("half-used", 1, 1000));
     state.UpsertNode(GpuNode("empty", 1, 1000));
     ScriptedBackend backend;
@@ -559,8 +578,9 @@ TEST(ExtenderCompletion, RanksTheDeviceAPodCompletesBestFirst) {
     half_device.completion_loss = 500;
     half_device.cost = -1e6;  // the best FGD level does not outrank a larger loss
     EXPECT_LT(ext.RankOf(third), ext.RankOf(half_device));
-    EXPECT_EQ(ext.RankOf(half_device).cost - ext.RankOf(third).cost,
-              (500 - 333) * double{1 << 17} - (placement::FgdScoreLevel(-1e6, 1000) - placement::FgdScoreLevel(0, 1000)));
+    EXPECT_EQ(
+        ext.RankOf(half_device).cost - ext.RankOf(third).cost,
+        (500 - 333) * double{1 << 17} - (placement::FgdScoreLevel(-1e6, 1000) - placement::FgdScoreLevel(0, 1000)));
     // Equal losses: the fill level decides before FGD's level. better_fgd: FGD level 100 (ΔF
     // −10⁶), fill level 2 (ΔF̂ 1000 MiB = 2 half devices); better_fill: FGD level
     // int(100·σ(0)) = 50, fill level 0. Fill steps are 128, FGD levels 1.
@@ -618,13 +638,13 @@ TEST_F(ExtenderTest, MetricsCountRequestsByVerbAndResult) {
                              "gpupack_extender_requests_total{result=\"no_fit\",verb=\"filter\"} 1",
                              "gpupack_extender_requests_total{result=\"error\",verb=\"filter\"} 1",
                              "gpupack_extender_request_duration_seconds_count{verb=\"filter\"} 3",
-                             "gpupack_gpu_memory_bytes{node=\"n-mid\",gpu_uuid=\"GPU-n-mid-0\",gpu_index=\"0\",gpu_model=\"NVIDIA A100-SXM4-80GB\",mig_profile=\"\"} 17179869184",
+                             "gpupack_gpu_memory_bytes{node=\"n-mid\",gpu_uuid=\"GPU-n-mid-0\",gpu_index=\"0\",gpu_"
+                             "model=\"NVIDIA A100-SXM4-80GB\",mig_profile=\"\"} 17179869184",
                              "gpupack_cluster_gpu_memory_bytes ", "gpupack_reservations 0", "gpupack_nodes 4",
                              "gpupack_cluster_fragmentation_ratio ", "gpupack_reservations_expired_total 0"}) {
     EXPECT_NE(text.find(needle), std::string::npos) << needle << "\n" << text;
   }
 }
-
 
 // ---- issue 19: device rules, per-pod policy and the spread key through the verbs ----
 
@@ -639,10 +659,12 @@ TEST_F(ExtenderTest, PinnedPodPassesOnlyItsDeviceAndTheOthersSayWhichRule) {
   json r = Parse(ext.Filter(FilterBody(pod, all_)));
   EXPECT_EQ(r["NodeNames"], json({"n-mid"}));
   for (const char* node : {"n-tight", "n-roomy", "n-small"}) {
-    EXPECT_EQ(r["FailedAndUnresolvableNodes"][node], "no device left for any device: 1 device not allowed by gpupack.io/gpu-uuids")
+    EXPECT_EQ(r["FailedAndUnresolvableNodes"][node],
+              "no device left for any device: 1 device not allowed by gpupack.io/gpu-uuids")
         << node;
   }
-  EXPECT_NE(metrics_.Render().find("gpupack_filter_node_rejections_total{reason=\"excluded_by_rule\"} 3"), std::string::npos);
+  EXPECT_NE(metrics_.Render().find("gpupack_filter_node_rejections_total{reason=\"excluded_by_rule\"} 3"),
+            std::string::npos);
 }
 
 TEST_F(ExtenderTest, PodNodePolicyOverridesTheClusterRanking) {
@@ -658,9 +680,10 @@ TEST_F(ExtenderTest, PodNodePolicyOverridesTheClusterRanking) {
 
 TEST(ExtenderRanking, PodNodePolicyRanksExactCostsOnAnFgdCluster) {
   FakeClock clock;
-  ClusterState state(std::make_shared<placement::Policy>(model::PolicyKind::kFgd, placement::DefaultPriorWorkload(81920),
-                                                    placement::PlacementOptions{}),
-                     clock, std::chrono::seconds(0));
+  ClusterState state(
+      std::make_shared<placement::Policy>(model::PolicyKind::kFgd, placement::DefaultPriorWorkload(81920),
+                                          placement::PlacementOptions{}),
+      clock, std::chrono::seconds(0));
   ScriptedBackend backend;
   ExtenderOptions options;
   options.decision.device_mib = 81920;
@@ -695,11 +718,12 @@ TEST_F(ExtenderTest, SpreadKeyKeepsReplicasApartAcrossARestart) {
 
   // A restarted extender rebuilds its ledger from the pod's allocation annotation alone.
   FakeClock clock;
-  ClusterState restarted(std::make_shared<placement::Policy>(model::PolicyKind::kBinpack, placement::DefaultPriorWorkload(81920),
-                                                        placement::PlacementOptions{}),
-                         clock, std::chrono::seconds(0));
-  for (const auto& [n, mib] : std::map<std::string, model::MiB>{{"n-tight", 12288}, {"n-mid", 16384}, {"n-roomy", 81920},
-                                                                  {"n-small", 4096}}) {
+  ClusterState restarted(
+      std::make_shared<placement::Policy>(model::PolicyKind::kBinpack, placement::DefaultPriorWorkload(81920),
+                                          placement::PlacementOptions{}),
+      clock, std::chrono::seconds(0));
+  for (const auto& [n, mib] :
+       std::map<std::string, model::MiB>{{"n-tight", 12288}, {"n-mid", 16384}, {"n-roomy", 81920}, {"n-small", 4096}}) {
     restarted.UpsertNode(GpuNode(n, 1, mib));
   }
   StatusOr<api::Allocation> decoded = api::DecodeAllocation(allocation);
@@ -715,14 +739,21 @@ TEST_F(ExtenderTest, AllocatedMemoryPerNamespaceIsExported) {
   json pod = PodJson("p", "u1", "8Gi");
   pod["metadata"]["namespace"] = "team-a";
   ASSERT_EQ(Parse(ext.Filter(FilterBody(pod, all_)))["NodeNames"], json({"n-tight"}));
-  ASSERT_EQ(Parse(ext.Bind(json{{"PodName", "p"}, {"PodNamespace", "team-a"}, {"PodUID", "u1"}, {"Node", "n-tight"}}.dump()))["Error"], "");
+  ASSERT_EQ(
+      Parse(ext.Bind(
+          json{{"PodName", "p"}, {"PodNamespace", "team-a"}, {"PodUID", "u1"}, {"Node", "n-tight"}}.dump()))["Error"],
+      "");
   // 8 GiB = 8589934592 bytes; a whole-device pod counts its device's size (n-roomy: 80 GiB).
   json whole = PodJson("w", "u2", "", 1);
   ASSERT_EQ(Parse(ext.Filter(FilterBody(whole, {"n-roomy"})))["NodeNames"], json({"n-roomy"}));
   ASSERT_EQ(Parse(ext.Bind(BindBody("w", "u2", "n-roomy")))["Error"], "");
   const std::string text = metrics_.Render();
-  EXPECT_NE(text.find("gpupack_namespace_gpu_memory_allocated_bytes{namespace=\"team-a\"} 8589934592"), std::string::npos) << text;
-  EXPECT_NE(text.find("gpupack_namespace_gpu_memory_allocated_bytes{namespace=\"default\"} 85899345920"), std::string::npos) << text;
+  EXPECT_NE(text.find("gpupack_namespace_gpu_memory_allocated_bytes{namespace=\"team-a\"} 8589934592"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("gpupack_namespace_gpu_memory_allocated_bytes{namespace=\"default\"} 85899345920"),
+            std::string::npos)
+      << text;
 }
 
 TEST_F(ExtenderTest, AdminExcludedDeviceIsSkippedAndCounted) {

@@ -1,7 +1,6 @@
 #include "scheduler/extender/metrics.h"
 
 #include <map>
-
 #include <set>
 #include <string_view>
 
@@ -30,7 +29,8 @@ prometheus::MetricFamily Gauge(std::string name, std::string help) {
   return family;
 }
 
-void AddSample(prometheus::MetricFamily& family, double value, std::vector<prometheus::ClientMetric::Label> labels = {}) {
+void AddSample(prometheus::MetricFamily& family, double value,
+               std::vector<prometheus::ClientMetric::Label> labels = {}) {
   prometheus::ClientMetric metric;
   metric.label = std::move(labels);
   metric.gauge.value = value;
@@ -61,8 +61,9 @@ ExtenderMetrics::ExtenderMetrics(const ClusterState* state, bool per_device, con
   // All three results from the start, so rates and ratios exist before the first conflict.
   auto& binds = prometheus::BuildCounter()
                     .Name("gpupack_bind_requests_total")
-                    .Help("Bindings the backend wrote (API-server Binding on a cluster), by result: success, "
-                          "conflict, error.")
+                    .Help(
+                        "Bindings the backend wrote (API-server Binding on a cluster), by result: success, "
+                        "conflict, error.")
                     .Register(*registry_);
   bind_success_ = &binds.Add({{"result", "success"}});
   bind_conflict_ = &binds.Add({{"result", "conflict"}});
@@ -74,8 +75,8 @@ ExtenderMetrics::~ExtenderMetrics() = default;
 
 void ExtenderMetrics::ObserveRequest(std::string_view verb, std::string_view result, double seconds) {
   requests_->Add({{"verb", std::string(verb)}, {"result", std::string(result)}}).Increment();
-  static const prometheus::Histogram::BucketBoundaries kBuckets = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
-                                                                   0.01,   0.025,   0.05,   0.1,   0.25,   1, 2.5, 5, 10};
+  static const prometheus::Histogram::BucketBoundaries kBuckets = {
+      0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 2.5, 5, 10};
   durations_->Add({{"verb", std::string(verb)}}, kBuckets).Observe(seconds);
 }
 
@@ -103,7 +104,8 @@ std::string ExtenderMetrics::Render() const { return prometheus::TextSerializer(
 
 std::vector<prometheus::MetricFamily> ExtenderMetrics::Collect() const {
   std::vector<prometheus::MetricFamily> families = registry_->Collect();
-  prometheus::MetricFamily ready = Gauge("gpupack_extender_ready", "1 when the cluster state is synced and verbs are served.");
+  prometheus::MetricFamily ready =
+      Gauge("gpupack_extender_ready", "1 when the cluster state is synced and verbs are served.");
   AddSample(ready, ready_.load() ? 1 : 0);
   families.push_back(std::move(ready));
   if (state_ != nullptr) {
@@ -114,68 +116,74 @@ std::vector<prometheus::MetricFamily> ExtenderMetrics::Collect() const {
     prometheus::MetricFamily capacity = Gauge("gpupack_cluster_gpu_memory_bytes", "GPU memory of all devices.");
     prometheus::MetricFamily allocated =
         Gauge("gpupack_cluster_gpu_memory_allocated_bytes", "GPU memory caps allocated (bound and reserved).");
-    prometheus::MetricFamily used = Gauge("gpupack_cluster_gpu_memory_used_bytes", "GPU memory in use as reported by the agents.");
-    prometheus::MetricFamily frag = Gauge("gpupack_cluster_fragmentation_ratio",
-                                          "Expected free GPU memory a typical pod could not use (FGD), over all free GPU memory.");
+    prometheus::MetricFamily used =
+        Gauge("gpupack_cluster_gpu_memory_used_bytes", "GPU memory in use as reported by the agents.");
+    prometheus::MetricFamily frag =
+        Gauge("gpupack_cluster_fragmentation_ratio",
+              "Expected free GPU memory a typical pod could not use (FGD), over all free GPU memory.");
     prometheus::MetricFamily dev_capacity = Gauge("gpupack_gpu_memory_bytes", "GPU memory of one device.");
-    prometheus::MetricFamily dev_allocated = Gauge("gpupack_gpu_memory_allocated_bytes", "GPU memory caps allocated on one device.");
-    prometheus::MetricFamily dev_used = Gauge("gpupack_gpu_memory_used_bytes", "GPU memory in use on one device (agent report).");
-    prometheus::MetricFamily dev_pods = Gauge("gpupack_gpu_pods", "Pods holding a share of one device (bound or reserved).");
-    prometheus::MetricFamily node_frag = Gauge("gpupack_node_fragmented_gpu_memory_bytes",
-                                               "Expected free GPU memory of the node a typical pod could not use (FGD).");
+    prometheus::MetricFamily dev_allocated =
+        Gauge("gpupack_gpu_memory_allocated_bytes", "GPU memory caps allocated on one device.");
+    prometheus::MetricFamily dev_used =
+        Gauge("gpupack_gpu_memory_used_bytes", "GPU memory in use on one device (agent report).");
+    prometheus::MetricFamily dev_pods =
+        Gauge("gpupack_gpu_pods", "Pods holding a share of one device (bound or reserved).");
+    prometheus::MetricFamily node_frag =
+        Gauge("gpupack_node_fragmented_gpu_memory_bytes",
+              "Expected free GPU memory of the node a typical pod could not use (FGD).");
     prometheus::MetricFamily node_report =
         Gauge("gpupack_node_report_timestamp_seconds",
               "Heartbeat of the node's GPUNode as the extender last accepted it (Unix seconds; 0 = never reported).");
     prometheus::MetricFamily node_reserved =
         Gauge("gpupack_node_reservation_tightness",
               "Capacity reservation price per MiB a pod takes on the node (0 = not reserved; only nodes above 0).");
-    prometheus::MetricFamily ns_allocated =
-        Gauge("gpupack_namespace_gpu_memory_allocated_bytes",
-              "GPU memory caps allocated to the namespace's pods (bound and reserved; whole devices count their size).");
-    prometheus::MetricFamily excluded = Gauge(
-        "gpupack_node_excluded_gpus",
-        "Devices the administrator took out of gpupack's pool (node annotation gpupack.io/excluded-devices); only nodes above 0.");
+    prometheus::MetricFamily ns_allocated = Gauge(
+        "gpupack_namespace_gpu_memory_allocated_bytes",
+        "GPU memory caps allocated to the namespace's pods (bound and reserved; whole devices count their size).");
+    prometheus::MetricFamily excluded = Gauge("gpupack_node_excluded_gpus",
+                                              "Devices the administrator took out of gpupack's pool (node annotation "
+                                              "gpupack.io/excluded-devices); only nodes above 0.");
     std::map<std::string, double> by_namespace;
     double total = 0, total_allocated = 0, total_used = 0, fragmented = 0, free = 0;
-    state_->ForEachNode([&](const model::Node& node, const placement::NodeSummary& summary,
-                            std::optional<Clock::TimePoint> heartbeat) {
-      if (heartbeat) {  // nodes from a cluster file have none
-        const std::chrono::duration<double> since_epoch = heartbeat->time_since_epoch();
-        AddSample(node_report, since_epoch.count(), {{"node", node.name}});
-      }
-      fragmented += summary.fragmentation;
-      AddSample(node_frag, summary.fragmentation * kBytesPerMiB, {{"node", node.name}});
-      // Most nodes reserve nothing: only the few a constrained shape depends on get a series.
-      if (summary.reservation_tightness > 0) AddSample(node_reserved, summary.reservation_tightness, {{"node", node.name}});
-      free += static_cast<double>(summary.total_free);
-      int excluded_here = 0;
-      for (const model::Device& device : node.devices) {
-        model::MiB caps = 0;
-        for (const model::DeviceShare& share : device.shares) {
-          caps += share.mem_mib;
-          by_namespace[share.pod_key.substr(0, share.pod_key.find('/'))] += static_cast<double>(share.mem_mib);
-        }
-        excluded_here += device.excluded ? 1 : 0;
-        total += static_cast<double>(device.capacity_mib);
-        total_allocated += static_cast<double>(caps);
-        total_used += static_cast<double>(device.used_mib);
-        if (!per_device_) continue;
-        std::vector<prometheus::ClientMetric::Label> labels = {{"node", node.name},
-                                                               {"gpu_uuid", device.uuid},
-                                                               {"gpu_index", std::to_string(device.index)},
-                                                               {"gpu_model", device.model},
-                                                               {"mig_profile", device.kind == model::DeviceKind::kMig
-                                                                                   ? device.mig_profile
-                                                                                   : std::string()}};
-        AddSample(dev_capacity, static_cast<double>(device.capacity_mib) * kBytesPerMiB, labels);
-        AddSample(dev_allocated, static_cast<double>(caps) * kBytesPerMiB, labels);
-        AddSample(dev_used, static_cast<double>(device.used_mib) * kBytesPerMiB, labels);
-        std::set<std::string_view> pod_uids;
-        for (const model::DeviceShare& share : device.shares) pod_uids.insert(share.pod_uid);
-        AddSample(dev_pods, static_cast<double>(pod_uids.size()), std::move(labels));
-      }
-      if (excluded_here > 0) AddSample(excluded, excluded_here, {{"node", node.name}});
-    });
+    state_->ForEachNode(
+        [&](const model::Node& node, const placement::NodeSummary& summary, std::optional<Clock::TimePoint> heartbeat) {
+          if (heartbeat) {  // nodes from a cluster file have none
+            const std::chrono::duration<double> since_epoch = heartbeat->time_since_epoch();
+            AddSample(node_report, since_epoch.count(), {{"node", node.name}});
+          }
+          fragmented += summary.fragmentation;
+          AddSample(node_frag, summary.fragmentation * kBytesPerMiB, {{"node", node.name}});
+          // Most nodes reserve nothing: only the few a constrained shape depends on get a series.
+          if (summary.reservation_tightness > 0)
+            AddSample(node_reserved, summary.reservation_tightness, {{"node", node.name}});
+          free += static_cast<double>(summary.total_free);
+          int excluded_here = 0;
+          for (const model::Device& device : node.devices) {
+            model::MiB caps = 0;
+            for (const model::DeviceShare& share : device.shares) {
+              caps += share.mem_mib;
+              by_namespace[share.pod_key.substr(0, share.pod_key.find('/'))] += static_cast<double>(share.mem_mib);
+            }
+            excluded_here += device.excluded ? 1 : 0;
+            total += static_cast<double>(device.capacity_mib);
+            total_allocated += static_cast<double>(caps);
+            total_used += static_cast<double>(device.used_mib);
+            if (!per_device_) continue;
+            std::vector<prometheus::ClientMetric::Label> labels = {
+                {"node", node.name},
+                {"gpu_uuid", device.uuid},
+                {"gpu_index", std::to_string(device.index)},
+                {"gpu_model", device.model},
+                {"mig_profile", device.kind == model::DeviceKind::kMig ? device.mig_profile : std::string()}};
+            AddSample(dev_capacity, static_cast<double>(device.capacity_mib) * kBytesPerMiB, labels);
+            AddSample(dev_allocated, static_cast<double>(caps) * kBytesPerMiB, labels);
+            AddSample(dev_used, static_cast<double>(device.used_mib) * kBytesPerMiB, labels);
+            std::set<std::string_view> pod_uids;
+            for (const model::DeviceShare& share : device.shares) pod_uids.insert(share.pod_uid);
+            AddSample(dev_pods, static_cast<double>(pod_uids.size()), std::move(labels));
+          }
+          if (excluded_here > 0) AddSample(excluded, excluded_here, {{"node", node.name}});
+        });
     for (const auto& [ns, mib] : by_namespace) AddSample(ns_allocated, mib * kBytesPerMiB, {{"namespace", ns}});
     AddSample(nodes, static_cast<double>(state_->NodeCount()));
     AddSample(pods, static_cast<double>(state_->PodCount()));

@@ -33,9 +33,10 @@ std::vector<std::string> Samples(const std::string& text, const std::string& pre
 class ExtenderMetricsTest : public ::testing::Test {
  protected:
   FakeClock clock_{Clock::TimePoint(std::chrono::seconds(1'800'000'000))};
-  ClusterState state_{std::make_shared<placement::Policy>(model::PolicyKind::kFgd, placement::DefaultPriorWorkload(81920),
-                                                     placement::PlacementOptions{}),
-                      clock_, std::chrono::seconds(120)};
+  ClusterState state_{
+      std::make_shared<placement::Policy>(model::PolicyKind::kFgd, placement::DefaultPriorWorkload(81920),
+                                          placement::PlacementOptions{}),
+      clock_, std::chrono::seconds(120)};
   ExtenderMetrics metrics_{&state_, true, BuildInfo{"0.1.0", "0123456789ab"}};
 };
 
@@ -50,8 +51,9 @@ TEST_F(ExtenderMetricsTest, NodeReportTimestampIsTheAcceptedHeartbeat) {
   state_.UpsertNode(GpuNode("reported", 1, 81920), clock_.Now() - std::chrono::milliseconds(2500));
   state_.UpsertNode(GpuNode("never-reported", 1, 81920), Clock::TimePoint{});
   state_.UpsertNode(GpuNode("from-file", 1, 81920));
-  EXPECT_EQ(Samples(metrics_.Render(), "gpupack_node_report_timestamp_seconds{"), (std::vector<std::string>{R"(gpupack_node_report_timestamp_seconds{node="never-reported"} 0)",
-                                               R"(gpupack_node_report_timestamp_seconds{node="reported"} 1799999997.5)"}));
+  EXPECT_EQ(Samples(metrics_.Render(), "gpupack_node_report_timestamp_seconds{"),
+            (std::vector<std::string>{R"(gpupack_node_report_timestamp_seconds{node="never-reported"} 0)",
+                                      R"(gpupack_node_report_timestamp_seconds{node="reported"} 1799999997.5)"}));
   clock_.Advance(std::chrono::seconds(30));
   state_.UpsertNode(GpuNode("reported", 1, 81920), clock_.Now());  // the next heartbeat
   EXPECT_EQ(Samples(metrics_.Render(), R"(gpupack_node_report_timestamp_seconds{node="reported"})"),
@@ -69,7 +71,7 @@ TEST_F(ExtenderMetricsTest, ReservationTightnessOfReservedNodesOnly) {
     builder.AddNode(node);
   });
   state_.SetPolicy(std::make_shared<placement::Policy>(model::PolicyKind::kFgd, placement::DefaultPriorWorkload(81920),
-                                                  placement::PlacementOptions{}, std::move(builder).Build()));
+                                                       placement::PlacementOptions{}, std::move(builder).Build()));
   // D = 1 (the only shape), Free / Free(H) = 10 devices / 2 devices: r = 5.
   EXPECT_EQ(Samples(metrics_.Render(), "gpupack_node_reservation_tightness{"),
             std::vector<std::string>{R"(gpupack_node_reservation_tightness{node="t4"} 5)"});

@@ -1,9 +1,9 @@
 #include "scheduler/extender/rank_order.h"
 
-#include <gtest/gtest.h>
-
 #include <algorithm>
 #include <random>
+
+#include <gtest/gtest.h>
 
 #include "placement/placement.h"
 
@@ -44,8 +44,8 @@ TEST(SortByRank, OrdersExactlyAsAComparisonSort) {
   struct Case {
     const char* name;
     size_t nodes;
-    int distinct_costs;   // costs drawn from this many integer levels
-    int tie_kind;         // 0: node ties; 1: all 0; 2: duplicated node ties; 3: not k / 2^53
+    int distinct_costs;  // costs drawn from this many integer levels
+    int tie_kind;        // 0: node ties; 1: all 0; 2: duplicated node ties; 3: not k / 2^53
   };
   const Case cases[] = {
       {"bucketed: few costs, node ties", 5000, 7, 0},

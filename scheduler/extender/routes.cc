@@ -41,8 +41,8 @@ void RegisterVerbs(server::HttpServer& server, Extender& extender, const std::st
   auto verb = [&extender](Reply (Extender::*handler)(std::string_view)) {
     return [&extender, handler](const server::Request& request) {
       Reply reply = (extender.*handler)(request.body);
-      return server::Response{reply.status, reply.status == 200 ? "application/json" : "text/plain",
-                              std::move(reply.body), {}};
+      return server::Response{
+          reply.status, reply.status == 200 ? "application/json" : "text/plain", std::move(reply.body), {}};
     };
   };
   server.Handle("POST", prefix + "/filter", verb(&Extender::Filter));

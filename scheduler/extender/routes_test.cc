@@ -1,6 +1,7 @@
 #include "scheduler/extender/routes.h"
 
 #include <httplib.h>
+
 #include <gtest/gtest.h>
 
 #include "scheduler/extender/test_util.h"
@@ -43,9 +44,10 @@ TEST(MetricsServerOptionsTest, OneWorkerPlainHttp) {
   config.tls_cert_file = "cert.pem";
   config.tls_key_file = "key.pem";
   FakeClock clock;
-  ClusterState state{std::make_shared<placement::Policy>(model::PolicyKind::kFgd, placement::DefaultPriorWorkload(81920),
-                                                         placement::PlacementOptions{}),
-                     clock, std::chrono::seconds(0)};
+  ClusterState state{
+      std::make_shared<placement::Policy>(model::PolicyKind::kFgd, placement::DefaultPriorWorkload(81920),
+                                          placement::PlacementOptions{}),
+      clock, std::chrono::seconds(0)};
   StandaloneBackend backend{{}};
   Extender extender{state, backend, ExtenderOptions{}, clock, nullptr};
   const server::HttpServerOptions verbs = ExtenderServerOptions(config, extender);
@@ -74,9 +76,10 @@ class HttpServerTest : public ::testing::Test {
   }
 
   FakeClock clock_;
-  ClusterState state_{std::make_shared<placement::Policy>(model::PolicyKind::kFgd, placement::DefaultPriorWorkload(81920),
-                                                     placement::PlacementOptions{}),
-                      clock_, std::chrono::seconds(0)};
+  ClusterState state_{
+      std::make_shared<placement::Policy>(model::PolicyKind::kFgd, placement::DefaultPriorWorkload(81920),
+                                          placement::PlacementOptions{}),
+      clock_, std::chrono::seconds(0)};
   StandaloneBackend backend_{{testing::GpuNode("a", 2, 81920), testing::GpuNode("b", 1, 40960)}};
   ExtenderMetrics metrics_{&state_, true, BuildInfo{"0.1.0", "test"}};
   Extender extender_{state_, backend_, ExtenderOptions{}, clock_, &metrics_};
@@ -98,8 +101,8 @@ TEST_F(HttpServerTest, ServesTheVerbsUnderThePrefixOverOneKeptAliveConnection) {
     EXPECT_EQ(filter->get_header_value("Content-Type"), "application/json");
     json f = json::parse(filter->body);
     ASSERT_FALSE(f["NodeNames"].empty()) << filter->body;
-    auto prioritize = client_->Post("/gpupack/prioritize",
-                                    testing::FilterBody(testing::PodJson("p", uid, "10Gi"), {"a", "b"}), "application/json");
+    auto prioritize = client_->Post(
+        "/gpupack/prioritize", testing::FilterBody(testing::PodJson("p", uid, "10Gi"), {"a", "b"}), "application/json");
     ASSERT_TRUE(prioritize);
     EXPECT_EQ(json::parse(prioritize->body).size(), 2u);
     auto bind = client_->Post("/gpupack/bind", testing::BindBody("p", uid, f["NodeNames"][0]), "application/json");

@@ -12,7 +12,8 @@
 namespace gpupack::extender::testing {
 
 // A node with `gpus` whole GPUs of `mib` MiB each, UUIDs "GPU-<node>-<i>".
-inline model::Node GpuNode(const std::string& name, int gpus, model::MiB mib, const std::string& model = "NVIDIA A100-SXM4-80GB") {
+inline model::Node GpuNode(const std::string& name, int gpus, model::MiB mib,
+                           const std::string& model = "NVIDIA A100-SXM4-80GB") {
   model::Node node;
   node.name = name;
   for (int i = 0; i < gpus; ++i) {
@@ -28,7 +29,8 @@ inline model::Node GpuNode(const std::string& name, int gpus, model::MiB mib, co
 
 // A pod asking for `gpu_memory` (a quantity) on each of `gpus` devices in one container "main";
 // an empty gpu_memory with gpus > 0 asks for whole GPUs; gpus == 0 asks for nothing.
-inline nlohmann::json PodJson(const std::string& name, const std::string& uid, const std::string& gpu_memory, int gpus = 1) {
+inline nlohmann::json PodJson(const std::string& name, const std::string& uid, const std::string& gpu_memory,
+                              int gpus = 1) {
   nlohmann::json limits = nlohmann::json::object();
   limits["cpu"] = "1";
   if (!gpu_memory.empty()) limits["gpupack.io/gpu-memory"] = gpu_memory;
