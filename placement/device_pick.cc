@@ -197,10 +197,10 @@ TentativePlacement::TentativePlacement(const EvaluationInputs& in, NodeEvaluatio
       device_kind_(in.pod.device_policy.value_or(in.policy_kind)),
       node_kind_(in.pod.node_policy.value_or(in.policy_kind)),
       fgd_(device_kind_ == PolicyKind::kFgd || node_kind_ == PolicyKind::kFgd),
-      tally_usable_(in.sum.usable.data()),
-      tally_unusable_(in.sum.unusable_free.data()),
-      fill_empty_devices_now_(in.sum.fill_empty_devices.data()),
-      fill_usable_free_now_(in.sum.fill_usable_free.data()),
+      tally_usable_(in.sum.usable()),
+      tally_unusable_(in.sum.unusable_free()),
+      fill_empty_devices_now_(in.sum.fill_empty_devices()),
+      fill_usable_free_now_(in.sum.fill_usable_free()),
       fill_total_free_(in.sum.total_free),
       multi_whole_(in.multi_whole),
       with_completion_(device_kind_ == PolicyKind::kFgd && !in.completion.empty()),
@@ -208,8 +208,8 @@ TentativePlacement::TentativePlacement(const EvaluationInputs& in, NodeEvaluatio
   for (int g = 0; g < n_; ++g) {
     pod_holds_[g] = false;
     pod_cap_[g] = 0;
-    st_.free[g] = sum_.devices[g].free;
-    st_.empty[g] = sum_.devices[g].empty;
+    st_.free[g] = sum_.devices()[g].free;
+    st_.empty[g] = sum_.devices()[g].empty;
   }
   st_.total_free = sum_.total_free;
   st_.free_cpu = sum_.free_cpu_milli < 0 ? -1 : sum_.free_cpu_milli - pod_.cpu_milli;
@@ -225,8 +225,8 @@ TentativePlacement::TentativePlacement(const EvaluationInputs& in, NodeEvaluatio
 void TentativePlacement::StartFgd() {
   if (cpu_short_ != sum_.cpu_short) {
     WorkState cpu_only;  // the node's devices as they are, with the pod's CPU taken
-    std::copy_n(sum_.usable.begin(), cols_.n, cpu_only.usable.begin());
-    std::copy_n(sum_.unusable_free.begin(), cols_.n, cpu_only.unusable_free.begin());
+    std::copy_n(sum_.usable(), cols_.n, cpu_only.usable.begin());
+    std::copy_n(sum_.unusable_free(), cols_.n, cpu_only.unusable_free.begin());
     cpu_only.total_free = sum_.total_free;
     fgd_cost_ = Fragmentation(cols_, cpu_only, cpu_short_) - sum_.fragmentation;
   }
@@ -326,8 +326,8 @@ bool TentativePlacement::SameStateSeen(const std::array<int, kMaxDevicesPerNode>
     // Cost depends only on (free, empty, spec match) and whether the pick is exclusive.
     const int h = seen[i];
     duplicate = st_.free[h] == st_.free[g] && st_.empty[h] == st_.empty[g] &&
-                sum_.devices[h].spec_match == sum_.devices[g].spec_match &&
-                sum_.devices[h].completion_table == sum_.devices[g].completion_table &&
+                sum_.devices()[h].spec_match == sum_.devices()[g].spec_match &&
+                sum_.devices()[h].completion_table == sum_.devices()[g].completion_table &&
                 exclusive == (constrained_ ? TakesExclusively(node_.devices[h], demand) : demand.mem == 0);
   }
   return duplicate;
@@ -345,7 +345,7 @@ Pick TentativePlacement::Candidate(int g, const Demand& demand, bool exclusive, 
     // rank by (across device sizes it would only prefer the smallest device, against
     // the pods pinned to it, which the reservation prices later in the ranking).
     if (with_completion_ && !exclusive) {
-      p.loss_mib = completion_.Loss(sum_.devices[g].completion_table, st_.free[g], p.new_free);
+      p.loss_mib = completion_.Loss(sum_.devices()[g].completion_table, st_.free[g], p.new_free);
       // Whole MiB: distinct losses differ by far more, equal ones by float noise only.
       p.loss = static_cast<int64_t>(std::floor(p.loss_mib + 1e-6));
     }
@@ -390,8 +390,8 @@ void TentativePlacement::TakeFgd(const Pick& pick) {
   // The state only matters for later picks.
   if (picks_left_ <= 0) return;
   if (tally_usable_ != st_.usable.data()) {
-    std::copy_n(sum_.usable.begin(), cols_.n, st_.usable.begin());
-    std::copy_n(sum_.unusable_free.begin(), cols_.n, st_.unusable_free.begin());
+    std::copy_n(sum_.usable(), cols_.n, st_.usable.begin());
+    std::copy_n(sum_.unusable_free(), cols_.n, st_.unusable_free.begin());
     tally_usable_ = st_.usable.data();
     tally_unusable_ = st_.unusable_free.data();
   }
@@ -404,7 +404,7 @@ void TentativePlacement::TakeFgd(const Pick& pick) {
 
 void TentativePlacement::TakeFill(const Pick& pick) {
   const int best = pick.slot;
-  const uint64_t match = sum_.devices[best].spec_match;
+  const uint64_t match = sum_.devices()[best].spec_match;
   if (fill_fast_) {
     fill_used_delta_ +=
         FillPick(cols_, match & ~multi_whole_, st_.free[best], st_.empty[best], pick.new_free, nullptr, nullptr);
@@ -412,8 +412,8 @@ void TentativePlacement::TakeFill(const Pick& pick) {
       if (!multi_whole_tallied_) {
         for (uint64_t bits = multi_whole_; bits != 0; bits &= bits - 1) {
           const int m = std::countr_zero(bits);
-          fill_empty_devices_[m] = sum_.fill_empty_devices[m];
-          fill_usable_free_[m] = sum_.fill_usable_free[m];
+          fill_empty_devices_[m] = sum_.fill_empty_devices()[m];
+          fill_usable_free_[m] = sum_.fill_usable_free()[m];
         }
         multi_whole_tallied_ = true;
       }
@@ -422,8 +422,8 @@ void TentativePlacement::TakeFill(const Pick& pick) {
     }
   } else {
     if (fill_empty_devices_now_ != fill_empty_devices_.data()) {
-      std::copy_n(sum_.fill_empty_devices.begin(), cols_.n_device, fill_empty_devices_.begin());
-      std::copy_n(sum_.fill_usable_free.begin(), cols_.n_device, fill_usable_free_.begin());
+      std::copy_n(sum_.fill_empty_devices(), cols_.n_device, fill_empty_devices_.begin());
+      std::copy_n(sum_.fill_usable_free(), cols_.n_device, fill_usable_free_.begin());
       fill_empty_devices_now_ = fill_empty_devices_.data();
       fill_usable_free_now_ = fill_usable_free_.data();
     }
@@ -445,7 +445,7 @@ double TentativePlacement::FillCost() const {
     fill_used_delta +=
         cols_.weight[m] *
         static_cast<double>(WholeCopiesFree(fill_usable_free_[m], fill_empty_devices_[m], cols_.count[m]) -
-                            WholeCopiesFree(sum_.fill_usable_free[m], sum_.fill_empty_devices[m], cols_.count[m]));
+                            WholeCopiesFree(sum_.fill_usable_free()[m], sum_.fill_empty_devices()[m], cols_.count[m]));
   }
   return cols_.total_weight * static_cast<double>(fill_total_free_ - sum_.total_free) - fill_used_delta;
 }

@@ -94,7 +94,7 @@ double Fragmentation(const Columns& c, const WorkState& st, uint64_t cpu_short);
 inline void ChangeDevice(const Columns& c, const NodeSummary& sum, WorkState& st, int slot, MiB new_free) {
   const MiB old_free = st.free[slot];
   const bool old_empty = st.empty[slot];
-  const uint64_t match = sum.devices[slot].spec_match;
+  const uint64_t match = sum.devices()[slot].spec_match;
   for (int m = 0; m < c.n; ++m) {
     const bool matched = (match >> m) & 1;
     const bool was = matched && UsableFor(c.mem[m], old_free, old_empty);
@@ -130,7 +130,7 @@ class DeltaEvaluator {
   double Delta(int slot, MiB new_free) {
     const MiB old_free = st_.free[slot];
     const MiB df = new_free - old_free;
-    const NodeSummary::DeviceSlot& device = sum_.devices[slot];
+    const NodeSummary::DeviceSlot& device = sum_.devices()[slot];
     const uint64_t match = device.spec_match;
     // Specs [ub_new, ub_old) could use the device before and cannot after: walk down from
     // ub_old (precomputed in the summary while the device is unchanged) over exactly those.
@@ -167,7 +167,7 @@ class DeltaEvaluator {
   // sums are kept per mask and extended only as far as a query needs.
   double Prefix(uint64_t match, int upto) {
     if (match == sum_.prefix_mask && feasible_ == (sum_.satisfied & ~sum_.cpu_short))
-      return sum_.satisfied_prefix[upto];
+      return sum_.satisfied_prefix()[upto];
     int slot = -1;
     for (int i = 0; i < cached_; ++i) {
       if (masks_[i] == match) slot = i;

@@ -63,7 +63,7 @@ bool SameSort(const Device& p, const Device& d) {
 // The device slots and R_n.
 void SummarizeDevices(const Node& node, const Columns& cols, const std::vector<TypicalSpec>& specs,
                       const PlacementOptions& options, const CompletionValue& completion, NodeSummary& sum) {
-  auto& slots = sum.devices;
+  auto* slots = sum.devices();
   for (int g = 0; g < sum.device_count; ++g) {
     const Device& d = node.devices[g];
     NodeSummary::DeviceSlot& slot = slots[g];
@@ -81,7 +81,7 @@ void SummarizeDevices(const Node& node, const Columns& cols, const std::vector<T
 
 // q_n(m), the free memory no device of spec m can use, and which specs are satisfied.
 void SummarizeSpecs(const Columns& cols, NodeSummary& sum) {
-  const auto& slots = sum.devices;
+  const auto* slots = sum.devices();
   for (int m = 0; m < cols.n; ++m) {
     int16_t usable = 0;
     MiB unusable = 0;
@@ -92,38 +92,43 @@ void SummarizeSpecs(const Columns& cols, NodeSummary& sum) {
       else
         unusable += slots[g].free;
     }
-    sum.usable[m] = usable;
-    sum.unusable_free[m] = unusable;
+    sum.usable()[m] = usable;
+    sum.unusable_free()[m] = unusable;
     sum.satisfied |= static_cast<uint64_t>(usable >= cols.count[m]) << m;
   }
 }
 
 // The fill fragmentation's tallies, F̂_n(M) and the CPU from which it stops depending on CPU.
 void SummarizeFill(const Columns& cols, NodeSummary& sum) {
-  const auto& slots = sum.devices;
+  const auto* slots = sum.devices();
   for (int g = 0; g < sum.device_count; ++g) {
-    FillPick(cols, slots[g].spec_match, 0, false, slots[g].free, sum.fill_empty_devices.data(),
-             sum.fill_usable_free.data());
+    FillPick(cols, slots[g].spec_match, 0, false, slots[g].free, sum.fill_empty_devices(), sum.fill_usable_free());
     if (!slots[g].empty) continue;
     for (int m = cols.n_fractional; m < cols.n_device; ++m) {
       if (!((slots[g].spec_match >> m) & 1)) continue;
-      ++sum.fill_empty_devices[m];
-      sum.fill_usable_free[m] += slots[g].free;
+      ++sum.fill_empty_devices()[m];
+      sum.fill_usable_free()[m] += slots[g].free;
     }
   }
-  sum.fill_fragmentation = FillFragmentation(cols, sum.fill_empty_devices.data(), sum.fill_usable_free.data(),
-                                             sum.free_cpu_milli, sum.free_memory_bytes, sum.total_free);
-  sum.fill_cpu_ample = FillAmple(cols, sum.fill_empty_devices.data(), sum.fill_usable_free.data(), cols.cpu);
-  sum.fill_memory_ample = FillAmple(cols, sum.fill_empty_devices.data(), sum.fill_usable_free.data(), cols.host_memory);
+  sum.fill_fragmentation = FillFragmentation(cols, sum.fill_empty_devices(), sum.fill_usable_free(), sum.free_cpu_milli,
+                                             sum.free_memory_bytes, sum.total_free);
+  sum.fill_cpu_ample = FillAmple(cols, sum.fill_empty_devices(), sum.fill_usable_free(), cols.cpu);
+  sum.fill_memory_ample = FillAmple(cols, sum.fill_empty_devices(), sum.fill_usable_free(), cols.host_memory);
 }
 
 }  // namespace
+
+void NodeSummary::Resize(int devices, int specs) {
+  device_count = devices;
+  spec_count = specs;
+  block_.assign(End(), std::byte{0});
+}
 
 NodeSummary Policy::Summarize(const Node& node) const {
   const Columns cols = ColumnsView();
   NodeSummary sum;
   const int n = std::min<int>(static_cast<int>(node.devices.size()), kMaxDevicesPerNode);
-  sum.device_count = n;
+  sum.Resize(n, cols.n);
   sum.stale = !node.stale_reason.empty();
   SummarizeDevices(node, cols, workload_.specs, options_, completion_, sum);
   SummarizeSpecs(cols, sum);
@@ -131,15 +136,15 @@ NodeSummary Policy::Summarize(const Node& node) const {
   sum.free_memory_bytes =
       node.memory_bytes < 0 ? -1 : std::max<int64_t>(0, node.memory_bytes - node.requested_memory_bytes);
   WorkState st;
-  st.usable = sum.usable;
-  st.unusable_free = sum.unusable_free;
+  std::copy_n(sum.usable(), cols.n, st.usable.begin());
+  std::copy_n(sum.unusable_free(), cols.n, st.unusable_free.begin());
   st.total_free = sum.total_free;
   sum.cpu_short = CpuShortMask(cols, columns_.cpu.data(), sum.free_cpu_milli, columns_.max_cpu);
   if (n > 0) {
-    sum.prefix_mask = sum.devices[0].spec_match;
+    sum.prefix_mask = sum.devices()[0].spec_match;
     const uint64_t bits = sum.prefix_mask & sum.satisfied & ~sum.cpu_short;
     for (int m = 0; m < cols.n_fractional; ++m) {
-      sum.satisfied_prefix[m + 1] = sum.satisfied_prefix[m] + (((bits >> m) & 1) ? cols.weight[m] : 0.0);
+      sum.satisfied_prefix()[m + 1] = sum.satisfied_prefix()[m] + (((bits >> m) & 1) ? cols.weight[m] : 0.0);
     }
   }
   sum.fragmentation = Fragmentation(cols, st, sum.cpu_short);

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "placement/vocabulary.h"
 #include "placement/workload.h"
@@ -28,20 +30,19 @@ bool CanHost(const Node& node, const TypicalSpec& spec, const PlacementOptions& 
 
 // Per-node precomputation against a policy's typical workload (FGD's F_n(M) ingredients).
 // Laid out for Score, which reads every node's summary once per pod and finds few of them in a
-// cache (5,000 summaries are far larger than L2): the scalars first, then one slot per device
-// with everything Score reads about it, so a node of 8 devices is a handful of cache lines, not
-// one line per per-device array.
+// cache: the scalars here, and the per-device slots and per-spec tallies in one block sized to
+// the node's devices and the policy's specs (about 1 KB for 8 devices and 30 specs, where
+// arrays of the maxima took 3.5 KB: 5,000 nodes' summaries then fit in a last-level cache).
 struct NodeSummary {
   int device_count = 0;
+  int spec_count = 0;           // the policy's: the length of every per-spec tally
   bool stale = false;           // node.stale_reason is set: Score reads the Node only to explain it
   MiB total_free = 0;           // R_n
   int64_t free_cpu_milli = -1;  // -1 = unlimited
   int64_t free_memory_bytes = -1;
   uint64_t satisfied = 0;  // bit m: at least count_m devices can hold spec m (CPU not considered)
   uint64_t cpu_short = 0;  // bit m: the node's free CPU is below spec m's
-  // For the first device's match mask: satisfied_prefix[i] = Σ weight of fractional specs j < i
-  // that the mask matches and that are satisfied (devices and CPU). FGD's per-pick delta needs
-  // it; precomputing it here keeps it off the per-pod path.
+  // The first device's match mask, which satisfied_prefix() is for.
   uint64_t prefix_mask = 0;
   int64_t fill_cpu_ample = 0;        // free CPU from which no device spec is CPU-limited in F̂
   int64_t fill_memory_ample = 0;     // free host memory from which none is memory-limited in F̂
@@ -57,15 +58,51 @@ struct NodeSummary {
     int8_t fractional_fit = 0;
     bool empty = false;  // healthy, in the pool, no shares, no foreign use
   };
-  std::array<int16_t, kMaxTypicalSpecs> usable{};        // q_n(m): devices with room for spec m
-  std::array<DeviceSlot, kMaxDevicesPerNode> devices{};  // the first device_count are used
-  std::array<double, kMaxTypicalSpecs + 1> satisfied_prefix{};
-  std::array<MiB, kMaxTypicalSpecs> unusable_free{};  // Σ free of devices that cannot hold spec m
+
+  // Sizes the block for `devices` slots and `specs` tallies, all zero.
+  void Resize(int devices, int specs);
+  // The first device_count slots.
+  DeviceSlot* devices() { return reinterpret_cast<DeviceSlot*>(block_.data()); }
+  const DeviceSlot* devices() const { return reinterpret_cast<const DeviceSlot*>(block_.data()); }
   // The fill fragmentation's ingredients (NodeEvaluation::fill_cost), per device spec m: the free
   // memory m could use, CPU aside (fractional: Σ free of the matching devices that hold one;
   // whole: Σ free of the matching empty devices), and for whole specs how many such devices.
-  std::array<MiB, kMaxTypicalSpecs> fill_usable_free{};
-  std::array<int32_t, kMaxTypicalSpecs> fill_empty_devices{};
+  MiB* fill_usable_free() { return At<MiB>(FillUsableFreeAt()); }
+  const MiB* fill_usable_free() const { return At<MiB>(FillUsableFreeAt()); }
+  int32_t* fill_empty_devices() { return At<int32_t>(FillEmptyDevicesAt()); }
+  const int32_t* fill_empty_devices() const { return At<int32_t>(FillEmptyDevicesAt()); }
+  // Σ free of devices that cannot hold spec m.
+  MiB* unusable_free() { return At<MiB>(UnusableFreeAt()); }
+  const MiB* unusable_free() const { return At<MiB>(UnusableFreeAt()); }
+  // For the first device's match mask: satisfied_prefix()[i] = Σ weight of fractional specs j < i
+  // that the mask matches and that are satisfied (devices and CPU); spec_count + 1 entries. FGD's
+  // per-pick delta needs it; precomputing it here keeps it off the per-pod path.
+  double* satisfied_prefix() { return At<double>(SatisfiedPrefixAt()); }
+  const double* satisfied_prefix() const { return At<double>(SatisfiedPrefixAt()); }
+  // q_n(m): devices with room for spec m.
+  int16_t* usable() { return At<int16_t>(UsableAt()); }
+  const int16_t* usable() const { return At<int16_t>(UsableAt()); }
+
+ private:
+  // Byte offsets in the block, widest members first so each stays aligned.
+  size_t FillUsableFreeAt() const { return sizeof(DeviceSlot) * static_cast<size_t>(device_count); }
+  size_t UnusableFreeAt() const { return FillUsableFreeAt() + sizeof(MiB) * static_cast<size_t>(spec_count); }
+  size_t SatisfiedPrefixAt() const { return UnusableFreeAt() + sizeof(MiB) * static_cast<size_t>(spec_count); }
+  size_t FillEmptyDevicesAt() const {
+    return SatisfiedPrefixAt() + sizeof(double) * static_cast<size_t>(spec_count + 1);
+  }
+  size_t UsableAt() const { return FillEmptyDevicesAt() + sizeof(int32_t) * static_cast<size_t>(spec_count); }
+  size_t End() const { return UsableAt() + sizeof(int16_t) * static_cast<size_t>(spec_count); }
+  template <typename T>
+  T* At(size_t offset) {
+    return reinterpret_cast<T*>(block_.data() + offset);
+  }
+  template <typename T>
+  const T* At(size_t offset) const {
+    return reinterpret_cast<const T*>(block_.data() + offset);
+  }
+
+  std::vector<std::byte> block_;  // operator new's alignment suits every member
 };
 
 }  // namespace gpupack::placement

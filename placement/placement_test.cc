@@ -563,5 +563,15 @@ TEST(Policy, ParseNames) {
   EXPECT_EQ(ParsePolicyKind("tetris").status().message(), "unknown policy \"tetris\" (want fgd, binpack or spread)");
 }
 
+// A summary's tallies are as long as its policy's workload has specs: scoring it under a policy
+// with more specs would read past them, so Score aborts instead.
+TEST(PolicyDeathTest, ScoreRefusesASummaryOfAnotherWorkload) {
+  Node node = MakeNode({Gpu(1000), Gpu(1000)}, 16000);
+  Policy two = Fgd({Spec(4000, 1, 500, .5), Spec(8000, 1, 0, .5)});
+  Policy three = Fgd({Spec(4000, 1, 500, .5), Spec(8000, 1, 0, .3), Spec(32000, 0, 0, .2)});
+  EXPECT_EQ(three.Summarize(node).spec_count, 3);
+  EXPECT_DEATH((void)three.Score(node, two.Summarize(node), Pod(1, 100)), "spec_count");
+}
+
 }  // namespace
 }  // namespace gpupack::placement

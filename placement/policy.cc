@@ -139,6 +139,8 @@ NodeScore Policy::Score(const Node& node, const NodeSummary& sum, const PodReque
 
 NodeEvaluation Policy::EvaluateImpl(const Node& node, const NodeSummary& sum, const PodRequest& pod,
                                     bool want_placement) const {
+  // A summary of another policy's specs would be read past its tallies.
+  GPUPACK_CHECK(sum.spec_count == columns_.n);
   const Columns cols = ColumnsView();
   return EvaluatePlacement(
       EvaluationInputs{node, sum, pod, cols, options_, completion_, kind_, columns_.max_cpu, columns_.multi_whole},
