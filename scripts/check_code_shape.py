@@ -18,7 +18,7 @@ import os
 import re
 import sys
 
-from check_layering import SOURCE_DIRS, is_test_code
+from check_layering import SOURCE_DIRS, sources
 
 MAX_FUNCTION_LINES = 80
 MAX_FILE_LINES = 500
@@ -116,19 +116,6 @@ def long_functions(text, limit=MAX_FUNCTION_LINES):
 
 def has_reason(text):
     return any(line.startswith(REASON) for line in text.splitlines()[:REASON_WITHIN])
-
-
-def sources(root, folders, production_only):
-    for top in folders:
-        for dirpath, _, files in os.walk(os.path.join(root, top)):
-            for name in sorted(files):
-                if not name.endswith((".cc", ".h")):
-                    continue
-                path = os.path.relpath(os.path.join(dirpath, name), root)
-                if production_only and is_test_code(path):
-                    continue
-                with open(os.path.join(root, path), encoding="utf-8", errors="replace") as f:
-                    yield path, f.read()
 
 
 def check(root, function_folders=("placement",), file_folders=tuple(SOURCE_DIRS)):

@@ -59,40 +59,48 @@ def is_test_code(path):
             or name.startswith("test_"))
 
 
-def check(root, known_debt=None):
-    """Returns one message per breach; known_debt defaults to KNOWN_DEBT."""
-    known_debt = KNOWN_DEBT if known_debt is None else known_debt
-    problems = []
-    seen_debt = set()
-    for top in SOURCE_DIRS:
+def sources(root, folders=SOURCE_DIRS, production_only=False):
+    """Yields (path relative to root, text) for every .cc and .h below the folders, in order."""
+    for top in folders:
         for dirpath, _, files in os.walk(os.path.join(root, top)):
             for name in sorted(files):
                 if not name.endswith((".cc", ".h")):
                     continue
                 path = os.path.relpath(os.path.join(dirpath, name), root)
-                layer = layer_of(path)
-                test = is_test_code(path)
+                if production_only and is_test_code(path):
+                    continue
                 with open(os.path.join(root, path), encoding="utf-8", errors="replace") as f:
-                    for number, line in enumerate(f, 1):
-                        m = INCLUDE.match(line)
-                        if not m:
-                            continue
-                        header = m.group(1)
-                        target = layer_of(header)
-                        where = f"{path}:{number}: includes {header}"
-                        if target == "cmd" and layer != "cmd":
-                            problems.append(f"{where}: nothing outside cmd/ may include cmd/")
-                            continue
-                        if test or target == layer or target not in ALLOWED:
-                            continue
-                        if is_test_code(header):
-                            problems.append(f"{where}: production code includes test code")
-                        elif target not in ALLOWED.get(layer, set()):
-                            if (path, header) in known_debt:
-                                seen_debt.add((path, header))
-                            else:
-                                allowed = ", ".join(sorted(ALLOWED.get(layer, set()))) or "nothing"
-                                problems.append(f"{where}: {layer}/ may include only {allowed}")
+                    yield path, f.read()
+
+
+def check(root, known_debt=None):
+    """Returns one message per breach; known_debt defaults to KNOWN_DEBT."""
+    known_debt = KNOWN_DEBT if known_debt is None else known_debt
+    problems = []
+    seen_debt = set()
+    for path, text in sources(root):
+        layer = layer_of(path)
+        test = is_test_code(path)
+        for number, line in enumerate(text.splitlines(), 1):
+            m = INCLUDE.match(line)
+            if not m:
+                continue
+            header = m.group(1)
+            target = layer_of(header)
+            where = f"{path}:{number}: includes {header}"
+            if target == "cmd" and layer != "cmd":
+                problems.append(f"{where}: nothing outside cmd/ may include cmd/")
+                continue
+            if test or target == layer or target not in ALLOWED:
+                continue
+            if is_test_code(header):
+                problems.append(f"{where}: production code includes test code")
+            elif target not in ALLOWED.get(layer, set()):
+                if (path, header) in known_debt:
+                    seen_debt.add((path, header))
+                else:
+                    allowed = ", ".join(sorted(ALLOWED.get(layer, set()))) or "nothing"
+                    problems.append(f"{where}: {layer}/ may include only {allowed}")
     for path, header in sorted(known_debt - seen_debt):
         problems.append(f"KNOWN_DEBT lists {path} -> {header}, which is gone: remove the entry")
     return problems

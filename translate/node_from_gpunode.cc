@@ -9,6 +9,26 @@ namespace gpupack::translate {
 
 using Json = nlohmann::json;
 
+namespace {
+
+// What a whole GPU and each of its MIG instances share: the GPU's index, model and health.
+model::Device DeviceOf(const api::GpuNodeDevice& gpu, const std::string& uuid, model::MiB capacity_mib,
+                       model::MiB used_mib, bool excluded, bool hard_isolation) {
+  model::Device dev;
+  dev.uuid = uuid;
+  dev.index = gpu.index;
+  dev.model = gpu.model;
+  dev.kind = model::DeviceKind::kGpu;
+  dev.capacity_mib = capacity_mib;
+  dev.used_mib = used_mib;
+  dev.healthy = gpu.healthy;
+  dev.excluded = excluded;
+  dev.hard_isolation = hard_isolation;
+  return dev;
+}
+
+}  // namespace
+
 StatusOr<model::Node> NodeFromGpuNode(const nlohmann::json& gpunode, std::chrono::seconds heartbeat_ttl,
                                       const Clock& clock) {
   if (!gpunode.is_object()) return Status::InvalidArgument("GPUNode: expected an object");
@@ -33,35 +53,18 @@ StatusOr<model::Node> NodeFromGpuNode(const nlohmann::json& gpunode, std::chrono
       status.enforcement.mode == api::kEnforcementCgroupDmem || status.enforcement.mode == api::kEnforcementCgroupMisc;
   for (const api::GpuNodeDevice& d : status.devices) {
     if (!d.mig_enabled) {
-      model::Device dev;
-      dev.uuid = d.uuid;
-      dev.index = d.index;
-      dev.model = d.model;
-      dev.kind = model::DeviceKind::kGpu;
-      dev.capacity_mib = d.memory_mib;
-      dev.used_mib = d.used_mib;
-      dev.healthy = d.healthy;
-      dev.excluded = d.excluded;
-      dev.hard_isolation = driver_caps;
-      node.devices.push_back(std::move(dev));
+      node.devices.push_back(DeviceOf(d, d.uuid, d.memory_mib, d.used_mib, d.excluded, driver_caps));
       continue;
     }
     for (const api::GpuNodeMigInstance& m : d.mig_instances) {
-      model::Device dev;
-      dev.uuid = m.uuid;
-      dev.index = d.index;
-      dev.model = d.model;
+      // A MIG instance is a hardware partition: hard isolation whatever the driver's caps.
+      model::Device dev = DeviceOf(d, m.uuid, m.memory_mib, m.used_mib, d.excluded || m.excluded, true);
       dev.kind = model::DeviceKind::kMig;
       dev.parent_uuid = d.uuid;
       dev.mig_profile = m.profile;
       dev.gpu_instance_id = m.gpu_instance_id;
       dev.placement_start = m.placement_start;
       dev.placement_size = m.placement_size;
-      dev.capacity_mib = m.memory_mib;
-      dev.used_mib = m.used_mib;
-      dev.healthy = d.healthy;
-      dev.excluded = d.excluded || m.excluded;
-      dev.hard_isolation = true;
       node.devices.push_back(std::move(dev));
     }
   }
