@@ -65,20 +65,24 @@ constexpr size_t kMaxHeaderBytes = 64 << 10;
 // so the client sees the reply instead of a reset.
 constexpr std::chrono::seconds kLingerTimeout{2};
 
-std::string Lowercase(std::string_view text) {
-  std::string out(text);
-  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
-  return out;
-}
-
 class SessionBase;
 
 // Everything the server shares with its connections.
 struct Core {
-  explicit Core(HttpServerOptions o) : options(std::move(o)) {
+  static HttpServerOptions WithThreadCounts(HttpServerOptions options) {
     const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
     if (options.worker_threads <= 0) options.worker_threads = cores;
     if (options.io_threads <= 0) options.io_threads = cores;
+    return options;
+  }
+
+  static std::vector<std::unique_ptr<net::io_context>> MakeIoContexts(int count) {
+    std::vector<std::unique_ptr<net::io_context>> contexts;
+    for (int i = 0; i < count; ++i) contexts.push_back(std::make_unique<net::io_context>(1));
+    return contexts;
+  }
+
+  explicit Core(HttpServerOptions o) : options(WithThreadCounts(std::move(o))) {
     open_ = &prometheus::BuildGauge()
                  .Name("gpupack_http_connections")
                  .Help("HTTP connections open now (idle keep-alive ones included).")
@@ -133,7 +137,20 @@ struct Core {
   }
 
   void CountClose(CloseReason reason) { closed_[int(reason)]->Increment(); }
-  void CountResponse(int status) { responses_->Add({{"code", std::to_string(status)}}).Increment(); }
+  // Each status code's counter is looked up in the family once (Add takes the family's lock and
+  // builds a label map), then incremented through the cached pointer.
+  void CountResponse(int status) {
+    if (status < 0 || size_t(status) >= std::size(response_counters_)) {
+      return responses_->Add({{"code", std::to_string(status)}}).Increment();
+    }
+    std::atomic<prometheus::Counter*>& slot = response_counters_[status];
+    prometheus::Counter* counter = slot.load(std::memory_order_acquire);
+    if (counter == nullptr) {
+      counter = &responses_->Add({{"code", std::to_string(status)}});  // the same counter for the same code
+      slot.store(counter, std::memory_order_release);
+    }
+    counter->Increment();
+  }
 
   void Register(SessionBase* session, std::weak_ptr<SessionBase> weak, net::any_io_executor executor) {
     std::lock_guard lock(sessions_mu);
@@ -163,6 +180,7 @@ struct Core {
   prometheus::Gauge* open_ = nullptr;
   prometheus::Counter* closed_[std::size(kCloseReasonNames)] = {};
   prometheus::Family<prometheus::Counter>* responses_ = nullptr;
+  std::atomic<prometheus::Counter*> response_counters_[600] = {};  // by status code; null until used
   std::mutex sessions_mu;
   std::condition_variable sessions_cv;
   // A connection, reachable from a drain: it may be in destruction (weak fails to lock), and its
@@ -174,10 +192,20 @@ struct Core {
   std::unordered_map<SessionBase*, LiveSession> sessions;  // guarded by sessions_mu
   std::atomic<bool> draining{false};
 
-  net::io_context ioc;
-  // Keeps ioc.run() going while a drain has closed the acceptor and a handler's reply is still to
-  // come back from a worker.
-  net::executor_work_guard<net::io_context::executor_type> keep_running = net::make_work_guard(ioc);
+  // One io_context per I/O thread, run by that thread alone, and each connection on one of them
+  // (round robin): a connection's completions run on the thread that polled them. With one context
+  // shared by all I/O threads, completions were handed between threads, several futex wake-ups and
+  // context switches per request.
+  std::vector<std::unique_ptr<net::io_context>> io_contexts = MakeIoContexts(options.io_threads);
+  size_t next_io_context = 0;                   // on accept_strand
+  net::io_context& ioc = *io_contexts.front();  // the acceptor's
+  // Keep run() going while a drain has closed the acceptor and a handler's reply is still to come
+  // back from a worker.
+  std::vector<net::executor_work_guard<net::io_context::executor_type>> keep_running = [this] {
+    std::vector<net::executor_work_guard<net::io_context::executor_type>> guards;
+    for (const auto& context : io_contexts) guards.push_back(net::make_work_guard(*context));
+    return guards;
+  }();
   // Accepting and draining run on this strand; each connection has a strand of its own.
   net::strand<net::io_context::executor_type> accept_strand = net::make_strand(ioc);
   tcp::acceptor acceptor{accept_strand};
@@ -284,7 +312,7 @@ class Session final : public SessionBase {
     }
     if (ec) return Refuse(400, "malformed HTTP request: " + ec.message() + "\n");
     const auto& header = parser_->get();
-    if (Lowercase(header[http::field::expect]) == "100-continue" && !parser_->is_done()) {
+    if (beast::iequals(header[http::field::expect], "100-continue") && !parser_->is_done()) {
       continue_ = http::response<http::empty_body>{http::status::continue_, 11};
       Tcp().expires_after(server_.options.write_timeout);
       http::async_write(stream_, continue_, [self = Self()](error_code ec, size_t) {
@@ -422,7 +450,8 @@ class Session final : public SessionBase {
 };
 
 void Core::Accept() {
-  acceptor.async_accept(net::make_strand(ioc),
+  net::io_context& context = *io_contexts[next_io_context++ % io_contexts.size()];
+  acceptor.async_accept(net::make_strand(context),
                         [this](error_code ec, tcp::socket socket) { OnAccept(ec, std::move(socket)); });
 }
 
@@ -526,7 +555,7 @@ StatusOr<std::string> HttpServer::Start(const std::string& listen) {
   s.started = true;
   s.workers.emplace(size_t(s.options.worker_threads));
   s.Accept();
-  for (int i = 0; i < s.options.io_threads; ++i) s.io_threads.emplace_back([&s] { s.ioc.run(); });
+  for (const auto& context : s.io_contexts) s.io_threads.emplace_back([&context] { context->run(); });
   const bool v6 = address.is_v6();
   return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(s.port);
 }
@@ -544,7 +573,7 @@ void HttpServer::Drain() {
           << s.sessions.size() << " connection(s) still open after the drain timeout: closing them";
     }
   }
-  s.ioc.stop();
+  for (const auto& context : s.io_contexts) context->stop();
   for (std::thread& thread : s.io_threads) thread.join();
   s.workers->join();
 }

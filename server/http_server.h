@@ -3,7 +3,8 @@
 // server owns everything else:
 //
 //   * Connections cost a socket, not a thread: `io_threads` I/O threads accept, read, parse, do
-//     TLS and write for every connection asynchronously (each connection on a strand of its own);
+//     TLS and write for every connection asynchronously (each connection stays on one I/O thread,
+//     given round robin, so its completions are never handed between threads);
 //     handlers run on a separate pool of `worker_threads`, so a slow handler (a bind waiting on
 //     the API server) never stalls another connection's I/O or the built-in probes.
 //   * Keep-alive, with an idle timeout. A request's headers must arrive within `header_timeout`
