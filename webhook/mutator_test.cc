@@ -159,6 +159,33 @@ TEST(Mutator, PatchOpsAddMissingEnvAndReplaceExistingEnv) {
   EXPECT_EQ(ops.size(), 4u);
 }
 
+TEST(Mutator, APatchedAnswerIsExactlyWhatNlohmannWritesForIt) {
+  // The patched answer is written without nlohmann (mutator.cc, PatchedReviewBody); it must be
+  // the same bytes, a uid that needs escaping included.
+  Mutator mutator{Config{}};
+  for (const std::string uid : {"3f5c2f6e-9b1d-4a8e-a7f0-5b2d8c1e4a90", "a\"b\\c\u00e9\n"}) {
+    json review = LoadReview("review_deployment_pod.json");
+    review["request"]["uid"] = uid;
+    ReviewResult result = mutator.Review(review.dump());
+    ASSERT_EQ(result.outcome, Outcome::kPatched) << result.body;
+    EXPECT_EQ(result.body, json::parse(result.body).dump());
+    EXPECT_EQ(json::parse(result.body)["response"]["uid"], uid);
+  }
+}
+
+TEST(Mutator, EveryContainerGetsTheEnvOfItsOwnPosition) {
+  // The entries of the first 16 containers of each list are built once; later ones are built
+  // per review. Both read the annotations of the container's own index.
+  json containers = json::array();
+  for (int i = 0; i < 18; ++i) containers.push_back(GpuContainer("c" + std::to_string(i), "1Gi"));
+  Mutator mutator{Config{}};
+  json review = ReviewOf(PodWith(containers));
+  Answer a = Ask(mutator, review);
+  ASSERT_EQ(a.result.outcome, Outcome::kPatched);
+  json after = PatchedPod(review, a);
+  for (int i : {0, 15, 16, 17}) ExpectInjectedEnvFirst(after["spec"]["containers"][size_t(i)]["env"], false, i);
+}
+
 TEST(Mutator, ASecondReviewOfThePatchedPodChangesNothing) {
   Mutator mutator{Config{}};
   json review = LoadReview("review_deployment_pod.json");
