@@ -16,7 +16,8 @@
 //   * Built in: GET /healthz (the health callback), GET /readyz (the readiness callback) and
 //     GET /metrics (every registered metrics source, serialised by prometheus::TextSerializer).
 //   * TLS when a certificate and key are given, served through CertReloader: a rotated pair is
-//     picked up by new handshakes without a restart.
+//     picked up by new handshakes without a restart. A TLS connection keeps OpenSSL's record
+//     buffers (about 34 KB) while idle rather than reallocating them around every record.
 //   * Drain: stop accepting, let requests in flight finish (their replies say Connection: close),
 //     close idle connections; whatever is still open after `drain_timeout` is cut.
 //
