@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <map>
+#include <queue>
 #include <utility>
 
 #include "placement/placement.h"
@@ -12,30 +13,107 @@ namespace gpupack::placement {
 namespace {
 
 constexpr double kEps = 1e-9;
+// The grid a table falls back to: quanta of 1/1024 of the capacity (completion.h).
+constexpr MiB kGridQuanta = 1024;
 
 struct Item {
   int64_t size = 0;  // quanta, 1..capacity
   double demand = 0;
 };
 
-// The most valuable multiset of items within `capacity` quanta (an unbounded knapsack over item
-// values `price`, items of value ≤ 0 left out): best[c] for every c ≤ capacity, and through
-// `last`, the item a best filling of c ends with (-1: c − 1's filling).
-void Knapsack(const std::vector<Item>& items, const std::vector<double>& price, int64_t capacity,
-              std::vector<double>& best, std::vector<int>* last) {
-  best.assign(capacity + 1, 0.0);
-  if (last != nullptr) last->assign(capacity + 1, -1);
+// The best fillings of every free amount up to a capacity, as the amounts where the best value
+// rises: a step at `size` quanta holds the most Σ price of items within `size`, which is also the
+// most within any amount up to the next step. The best filling at a step ends with `item` on top
+// of the best filling at step `from` (the first step, at 0, has neither).
+struct Step {
+  int64_t size = 0;
+  double value = 0;
+  int item = -1;
+  int from = -1;
+};
+
+// The unbounded knapsack by its steps alone (items of price ≤ 0 left out), in order of size: a
+// step extended by an item is a candidate, and a candidate is a step when it is worth more than
+// every smaller one (a filling beaten by a smaller one is beaten in every extension too). Item i
+// extends the steps one by one, in order, so its next candidate is steps[next[i]] + item i, and
+// a heap of one candidate per item yields them by size. Work: steps × items × log(items), however
+// large the capacity. Returns false, with `steps` cut, once there are more than `max_steps`.
+bool SparseKnapsack(const std::vector<Item>& items, const std::vector<double>& price, int64_t capacity,
+                    size_t max_steps, std::vector<Step>& steps) {
+  steps.assign(1, Step{});
+  using Candidate = std::pair<int64_t, int>;  // size, item
+  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> heap;
+  std::vector<int> next(items.size(), 0), waiting, popped;  // waiting: next[i] is no step yet
+  auto offer = [&](int i) {
+    if (next[i] == static_cast<int>(steps.size())) {
+      waiting.push_back(i);
+    } else if (steps[next[i]].size + items[i].size <= capacity) {
+      heap.emplace(steps[next[i]].size + items[i].size, i);
+    }
+  };
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (price[i] > kEps) offer(static_cast<int>(i));
+  }
+  while (!heap.empty()) {
+    Step best{heap.top().first, steps.back().value, -1, -1};
+    popped.clear();
+    for (; !heap.empty() && heap.top().first == best.size; heap.pop()) {
+      const int i = heap.top().second;
+      if (steps[next[i]].value + price[i] > best.value + kEps) {
+        best.value = steps[next[i]].value + price[i];
+        best.item = i;
+        best.from = next[i];
+      }
+      ++next[i];
+      popped.push_back(i);
+    }
+    if (best.item >= 0) {
+      if (steps.size() == max_steps) return false;
+      steps.push_back(best);
+      for (int i : waiting) {
+        if (best.size + items[i].size <= capacity) heap.emplace(best.size + items[i].size, i);
+      }
+      waiting.clear();
+    }
+    for (int i : popped) offer(i);
+  }
+  return true;
+}
+
+// The same over every amount of quanta, 0..capacity: work capacity × items, for the grid.
+void DenseKnapsack(const std::vector<Item>& items, const std::vector<double>& price, int64_t capacity,
+                   std::vector<Step>& steps) {
+  steps.assign(1, Step{});
+  std::vector<int> step_at(capacity + 1, 0);  // the step that holds each amount
   for (int64_t c = 1; c <= capacity; ++c) {
-    best[c] = best[c - 1];
+    Step best{c, steps.back().value, -1, -1};
     for (size_t i = 0; i < items.size(); ++i) {
       if (price[i] <= kEps || items[i].size > c) continue;
-      const double v = best[c - items[i].size] + price[i];
-      if (v > best[c] + kEps) {
-        best[c] = v;
-        if (last != nullptr) (*last)[c] = static_cast<int>(i);
+      const int from = step_at[c - items[i].size];
+      if (steps[from].value + price[i] > best.value + kEps) {
+        best.value = steps[from].value + price[i];
+        best.item = static_cast<int>(i);
+        best.from = from;
       }
     }
+    if (best.item >= 0) steps.push_back(best);
+    step_at[c] = static_cast<int>(steps.size()) - 1;
   }
+}
+
+// How a table counts memory (completion.h): exactly, in MiB, with the sparse knapsack cut off
+// beyond `max_exact_steps` steps; or on the grid, in quanta of `quantum_mib`, with the dense one.
+struct Counting {
+  bool exact = true;
+  MiB quantum_mib = 1;
+  size_t max_exact_steps = 0;
+};
+
+bool Knapsack(const std::vector<Item>& items, const std::vector<double>& price, int64_t capacity,
+              const Counting& counting, std::vector<Step>& steps) {
+  if (counting.exact) return SparseKnapsack(items, price, capacity, counting.max_exact_steps, steps);
+  DenseKnapsack(items, price, capacity, steps);
+  return true;
 }
 
 // Dual prices of the covering LP  min Σ_p x_p  s.t.  Σ_p a_ip x_p ≥ demand_i, x ≥ 0, over every
@@ -44,8 +122,8 @@ void Knapsack(const std::vector<Item>& items, const std::vector<double>& price, 
 // current duals (or a surplus column where a dual is negative). The start basis packs each item
 // alone, as many copies as fit, which is feasible. m ≤ kMaxTypicalSpecs, so everything is small;
 // the iteration cap only guards against degenerate cycling (the duals are then a good
-// approximation, not optimal).
-std::vector<double> DualPrices(const std::vector<Item>& items, int64_t capacity) {
+// approximation, not optimal). Returns false when an exact knapsack runs past its bound.
+bool DualPrices(const std::vector<Item>& items, int64_t capacity, const Counting& counting, std::vector<double>& y) {
   const int m = static_cast<int>(items.size());
   std::vector<std::vector<double>> inv(m, std::vector<double>(m, 0.0));  // B⁻¹
   std::vector<double> x(m);                                              // basic values
@@ -55,8 +133,9 @@ std::vector<double> DualPrices(const std::vector<Item>& items, int64_t capacity)
     inv[i][i] = 1.0 / copies;
     x[i] = items[i].demand / copies;
   }
-  std::vector<double> y(m), best, column(m), u(m);
-  std::vector<int> last;
+  y.assign(m, 0.0);
+  std::vector<double> column(m), u(m);
+  std::vector<Step> steps;
   const int max_iterations = 50 * m + 200;
   for (int it = 0; it < max_iterations; ++it) {
     for (int j = 0; j < m; ++j) {
@@ -65,8 +144,8 @@ std::vector<double> DualPrices(const std::vector<Item>& items, int64_t capacity)
     }
     // Entering column: the pattern of greatest value (reduced cost 1 − value), or a surplus
     // column −e_j (cost 0, reduced cost y_j) where y_j < 0.
-    Knapsack(items, y, capacity, best, &last);
-    double reduced = 1.0 - best[capacity];
+    if (!Knapsack(items, y, capacity, counting, steps)) return false;
+    double reduced = 1.0 - steps.back().value;
     int surplus = -1;
     for (int j = 0; j < m; ++j) {
       if (y[j] < reduced - kEps) {
@@ -81,14 +160,7 @@ std::vector<double> DualPrices(const std::vector<Item>& items, int64_t capacity)
       column[surplus] = -1;
       entering_cost = 0;
     } else {
-      for (int64_t c = capacity; c > 0;) {
-        if (last[c] < 0) {
-          --c;
-          continue;
-        }
-        column[last[c]] += 1;
-        c -= items[last[c]].size;
-      }
+      for (int p = static_cast<int>(steps.size()) - 1; p > 0; p = steps[p].from) column[steps[p].item] += 1;
       entering_cost = 1;
     }
     for (int r = 0; r < m; ++r) {
@@ -117,12 +189,42 @@ std::vector<double> DualPrices(const std::vector<Item>& items, int64_t capacity)
     cost[leave] = entering_cost;
   }
   for (double& v : y) v = std::clamp(v, 0.0, 1.0);
-  return y;
+  return true;
+}
+
+// One capacity's table, counted as `counting` says; false when exact counting runs past its bound.
+bool BuildTable(const TypicalWorkload& workload, MiB capacity_mib, const Counting& counting,
+                CompletionValue::Table& table) {
+  table = CompletionValue::Table{capacity_mib, counting.quantum_mib, {}, {}, {}};
+  const int64_t capacity = capacity_mib / counting.quantum_mib;
+  std::map<int64_t, double> demand_by_size;
+  for (const TypicalSpec& s : workload.specs) {
+    if (s.device_count == 0 || s.mem_per_device_mib <= 0 || s.mem_per_device_mib >= capacity_mib ||
+        !s.mig_profile.empty() || s.weight <= 0) {
+      continue;
+    }
+    // Rounded down: slices that fit together stay within the capacity, itself rounded down.
+    const int64_t size = std::max<int64_t>(1, s.mem_per_device_mib / counting.quantum_mib);
+    demand_by_size[size] += s.weight * s.device_count;
+  }
+  std::vector<Item> items;
+  for (auto it = demand_by_size.rbegin(); it != demand_by_size.rend(); ++it) items.push_back({it->first, it->second});
+  std::vector<double> price;
+  if (!items.empty() && !DualPrices(items, capacity, counting, price)) return false;
+  for (size_t i = 0; i < items.size(); ++i) table.prices.push_back({items[i].size * counting.quantum_mib, price[i]});
+  std::vector<Step> steps;
+  if (!Knapsack(items, price, capacity, counting, steps)) return false;
+  for (const Step& step : steps) {
+    table.step_mib.push_back(step.size * counting.quantum_mib);
+    table.step_value.push_back(step.value);
+  }
+  return true;
 }
 
 }  // namespace
 
-CompletionValue CompletionValue::Build(const TypicalWorkload& workload, const std::vector<MiB>& device_capacities_mib) {
+CompletionValue CompletionValue::Build(const TypicalWorkload& workload, const std::vector<MiB>& device_capacities_mib,
+                                       size_t max_exact_steps) {
   CompletionValue out;
   std::vector<MiB> capacities;
   for (MiB c : device_capacities_mib) {
@@ -132,23 +234,10 @@ CompletionValue CompletionValue::Build(const TypicalWorkload& workload, const st
   capacities.erase(std::unique(capacities.begin(), capacities.end()), capacities.end());
   for (MiB capacity_mib : capacities) {
     Table table;
-    table.capacity_mib = capacity_mib;
-    table.quantum_mib = std::max<MiB>(1, (capacity_mib + 1023) / 1024);
-    const int64_t capacity = capacity_mib / table.quantum_mib;
-    std::map<int64_t, double> demand_by_size;
-    for (const TypicalSpec& s : workload.specs) {
-      if (s.device_count == 0 || s.mem_per_device_mib <= 0 || s.mem_per_device_mib >= capacity_mib ||
-          !s.mig_profile.empty() || s.weight <= 0) {
-        continue;
-      }
-      const int64_t size = (s.mem_per_device_mib + table.quantum_mib - 1) / table.quantum_mib;
-      if (size <= capacity) demand_by_size[size] += s.weight * s.device_count;
+    if (!BuildTable(workload, capacity_mib, Counting{true, 1, max_exact_steps}, table)) {
+      const Counting grid{false, std::max<MiB>(1, (capacity_mib + kGridQuanta - 1) / kGridQuanta), 0};
+      BuildTable(workload, capacity_mib, grid, table);
     }
-    std::vector<Item> items;
-    for (auto it = demand_by_size.rbegin(); it != demand_by_size.rend(); ++it) items.push_back({it->first, it->second});
-    const std::vector<double> price = items.empty() ? std::vector<double>() : DualPrices(items, capacity);
-    for (size_t i = 0; i < items.size(); ++i) table.prices.push_back({items[i].size * table.quantum_mib, price[i]});
-    Knapsack(items, price, capacity, table.value, nullptr);
     out.tables_.push_back(std::move(table));
   }
   return out;
@@ -182,9 +271,11 @@ int CompletionValue::TableFor(MiB capacity_mib) const {
 
 double CompletionValue::Value(int table, MiB free_mib) const {
   const Table& t = tables_[table];
-  if (free_mib <= 0) return 0;
-  const int64_t q = std::min<int64_t>(free_mib / t.quantum_mib, static_cast<int64_t>(t.value.size()) - 1);
-  return t.value[q] * static_cast<double>(t.capacity_mib);
+  // The last step at or below the free memory (the first step is at 0). On the grid, a step at
+  // n quanta is at or below free_mib exactly when n ≤ ⌊free_mib / quantum⌋: free memory rounds down.
+  const auto above = std::upper_bound(t.step_mib.begin(), t.step_mib.end(), free_mib);
+  if (above == t.step_mib.begin()) return 0;
+  return t.step_value[above - t.step_mib.begin() - 1] * static_cast<double>(t.capacity_mib);
 }
 
 int64_t CompletionLossLevel(double loss_mib, MiB unit_mib) {

@@ -21,9 +21,33 @@
 // 0.32 pod on an empty device has loss 1 − 2/3 = 1/3, its own price, so it wastes nothing; next
 // to a 0.47 one its loss is 1/2 − 0, and it wastes 1/2 − 1/3 = 1/6 of a device.
 //
+// Memory is counted exactly, in MiB. Rounding sizes to a grid cannot be made safe for every
+// device: slices rounded up and free memory rounded down make two slices that fill a device
+// exactly look as if they do not fit (on a 9728 MiB MIG 1g.10gb in 10-MiB quanta, 7879 + 1848 MiB
+// became 788 + 185 > 972 quanta), and the prices and losses then steer against the pairing that
+// packs. A value table over every MiB is exact but costs capacity × shapes per knapsack, and the
+// LP solves one knapsack per simplex step (about 100 ms for a 141 GiB device). So the knapsack
+// keeps only its steps, the free amounts at which K rises (K is a step function: it only changes
+// where some filling's total lies), found in order of size from the steps before them; K(g) is
+// the step at or below g, by binary search. There are at most capacity / gcd(slice sizes) + 1
+// steps, far fewer in practice, since a step must be worth more than every smaller one: 9 to 11
+// on the default trace at every device size, at most 101 while the LP runs (under 1 ms a table).
+// Whole-GiB requests (gcd ≥ 1024) or pods asking gpu_milli × 16 MiB of a 16000 MiB GPU (gcd ≥
+// 16) can never have more than kMaxExactSteps.
+//
+// Bound: when a knapsack would need more than kMaxExactSteps steps (many small shapes of
+// unrelated sizes, whose fillings reach almost every MiB at prices that differ slightly), the
+// table is built again on a grid of 1/1024 of the capacity, as the value was always built
+// before, but with slice sizes and free memory both rounded *down* to the grid (a slice smaller
+// than one quantum counts as one). Slices that fit together then still fit: Σ⌊s/q⌋ ≤ ⌊Σs/q⌋ ≤
+// ⌊g/q⌋. What errs is the other way, a set overflowing by less than a quantum per slice may look
+// as if it fits; the duals stay feasible for every true filling, at worst a little low. The
+// bound keeps the exact search within about steps × shapes × log(shapes) per knapsack.
+//
 // Pure: values in, values out. Thread safety: immutable after Build.
 #pragma once
 
+#include <cstddef>
 #include <vector>
 
 #include "placement/vocabulary.h"
@@ -41,9 +65,11 @@ class CompletionValue {
   // Prices the fractional shapes of `workload` (per-device memory below a device's capacity,
   // demand weight × device count; MIG-profile shapes are fixed slices and take no part) for
   // devices of each of `device_capacities_mib` (usable MiB; duplicates and non-positive values
-  // are ignored): one LP and one value table per capacity. Memory is counted in quanta of 1/1024
-  // of the capacity (at least 1 MiB): slices round up, free memory rounds down.
-  static CompletionValue Build(const TypicalWorkload& workload, const std::vector<MiB>& device_capacities_mib);
+  // are ignored): one LP and one value table per capacity, exact unless a knapsack needs more than
+  // `max_exact_steps` steps, then on the grid (above; Table::quantum_mib says which).
+  static constexpr size_t kMaxExactSteps = 2048;
+  static CompletionValue Build(const TypicalWorkload& workload, const std::vector<MiB>& device_capacities_mib,
+                               size_t max_exact_steps = kMaxExactSteps);
 
   // Collects the device capacities of a cluster one node at a time (usable MiB, as placement
   // sees them), then builds.
@@ -72,14 +98,17 @@ class CompletionValue {
   }
 
   struct Price {
-    MiB slice_mib = 0;   // a distinct slice size, rounded up to the quantum
+    MiB slice_mib = 0;   // a distinct slice size (on the grid: rounded down to the quantum)
     double devices = 0;  // y_s
   };
   struct Table {
     MiB capacity_mib = 0;
-    MiB quantum_mib = 1;
+    MiB quantum_mib = 1;        // 1: exact; more: the grid (sizes and free memory rounded down)
     std::vector<Price> prices;  // largest slice first; empty when no shape fits this capacity
-    std::vector<double> value;  // K in devices at each whole number of quanta, 0..capacity
+    // K's steps: K is step_value[i] devices for free memory from step_mib[i] up to the next step
+    // (the last: up to the capacity and beyond). step_mib ascends from 0; step_value rises.
+    std::vector<MiB> step_mib;
+    std::vector<double> step_value;
   };
   const std::vector<Table>& tables() const { return tables_; }
 
