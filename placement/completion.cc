@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <map>
+#include <numeric>
 #include <queue>
 #include <utility>
 
@@ -37,9 +38,10 @@ struct Step {
 // every smaller one (a filling beaten by a smaller one is beaten in every extension too). Item i
 // extends the steps one by one, in order, so its next candidate is steps[next[i]] + item i, and
 // a heap of one candidate per item yields them by size. Work: steps × items × log(items), however
-// large the capacity. Returns false, with `steps` cut, once there are more than `max_steps`.
-bool SparseKnapsack(const std::vector<Item>& items, const std::vector<double>& price, int64_t capacity,
-                    size_t max_steps, std::vector<Step>& steps) {
+// large the capacity. Each candidate drawn costs one of `budget`; returns false, with `steps`
+// cut, when the budget runs out.
+bool SparseKnapsack(const std::vector<Item>& items, const std::vector<double>& price, int64_t capacity, int64_t& budget,
+                    std::vector<Step>& steps) {
   steps.assign(1, Step{});
   using Candidate = std::pair<int64_t, int>;  // size, item
   std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> heap;
@@ -58,6 +60,7 @@ bool SparseKnapsack(const std::vector<Item>& items, const std::vector<double>& p
     Step best{heap.top().first, steps.back().value, -1, -1};
     popped.clear();
     for (; !heap.empty() && heap.top().first == best.size; heap.pop()) {
+      if (--budget < 0) return false;
       const int i = heap.top().second;
       if (steps[next[i]].value + price[i] > best.value + kEps) {
         best.value = steps[next[i]].value + price[i];
@@ -68,7 +71,6 @@ bool SparseKnapsack(const std::vector<Item>& items, const std::vector<double>& p
       popped.push_back(i);
     }
     if (best.item >= 0) {
-      if (steps.size() == max_steps) return false;
       steps.push_back(best);
       for (int i : waiting) {
         if (best.size + items[i].size <= capacity) heap.emplace(best.size + items[i].size, i);
@@ -83,35 +85,40 @@ bool SparseKnapsack(const std::vector<Item>& items, const std::vector<double>& p
 // The same over every amount of quanta, 0..capacity: work capacity × items, for the grid.
 void DenseKnapsack(const std::vector<Item>& items, const std::vector<double>& price, int64_t capacity,
                    std::vector<Step>& steps) {
+  // best[c] and the item a best filling of c ends with (-1: c − 1's filling) in flat arrays, which
+  // the inner loop reads fastest; then the steps are the amounts where an item was added.
+  std::vector<double> best(capacity + 1, 0.0);
+  std::vector<int> last(capacity + 1, -1);
+  for (int64_t c = 1; c <= capacity; ++c) {
+    best[c] = best[c - 1];
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (price[i] <= kEps || items[i].size > c) continue;
+      const double v = best[c - items[i].size] + price[i];
+      if (v > best[c] + kEps) {
+        best[c] = v;
+        last[c] = static_cast<int>(i);
+      }
+    }
+  }
   steps.assign(1, Step{});
   std::vector<int> step_at(capacity + 1, 0);  // the step that holds each amount
   for (int64_t c = 1; c <= capacity; ++c) {
-    Step best{c, steps.back().value, -1, -1};
-    for (size_t i = 0; i < items.size(); ++i) {
-      if (price[i] <= kEps || items[i].size > c) continue;
-      const int from = step_at[c - items[i].size];
-      if (steps[from].value + price[i] > best.value + kEps) {
-        best.value = steps[from].value + price[i];
-        best.item = static_cast<int>(i);
-        best.from = from;
-      }
-    }
-    if (best.item >= 0) steps.push_back(best);
+    if (last[c] >= 0) steps.push_back(Step{c, best[c], last[c], step_at[c - items[last[c]].size]});
     step_at[c] = static_cast<int>(steps.size()) - 1;
   }
 }
 
-// How a table counts memory (completion.h): exactly, in MiB, with the sparse knapsack cut off
-// beyond `max_exact_steps` steps; or on the grid, in quanta of `quantum_mib`, with the dense one.
+// How a table counts memory (completion.h): in quanta of `quantum_mib` with the dense knapsack,
+// or in MiB with the sparse one while `sparse_budget` candidates last (over the whole LP).
 struct Counting {
-  bool exact = true;
   MiB quantum_mib = 1;
-  size_t max_exact_steps = 0;
+  bool sparse = false;
+  int64_t sparse_budget = 0;
 };
 
-bool Knapsack(const std::vector<Item>& items, const std::vector<double>& price, int64_t capacity,
-              const Counting& counting, std::vector<Step>& steps) {
-  if (counting.exact) return SparseKnapsack(items, price, capacity, counting.max_exact_steps, steps);
+bool Knapsack(const std::vector<Item>& items, const std::vector<double>& price, int64_t capacity, Counting& counting,
+              std::vector<Step>& steps) {
+  if (counting.sparse) return SparseKnapsack(items, price, capacity, counting.sparse_budget, steps);
   DenseKnapsack(items, price, capacity, steps);
   return true;
 }
@@ -123,7 +130,7 @@ bool Knapsack(const std::vector<Item>& items, const std::vector<double>& price, 
 // alone, as many copies as fit, which is feasible. m ≤ kMaxTypicalSpecs, so everything is small;
 // the iteration cap only guards against degenerate cycling (the duals are then a good
 // approximation, not optimal). Returns false when an exact knapsack runs past its bound.
-bool DualPrices(const std::vector<Item>& items, int64_t capacity, const Counting& counting, std::vector<double>& y) {
+bool DualPrices(const std::vector<Item>& items, int64_t capacity, Counting& counting, std::vector<double>& y) {
   const int m = static_cast<int>(items.size());
   std::vector<std::vector<double>> inv(m, std::vector<double>(m, 0.0));  // B⁻¹
   std::vector<double> x(m);                                              // basic values
@@ -192,19 +199,32 @@ bool DualPrices(const std::vector<Item>& items, int64_t capacity, const Counting
   return true;
 }
 
-// One capacity's table, counted as `counting` says; false when exact counting runs past its bound.
-bool BuildTable(const TypicalWorkload& workload, MiB capacity_mib, const Counting& counting,
-                CompletionValue::Table& table) {
-  table = CompletionValue::Table{capacity_mib, counting.quantum_mib, {}, {}, {}};
+// Whether a shape takes a slice of a device of `capacity_mib` that the value prices: part of one
+// device's memory, no MIG profile (MIG-profile shapes are fixed slices).
+bool IsPricedSlice(const TypicalSpec& s, MiB capacity_mib) {
+  return s.device_count > 0 && s.mem_per_device_mib > 0 && s.mem_per_device_mib < capacity_mib &&
+         s.mig_profile.empty() && s.weight > 0;
+}
+
+// The greatest common divisor of the priced slice sizes (0: none): every filling is a multiple.
+MiB SliceGcd(const TypicalWorkload& workload, MiB capacity_mib) {
+  MiB gcd = 0;
+  for (const TypicalSpec& s : workload.specs) {
+    if (IsPricedSlice(s, capacity_mib)) gcd = std::gcd(gcd, s.mem_per_device_mib);
+  }
+  return gcd;
+}
+
+// One capacity's table, counted as `counting` says; false when the sparse budget runs out.
+bool BuildTable(const TypicalWorkload& workload, MiB capacity_mib, Counting counting, CompletionValue::Table& table) {
+  table = CompletionValue::Table{capacity_mib, counting.quantum_mib, true, {}, {}, {}};
   const int64_t capacity = capacity_mib / counting.quantum_mib;
   std::map<int64_t, double> demand_by_size;
   for (const TypicalSpec& s : workload.specs) {
-    if (s.device_count == 0 || s.mem_per_device_mib <= 0 || s.mem_per_device_mib >= capacity_mib ||
-        !s.mig_profile.empty() || s.weight <= 0) {
-      continue;
-    }
+    if (!IsPricedSlice(s, capacity_mib)) continue;
     // Rounded down: slices that fit together stay within the capacity, itself rounded down.
     const int64_t size = std::max<int64_t>(1, s.mem_per_device_mib / counting.quantum_mib);
+    table.exact = table.exact && s.mem_per_device_mib % counting.quantum_mib == 0;
     demand_by_size[size] += s.weight * s.device_count;
   }
   std::vector<Item> items;
@@ -224,7 +244,7 @@ bool BuildTable(const TypicalWorkload& workload, MiB capacity_mib, const Countin
 }  // namespace
 
 CompletionValue CompletionValue::Build(const TypicalWorkload& workload, const std::vector<MiB>& device_capacities_mib,
-                                       size_t max_exact_steps) {
+                                       int64_t sparse_budget) {
   CompletionValue out;
   std::vector<MiB> capacities;
   for (MiB c : device_capacities_mib) {
@@ -234,9 +254,11 @@ CompletionValue CompletionValue::Build(const TypicalWorkload& workload, const st
   capacities.erase(std::unique(capacities.begin(), capacities.end()), capacities.end());
   for (MiB capacity_mib : capacities) {
     Table table;
-    if (!BuildTable(workload, capacity_mib, Counting{true, 1, max_exact_steps}, table)) {
-      const Counting grid{false, std::max<MiB>(1, (capacity_mib + kGridQuanta - 1) / kGridQuanta), 0};
-      BuildTable(workload, capacity_mib, grid, table);
+    const MiB gcd = std::max<MiB>(1, SliceGcd(workload, capacity_mib));
+    if (capacity_mib / gcd <= kGridQuanta) {
+      BuildTable(workload, capacity_mib, Counting{gcd, false, 0}, table);  // exact: the gcd divides every slice
+    } else if (!BuildTable(workload, capacity_mib, Counting{1, true, sparse_budget}, table)) {
+      BuildTable(workload, capacity_mib, Counting{(capacity_mib + kGridQuanta - 1) / kGridQuanta, false, 0}, table);
     }
     out.tables_.push_back(std::move(table));
   }
