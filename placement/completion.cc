@@ -217,7 +217,7 @@ MiB SliceGcd(const TypicalWorkload& workload, MiB capacity_mib) {
 
 // One capacity's table, counted as `counting` says; false when the sparse budget runs out.
 bool BuildTable(const TypicalWorkload& workload, MiB capacity_mib, Counting counting, CompletionValue::Table& table) {
-  table = CompletionValue::Table{capacity_mib, counting.quantum_mib, true, {}, {}, {}};
+  table = CompletionValue::Table{capacity_mib, counting.quantum_mib, true, {}, {}, {}, {}};
   const int64_t capacity = capacity_mib / counting.quantum_mib;
   std::map<int64_t, double> demand_by_size;
   for (const TypicalSpec& s : workload.specs) {
@@ -237,6 +237,13 @@ bool BuildTable(const TypicalWorkload& workload, MiB capacity_mib, Counting coun
   for (const Step& step : steps) {
     table.step_mib.push_back(step.size * counting.quantum_mib);
     table.step_value.push_back(step.value);
+  }
+  if (!counting.sparse) {  // ≤ 1025 quanta: K at each, for a lookup without a search
+    table.value_by_quantum.resize(capacity + 1);
+    for (size_t i = 0; i < steps.size(); ++i) {
+      const int64_t end = i + 1 < steps.size() ? steps[i + 1].size : capacity + 1;
+      std::fill(table.value_by_quantum.begin() + steps[i].size, table.value_by_quantum.begin() + end, steps[i].value);
+    }
   }
   return true;
 }
@@ -293,11 +300,22 @@ int CompletionValue::TableFor(MiB capacity_mib) const {
 
 double CompletionValue::Value(int table, MiB free_mib) const {
   const Table& t = tables_[table];
-  // The last step at or below the free memory (the first step is at 0). On the grid, a step at
-  // n quanta is at or below free_mib exactly when n ≤ ⌊free_mib / quantum⌋: free memory rounds down.
-  const auto above = std::upper_bound(t.step_mib.begin(), t.step_mib.end(), free_mib);
-  if (above == t.step_mib.begin()) return 0;
-  return t.step_value[above - t.step_mib.begin() - 1] * static_cast<double>(t.capacity_mib);
+  if (free_mib <= 0) return 0;
+  // Free memory rounds down to the quantum (exact where the quantum divides every slice).
+  if (!t.value_by_quantum.empty()) {
+    const size_t q = std::min<size_t>(free_mib / t.quantum_mib, t.value_by_quantum.size() - 1);
+    return t.value_by_quantum[q] * static_cast<double>(t.capacity_mib);
+  }
+  // The last step at or below the free memory (the first step is at 0), by a binary search
+  // without branches (a conditional move per halving): this runs for every candidate device of
+  // every node, and with few steps a mispredicted branch costs more than the search.
+  const MiB* step = t.step_mib.data();
+  for (size_t n = t.step_mib.size(); n > 1;) {
+    const size_t half = n / 2;
+    step = step[half] <= free_mib ? step + half : step;
+    n -= half;
+  }
+  return t.step_value[step - t.step_mib.data()] * static_cast<double>(t.capacity_mib);
 }
 
 int64_t CompletionLossLevel(double loss_mib, MiB unit_mib) {

@@ -114,6 +114,9 @@ class CompletionValue {
     // (the last: up to the capacity and beyond). step_mib ascends from 0; step_value rises.
     std::vector<MiB> step_mib;
     std::vector<double> step_value;
+    // Counted in quanta (≤ 1025 of them): K in devices at each whole number of quanta, for a
+    // lookup without a search. Empty when counted in MiB by the sparse knapsack.
+    std::vector<double> value_by_quantum;
   };
   const std::vector<Table>& tables() const { return tables_; }
 
