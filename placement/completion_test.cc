@@ -1,5 +1,8 @@
 #include "placement/completion.h"
 
+#include <algorithm>
+#include <vector>
+
 #include <gtest/gtest.h>
 
 #include "placement/placement.h"
@@ -59,7 +62,8 @@ TEST(CompletionValue, PricesAreTheCuttingStockDual) {
   ASSERT_EQ(cv.tables().size(), 1u);
   const auto& t = cv.tables()[0];
   EXPECT_EQ(t.capacity_mib, 1000);
-  EXPECT_EQ(t.quantum_mib, 1);
+  EXPECT_EQ(t.quantum_mib, 10);  // the sizes' gcd: exact
+  EXPECT_TRUE(t.exact);
   ASSERT_EQ(t.prices.size(), 3u);
   EXPECT_EQ(t.prices[0].slice_mib, 650);  // largest first
   EXPECT_NEAR(PriceOf(t, 650), 2.0 / 3, 1e-9);
@@ -115,23 +119,118 @@ TEST(CompletionValue, OnlyFractionalSharesOfAGpuArePriced) {
 }
 
 TEST(CompletionValue, OneTablePerCapacityAndTheNearestForANewOne) {
-  // 80 GiB devices count in 80-MiB quanta (81920 / 1024): a 30000-MiB slice rounds up to 30000 →
-  // 375 quanta exactly, two fit (750 ≤ 1024) → 1/2. On 40 GiB devices (40-MiB quanta, 750 quanta
-  // of 1024) one fits → 1.
+  // A 30000-MiB slice: two fit an 80 GiB device (1/2 each), one a 40 GiB device (1). Its own
+  // size is the quantum, exact.
   CompletionValue cv = CompletionValue::Build(TypicalWorkload{{Slice(30000, 1)}}, {81920, 40960, 81920, 0});
   ASSERT_EQ(cv.tables().size(), 2u);
   EXPECT_EQ(cv.tables()[0].capacity_mib, 40960);
-  EXPECT_EQ(cv.tables()[0].quantum_mib, 40);
-  EXPECT_EQ(cv.tables()[1].quantum_mib, 80);
+  EXPECT_EQ(cv.tables()[0].quantum_mib, 30000);
+  EXPECT_TRUE(cv.tables()[1].exact);
   EXPECT_NEAR(cv.tables()[0].prices[0].devices, 1.0, 1e-9);
   EXPECT_NEAR(cv.tables()[1].prices[0].devices, 0.5, 1e-9);
   EXPECT_EQ(cv.TableFor(81920), 1);
   EXPECT_EQ(cv.TableFor(40960), 0);
   EXPECT_EQ(cv.TableFor(49152), 0);  // 48 GiB: nearer 40 than 80
   EXPECT_EQ(cv.TableFor(98304), 1);
-  // Free memory rounds down to quanta: 29999 MiB is 374 quanta, too small for the slice.
+  // Exact to the MiB: 29999 free is too small for the slice, 30000 is not.
   EXPECT_EQ(cv.Value(1, 29999), 0);
   EXPECT_NEAR(cv.Value(1, 30000), 0.5 * 81920, 1e-6);
+  EXPECT_NEAR(cv.Value(1, 59999), 0.5 * 81920, 1e-6);
+  EXPECT_NEAR(cv.Value(1, 60000), 81920, 1e-6);
+}
+
+// Two slices that fill a device to the MiB are seen to: the second one's loss is its own price,
+// it wastes nothing. A MIG 1g.10gb instance (9728 MiB) with the trace's 0.81 and 0.19 pods
+// (7879 + 1848 = 9727 MiB); in quanta of 10 MiB rounded up they were 788 + 185 > 972 and the
+// pair looked as if it did not fit. Demand 1 and 6: one device holds the pair and five more
+// 1848s fill another, so y1848 = 1/5 and y7879 = 4/5 (1 · 4/5 + 6 · 1/5 = 2 devices).
+TEST(CompletionValue, SlicesThatFillADeviceExactlyWasteNothing) {
+  const CompletionValue cv = CompletionValue::Build(TypicalWorkload{{Slice(7879, 1), Slice(1848, 6)}}, {9728});
+  const auto& t = cv.tables()[0];
+  EXPECT_EQ(t.quantum_mib, 1);  // sizes share no factor: the sparse knapsack
+  EXPECT_TRUE(t.exact);
+  EXPECT_NEAR(PriceOf(t, 7879), 4.0 / 5, 1e-9);
+  EXPECT_NEAR(PriceOf(t, 1848), 1.0 / 5, 1e-9);
+  EXPECT_NEAR(cv.Loss(0, 9728 - 7879, 9728 - 7879 - 1848), 9728 * PriceOf(t, 1848), 1e-6);
+  EXPECT_NEAR(cv.Loss(0, 9728 - 1848, 9728 - 1848 - 7879), 9728 * PriceOf(t, 7879), 1e-6);
+  EXPECT_NEAR(cv.Value(0, 1848), 9728 * PriceOf(t, 1848), 1e-6);
+  EXPECT_EQ(cv.Value(0, 1847), 0);  // one MiB short
+}
+
+// K reference: a dense knapsack over every MiB on the table's own prices.
+std::vector<double> DenseReference(const CompletionValue::Table& t) {
+  std::vector<double> best(t.capacity_mib + 1, 0.0);
+  for (MiB c = 1; c <= t.capacity_mib; ++c) {
+    best[c] = best[c - 1];
+    for (const auto& p : t.prices) {
+      if (p.slice_mib <= c) best[c] = std::max(best[c], best[c - p.slice_mib] + p.devices);
+    }
+  }
+  return best;
+}
+
+// Shapes that share a factor count in quanta of it, exactly: whole-GiB slices on a 141 GiB
+// device in GiB (141 quanta), K matching the dense knapsack at every MiB. The 0.81 and 0.19 pods
+// of a 16000 MiB GPU (gpu_milli × 16 MiB: 12960 and 3040, gcd 160) fill it exactly; demand 1 and
+// 3 puts them together once and two 0.19s in 2/5 of a device of five: y = 4/5 and 1/5.
+TEST(CompletionValue, SharedFactorsCountInQuantaOfTheirGcd) {
+  std::vector<TypicalSpec> gi;
+  for (int g : {5, 7, 13, 20, 33, 41, 64, 100}) gi.push_back(Slice(g * 1024, 1.0 / g));
+  const CompletionValue big = CompletionValue::Build(TypicalWorkload{gi}, {144384}, /*sparse_budget=*/0);
+  const auto& t = big.tables()[0];
+  EXPECT_EQ(t.quantum_mib, 1024);  // no sparse search needed
+  EXPECT_TRUE(t.exact);
+  const std::vector<double> reference = DenseReference(t);
+  for (MiB free = 0; free <= t.capacity_mib; free += 97) {
+    ASSERT_NEAR(big.Value(0, free), reference[free] * t.capacity_mib, 1e-6) << free;
+  }
+
+  const CompletionValue gpu = CompletionValue::Build(TypicalWorkload{{Slice(12960, 1), Slice(3040, 3)}}, {16000});
+  const auto& g = gpu.tables()[0];
+  EXPECT_EQ(g.quantum_mib, 160);
+  EXPECT_NEAR(PriceOf(g, 12960), 4.0 / 5, 1e-9);
+  EXPECT_NEAR(PriceOf(g, 3040), 1.0 / 5, 1e-9);
+  EXPECT_NEAR(gpu.Loss(0, 3040, 0), 16000 * PriceOf(g, 3040), 1e-6);
+}
+
+// The sparse knapsack's steps are K at every MiB: unrelated sizes, against the dense knapsack.
+TEST(CompletionValue, StepsAreTheDenseKnapsackAtEveryMiB) {
+  const TypicalWorkload w{
+      {Slice(3001, 2), Slice(2417, 1), Slice(1733, 3), Slice(1101, 1), Slice(777, 2), Slice(5003, 1), Slice(419, 1)}};
+  const CompletionValue cv = CompletionValue::Build(w, {7919});
+  const auto& t = cv.tables()[0];
+  ASSERT_EQ(t.quantum_mib, 1);
+  EXPECT_GT(t.step_mib.size(), 10u);
+  const std::vector<double> reference = DenseReference(t);
+  for (MiB free = 0; free <= t.capacity_mib; ++free) {
+    ASSERT_NEAR(cv.Value(0, free), reference[free] * t.capacity_mib, 1e-6) << free;
+  }
+  EXPECT_NEAR(cv.Value(0, 100000), reference.back() * t.capacity_mib, 1e-6);
+  EXPECT_EQ(cv.Value(0, -5), 0);
+}
+
+// Past the sparse budget the table falls back to quanta of 1/1024 of the capacity, sizes and
+// free memory rounded down, so slices that fill the device still fit: on 10240 MiB (10-MiB
+// quanta) 6143 + 4097 MiB are 614 + 409 ≤ 1024 quanta (rounded up: 615 + 410 > 1024). Demand 1
+// and 3: the pair once and two 4097s on another device, so y = 1/2 each.
+TEST(CompletionValue, PastTheSparseBudgetTheGridRoundsTowardFitting) {
+  const TypicalWorkload w{{Slice(6143, 1), Slice(4097, 3)}};
+  EXPECT_EQ(CompletionValue::Build(w, {10240}).tables()[0].quantum_mib, 1);  // within the default budget
+  const CompletionValue cv = CompletionValue::Build(w, {10240}, /*sparse_budget=*/2);
+  const auto& t = cv.tables()[0];
+  ASSERT_EQ(t.quantum_mib, 10);
+  EXPECT_FALSE(t.exact);
+  EXPECT_NEAR(PriceOf(t, 6140), 1.0 / 2, 1e-9);
+  EXPECT_NEAR(PriceOf(t, 4090), 1.0 / 2, 1e-9);
+  EXPECT_NEAR(cv.Loss(0, 4097, 0), 10240 * PriceOf(t, 4090), 1e-6);  // completes the device
+  // Free memory rounds down to the quantum: 4089 MiB is 408 quanta, too few for the 409 of 4097.
+  EXPECT_NEAR(cv.Value(0, 4090), 10240 * PriceOf(t, 4090), 1e-6);
+  EXPECT_EQ(cv.Value(0, 4089), 0);
+  // A slice smaller than one quantum counts as one: 1024 to a device.
+  const CompletionValue tiny = CompletionValue::Build(TypicalWorkload{{Slice(7, 1), Slice(11, 1)}}, {10240}, 2);
+  ASSERT_EQ(tiny.tables()[0].quantum_mib, 10);
+  ASSERT_EQ(tiny.tables()[0].prices.size(), 1u);  // 7 and 11 MiB both count as 10
+  EXPECT_NEAR(PriceOf(tiny.tables()[0], 10), 1.0 / 1024, 1e-9);
 }
 
 TEST(CompletionValue, LossLevelsFloorInThousandthsOfAUnitDevice) {

@@ -11,10 +11,14 @@
 // BM_RefreshCompletion/<nodes> builds the completion value (the cutting-stock dual and value table
 // per device capacity) over every node, one node in eight with 24 GiB GPUs; BM_FilterScore's
 // second argument is 1 when the policy carries that completion value (the extender's default).
+// BM_RefreshCompletionShapes/<capacity>/<shapes> builds one table for one device capacity: the
+// Alibaba trace's fractional shapes (0) or 64 small shapes of unrelated sizes (1, the bound's case).
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <new>
 #include <random>
+#include <utility>
 
 #include <benchmark/benchmark.h>
 
@@ -226,6 +230,68 @@ void BM_RefreshCompletion(benchmark::State& state) {
   state.counters["priced_slices_80g"] = static_cast<double>(prices);
 }
 BENCHMARK(BM_RefreshCompletion)->Arg(1000)->Arg(5000)->Unit(benchmark::kMicrosecond);
+
+// The fractional shapes of the Alibaba default trace (gpu_milli: pods) on one device of
+// `capacity_mib`, asking gpu_milli / 1000 of it rounded down to the MiB, as the device matrix
+// does (bench/sim/device_matrix.cc): sizes that share no factor on most capacities.
+TypicalWorkload TraceShapes(MiB capacity_mib) {
+  const std::pair<int, int> milli_pods[] = {{810, 1078}, {470, 750}, {320, 328}, {650, 253}, {230, 140},
+                                            {460, 128},  {590, 75},  {160, 74},  {550, 72},  {220, 62},
+                                            {370, 47},   {110, 24},  {480, 19},  {50, 7},    {330, 7},
+                                            {350, 6},    {270, 4},   {440, 2},   {140, 1},   {290, 1}};
+  TypicalWorkload w;
+  for (const auto& [milli, pods] : milli_pods) {
+    TypicalSpec s;
+    s.cpu_milli = 4000;
+    s.device_count = 1;
+    s.mem_per_device_mib = milli * capacity_mib / 1000;
+    s.weight = pods;
+    w.specs.push_back(s);
+  }
+  w.Normalize();
+  return w;
+}
+
+// 64 shapes of 0.2–5 % of the device at unrelated sizes: fillings reach almost every MiB, so the
+// exact knapsack runs past its bound and the table is built on the grid (completion.h).
+TypicalWorkload ManySmallShapes(MiB capacity_mib) {
+  std::mt19937_64 rng(7);
+  TypicalWorkload w;
+  for (int i = 0; i < 64; ++i) {
+    TypicalSpec s;
+    s.cpu_milli = 1000;
+    s.device_count = 1;
+    s.mem_per_device_mib = capacity_mib / 500 + static_cast<MiB>(rng() % static_cast<uint64_t>(capacity_mib / 21));
+    s.weight = 1.0 + static_cast<double>(rng() % 100);
+    w.specs.push_back(s);
+  }
+  w.Normalize();
+  return w;
+}
+
+// One table: BM_RefreshCompletionShapes/<capacity MiB>/<0: trace shapes, 1: many small shapes>.
+void BM_RefreshCompletionShapes(benchmark::State& state) {
+  const MiB capacity = state.range(0);
+  const TypicalWorkload workload = state.range(1) == 0 ? TraceShapes(capacity) : ManySmallShapes(capacity);
+  size_t steps = 0;
+  MiB quantum = 0;
+  for (auto _ : state) {
+    CompletionValue completion = CompletionValue::Build(workload, {capacity});
+    steps = completion.tables()[0].step_mib.size();
+    quantum = completion.tables()[0].quantum_mib;
+    benchmark::DoNotOptimize(completion);
+  }
+  state.counters["steps"] = static_cast<double>(steps);
+  state.counters["quantum_mib"] = static_cast<double>(quantum);
+}
+BENCHMARK(BM_RefreshCompletionShapes)
+    ->Args({16000, 0})
+    ->Args({9728, 0})
+    ->Args({24576, 0})
+    ->Args({81920, 0})
+    ->Args({144384, 0})
+    ->Args({144384, 1})
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace gpupack::placement
