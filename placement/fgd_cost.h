@@ -49,28 +49,40 @@ inline int64_t FloorDiv(int64_t a, double inverse) {
   return static_cast<int64_t>(static_cast<double>(a) * inverse + 1e-9);
 }
 
-// F̂_n(M) of a state (NodeEvaluation::fill_cost): Σ_m p_m · (R_n − U_n(m)). `free_cpu` and
-// `free_memory` (host memory, bytes) < 0 mean unlimited.
+// One device pick as the fill tallies see it: the device's spec match mask, and its free memory
+// before (and whether it was empty) and after. A match of 0 is no pick.
+struct FillMove {
+  uint64_t match = 0;
+  MiB old_free = 0;
+  bool old_empty = false;
+  MiB new_free = 0;
+};
+
+// F̂_n(M) of a state (NodeEvaluation::fill_cost): Σ_m p_m · (R_n − U_n(m)), with the tallies as
+// `move` leaves them (so a single pick needs no copy of them). `free_cpu` and `free_memory` (host
+// memory, bytes) < 0 mean unlimited.
 double FillFragmentation(const Columns& c, const int32_t* empty_devices, const MiB* usable_free, int64_t free_cpu,
-                         int64_t free_memory, MiB total_free);
+                         int64_t free_memory, MiB total_free, const FillMove& move = {});
 
 // Moves one device's contribution to the fill tallies from (old_free, old_empty) to new_free (no
 // longer empty). Null tallies are skipped. Returns Σ_m p_m · Δusable_m: while the node's CPU
 // feeds every spec and no whole spec needs several devices, U_n(m) = usable_m and so
 // ΔF̂ = W·ΔR − that sum.
+// The change of spec m's usable free memory in the fill tallies when a device it matches goes from
+// (old_free, old_empty) to new_free, no longer empty. `spec_mem` 0: a whole spec.
+inline MiB UsableFreeChange(MiB spec_mem, MiB old_free, bool old_empty, MiB new_free) {
+  if (spec_mem > 0) return (new_free >= spec_mem ? new_free : 0) - (old_free >= spec_mem ? old_free : 0);
+  return old_empty ? -old_free : 0;
+}
+
 inline double FillPick(const Columns& c, uint64_t match, MiB old_free, bool old_empty, MiB new_free,
                        int32_t* empty_devices, MiB* usable_free) {
   double weighted = 0;
   for (uint64_t bits = match & ((c.n_device >= 64 ? ~uint64_t{0} : (uint64_t{1} << c.n_device) - 1)); bits != 0;
        bits &= bits - 1) {
     const int m = std::countr_zero(bits);
-    MiB delta = 0;
-    if (c.mem[m] > 0) {
-      delta = (new_free >= c.mem[m] ? new_free : 0) - (old_free >= c.mem[m] ? old_free : 0);
-    } else if (old_empty) {
-      delta = -old_free;
-      if (empty_devices != nullptr) empty_devices[m] -= 1;
-    }
+    const MiB delta = UsableFreeChange(c.mem[m], old_free, old_empty, new_free);
+    if (empty_devices != nullptr && c.mem[m] == 0 && old_empty) empty_devices[m] -= 1;
     if (usable_free != nullptr) usable_free[m] += delta;
     weighted += c.weight[m] * static_cast<double>(delta);
   }
