@@ -1,3 +1,5 @@
+// Long file: one class, TentativePlacement, whose steps (verdict, per-container picks, FGD and
+// fill tallies, costs) share its state; split across files they would need that state exposed.
 #include "placement/device_pick.h"
 
 #include <algorithm>

@@ -65,6 +65,12 @@ struct NodeSummary {
 
   // Sizes the block for `devices` slots and `specs` tallies, all zero.
   void Resize(int devices, int specs);
+  // Starts loading the block into the cache, for a caller about to score it soon: a caller that
+  // scores many nodes in a row finds few summaries in a cache, and the loads cost as much as the
+  // arithmetic unless the next node's are under way while this one is scored. No effect on values.
+  void Prefetch() const {
+    for (size_t offset = 0; offset < block_.size(); offset += kCacheLine) __builtin_prefetch(block_.data() + offset);
+  }
   // The first device_count slots.
   DeviceSlot* devices() { return reinterpret_cast<DeviceSlot*>(block_.data()); }
   const DeviceSlot* devices() const { return reinterpret_cast<const DeviceSlot*>(block_.data()); }
@@ -106,6 +112,7 @@ struct NodeSummary {
     return reinterpret_cast<const T*>(block_.data() + offset);
   }
 
+  static constexpr size_t kCacheLine = 64;
   std::vector<std::byte> block_;  // operator new's alignment suits every member
 };
 
