@@ -1,3 +1,5 @@
+// Long file: one class, TentativePlacement, whose steps (verdict, per-container picks, FGD and
+// fill tallies, costs) share its state; split across files they would need that state exposed.
 #include "placement/device_pick.h"
 
 #include <algorithm>
@@ -134,7 +136,7 @@ class TentativePlacement {
   Pick BestDevice(const Demand& demand, const std::array<bool, kMaxDevicesPerNode>& taken) const;
   bool SameStateSeen(const std::array<int, kMaxDevicesPerNode>& seen, int seen_n, int g, const Demand& demand,
                      bool exclusive) const;
-  Pick Candidate(int g, const Demand& demand, bool exclusive, DeltaEvaluator& delta) const;
+  Pick Candidate(int g, const Demand& demand, bool exclusive) const;
   void Take(const Pick& pick, const Demand& demand, ContainerPlacement* cp);
   void TakeFgd(const Pick& pick);
   void TakeFill(const Pick& pick);
@@ -170,6 +172,10 @@ class TentativePlacement {
   std::array<MiB, kMaxTypicalSpecs> fill_usable_free_;
   const int32_t* fill_empty_devices_now_;
   const MiB* fill_usable_free_now_;
+  // Off the fast path: the first pick, applied by FillCost on the fly instead of to a copy of the
+  // tallies (a later pick copies them and applies both).
+  FillMove pending_move_;
+  bool move_pending_ = false;
   MiB fill_total_free_;
   // Usable memory only shrinks with picks, so CPU and host memory ample for the node as it is
   // stay ample after: then U_n(m) is the usable memory itself, F̂ = W·R − Σ_m p_m·U_n(m), and ΔF̂
@@ -291,9 +297,10 @@ bool TentativePlacement::ReuseHeldDevices(const ContainerRequest& c, const Deman
 }
 
 // The device the next pick takes: the least completion loss, then the least cost; the first
-// such device in slot order.
+// such device in slot order. The loss is one table lookup and ranks first, so FGD's ΔF is
+// computed only for a device whose loss does not already lose to the best so far.
 Pick TentativePlacement::BestDevice(const Demand& demand, const std::array<bool, kMaxDevicesPerNode>& taken) const {
-  DeltaEvaluator delta(cols_, sum_, st_, tally_usable_, tally_unusable_, cpu_short_, feasible_);
+  DeltaEvaluator delta(cols_, sum_, st_, tally_usable_, tally_unusable_, feasible_);
   Pick best;
   // Devices in identical states give identical costs: evaluate each state once.
   std::array<int, kMaxDevicesPerNode> seen;
@@ -311,11 +318,17 @@ Pick TentativePlacement::BestDevice(const Demand& demand, const std::array<bool,
     }
     if (SameStateSeen(seen, seen_n, g, demand, exclusive)) continue;
     seen[seen_n++] = g;
-    const Pick candidate = Candidate(g, demand, exclusive, delta);
-    if (best.slot < 0 || candidate.loss < best.loss || (candidate.loss == best.loss && candidate.cost < best.cost)) {
-      best = candidate;
+    Pick candidate = Candidate(g, demand, exclusive);
+    if (best.slot >= 0 && candidate.loss > best.loss) continue;
+    if (device_kind_ == PolicyKind::kFgd) {
+      candidate.fgd_delta = delta.Delta(g, candidate.new_free);
+      candidate.cost = candidate.fgd_delta;
     }
+    if (best.slot < 0 || candidate.loss < best.loss || candidate.cost < best.cost) best = candidate;
   }
+  // Under another device policy, FGD's tallies are still followed when the node policy is FGD.
+  if (best.slot >= 0 && fgd_ && device_kind_ != PolicyKind::kFgd)
+    best.fgd_delta = delta.Delta(best.slot, best.new_free);
   return best;
 }
 
@@ -333,21 +346,25 @@ bool TentativePlacement::SameStateSeen(const std::array<int, kMaxDevicesPerNode>
   return duplicate;
 }
 
-// What taking device g costs under the pod's device policy.
-Pick TentativePlacement::Candidate(int g, const Demand& demand, bool exclusive, DeltaEvaluator& delta) const {
+// Taking device g, before FGD's ΔF: its new free memory, its completion loss under FGD, its cost
+// under binpack (least left over) or spread (most left over).
+Pick TentativePlacement::Candidate(int g, const Demand& demand, bool exclusive) const {
   Pick p;
   p.slot = g;
   p.new_free = exclusive ? 0 : st_.free[g] - demand.mem;
-  if (fgd_) p.fgd_delta = delta.Delta(g, p.new_free);
   if (device_kind_ == PolicyKind::kFgd) {
-    p.cost = p.fgd_delta;
     // An exclusive pick takes the whole device, whatever the slices on offer: no loss to
     // rank by (across device sizes it would only prefer the smallest device, against
     // the pods pinned to it, which the reservation prices later in the ranking).
     if (with_completion_ && !exclusive) {
-      p.loss_mib = completion_.Loss(sum_.devices()[g].completion_table, st_.free[g], p.new_free);
-      // Whole MiB: distinct losses differ by far more, equal ones by float noise only.
-      p.loss = static_cast<int64_t>(std::floor(p.loss_mib + 1e-6));
+      const NodeSummary::DeviceSlot& slot = sum_.devices()[g];
+      const double value_before =
+          st_.free[g] == slot.free ? slot.completion_value : completion_.Value(slot.completion_table, st_.free[g]);
+      p.loss_mib = value_before - completion_.Value(slot.completion_table, p.new_free);
+      // Whole MiB: distinct losses differ by far more, equal ones by float noise only. The loss
+      // is ≥ 0 up to float noise, so truncation is the floor there.
+      const double level = p.loss_mib + 1e-6;
+      p.loss = level >= 0 ? static_cast<int64_t>(level) : static_cast<int64_t>(std::floor(level));
     }
   } else if (device_kind_ == PolicyKind::kBinpack) {
     p.cost = static_cast<double>(p.new_free);  // best fit: least left over
@@ -420,12 +437,20 @@ void TentativePlacement::TakeFill(const Pick& pick) {
       FillPick(cols_, match & multi_whole_, st_.free[best], st_.empty[best], pick.new_free, fill_empty_devices_.data(),
                fill_usable_free_.data());
     }
+  } else if (!move_pending_ && fill_empty_devices_now_ != fill_empty_devices_.data()) {
+    // The first pick: FillCost applies it on the fly, so the tallies need no copy.
+    pending_move_ = FillMove{match, st_.free[best], st_.empty[best], pick.new_free};
+    move_pending_ = true;
   } else {
     if (fill_empty_devices_now_ != fill_empty_devices_.data()) {
       std::copy_n(sum_.fill_empty_devices(), cols_.n_device, fill_empty_devices_.begin());
       std::copy_n(sum_.fill_usable_free(), cols_.n_device, fill_usable_free_.begin());
       fill_empty_devices_now_ = fill_empty_devices_.data();
       fill_usable_free_now_ = fill_usable_free_.data();
+      FillPick(cols_, pending_move_.match, pending_move_.old_free, pending_move_.old_empty, pending_move_.new_free,
+               fill_empty_devices_.data(), fill_usable_free_.data());
+      pending_move_ = FillMove{};
+      move_pending_ = false;
     }
     FillPick(cols_, match, st_.free[best], st_.empty[best], pick.new_free, fill_empty_devices_.data(),
              fill_usable_free_.data());
@@ -436,7 +461,7 @@ void TentativePlacement::TakeFill(const Pick& pick) {
 double TentativePlacement::FillCost() const {
   if (!fill_fast_) {
     return FillFragmentation(cols_, fill_empty_devices_now_, fill_usable_free_now_, st_.free_cpu, st_.free_mem,
-                             fill_total_free_) -
+                             fill_total_free_, pending_move_) -
            sum_.fill_fragmentation;
   }
   double fill_used_delta = fill_used_delta_;

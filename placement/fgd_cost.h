@@ -49,28 +49,40 @@ inline int64_t FloorDiv(int64_t a, double inverse) {
   return static_cast<int64_t>(static_cast<double>(a) * inverse + 1e-9);
 }
 
-// F̂_n(M) of a state (NodeEvaluation::fill_cost): Σ_m p_m · (R_n − U_n(m)). `free_cpu` and
-// `free_memory` (host memory, bytes) < 0 mean unlimited.
+// One device pick as the fill tallies see it: the device's spec match mask, and its free memory
+// before (and whether it was empty) and after. A match of 0 is no pick.
+struct FillMove {
+  uint64_t match = 0;
+  MiB old_free = 0;
+  bool old_empty = false;
+  MiB new_free = 0;
+};
+
+// F̂_n(M) of a state (NodeEvaluation::fill_cost): Σ_m p_m · (R_n − U_n(m)), with the tallies as
+// `move` leaves them (so a single pick needs no copy of them). `free_cpu` and `free_memory` (host
+// memory, bytes) < 0 mean unlimited.
 double FillFragmentation(const Columns& c, const int32_t* empty_devices, const MiB* usable_free, int64_t free_cpu,
-                         int64_t free_memory, MiB total_free);
+                         int64_t free_memory, MiB total_free, const FillMove& move = {});
 
 // Moves one device's contribution to the fill tallies from (old_free, old_empty) to new_free (no
 // longer empty). Null tallies are skipped. Returns Σ_m p_m · Δusable_m: while the node's CPU
 // feeds every spec and no whole spec needs several devices, U_n(m) = usable_m and so
 // ΔF̂ = W·ΔR − that sum.
+// The change of spec m's usable free memory in the fill tallies when a device it matches goes from
+// (old_free, old_empty) to new_free, no longer empty. `spec_mem` 0: a whole spec.
+inline MiB UsableFreeChange(MiB spec_mem, MiB old_free, bool old_empty, MiB new_free) {
+  if (spec_mem > 0) return (new_free >= spec_mem ? new_free : 0) - (old_free >= spec_mem ? old_free : 0);
+  return old_empty ? -old_free : 0;
+}
+
 inline double FillPick(const Columns& c, uint64_t match, MiB old_free, bool old_empty, MiB new_free,
                        int32_t* empty_devices, MiB* usable_free) {
   double weighted = 0;
   for (uint64_t bits = match & ((c.n_device >= 64 ? ~uint64_t{0} : (uint64_t{1} << c.n_device) - 1)); bits != 0;
        bits &= bits - 1) {
     const int m = std::countr_zero(bits);
-    MiB delta = 0;
-    if (c.mem[m] > 0) {
-      delta = (new_free >= c.mem[m] ? new_free : 0) - (old_free >= c.mem[m] ? old_free : 0);
-    } else if (old_empty) {
-      delta = -old_free;
-      if (empty_devices != nullptr) empty_devices[m] -= 1;
-    }
+    const MiB delta = UsableFreeChange(c.mem[m], old_free, old_empty, new_free);
+    if (empty_devices != nullptr && c.mem[m] == 0 && old_empty) empty_devices[m] -= 1;
     if (usable_free != nullptr) usable_free[m] += delta;
     weighted += c.weight[m] * static_cast<double>(delta);
   }
@@ -107,25 +119,34 @@ inline void ChangeDevice(const Columns& c, const NodeSummary& sum, WorkState& st
   st.empty[slot] = false;
 }
 
+// Bit m: more than count_m devices can hold spec m in these tallies.
+inline uint64_t SpareMask(const Columns& c, const int16_t* usable) {
+  uint64_t mask = 0;
+  for (int m = 0; m < c.n; ++m) mask |= static_cast<uint64_t>(usable[m] > c.count[m]) << m;
+  return mask;
+}
+
 // Evaluates ΔF = F(after one device change) − F(now) in O(log M + specs whose usability
 // flips), instead of O(M): for a spec that neither gains nor loses the device, F moves by
 // exactly w·Δf unless the spec stays satisfied with the device usable before and after, when
 // it moves by 0. Those specs are a prefix of the memory-sorted fractional specs, summed once per
-// device match mask. Valid until the state changes.
+// device match mask. A spec that loses the device moves by w·Δf plus: nothing if it was not
+// satisfied (it stays so), w·f_old if it stays satisfied (the device's memory joins the
+// unusable), w·(R − unusable) if it stops being satisfied. Valid until the state changes.
 class DeltaEvaluator {
  public:
   // `feasible` bit m: spec m is satisfied in `st` (enough usable devices and CPU).
   // The per-spec tallies come from `usable` / `unusable_free` (the summary's until the first
   // pick changes them, so the common single-pick case copies nothing).
   DeltaEvaluator(const Columns& c, const NodeSummary& sum, const WorkState& st, const int16_t* usable,
-                 const MiB* unusable_free, uint64_t cpu_short, uint64_t feasible)
+                 const MiB* unusable_free, uint64_t feasible)
       : c_(c),
         sum_(sum),
         st_(st),
-        usable_(usable),
         unusable_free_(unusable_free),
-        cpu_short_(cpu_short),
-        feasible_(feasible) {}
+        feasible_(feasible),
+        spare_(usable == sum.usable() ? sum.spare : SpareMask(c, usable)),
+        whole_(BitRange(c.n_fractional, c.n_device)) {}
 
   double Delta(int slot, MiB new_free) {
     const MiB old_free = st_.free[slot];
@@ -133,34 +154,32 @@ class DeltaEvaluator {
     const NodeSummary::DeviceSlot& device = sum_.devices()[slot];
     const uint64_t match = device.spec_match;
     // Specs [ub_new, ub_old) could use the device before and cannot after: walk down from
-    // ub_old (precomputed in the summary while the device is unchanged) over exactly those.
+    // ub_old (precomputed in the summary while the device is unchanged).
     const MiB* mem = c_.mem;
     const int ub_old = old_free == device.free
                            ? device.fractional_fit
                            : static_cast<int>(std::upper_bound(mem, mem + c_.n_fractional, old_free) - mem);
-    double flips = 0;
     int ub_new = ub_old;
-    while (ub_new > 0 && mem[ub_new - 1] > new_free) {
-      --ub_new;
-      if ((match >> ub_new) & 1) flips += Flip(ub_new, new_free, df);
+    while (ub_new > 0 && mem[ub_new - 1] > new_free) --ub_new;
+    uint64_t losing = BitRange(ub_new, ub_old) | (st_.empty[slot] ? whole_ : 0);
+    losing &= match & feasible_;
+    double staying_weight = 0;
+    for (uint64_t bits = losing & spare_; bits != 0; bits &= bits - 1)
+      staying_weight += c_.weight[std::countr_zero(bits)];
+    double dropping = 0;
+    for (uint64_t bits = losing & ~spare_; bits != 0; bits &= bits - 1) {
+      const int m = std::countr_zero(bits);
+      dropping += c_.weight[m] * static_cast<double>(st_.total_free - unusable_free_[m]);
     }
-    double delta = static_cast<double>(df) * (c_.total_weight - Prefix(match, ub_new)) + flips;
-    if (st_.empty[slot]) {
-      for (int m = c_.n_fractional; m < c_.n_device; ++m) {
-        if ((match >> m) & 1) delta += Flip(m, new_free, df);
-      }
-    }
-    return delta;
+    return static_cast<double>(df) * (c_.total_weight - Prefix(match, ub_new)) +
+           static_cast<double>(old_free) * staying_weight + dropping;
   }
 
  private:
-  // Spec m loses the device: its exact change, minus the w·Δf already counted for it.
-  double Flip(int m, MiB new_free, MiB df) const {
-    const bool before = (feasible_ >> m) & 1;
-    const bool after = !((cpu_short_ >> m) & 1) && usable_[m] - 1 >= c_.count[m];
-    const MiB frag_before = before ? unusable_free_[m] : st_.total_free;
-    const MiB frag_after = after ? unusable_free_[m] + new_free : st_.total_free + df;
-    return c_.weight[m] * static_cast<double>(frag_after - frag_before - df);
+  // Bits [from, to).
+  static uint64_t BitRange(int from, int to) {
+    auto below = [](int k) { return k >= 64 ? ~uint64_t{0} : (uint64_t{1} << k) - 1; };
+    return from >= to ? 0 : below(to) & ~below(from);
   }
 
   // Σ weight of fractional specs j < upto that the mask matches and that are satisfied. Prefix
@@ -189,10 +208,10 @@ class DeltaEvaluator {
   const Columns& c_;
   const NodeSummary& sum_;
   const WorkState& st_;
-  const int16_t* usable_;
   const MiB* unusable_free_;
-  const uint64_t cpu_short_;
   const uint64_t feasible_;
+  const uint64_t spare_;  // bit m: the tallies leave spec m satisfied after losing one device
+  const uint64_t whole_;  // the whole-device specs
   int cached_ = 0;
   std::array<uint64_t, kCache> masks_;
   std::array<int, kCache> filled_;

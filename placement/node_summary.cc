@@ -71,6 +71,7 @@ void SummarizeDevices(const Node& node, const Columns& cols, const std::vector<T
     slot.empty = InPool(d) && d.shares.empty() && slot.free == DeviceUsableMiB(d, options);
     sum.total_free += slot.free;
     slot.completion_table = static_cast<int16_t>(completion.TableFor(DeviceUsableMiB(d, options)));
+    slot.completion_value = slot.completion_table < 0 ? 0 : completion.Value(slot.completion_table, slot.free);
     slot.fractional_fit =
         static_cast<int8_t>(std::upper_bound(cols.mem, cols.mem + cols.n_fractional, slot.free) - cols.mem);
     // A node's GPUs are usually identical, so compute the mask once per sort.
@@ -95,6 +96,7 @@ void SummarizeSpecs(const Columns& cols, NodeSummary& sum) {
     sum.usable()[m] = usable;
     sum.unusable_free()[m] = unusable;
     sum.satisfied |= static_cast<uint64_t>(usable >= cols.count[m]) << m;
+    sum.spare |= static_cast<uint64_t>(usable > cols.count[m]) << m;
   }
 }
 

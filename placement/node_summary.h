@@ -42,6 +42,7 @@ struct NodeSummary {
   int64_t free_memory_bytes = -1;
   uint64_t satisfied = 0;  // bit m: at least count_m devices can hold spec m (CPU not considered)
   uint64_t cpu_short = 0;  // bit m: the node's free CPU is below spec m's
+  uint64_t spare = 0;      // bit m: more than count_m devices can hold spec m (one pick leaves it satisfied)
   // The first device's match mask, which satisfied_prefix() is for.
   uint64_t prefix_mask = 0;
   int64_t fill_cpu_ample = 0;        // free CPU from which no device spec is CPU-limited in F̂
@@ -52,6 +53,9 @@ struct NodeSummary {
   struct DeviceSlot {
     MiB free = 0;
     uint64_t spec_match = 0;  // bit m: the device can serve spec m at all
+    // K(free) of the completion table (completion.h), in MiB; 0 without one. A pick's loss is
+    // this less K(free after): one table lookup per candidate device instead of two.
+    double completion_value = 0;
     // The policy's CompletionValue table for the device's capacity (-1: none).
     int16_t completion_table = 0;
     // How many fractional specs (the memory-sorted prefix) the device's free memory could hold.
@@ -61,6 +65,12 @@ struct NodeSummary {
 
   // Sizes the block for `devices` slots and `specs` tallies, all zero.
   void Resize(int devices, int specs);
+  // Starts loading the block into the cache, for a caller about to score it soon: a caller that
+  // scores many nodes in a row finds few summaries in a cache, and the loads cost as much as the
+  // arithmetic unless the next node's are under way while this one is scored. No effect on values.
+  void Prefetch() const {
+    for (size_t offset = 0; offset < block_.size(); offset += kCacheLine) __builtin_prefetch(block_.data() + offset);
+  }
   // The first device_count slots.
   DeviceSlot* devices() { return reinterpret_cast<DeviceSlot*>(block_.data()); }
   const DeviceSlot* devices() const { return reinterpret_cast<const DeviceSlot*>(block_.data()); }
@@ -102,6 +112,7 @@ struct NodeSummary {
     return reinterpret_cast<const T*>(block_.data() + offset);
   }
 
+  static constexpr size_t kCacheLine = 64;
   std::vector<std::byte> block_;  // operator new's alignment suits every member
 };
 

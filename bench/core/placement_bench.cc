@@ -70,6 +70,9 @@ std::vector<Node> MakeCluster(int nodes) {
   return out;
 }
 
+// How many nodes ahead the scoring loops prefetch summaries (scheduler/extender/cluster_state.cc).
+constexpr int kPrefetchAhead = 2;
+
 TypicalWorkload ThirtySpecs() {
   TypicalWorkload w;
   for (int i = 0; i < 30; ++i) {
@@ -115,6 +118,8 @@ void BM_FilterScore(benchmark::State& state) {
     int feasible = 0;
     long before = g_allocations.load();
     for (int i = 0; i < nodes; ++i) {
+      // As the extender does: the next nodes' summaries load while this one is scored.
+      if (i + kPrefetchAhead < nodes) summaries[i + kPrefetchAhead].Prefetch();
       NodeScore e = policy.Score(cluster[i], summaries[i], pod);
       if (e.verdict.fits()) {
         ++feasible;

@@ -183,6 +183,8 @@ class ClusterState {
   // The snapshot's rows in chunks, so that publishing one row copies one chunk, not every row.
   // Rows are assigned when a node enters and freed when it leaves.
   static constexpr size_t kChunkRows = 64;
+  // How many nodes ahead AssessMany prefetches the summaries it is about to score.
+  static constexpr size_t kPrefetchAhead = 2;
   struct Chunk {
     std::array<std::shared_ptr<const NodeView>, kChunkRows> views;
     // views[r]->version (0: no node) and views[r]->heartbeat, kept beside the pointers so that a
