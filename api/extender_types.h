@@ -97,9 +97,15 @@ StatusOr<ExtenderArgs> DecodeExtenderArgs(std::string_view body);
 StatusOr<ExtenderBindingArgs> DecodeBindingArgs(std::string_view body);
 StatusOr<ExtenderPreemptionArgs> DecodePreemptionArgs(std::string_view body);
 
+// Whether `text` has a byte that JSON must escape in a string: a control character, '"' or '\\'.
+bool NeedsJsonEscape(std::string_view text);
+
 // Encoders for what the extender replies.
 std::string EncodeFilterResult(const ExtenderFilterResult& result);
 std::string EncodeHostPriorityList(const HostPriorityList& list);
+// The same list as hosts[i] with scores[i], without a string per host (prioritize's path).
+// REQUIRES: hosts.size() == scores.size().
+std::string EncodeHostPriorityList(const std::vector<std::string_view>& hosts, const std::vector<int64_t>& scores);
 std::string EncodeBindingResult(const ExtenderBindingResult& result);
 std::string EncodePreemptionResult(const ExtenderPreemptionResult& result);
 
