@@ -234,9 +234,8 @@ void AppendNames(std::string& out, const std::optional<std::vector<std::string>>
 
 }  // namespace
 
-// Scans 8 bytes at a time: a byte-by-byte scan was most of encoding a 5,000-node priority
-// list. Per word, the classic "has a byte less than n" and "has a zero byte" tests; they are exact about whether
-// any byte matches, which is all this needs (bytes ≥ 0x80, UTF-8, never match).
+// 8 bytes at a time (a byte loop was most of encoding 5,000 priorities), by the classic "has a
+// byte < n" / "has a zero byte" word tests: exact about whether any byte matches (UTF-8 never does).
 bool NeedsJsonEscape(std::string_view text) {
   constexpr uint64_t kOnes = 0x0101010101010101ULL;
   constexpr uint64_t kHigh = 0x8080808080808080ULL;
@@ -253,8 +252,12 @@ bool NeedsJsonEscape(std::string_view text) {
     any |= matches(w);
   }
   if (i < text.size()) {
-    uint64_t w = kOnes * 'a';  // padding that matches nothing
-    std::memcpy(&w, text.data() + i, text.size() - i);
+    uint64_t w = kOnes * 'a';  // the last 8 bytes (overlapping), or the few over padding that matches nothing
+    if (text.size() >= 8) {
+      std::memcpy(&w, text.data() + text.size() - 8, 8);
+    } else {
+      for (; i < text.size(); ++i) w = (w << 8) | static_cast<unsigned char>(text[i]);
+    }
     any |= matches(w);
   }
   return (any & kHigh) != 0;
