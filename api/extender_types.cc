@@ -234,35 +234,6 @@ void AppendNames(std::string& out, const std::optional<std::vector<std::string>>
 
 }  // namespace
 
-// 8 bytes at a time (a byte loop was most of encoding 5,000 priorities), by the classic "has a
-// byte < n" / "has a zero byte" word tests: exact about whether any byte matches (UTF-8 never does).
-bool NeedsJsonEscape(std::string_view text) {
-  constexpr uint64_t kOnes = 0x0101010101010101ULL;
-  constexpr uint64_t kHigh = 0x8080808080808080ULL;
-  auto matches = [](uint64_t w) {
-    const uint64_t quote = w ^ (kOnes * '"');
-    const uint64_t backslash = w ^ (kOnes * '\\');
-    return ((w - kOnes * 0x20) & ~w) | ((quote - kOnes) & ~quote) | ((backslash - kOnes) & ~backslash);
-  };
-  uint64_t any = 0;
-  size_t i = 0;
-  for (; i + 8 <= text.size(); i += 8) {
-    uint64_t w;
-    std::memcpy(&w, text.data() + i, 8);
-    any |= matches(w);
-  }
-  if (i < text.size()) {
-    uint64_t w = kOnes * 'a';  // the last 8 bytes (overlapping), or the few over padding that matches nothing
-    if (text.size() >= 8) {
-      std::memcpy(&w, text.data() + text.size() - 8, 8);
-    } else {
-      for (; i < text.size(); ++i) w = (w << 8) | static_cast<unsigned char>(text[i]);
-    }
-    any |= matches(w);
-  }
-  return (any & kHigh) != 0;
-}
-
 StatusOr<ExtenderArgs> DecodeExtenderArgs(std::string_view body) {
   GPUPACK_ASSIGN_OR_RETURN(json doc, ParseObject(body, "ExtenderArgs"));
   ExtenderArgs args;
