@@ -237,10 +237,7 @@ Status ReadNames(od::value& value, std::vector<std::string_view>& out, std::dequ
   for (auto element : names) {
     std::string_view token;
     if (element.raw_json_token().get(token)) return NotJson();
-    while (!token.empty() &&
-           (token.back() == ' ' || token.back() == '\n' || token.back() == '\r' || token.back() == '\t')) {
-      token.remove_suffix(1);
-    }
+    while (!token.empty() && JsonSpace(token.back())) token.remove_suffix(1);
     if (token.size() < 2 || token.front() != '"' || token.back() != '"') {
       return Bad(where + "[" + std::to_string(i) + "]", "must be a string");
     }
