@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstring>
 #include <set>
 
 namespace gpupack::api {
@@ -296,45 +297,67 @@ std::string EncodeFilterResult(const ExtenderFilterResult& result) {
 }
 
 std::string EncodeHostPriorityList(const HostPriorityList& list) {
+  std::vector<std::string_view> hosts(list.size());
+  std::vector<int64_t> scores(list.size());
+  for (size_t i = 0; i < list.size(); ++i) {
+    hosts[i] = list[i].host;
+    scores[i] = list[i].score;
+  }
+  return EncodeHostPriorityList(hosts, scores);
+}
+
+std::string EncodeHostPriorityList(const std::vector<std::string_view>& hosts, const std::vector<int64_t>& scores) {
   // Thousands of entries, and node names need no escaping: each entry is written straight into
-  // text sized once, {"Host":"<name>","Score":<score>} (a name that needs escaping goes through
+  // text sized exactly, {"Host":"<name>","Score":<score>}, with fixed-size copies for the fixed
+  // parts and one branch-free scan per name (a name that needs escaping goes through
   // AppendString instead).
-  constexpr std::string_view kHost = "{\"Host\":\"";
-  constexpr std::string_view kScore = "\",\"Score\":";
-  constexpr size_t kScoreDigits = 20;  // an int64 and its sign
-  size_t size = 2;
-  for (const HostPriority& host : list) size += 1 + kHost.size() + host.host.size() + kScore.size() + kScoreDigits + 1;
+  GPUPACK_CHECK(hosts.size() == scores.size());
+  static constexpr char kHost[] = "{\"Host\":\"";
+  static constexpr char kScore[] = "\",\"Score\":";
+  constexpr size_t kHostSize = sizeof(kHost) - 1;
+  constexpr size_t kScoreSize = sizeof(kScore) - 1;
+  auto digits = [](int64_t score) { return score >= 0 && score < 10 ? size_t{1} : score >= 10 && score < 100 ? 2 : 0; };
+  size_t size = 2 + (hosts.empty() ? 0 : hosts.size() - 1);
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    size += kHostSize + hosts[i].size() + kScoreSize + 1;
+    size += digits(scores[i]);  // 0: written with to_chars below, into room made then
+  }
   std::string out(size, '\0');
   char* p = out.data();
-  auto put = [&p](std::string_view text) { p = std::copy(text.begin(), text.end(), p); };
   *p++ = '[';
-  for (size_t i = 0; i < list.size(); ++i) {
-    const std::string& host = list[i].host;
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    const std::string_view host = hosts[i];
     if (i > 0) *p++ = ',';
-    // Copy the name as it is while checking that it may be (one pass over it).
-    char* name = std::copy(kHost.begin(), kHost.end(), p);
-    bool plain = true;
-    for (char ch : host) {
-      plain = plain && PlainInJson(ch);
-      *name++ = ch;
-    }
-    if (plain) {
-      p = name;
-      put(kScore);
+    if (!NeedsJsonEscape(host)) {
+      std::memcpy(p, kHost, kHostSize);
+      p += kHostSize;
+      std::memcpy(p, host.data(), host.size());
+      p += host.size();
+      std::memcpy(p, kScore, kScoreSize);
+      p += kScoreSize;
     } else {
-      std::string entry = "{\"Host\":";
-      AppendString(entry, host);
-      entry += ",\"Score\":";
+      std::string escaped = "{\"Host\":";
+      AppendString(escaped, host);
+      escaped += ",\"Score\":";
       const size_t at = static_cast<size_t>(p - out.data());
-      out.resize(out.size() + entry.size());  // the escaped name may be longer than budgeted
-      p = out.data() + at;
-      put(entry);
+      out.resize(out.size() + escaped.size() - kHostSize - host.size() - kScoreSize);
+      p = std::copy(escaped.begin(), escaped.end(), out.data() + at);
     }
-    p = std::to_chars(p, p + kScoreDigits, list[i].score).ptr;
+    const int64_t score = scores[i];
+    if (digits(score) > 0) {
+      if (score >= 10) *p++ = static_cast<char>('0' + score / 10);
+      *p++ = static_cast<char>('0' + score % 10);
+    } else {
+      char text[24];
+      const size_t n = static_cast<size_t>(std::to_chars(text, text + sizeof(text), score).ptr - text);
+      const size_t at = static_cast<size_t>(p - out.data());
+      out.resize(out.size() + n);
+      p = std::copy(text, text + n, out.data() + at);
+    }
     *p++ = '}';
   }
   *p++ = ']';
-  out.resize(static_cast<size_t>(p - out.data()));
+  GPUPACK_CHECK(p == out.data() + out.size());
   return out;
 }
 

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <string>
@@ -97,9 +98,43 @@ StatusOr<ExtenderArgs> DecodeExtenderArgs(std::string_view body);
 StatusOr<ExtenderBindingArgs> DecodeBindingArgs(std::string_view body);
 StatusOr<ExtenderPreemptionArgs> DecodePreemptionArgs(std::string_view body);
 
+// Whether `text` has a byte that JSON must escape in a string: a control character, '"' or '\\'.
+// Inline, as it runs once per node name in decoding and encoding. 8 bytes at a time (a byte loop
+// was most of encoding 5,000 priorities), by the classic "has a byte < n" / "has a zero byte" word
+// tests: exact about whether any byte matches (bytes of UTF-8 never do).
+inline bool NeedsJsonEscape(std::string_view text) {
+  constexpr uint64_t kOnes = 0x0101010101010101ULL;
+  constexpr uint64_t kHigh = 0x8080808080808080ULL;
+  auto matches = [](uint64_t w) {
+    const uint64_t quote = w ^ (kOnes * '"');
+    const uint64_t backslash = w ^ (kOnes * '\\');
+    return ((w - kOnes * 0x20) & ~w) | ((quote - kOnes) & ~quote) | ((backslash - kOnes) & ~backslash);
+  };
+  uint64_t any = 0;
+  size_t i = 0;
+  for (; i + 8 <= text.size(); i += 8) {
+    uint64_t w;
+    std::memcpy(&w, text.data() + i, 8);
+    any |= matches(w);
+  }
+  if (i < text.size()) {
+    uint64_t w = kOnes * 'a';  // the last 8 bytes (overlapping), or the few over padding that matches nothing
+    if (text.size() >= 8) {
+      std::memcpy(&w, text.data() + text.size() - 8, 8);
+    } else {
+      for (; i < text.size(); ++i) w = (w << 8) | static_cast<unsigned char>(text[i]);
+    }
+    any |= matches(w);
+  }
+  return (any & kHigh) != 0;
+}
+
 // Encoders for what the extender replies.
 std::string EncodeFilterResult(const ExtenderFilterResult& result);
 std::string EncodeHostPriorityList(const HostPriorityList& list);
+// The same list as hosts[i] with scores[i], without a string per host (prioritize's path).
+// REQUIRES: hosts.size() == scores.size().
+std::string EncodeHostPriorityList(const std::vector<std::string_view>& hosts, const std::vector<int64_t>& scores);
 std::string EncodeBindingResult(const ExtenderBindingResult& result);
 std::string EncodePreemptionResult(const ExtenderPreemptionResult& result);
 

@@ -72,6 +72,28 @@ TEST(ExtenderTypes, EncodesPriorityListsWithEscapedNamesAndAnyScore) {
   EXPECT_EQ(*decoded, many);
 }
 
+// Names are checked for characters that need escaping 8 bytes at a time: every such character
+// is found at every position of names shorter and longer than a word, and UTF-8 or DEL is not.
+TEST(ExtenderTypes, EscapesEveryCharacterThatNeedsItAtEveryPosition) {
+  for (size_t length = 1; length <= 20; ++length) {
+    for (size_t at = 0; at < length; ++at) {
+      for (char special : {'"', '\\', '\n', '\x1f', '\x00', '\x7f', '\xc3'}) {
+        std::string name(length, 'n');
+        name[at] = special;
+        if (special == '\xc3') name.insert(at + 1, 1, '\xa9');  // é: valid UTF-8, needs no escape
+        const std::string text = EncodeHostPriorityList({{name, 3}});
+        StatusOr<HostPriorityList> decoded = DecodeHostPriorityList(text);
+        ASSERT_TRUE(decoded.ok()) << decoded.status() << " for " << text;
+        EXPECT_EQ(*decoded, (HostPriorityList{{name, 3}})) << text;
+        const bool escaped = static_cast<unsigned char>(special) < 0x20 || special == '"' || special == '\\';
+        EXPECT_EQ(text.size(), std::string(R"([{"Host":"","Score":3}])").size() + name.size() +
+                                   (escaped ? (special == '"' || special == '\\' ? 1 : 5) : 0))
+            << text;
+      }
+    }
+  }
+}
+
 TEST(ExtenderTypes, EncodesExactlyWhatGoExpects) {
   // Strings from kube-scheduler's extender/v1 types_test.go TestCompatibility.
   EXPECT_EQ(EncodeBindingArgs({"mypodname", "mypodnamespace", "mypoduid", "mynode"}),

@@ -64,6 +64,13 @@ constexpr size_t kMaxHeaderBytes = 64 << 10;
 // After a refusal with the body unread, how long the closing side keeps reading (and discarding)
 // so the client sees the reply instead of a reset.
 constexpr std::chrono::seconds kLingerTimeout{2};
+// A flat_buffer reads at most its free capacity per call (and Beast at most 64 KB): a body is
+// read with a buffer of up to this size, so an 80 KB filter body takes two reads, not the twenty
+// (each a recvmsg, a timer update and often an epoll wait) that the first read's 4 KB would take.
+constexpr size_t kBodyReadBytes = 64 << 10;
+// A connection going idle keeps at most this much read buffer (1,000 idle keep-alive connections
+// must cost sockets, not body-sized buffers).
+constexpr size_t kIdleReadBytes = 4096;
 
 class SessionBase;
 
@@ -286,6 +293,7 @@ class Session final : public SessionBase {
   void WaitForRequest() {
     if (server_.draining) return Close(CloseReason::kDrain);
     if (HasBufferedRequestBytes()) return ReadHeader();
+    if (buffer_.capacity() > kIdleReadBytes) buffer_.shrink_to_fit();
     idle_ = true;
     Tcp().expires_after(server_.options.idle_timeout);
     stream_.async_read_some(buffer_.prepare(4096), [self = Self()](error_code ec, size_t n) {
@@ -331,6 +339,9 @@ class Session final : public SessionBase {
 
   void ReadBody() {
     if (parser_->is_done()) return Dispatch();
+    if (const auto length = parser_->content_length()) {
+      buffer_.reserve(size_t(std::min<uint64_t>(buffer_.size() + *length, kBodyReadBytes)));
+    }
     Tcp().expires_after(server_.options.body_timeout);
     http::async_read(stream_, buffer_, *parser_, [self = Self()](error_code ec, size_t) {
       if (ec == beast::error::timeout) return self->Close(CloseReason::kBodyTimeout);

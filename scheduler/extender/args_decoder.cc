@@ -73,7 +73,10 @@ std::optional<std::string_view> Duplicate(const std::vector<std::string_view>& n
   };
   size_t size = 16;
   while (size < 2 * names.size()) size *= 2;
-  std::vector<Slot> slots(size);
+  // Reused by the thread: a 5,000-name table is 128 KB, which malloc would map and unmap (and
+  // the kernel fault in) on every call.
+  thread_local std::vector<Slot> slots;
+  slots.assign(size, Slot{});
   for (uint32_t n = 0; n < names.size(); ++n) {
     const std::string_view name = names[n];
     const uint64_t hash = HashName(name);
@@ -151,10 +154,80 @@ Status ReadNodes(od::value& value, std::vector<api::WireNode>& out) {
   return Status::Ok();
 }
 
-Status ReadNames(od::value& value, std::vector<std::string>& out) {
+bool JsonSpace(char ch) { return ch == ' ' || ch == '\n' || ch == '\r' || ch == '\t'; }
+
+// Reads `raw`, the text of the NodeNames array, when it is what a scheduler sends: strings with
+// no escape and no control character, separated as JSON requires. Returns false for anything
+// else (an escape, an empty name, a wrong separator, a non-string), which the general path then
+// reads and reports. The text between two quotes is then the name itself.
+bool ScanPlainNames(std::string_view raw, std::vector<std::string_view>& out) {
+  size_t i = 0;
+  auto skip_space = [&] {
+    while (i < raw.size() && JsonSpace(raw[i])) ++i;
+  };
+  auto at = [&](char ch) { return i < raw.size() && raw[i] == ch; };
+  if (!at('[')) return false;
+  ++i;
+  skip_space();
+  if (!at(']')) {
+    out.reserve(raw.size() / 16);
+    while (true) {
+      if (!at('"')) return false;
+      const size_t start = ++i;
+      const void* quote = std::memchr(raw.data() + start, '"', raw.size() - start);
+      if (quote == nullptr) return false;
+      i = static_cast<size_t>(static_cast<const char*>(quote) - raw.data());
+      const std::string_view name = raw.substr(start, i - start);
+      if (name.empty() || api::NeedsJsonEscape(name)) return false;
+      out.push_back(name);
+      ++i;
+      skip_space();
+      if (!at(',')) break;
+      ++i;
+      skip_space();
+    }
+    if (!at(']')) return false;
+  }
+  ++i;
+  skip_space();
+  return i == raw.size();
+}
+
+// Whether the names in `raw` (a NodeNames array's text) are known to be distinct: the scheduler
+// sends the same list call after call, so each thread remembers the last list it checked and
+// compares text (a memcmp) instead of hashing every name again.
+class CheckedNames {
+ public:
+  static bool Known(std::string_view raw) { return Last() == raw; }
+  static void Remember(std::string_view raw) { Last().assign(raw); }
+
+ private:
+  static std::string& Last() {
+    thread_local std::string last;
+    return last;
+  }
+};
+
+// A name is viewed where it lies in the padded body; only one with an escape is unescaped into
+// `unescaped` (stage 1 of the parser has already refused invalid UTF-8 and unescaped control
+// characters, so a name without a backslash reads the same raw as decoded).
+Status ReadNames(od::value& value, std::vector<std::string_view>& out, std::deque<std::string>& unescaped) {
   const std::string where = "ExtenderArgs.NodeNames";
   od::array names;
   if (value.get_array().get(names)) return Bad(where, "must be an array of strings");
+  std::string_view raw;
+  if (names.raw_json().get(raw)) return NotJson();
+  if (ScanPlainNames(raw, out)) {
+    if (CheckedNames::Known(raw)) return Status::Ok();
+    if (std::optional<std::string_view> twice = Duplicate(out)) {
+      return Bad(where, "node \"" + std::string(*twice) + "\" appears twice");
+    }
+    CheckedNames::Remember(raw);
+    return Status::Ok();
+  }
+  out.clear();
+  bool unused;
+  if (names.reset().get(unused)) return NotJson();
   // Thousands of names: one allocation instead of a dozen growths (counting scans the array's
   // structure, not its strings, and rewinds it).
   size_t count = 0;
@@ -162,13 +235,22 @@ Status ReadNames(od::value& value, std::vector<std::string>& out) {
   out.reserve(count);
   size_t i = 0;
   for (auto element : names) {
-    std::string_view name;
-    if (element.get_string().get(name)) return Bad(where + "[" + std::to_string(i) + "]", "must be a string");
+    std::string_view token;
+    if (element.raw_json_token().get(token)) return NotJson();
+    while (!token.empty() && JsonSpace(token.back())) token.remove_suffix(1);
+    if (token.size() < 2 || token.front() != '"' || token.back() != '"') {
+      return Bad(where + "[" + std::to_string(i) + "]", "must be a string");
+    }
+    std::string_view name = token.substr(1, token.size() - 2);
+    if (name.find('\\') != std::string_view::npos) {
+      if (element.get_string().get(name)) return Bad(where + "[" + std::to_string(i) + "]", "must be a string");
+      name = unescaped.emplace_back(name);
+    }
     if (name.empty()) return Bad(where + "[" + std::to_string(i) + "]", "empty node name");
-    out.emplace_back(name);
+    out.push_back(name);
     ++i;
   }
-  if (std::optional<std::string_view> twice = Duplicate(std::vector<std::string_view>(out.begin(), out.end()))) {
+  if (std::optional<std::string_view> twice = Duplicate(out)) {
     return Bad(where, "node \"" + std::string(*twice) + "\" appears twice");
   }
   return Status::Ok();
@@ -176,17 +258,19 @@ Status ReadNames(od::value& value, std::vector<std::string>& out) {
 
 }  // namespace
 
-StatusOr<api::ExtenderArgs> DecodeExtenderArgsFast(std::string_view body) {
+Status DecodeExtenderArgsInto(std::string_view body, DecodedArgs& out) {
   thread_local od::parser parser;
-  simdjson::padded_string padded(body);
+  out.text.reserve(body.size() + simdjson::SIMDJSON_PADDING);
+  out.text.assign(body);
   od::document doc;
-  if (parser.iterate(padded).get(doc)) return NotJson();
+  if (parser.iterate(simdjson::padded_string_view(out.text.data(), out.text.size(), out.text.capacity())).get(doc)) {
+    return NotJson();
+  }
   od::json_type type;
   if (doc.type().get(type)) return NotJson();
   if (type != od::json_type::object) return Bad("ExtenderArgs", "body must be a JSON object");
   od::object top;
   if (doc.get_object().get(top)) return NotJson();
-  api::ExtenderArgs args;
   for (auto field : top) {
     std::string_view key;
     if (field.unescaped_key().get(key)) return NotJson();
@@ -198,21 +282,31 @@ StatusOr<api::ExtenderArgs> DecodeExtenderArgsFast(std::string_view body) {
       if (value.get_object().get(pod)) return Bad("ExtenderArgs.Pod", "must be an object");
       std::string_view raw;
       if (pod.raw_json().get(raw)) return NotJson();
-      args.pod = nlohmann::json::parse(raw, nullptr, /*allow_exceptions=*/false);
-      if (args.pod.is_discarded()) return NotJson();
+      out.pod = nlohmann::json::parse(raw, nullptr, /*allow_exceptions=*/false);
+      if (out.pod.is_discarded()) return NotJson();
     } else if (KeyIs(key, "Nodes")) {
       if (IsNull(value)) continue;
-      args.nodes.emplace();
-      GPUPACK_RETURN_IF_ERROR(ReadNodes(value, *args.nodes));
+      out.nodes.emplace();
+      GPUPACK_RETURN_IF_ERROR(ReadNodes(value, *out.nodes));
     } else if (KeyIs(key, "NodeNames")) {
       if (IsNull(value)) continue;
-      args.node_names.emplace();
-      GPUPACK_RETURN_IF_ERROR(ReadNames(value, *args.node_names));
+      out.node_names.emplace();
+      GPUPACK_RETURN_IF_ERROR(ReadNames(value, *out.node_names, out.unescaped));
     }
   }
   // The on-demand parser reads lazily: make sure the whole body was one well-formed document.
   const char* trailing = nullptr;
   if (doc.current_location().get(trailing) != simdjson::OUT_OF_BOUNDS) return NotJson();
+  return Status::Ok();
+}
+
+StatusOr<api::ExtenderArgs> DecodeExtenderArgsFast(std::string_view body) {
+  DecodedArgs decoded;
+  GPUPACK_RETURN_IF_ERROR(DecodeExtenderArgsInto(body, decoded));
+  api::ExtenderArgs args;
+  args.pod = std::move(decoded.pod);
+  args.nodes = std::move(decoded.nodes);
+  if (decoded.node_names) args.node_names.emplace(decoded.node_names->begin(), decoded.node_names->end());
   return args;
 }
 

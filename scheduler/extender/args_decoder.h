@@ -7,12 +7,34 @@
 // Thread safety: may be called concurrently (each thread has its own parser).
 #pragma once
 
+#include <deque>
+#include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "api/extender_types.h"
 #include "common/status.h"
 
 namespace gpupack::extender {
+
+// ExtenderArgs as filter and prioritize read them: the node names are views, not a string each.
+// A name points into `text` (the body as the parser read it) or, when it carried a JSON escape,
+// into `unescaped`. Not copyable or movable, so the views cannot outlive their bytes.
+struct DecodedArgs {
+  DecodedArgs() = default;
+  DecodedArgs(const DecodedArgs&) = delete;
+  DecodedArgs& operator=(const DecodedArgs&) = delete;
+
+  nlohmann::json pod;                                       // the v1.Pod; null when absent
+  std::optional<std::vector<api::WireNode>> nodes;          // nodeCacheCapable: false
+  std::optional<std::vector<std::string_view>> node_names;  // nodeCacheCapable: true
+  std::string text;                                         // the body, padded for the parser
+  std::deque<std::string> unescaped;                        // names that carried an escape
+};
+
+// Decodes `body` into `out` (which must be fresh). On error `out` is unspecified.
+Status DecodeExtenderArgsInto(std::string_view body, DecodedArgs& out);
 
 StatusOr<api::ExtenderArgs> DecodeExtenderArgsFast(std::string_view body);
 

@@ -18,6 +18,12 @@ TEST(ArgsDecoder, AgreesWithTheReferenceDecoder) {
       R"({"Pod":null,"Nodes":null,"NodeNames":null})",
       R"( {"Pod":{},"Nodes":{"metadata":{},"items":[{"metadata":{"name":"a","labels":{"x":"y"}},"status":{}},{"metadata":{"name":"b"}}]},"NodeNames":null} )",
       R"({"Nodes":{"items":null},"Extra":[1,{"x":null}]})",
+      // Names read where they lie, with JSON whitespace around them, and names with escapes
+      // (read by the general path).
+      "{\"NodeNames\" : [ \"a\" ,\n\t\"b\"\r] , \"Pod\":{}}",
+      R"({"NodeNames":[]})",
+      R"({"NodeNames":["a\u0062","c\"d","e\\f"]})",
+      "{\"NodeNames\":[\"caf\xc3\xa9\",\"\x7f\"]}",
   };
   for (const char* body : good) {
     StatusOr<api::ExtenderArgs> want = api::DecodeExtenderArgs(body);
@@ -49,6 +55,12 @@ TEST(ArgsDecoder, AgreesWithTheReferenceDecoder) {
       {R"({"NodeNames":["a","a"]})", "appears twice"},
       {R"({"NodeNames":["b","a","c","a"]})", R"(node "a" appears twice)"},
       {R"({"NodeNames":["a",""]})", "ExtenderArgs.NodeNames[1]: empty node name"},
+      {R"({"NodeNames":["ab","a\u0062"]})", R"(node "ab" appears twice)"},
+      {R"({"NodeNames":["a" "b"]})", "not valid JSON"},
+      {R"({"NodeNames":["a",]})", "not valid JSON"},
+      {R"({"NodeNames":["a",null]})", "ExtenderArgs.NodeNames[1]"},
+      {"{\"NodeNames\":[\"a\x01b\"]}", "not valid JSON"},
+      {"{\"NodeNames\":[\"a\\u0062\",\"a\x01b\"]}", "not valid JSON"},
       {R"({"Pod":[]})", "ExtenderArgs.Pod"},
       {R"({"Nodes":{"items":[{"metadata":{}}]}})", "ExtenderArgs.Nodes.items[0].metadata.name"},
       {R"({"Nodes":{"items":[{"metadata":{"name":"x"}},{"metadata":{"name":"x"}}]}})", "appears twice"},
@@ -75,6 +87,17 @@ TEST(ArgsDecoder, FindsTheOneRepeatedNameAmongThousands) {
   StatusOr<api::ExtenderArgs> twice = DecodeExtenderArgsFast(nlohmann::json{{"NodeNames", names}}.dump());
   ASSERT_FALSE(twice.ok());
   EXPECT_EQ(twice.status().message(), R"(ExtenderArgs.NodeNames: node "gpu-node-17" appears twice)");
+}
+
+// A thread remembers the last list it found distinct and skips the check for the same text; any
+// other text, a longer list with the same start included, is checked afresh.
+TEST(ArgsDecoder, RemembersOnlyTheExactListItChecked) {
+  const std::string distinct = R"({"NodeNames":["a","b","c"]})";
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(DecodeExtenderArgsFast(distinct).ok());
+  EXPECT_FALSE(DecodeExtenderArgsFast(R"({"NodeNames":["a","b","c","a"]})").ok());
+  EXPECT_FALSE(DecodeExtenderArgsFast(R"({"NodeNames":["a","b","b"]})").ok());
+  EXPECT_TRUE(DecodeExtenderArgsFast(distinct).ok());
+  EXPECT_FALSE(DecodeExtenderArgsFast(R"({"NodeNames":["a","b","c","c"]})").ok());
 }
 
 // Bounded randomized input (fixed seed): mutated bodies decode or fail cleanly; whenever the

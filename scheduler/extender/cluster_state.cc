@@ -191,6 +191,7 @@ void ClusterState::AssessMany(const std::vector<std::string_view>& names, const 
   out.own_.clear();
   const uint64_t shape_id = ShapeId(shape);
   const Clock::TimePoint now = clock_.Now();
+  const bool heartbeats_expire = heartbeat_ttl_.count() > 0;  // else StaleVerdict is always nullopt
   // The table lock before the snapshot: a node in the index is then in the snapshot (a node
   // enters both under the exclusive lock), and a removed one in neither.
   std::shared_lock table(nodes_mu_);
@@ -207,7 +208,8 @@ void ClusterState::AssessMany(const std::vector<std::string_view>& names, const 
     const Chunk* chunk = snapshot->ChunkOf(row);
     const size_t r = row % kChunkRows;
     if (chunk == nullptr || chunk->versions[r] == 0) continue;  // unreachable: see the lock order above
-    if (std::optional<placement::Verdict> stale = StaleVerdict(chunk->heartbeats[r], now)) {
+    if (std::optional<placement::Verdict> stale =
+            heartbeats_expire ? StaleVerdict(chunk->heartbeats[r], now) : std::nullopt) {
       out.at_[i] =
           &out.own_.emplace_back(Assessment{std::move(*stale), 0, 0, 0, 0, chunk->views[r]->tie_break_rank, {}});
       continue;

@@ -178,11 +178,11 @@ std::vector<int64_t> Extender::RankScores(size_t levels) {
   for (size_t r = 0; r < levels; ++r) {
     // Best level 10 and alone there; the rest spread down to 1, so a node that fits always
     // outscores one the extender knows nothing about (0).
-    scores[r] =
-        levels == 1
-            ? api::kMaxExtenderPriority
-            : api::kMaxExtenderPriority -
-                  static_cast<int64_t>(std::ceil(9.0 * static_cast<double>(r) / static_cast<double>(levels - 1)));
+    // ceil(9 r / (levels - 1)) in integers: thousands of levels (one per node with the fixed
+    // tie-break), and a double division and a ceil() call each showed in the profile.
+    const auto span = static_cast<int64_t>(levels) - 1;
+    scores[r] = levels == 1 ? api::kMaxExtenderPriority
+                            : api::kMaxExtenderPriority - (9 * static_cast<int64_t>(r) + span - 1) / span;
   }
   return scores;
 }
@@ -253,20 +253,21 @@ Reply Extender::Filter(std::string_view body) {
     return reply();
   }
   LearnHeldPods();
-  StatusOr<api::ExtenderArgs> args = DecodeExtenderArgsFast(body);
-  if (!args.ok()) {
-    result.error = args.status().message();
+  DecodedArgs decoded;
+  if (Status status = DecodeExtenderArgsInto(body, decoded); !status.ok()) {
+    result.error = status.message();
     return reply();
   }
+  DecodedArgs* args = &decoded;
   // Answer in the field the scheduler used (nodeCacheCapable true: names; false: Node objects).
   const bool full_nodes = args->nodes.has_value() && !args->node_names.has_value();
-  std::vector<std::string_view> names;
+  std::vector<std::string_view> node_names;
   if (full_nodes) {
-    for (const api::WireNode& node : *args->nodes) names.push_back(node.name);
-  } else if (args->node_names) {
-    for (const std::string& name : *args->node_names) names.push_back(name);
+    node_names.reserve(args->nodes->size());
+    for (const api::WireNode& node : *args->nodes) node_names.push_back(node.name);
   }
-  std::vector<bool> passes(names.size(), false);
+  const std::vector<std::string_view>& names = full_nodes || !args->node_names ? node_names : *args->node_names;
+  std::vector<char> passes(names.size(), false);  // not vector<bool>: read and written per node
   auto finish = [&] {
     if (full_nodes) {
       result.nodes.emplace();
@@ -279,7 +280,7 @@ Reply Extender::Filter(std::string_view body) {
         if (passes[i]) result.node_names->emplace_back(names[i]);
       }
     }
-    const bool any = std::find(passes.begin(), passes.end(), true) != passes.end();
+    const bool any = std::find(passes.begin(), passes.end(), char{true}) != passes.end();
     timer.set_result(any || names.empty() ? "ok" : "no_fit");
     return reply();
   };
@@ -296,7 +297,7 @@ Reply Extender::Filter(std::string_view body) {
     for (std::string_view name : names)
       result.failed_and_unresolvable_nodes[std::string(name)] = pod.status().message();
     if (metrics_ != nullptr) {
-      for (size_t i = 0; i < names.size(); ++i) metrics_->CountRejection(placement::RejectReason::kInvalidRequest);
+      metrics_->CountRejection(placement::RejectReason::kInvalidRequest, static_cast<int>(names.size()));
     }
     return finish();
   }
@@ -317,7 +318,6 @@ Reply Extender::Filter(std::string_view body) {
       example_node = node;
       example = message;
     }
-    if (metrics_ != nullptr) metrics_->CountRejection(reason);
     return message;
   };
   ClusterState::Assessments assessments;
@@ -339,6 +339,9 @@ Reply Extender::Filter(std::string_view body) {
     if (!any_fit || evaluation->rank < best) best = evaluation->rank;
     any_fit = true;
   }
+  if (metrics_ != nullptr) {
+    for (const auto& [reason, count] : rejections) metrics_->CountRejection(reason, count);
+  }
   if (!any_fit && !names.empty()) {
     LogDecision(pod->ns + "/" + pod->name, "", "", "", NoFitReason(rejections, example_node, example));
   }
@@ -354,24 +357,21 @@ Reply Extender::Filter(std::string_view body) {
 Reply Extender::Prioritize(std::string_view body) {
   VerbTimer timer(metrics_, "prioritize");
   if (!Ready()) return PlainError(503, kNotSynced);
-  StatusOr<api::ExtenderArgs> args = DecodeExtenderArgsFast(body);
-  if (!args.ok()) return PlainError(400, args.status().message());
-  api::HostPriorityList list;
-  if (args->node_names) {
-    list.reserve(args->node_names->size());
-    for (std::string& name : *args->node_names) list.push_back({std::move(name), 0});
-  } else if (args->nodes) {
-    list.reserve(args->nodes->size());
-    for (api::WireNode& node : *args->nodes) list.push_back({std::move(node.name), 0});
+  DecodedArgs decoded;
+  if (Status status = DecodeExtenderArgsInto(body, decoded); !status.ok()) return PlainError(400, status.message());
+  const DecodedArgs* args = &decoded;
+  std::vector<std::string_view> node_names;
+  if (!args->node_names && args->nodes) {
+    node_names.reserve(args->nodes->size());
+    for (const api::WireNode& node : *args->nodes) node_names.push_back(node.name);
   }
-  std::vector<std::string_view> names;
-  names.reserve(list.size());
-  for (const api::HostPriority& host : list) names.push_back(host.host);
+  const std::vector<std::string_view>& names = args->node_names ? *args->node_names : node_names;
+  std::vector<int64_t> scores(names.size(), 0);
   StatusOr<model::PodRequest> pod = ParsePod(args->pod);
   if (!pod.ok() || (options_.neutral_non_gpu_pods && !pod->WantsDevices())) {
     // The filter already failed every node for an invalid request; nothing to rank.
     timer.set_result(pod.ok() ? "ok" : "no_fit");
-    return Reply{200, api::EncodeHostPriorityList(list)};
+    return Reply{200, api::EncodeHostPriorityList(names, scores)};
   }
   Remember(*pod);
   ClusterState::Assessments assessments;
@@ -394,10 +394,10 @@ Reply Extender::Prioritize(std::string_view body) {
     }
     level_of[k] = levels - 1;
   }
-  const std::vector<int64_t> scores = RankScores(levels);
-  for (size_t k = 0; k < fits.size(); ++k) list[fits[k].index].score = scores[level_of[k]];
+  const std::vector<int64_t> level_scores = RankScores(levels);
+  for (size_t k = 0; k < fits.size(); ++k) scores[fits[k].index] = level_scores[level_of[k]];
   timer.set_result(fits.empty() && !names.empty() ? "no_fit" : "ok");
-  return Reply{200, api::EncodeHostPriorityList(list)};
+  return Reply{200, api::EncodeHostPriorityList(names, scores)};
 }
 
 Reply Extender::Bind(std::string_view body) {

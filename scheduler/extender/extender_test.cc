@@ -102,6 +102,14 @@ TEST_F(ExtenderTest, RankScoresKeepTheBestAloneAtTheTop) {
   EXPECT_EQ(many[1], 9);
   EXPECT_EQ(many.back(), 1);
   EXPECT_TRUE(std::is_sorted(many.rbegin(), many.rend()));
+  // 10 - ceil(9 r / (levels - 1)), computed in integers, for level counts into the thousands.
+  for (size_t levels = 2; levels <= 6000; levels += 97) {
+    const std::vector<int64_t> scores = Extender::RankScores(levels);
+    for (size_t r = 0; r < levels; ++r) {
+      ASSERT_EQ(scores[r], 10 - static_cast<int64_t>(std::ceil(9.0 * double(r) / double(levels - 1))))
+          << r << " of " << levels;
+    }
+  }
 }
 
 TEST_F(ExtenderTest, FullNodeObjectsAreEchoedInNodes) {

@@ -80,8 +80,9 @@ void ExtenderMetrics::ObserveRequest(std::string_view verb, std::string_view res
   durations_->Add({{"verb", std::string(verb)}}, kBuckets).Observe(seconds);
 }
 
-void ExtenderMetrics::CountRejection(placement::RejectReason reason) {
-  rejections_->Add({{"reason", std::string(placement::RejectReasonLabel(reason))}}).Increment();
+void ExtenderMetrics::CountRejection(placement::RejectReason reason, int count) {
+  if (count <= 0) return;
+  rejections_->Add({{"reason", std::string(placement::RejectReasonLabel(reason))}}).Increment(count);
 }
 
 void ExtenderMetrics::CountBind(const Status& outcome) {

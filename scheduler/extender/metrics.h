@@ -41,7 +41,8 @@ class ExtenderMetrics {
 
   // `result`: "ok", "no_fit" (filter passed no node, bind could not place), "error".
   void ObserveRequest(std::string_view verb, std::string_view result, double seconds);
-  void CountRejection(placement::RejectReason reason);
+  // `count` nodes rejected for `reason` (a filter counts each reason once, not once per node).
+  void CountRejection(placement::RejectReason reason, int count = 1);
   // One ClusterBackend::Bind outcome (the API-server Binding on a cluster): OK = "success",
   // Conflict = "conflict" (the pod was already bound elsewhere, or the fresh read found the
   // devices taken), anything else = "error".
