@@ -334,16 +334,20 @@ Pick TentativePlacement::BestDevice(const Demand& demand, const std::array<bool,
 
 bool TentativePlacement::SameStateSeen(const std::array<int, kMaxDevicesPerNode>& seen, int seen_n, int g,
                                        const Demand& demand, bool exclusive) const {
-  bool duplicate = false;
-  for (int i = 0; i < seen_n && !duplicate; ++i) {
-    // Cost depends only on (free, empty, spec match) and whether the pick is exclusive.
+  // Cost depends only on (free, empty, spec match, completion table) and whether the pick is
+  // exclusive. Free memory tells most states apart: compare it first.
+  const MiB free = st_.free[g];
+  const NodeSummary::DeviceSlot& slot = sum_.devices()[g];
+  for (int i = 0; i < seen_n; ++i) {
     const int h = seen[i];
-    duplicate = st_.free[h] == st_.free[g] && st_.empty[h] == st_.empty[g] &&
-                sum_.devices()[h].spec_match == sum_.devices()[g].spec_match &&
-                sum_.devices()[h].completion_table == sum_.devices()[g].completion_table &&
-                exclusive == (constrained_ ? TakesExclusively(node_.devices[h], demand) : demand.mem == 0);
+    if (st_.free[h] != free) continue;
+    if (st_.empty[h] == st_.empty[g] && sum_.devices()[h].spec_match == slot.spec_match &&
+        sum_.devices()[h].completion_table == slot.completion_table &&
+        exclusive == (constrained_ ? TakesExclusively(node_.devices[h], demand) : demand.mem == 0)) {
+      return true;
+    }
   }
-  return duplicate;
+  return false;
 }
 
 // Taking device g, before FGD's ΔF: its new free memory, its completion loss under FGD, its cost

@@ -5,28 +5,32 @@ namespace gpupack::placement {
 double FillFragmentation(const Columns& c, const int32_t* empty_devices, const MiB* usable_free, int64_t free_cpu,
                          int64_t free_memory, MiB total_free, const FillMove& move) {
   constexpr int64_t kUnlimited = int64_t{1} << 40;
-  const bool cpu_known = free_cpu >= 0;
-  const bool memory_known = free_memory >= 0;
+  // Copies of m the CPU and the host memory can feed; without a limit, as many as the devices hold.
+  auto fed = [&](int m) {
+    int64_t copies = free_cpu >= 0 && c.cpu[m] > 0 ? FloorDiv(free_cpu, c.inv_cpu[m]) : kUnlimited;
+    if (free_memory >= 0 && c.host_memory[m] > 0)
+      copies = std::min(copies, FloorDiv(free_memory, c.inv_host_memory[m]));
+    return copies;
+  };
   double f = 0;
-  for (int m = 0; m < c.n_device; ++m) {
+  for (int m = 0; m < c.n_fractional; ++m) {
+    MiB usable = usable_free[m];
+    if ((move.match >> m) & 1) usable += UsableFreeChange(c.mem[m], move.old_free, move.old_empty, move.new_free);
+    const MiB used = usable > 0 ? std::min<MiB>(usable, fed(m) * c.count[m] * c.mem[m]) : 0;
+    f += c.weight[m] * static_cast<double>(total_free - std::min(used, total_free));
+  }
+  for (int m = c.n_fractional; m < c.n_device; ++m) {
     MiB usable = usable_free[m];
     int32_t empty = empty_devices[m];
-    if ((move.match >> m) & 1) {
-      usable += UsableFreeChange(c.mem[m], move.old_free, move.old_empty, move.new_free);
-      empty -= c.mem[m] == 0 && move.old_empty;
+    if (((move.match >> m) & 1) && move.old_empty) {
+      usable -= move.old_free;
+      empty -= 1;
     }
     MiB used = 0;
     if (usable > 0) {
-      // Copies of m the CPU and the host memory can feed; without a limit, as many as the devices hold.
-      int64_t fed = cpu_known && c.cpu[m] > 0 ? FloorDiv(free_cpu, c.inv_cpu[m]) : kUnlimited;
-      if (memory_known && c.host_memory[m] > 0) fed = std::min(fed, FloorDiv(free_memory, c.inv_host_memory[m]));
-      if (c.mem[m] > 0) {
-        used = std::min<MiB>(usable, fed * c.count[m] * c.mem[m]);
-      } else {
-        // Whole devices: k copies take k·count of the empty devices, each with its free memory.
-        const int64_t devices = std::min<int64_t>(empty / c.count[m], fed) * c.count[m];
-        used = usable * devices / empty;
-      }
+      // Whole devices: k copies take k·count of the empty devices, each with its free memory.
+      const int64_t devices = std::min<int64_t>(empty / c.count[m], fed(m)) * c.count[m];
+      used = usable * devices / empty;
     }
     f += c.weight[m] * static_cast<double>(total_free - std::min(used, total_free));
   }
