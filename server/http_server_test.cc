@@ -26,6 +26,7 @@
 #include <prometheus/registry.h>
 
 #include "server/test_certs.h"
+#include "testing/loopback.h"
 #include "testing/temp_dir.h"
 
 namespace gpupack::server {
@@ -38,17 +39,12 @@ using SteadyClock = std::chrono::steady_clock;
 class RawConnection {
  public:
   explicit RawConnection(int port) {
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    GPUPACK_CHECK(fd_ >= 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(uint16_t(port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    connected_ = connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-    int one = 1;
-    setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    fd_ = ConnectLoopback(port);
+    connected_ = fd_ >= 0;
   }
-  ~RawConnection() { close(fd_); }
+  ~RawConnection() {
+    if (connected_) close(fd_);
+  }
   RawConnection(const RawConnection&) = delete;
   RawConnection& operator=(const RawConnection&) = delete;
 

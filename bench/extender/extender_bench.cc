@@ -46,6 +46,7 @@
 #include "scheduler/extender/metrics.h"
 #include "scheduler/extender/routes.h"
 #include "scheduler/extender/test_util.h"
+#include "testing/loopback.h"
 
 namespace gpupack::extender {
 namespace {
@@ -214,15 +215,8 @@ World& TheWorld(int nodes = 5000) {
 class BenchClient {
  public:
   explicit BenchClient(int port) {
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    fd_ = ConnectLoopback(port);
     GPUPACK_CHECK(fd_ >= 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    GPUPACK_CHECK(connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
-    const int one = 1;  // as Go's net/http, which kube-scheduler uses, does by default
-    setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   }
   ~BenchClient() { close(fd_); }
   BenchClient(const BenchClient&) = delete;

@@ -29,6 +29,7 @@
 #include "scheduler/extender/extender.h"
 #include "scheduler/extender/routes.h"
 #include "scheduler/extender/test_util.h"
+#include "testing/loopback.h"
 
 namespace gpupack::extender {
 namespace {
@@ -40,13 +41,8 @@ constexpr int kSlowConnections = 100;
 std::string NodeName(int i) { return "gpu-node-" + std::to_string(i); }
 
 int Connect(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  const int fd = ConnectLoopback(port);
   GPUPACK_CHECK(fd >= 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(uint16_t(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  GPUPACK_CHECK(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
   return fd;
 }
 

@@ -35,6 +35,7 @@
 #include "common/clock.h"
 #include "server/http_server.h"
 #include "server/test_certs.h"
+#include "testing/loopback.h"
 #include "webhook/mutator.h"
 #include "webhook/routes.h"
 
@@ -92,14 +93,8 @@ class LeanTlsClient {
   LeanTlsClient(int port, const std::string& ca_file) : ctx_(SSL_CTX_new(TLS_client_method())) {
     GPUPACK_CHECK(SSL_CTX_load_verify_locations(ctx_, ca_file.c_str(), nullptr) == 1);
     SSL_CTX_set_verify(ctx_, SSL_VERIFY_PEER, nullptr);
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(uint16_t(port));
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    GPUPACK_CHECK(connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0);
-    const int one = 1;
-    setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));  // as Go's net/http does
+    fd_ = ConnectLoopback(port);
+    GPUPACK_CHECK(fd_ >= 0);
     ssl_ = SSL_new(ctx_);
     GPUPACK_CHECK(X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl_), "127.0.0.1") == 1);
     SSL_set_fd(ssl_, fd_);
