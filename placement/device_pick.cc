@@ -173,9 +173,9 @@ class TentativePlacement {
   const int32_t* fill_empty_devices_now_;
   const MiB* fill_usable_free_now_;
   // Off the fast path: the first pick, applied by FillCost on the fly instead of to a copy of the
-  // tallies (a later pick copies them and applies both).
+  // tallies (a later pick copies them and applies both). A pick that matches no spec changes no
+  // tally, so a match of 0 stands for none pending.
   FillMove pending_move_;
-  bool move_pending_ = false;
   MiB fill_total_free_;
   // Usable memory only shrinks with picks, so CPU and host memory ample for the node as it is
   // stay ample after: then U_n(m) is the usable memory itself, F̂ = W·R − Σ_m p_m·U_n(m), and ΔF̂
@@ -441,10 +441,9 @@ void TentativePlacement::TakeFill(const Pick& pick) {
       FillPick(cols_, match & multi_whole_, st_.free[best], st_.empty[best], pick.new_free, fill_empty_devices_.data(),
                fill_usable_free_.data());
     }
-  } else if (!move_pending_ && fill_empty_devices_now_ != fill_empty_devices_.data()) {
+  } else if (pending_move_.match == 0 && fill_empty_devices_now_ != fill_empty_devices_.data()) {
     // The first pick: FillCost applies it on the fly, so the tallies need no copy.
     pending_move_ = FillMove{match, st_.free[best], st_.empty[best], pick.new_free};
-    move_pending_ = true;
   } else {
     if (fill_empty_devices_now_ != fill_empty_devices_.data()) {
       std::copy_n(sum_.fill_empty_devices(), cols_.n_device, fill_empty_devices_.begin());
@@ -454,7 +453,6 @@ void TentativePlacement::TakeFill(const Pick& pick) {
       FillPick(cols_, pending_move_.match, pending_move_.old_free, pending_move_.old_empty, pending_move_.new_free,
                fill_empty_devices_.data(), fill_usable_free_.data());
       pending_move_ = FillMove{};
-      move_pending_ = false;
     }
     FillPick(cols_, match, st_.free[best], st_.empty[best], pick.new_free, fill_empty_devices_.data(),
              fill_usable_free_.data());

@@ -22,9 +22,9 @@ double FillFragmentation(const Columns& c, const int32_t* empty_devices, const M
   for (int m = c.n_fractional; m < c.n_device; ++m) {
     MiB usable = usable_free[m];
     int32_t empty = empty_devices[m];
-    if (((move.match >> m) & 1) && move.old_empty) {
-      usable -= move.old_free;
-      empty -= 1;
+    if ((move.match >> m) & 1) {
+      usable += UsableFreeChange(0, move.old_free, move.old_empty, move.new_free);
+      empty -= move.old_empty;
     }
     MiB used = 0;
     if (usable > 0) {

@@ -64,10 +64,6 @@ struct FillMove {
 double FillFragmentation(const Columns& c, const int32_t* empty_devices, const MiB* usable_free, int64_t free_cpu,
                          int64_t free_memory, MiB total_free, const FillMove& move = {});
 
-// Moves one device's contribution to the fill tallies from (old_free, old_empty) to new_free (no
-// longer empty). Null tallies are skipped. Returns Σ_m p_m · Δusable_m: while the node's CPU
-// feeds every spec and no whole spec needs several devices, U_n(m) = usable_m and so
-// ΔF̂ = W·ΔR − that sum.
 // The change of spec m's usable free memory in the fill tallies when a device it matches goes from
 // (old_free, old_empty) to new_free, no longer empty. `spec_mem` 0: a whole spec.
 inline MiB UsableFreeChange(MiB spec_mem, MiB old_free, bool old_empty, MiB new_free) {
@@ -75,6 +71,10 @@ inline MiB UsableFreeChange(MiB spec_mem, MiB old_free, bool old_empty, MiB new_
   return old_empty ? -old_free : 0;
 }
 
+// Moves one device's contribution to the fill tallies from (old_free, old_empty) to new_free (no
+// longer empty). Null tallies are skipped. Returns Σ_m p_m · Δusable_m: while the node's CPU
+// feeds every spec and no whole spec needs several devices, U_n(m) = usable_m and so
+// ΔF̂ = W·ΔR − that sum.
 inline double FillPick(const Columns& c, uint64_t match, MiB old_free, bool old_empty, MiB new_free,
                        int32_t* empty_devices, MiB* usable_free) {
   double weighted = 0;

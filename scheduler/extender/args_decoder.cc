@@ -300,6 +300,16 @@ Status DecodeExtenderArgsInto(std::string_view body, DecodedArgs& out) {
   return Status::Ok();
 }
 
+const std::vector<std::string_view>& DecodedArgs::AskedNames(std::vector<std::string_view>& storage) const {
+  if (node_names) return *node_names;
+  storage.clear();
+  if (nodes) {
+    storage.reserve(nodes->size());
+    for (const api::WireNode& node : *nodes) storage.push_back(node.name);
+  }
+  return storage;
+}
+
 StatusOr<api::ExtenderArgs> DecodeExtenderArgsFast(std::string_view body) {
   DecodedArgs decoded;
   GPUPACK_RETURN_IF_ERROR(DecodeExtenderArgsInto(body, decoded));

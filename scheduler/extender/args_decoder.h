@@ -31,6 +31,10 @@ struct DecodedArgs {
   std::optional<std::vector<std::string_view>> node_names;  // nodeCacheCapable: true
   std::string text;                                         // the body, padded for the parser
   std::deque<std::string> unescaped;                        // names that carried an escape
+
+  // The nodes the scheduler asked about, by name, in its order: NodeNames when it sent them,
+  // else the Node objects' names, viewed in `storage` (empty when it sent neither).
+  const std::vector<std::string_view>& AskedNames(std::vector<std::string_view>& storage) const;
 };
 
 // Decodes `body` into `out` (which must be fresh). On error `out` is unspecified.

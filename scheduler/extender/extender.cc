@@ -253,26 +253,21 @@ Reply Extender::Filter(std::string_view body) {
     return reply();
   }
   LearnHeldPods();
-  DecodedArgs decoded;
-  if (Status status = DecodeExtenderArgsInto(body, decoded); !status.ok()) {
+  DecodedArgs args;
+  if (Status status = DecodeExtenderArgsInto(body, args); !status.ok()) {
     result.error = status.message();
     return reply();
   }
-  DecodedArgs* args = &decoded;
   // Answer in the field the scheduler used (nodeCacheCapable true: names; false: Node objects).
-  const bool full_nodes = args->nodes.has_value() && !args->node_names.has_value();
+  const bool full_nodes = args.nodes.has_value() && !args.node_names.has_value();
   std::vector<std::string_view> node_names;
-  if (full_nodes) {
-    node_names.reserve(args->nodes->size());
-    for (const api::WireNode& node : *args->nodes) node_names.push_back(node.name);
-  }
-  const std::vector<std::string_view>& names = full_nodes || !args->node_names ? node_names : *args->node_names;
+  const std::vector<std::string_view>& names = args.AskedNames(node_names);
   std::vector<char> passes(names.size(), false);  // not vector<bool>: read and written per node
   auto finish = [&] {
     if (full_nodes) {
       result.nodes.emplace();
       for (size_t i = 0; i < names.size(); ++i) {
-        if (passes[i]) result.nodes->push_back(std::move((*args->nodes)[i]));
+        if (passes[i]) result.nodes->push_back(std::move((*args.nodes)[i]));
       }
     } else {
       result.node_names.emplace();
@@ -285,15 +280,15 @@ Reply Extender::Filter(std::string_view body) {
     return reply();
   };
 
-  if (!args->pod.is_object()) {
+  if (!args.pod.is_object()) {
     // The caller's mistake, not the nodes': one error for the request, not one per node.
     result.error = "ExtenderArgs.Pod is missing or not an object";
     return reply();
   }
-  StatusOr<model::PodRequest> pod = ParsePod(args->pod);
+  StatusOr<model::PodRequest> pod = ParsePod(args.pod);
   if (!pod.ok()) {
     // The request itself is wrong: no node can help, preemption neither.
-    LogDecision(PodKey(args->pod), "", "", "", pod.status().message());
+    LogDecision(PodKey(args.pod), "", "", "", pod.status().message());
     for (std::string_view name : names)
       result.failed_and_unresolvable_nodes[std::string(name)] = pod.status().message();
     if (metrics_ != nullptr) {
@@ -357,17 +352,12 @@ Reply Extender::Filter(std::string_view body) {
 Reply Extender::Prioritize(std::string_view body) {
   VerbTimer timer(metrics_, "prioritize");
   if (!Ready()) return PlainError(503, kNotSynced);
-  DecodedArgs decoded;
-  if (Status status = DecodeExtenderArgsInto(body, decoded); !status.ok()) return PlainError(400, status.message());
-  const DecodedArgs* args = &decoded;
+  DecodedArgs args;
+  if (Status status = DecodeExtenderArgsInto(body, args); !status.ok()) return PlainError(400, status.message());
   std::vector<std::string_view> node_names;
-  if (!args->node_names && args->nodes) {
-    node_names.reserve(args->nodes->size());
-    for (const api::WireNode& node : *args->nodes) node_names.push_back(node.name);
-  }
-  const std::vector<std::string_view>& names = args->node_names ? *args->node_names : node_names;
+  const std::vector<std::string_view>& names = args.AskedNames(node_names);
   std::vector<int64_t> scores(names.size(), 0);
-  StatusOr<model::PodRequest> pod = ParsePod(args->pod);
+  StatusOr<model::PodRequest> pod = ParsePod(args.pod);
   if (!pod.ok() || (options_.neutral_non_gpu_pods && !pod->WantsDevices())) {
     // The filter already failed every node for an invalid request; nothing to rank.
     timer.set_result(pod.ok() ? "ok" : "no_fit");
