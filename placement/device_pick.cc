@@ -124,7 +124,7 @@ struct Pick {
 // what it has, not what the maximum is.
 class TentativePlacement {
  public:
-  TentativePlacement(const EvaluationInputs& in, NodeEvaluation& out);
+  TentativePlacement(const EvaluationInputs& in, NodeScore& out, Placement* placement);
   // Places one container. False when it cannot: out.verdict says why and the placement is empty.
   bool PlaceContainer(const ContainerRequest& c, ContainerPlacement* cp);
   // Sets out.cost (and FGD's fill, reservation and completion costs) for the whole placement.
@@ -148,7 +148,8 @@ class TentativePlacement {
   const Columns& cols_;
   const PlacementOptions& options_;
   const CompletionValue& completion_;
-  NodeEvaluation& out_;
+  NodeScore& out_;
+  Placement* const placement_;  // null: the caller wants the score only
   const int n_;
   // The pod may choose its own device and node policies (gpupack.io/device-policy, node-policy);
   // FGD's tallies are kept when either is FGD. Without an override both are the cluster's.
@@ -156,8 +157,8 @@ class TentativePlacement {
   const PolicyKind node_kind_;
   const bool fgd_;
   WorkState st_;
-  std::array<bool, kMaxDevicesPerNode> pod_holds_;  // devices this pod already got
-  std::array<MiB, kMaxDevicesPerNode> pod_cap_;     // the pod's cap on each such device
+  uint64_t pod_holds_ = 0;                       // bit g: the pod already got device g
+  std::array<MiB, kMaxDevicesPerNode> pod_cap_;  // the pod's cap on each such device
   // The per-spec tallies start as the summary's; copied into st_ only when a pick changes them.
   const int16_t* tally_usable_;
   const MiB* tally_unusable_;
@@ -191,7 +192,7 @@ class TentativePlacement {
   int picks_left_ = 0;
 };
 
-TentativePlacement::TentativePlacement(const EvaluationInputs& in, NodeEvaluation& out)
+TentativePlacement::TentativePlacement(const EvaluationInputs& in, NodeScore& out, Placement* placement)
     : node_(in.node),
       sum_(in.sum),
       pod_(in.pod),
@@ -199,6 +200,7 @@ TentativePlacement::TentativePlacement(const EvaluationInputs& in, NodeEvaluatio
       options_(in.options),
       completion_(in.completion),
       out_(out),
+      placement_(placement),
       n_(in.sum.device_count),
       device_kind_(in.pod.device_policy.value_or(in.policy_kind)),
       node_kind_(in.pod.node_policy.value_or(in.policy_kind)),
@@ -208,19 +210,17 @@ TentativePlacement::TentativePlacement(const EvaluationInputs& in, NodeEvaluatio
       fill_empty_devices_now_(in.sum.fill_empty_devices()),
       fill_usable_free_now_(in.sum.fill_usable_free()),
       fill_total_free_(in.sum.total_free),
-      multi_whole_(in.multi_whole),
+      multi_whole_(in.cols.multi_whole),
       with_completion_(device_kind_ == PolicyKind::kFgd && !in.completion.empty()),
       constrained_(!DemandOfContainer(in.pod, ContainerRequest{}).Unconstrained()) {
   for (int g = 0; g < n_; ++g) {
-    pod_holds_[g] = false;
-    pod_cap_[g] = 0;
     st_.free[g] = sum_.devices()[g].free;
     st_.empty[g] = sum_.devices()[g].empty;
   }
   st_.total_free = sum_.total_free;
   st_.free_cpu = sum_.free_cpu_milli < 0 ? -1 : sum_.free_cpu_milli - pod_.cpu_milli;
   st_.free_mem = sum_.free_memory_bytes < 0 ? -1 : sum_.free_memory_bytes - pod_.memory_bytes;
-  cpu_short_ = fgd_ ? CpuShortMask(cols_, cols_.cpu, st_.free_cpu, in.max_cpu) : 0;
+  cpu_short_ = fgd_ ? CpuShortMask(cols_, st_.free_cpu) : 0;
   if (fgd_) StartFgd();
   fill_fast_ = (st_.free_cpu < 0 || st_.free_cpu >= sum_.fill_cpu_ample) &&
                (st_.free_mem < 0 || st_.free_mem >= sum_.fill_memory_ample);
@@ -263,7 +263,7 @@ bool TentativePlacement::PlaceContainer(const ContainerRequest& c, ContainerPlac
     if (pick.slot < 0) {
       // Report the shortage as the container found the node, not after its own partial picks.
       out_.verdict = ShortageVerdict(node_, free_before, empty_before, demand, options_);
-      out_.placement.containers.clear();
+      if (placement_ != nullptr) placement_->containers.clear();
       return false;
     }
     Take(pick, demand, cp);
@@ -279,7 +279,7 @@ bool TentativePlacement::ReuseHeldDevices(const ContainerRequest& c, const Deman
   std::array<int, kMaxDevicesPerNode> held;
   int held_n = 0;
   for (int g = 0; g < n_; ++g) {
-    if (!pod_holds_[g] || !SortMatches(node_.devices[g], demand)) continue;
+    if (!((pod_holds_ >> g) & 1) || !SortMatches(node_.devices[g], demand)) continue;
     const bool ok = c.mem_per_device_mib == 0 ? pod_cap_[g] >= DeviceUsableMiB(node_.devices[g], options_)
                                               : pod_cap_[g] >= c.mem_per_device_mib;
     if (ok) held[held_n++] = g;
@@ -388,11 +388,11 @@ void TentativePlacement::Take(const Pick& pick, const Demand& demand, ContainerP
     st_.free[best] = pick.new_free;
     st_.empty[best] = false;
   }
-  pod_holds_[best] = true;
   const Device& d = node_.devices[best];
   const bool exclusive = TakesExclusively(d, demand);
   const MiB cap = exclusive && demand.mem == 0 ? d.capacity_mib : demand.mem;
-  pod_cap_[best] += cap;
+  pod_cap_[best] = (((pod_holds_ >> best) & 1) ? pod_cap_[best] : 0) + cap;
+  pod_holds_ |= uint64_t{1} << best;
   if (cp != nullptr) {
     cp->device_slots.push_back(best);
     cp->mem_per_device_mib = cap;
@@ -495,27 +495,24 @@ void TentativePlacement::FinishCost() {
 
 }  // namespace
 
-NodeEvaluation EvaluatePlacement(const EvaluationInputs& in, bool want_placement) {
-  NodeEvaluation out;
+void EvaluatePlacement(const EvaluationInputs& in, NodeScore& out, Placement* placement) {
   out.verdict = NodeVerdict(in.node, in.sum, in.pod);
-  if (!out.verdict.fits()) return out;
-  TentativePlacement tentative(in, out);
+  if (!out.verdict.fits()) return;
+  TentativePlacement tentative(in, out, placement);
   std::array<int, kMaxContainers> order;
   const int containers = ContainerOrder(in.pod, order);
-  if (want_placement) out.placement.containers.resize(containers);
+  if (placement != nullptr) placement->containers.resize(containers);
   for (int oi = 0; oi < containers; ++oi) {
     const ContainerRequest& c = in.pod.containers[order[oi]];
-    ContainerPlacement* cp = want_placement ? &out.placement.containers[oi] : nullptr;
+    ContainerPlacement* cp = placement != nullptr ? &placement->containers[oi] : nullptr;
     if (cp != nullptr) {
       cp->container = c.name;
       cp->container_index = c.index;
       cp->init = c.init;
     }
-    if (!tentative.PlaceContainer(c, cp)) return out;
+    if (!tentative.PlaceContainer(c, cp)) return;
   }
   tentative.FinishCost();
-  out.verdict = Verdict::Fits();
-  return out;
 }
 
 }  // namespace gpupack::placement

@@ -22,12 +22,10 @@ struct EvaluationInputs {
   const PlacementOptions& options;
   const CompletionValue& completion;
   PolicyKind policy_kind;  // the cluster's; the pod may override it for devices or nodes
-  int64_t max_cpu;         // the largest spec CPU
-  uint64_t multi_whole;    // bit m: spec m asks for several whole devices
 };
 
-// The verdict and costs of the pod on the node, and with `want_placement` the device choice
-// that produced them.
-NodeEvaluation EvaluatePlacement(const EvaluationInputs& in, bool want_placement);
+// The verdict and costs of the pod on the node into `out` (REQUIRES: default-constructed), and
+// with a `placement` the device choice that produced them (empty unless the pod fits).
+void EvaluatePlacement(const EvaluationInputs& in, NodeScore& out, Placement* placement);
 
 }  // namespace gpupack::placement

@@ -1,24 +1,83 @@
 #include "placement/fgd_cost.h"
 
+#include <bit>
+#include <cstring>
+#include <limits>
+
 namespace gpupack::placement {
+
+namespace {
+
+// kFillLanes doubles (or int64s) as one value, the width of baseline x86-64's SSE2 registers (and
+// of arm64's NEON ones), so the loop below is data-parallel without intrinsics.
+using Lanes = double __attribute__((vector_size(kFillLanes * sizeof(double))));
+using LaneInts = int64_t __attribute__((vector_size(kFillLanes * sizeof(int64_t))));
+using LaneCounts = int32_t __attribute__((vector_size(kFillLanes * sizeof(int32_t))));
+
+template <typename V, typename T>
+V LoadLanes(const T* p) {
+  V v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+// kLaneMasks[b]: all ones in lane j when bit j of b is set.
+constexpr LaneInts kLaneMasks[1 << kFillLanes] = {{0, 0}, {-1, 0}, {0, -1}, {-1, -1}};
+
+Lanes Min(Lanes a, Lanes b) { return a < b ? a : b; }
+Lanes Max(Lanes a, Lanes b) { return a > b ? a : b; }
+
+// MiB values 0 ≤ x < 2^52 as doubles, exactly: x's bits under the exponent of 2^52 are x + 2^52.
+Lanes MiBToDouble(LaneInts x) {
+  constexpr int64_t kTwoTo52Bits = 0x4330000000000000;
+  return std::bit_cast<Lanes>(x | kTwoTo52Bits) - 0x1p52;
+}
+
+// Copies of each spec a free amount `free` of one resource feeds: ⌊free / need⌋ as FloorDiv rounds it,
+// capped at 2^30 (more copies than any device memory holds, and within the int32 truncation),
+// and unlimited (`unneeded` is +inf) for a spec that does not need the resource.
+Lanes FedCopies(double free, Lanes inverse, Lanes unneeded) {
+  const Lanes quotient = Min(Lanes{} + 0x1p30, free * inverse + 1e-9);
+  return Max(__builtin_convertvector(__builtin_convertvector(quotient, LaneCounts), Lanes), unneeded);
+}
+
+}  // namespace
 
 double FillFragmentation(const Columns& c, const int32_t* empty_devices, const MiB* usable_free, int64_t free_cpu,
                          int64_t free_memory, MiB total_free, const FillMove& move) {
-  constexpr int64_t kUnlimited = int64_t{1} << 40;
-  // Copies of m the CPU and the host memory can feed; without a limit, as many as the devices hold.
+  // Without a limit CPU feeds 2^30 copies of anything (FedCopies), which no device memory holds.
+  const double cpu = free_cpu < 0 ? 0x1p62 : static_cast<double>(free_cpu);
+  const double memory = static_cast<double>(free_memory);
+  const bool memory_limits = free_memory >= 0 && c.host_memory_needed;
+  const double r = static_cast<double>(total_free);
+  // Fractional specs, kFillLanes at a time: the pending move changes the usable memory of the
+  // specs it matches (UsableFreeChange), and then used = min(usable, copies fed · count · mem, R).
+  const double old_free = static_cast<double>(move.old_free);
+  const double new_free = static_cast<double>(move.new_free);
+  static_assert(kFillLanes == 2);
+  Lanes unused{};
+  for (int m = 0; m < c.n_fractional; m += kFillLanes) {
+    const Lanes mem = LoadLanes<Lanes>(&c.fill_mem[m]);
+    Lanes usable = MiBToDouble(LoadLanes<LaneInts>(usable_free + m));
+    // All ones in the lanes of the specs the move matches.
+    const LaneInts matched = kLaneMasks[(move.match >> m) & ((1 << kFillLanes) - 1)];
+    const Lanes change = (new_free >= mem ? new_free : 0.0) - (old_free >= mem ? old_free : 0.0);
+    usable += std::bit_cast<Lanes>(std::bit_cast<LaneInts>(change) & matched);
+    Lanes copies = FedCopies(cpu, LoadLanes<Lanes>(&c.inv_cpu[m]), LoadLanes<Lanes>(&c.cpu_unneeded[m]));
+    if (memory_limits) {
+      copies = Min(copies, FedCopies(memory, LoadLanes<Lanes>(&c.inv_host_memory[m]),
+                                     LoadLanes<Lanes>(&c.host_memory_unneeded[m])));
+    }
+    const Lanes used = Min(Min(usable, copies * LoadLanes<Lanes>(&c.copy_mib[m])), Lanes{} + r);
+    unused += LoadLanes<Lanes>(&c.fill_weight[m]) * (r - used);
+  }
+  double f = unused[0] + unused[1];
   auto fed = [&](int m) {
-    int64_t copies = free_cpu >= 0 && c.cpu[m] > 0 ? FloorDiv(free_cpu, c.inv_cpu[m]) : kUnlimited;
+    int64_t copies = free_cpu >= 0 && c.cpu[m] > 0 ? FloorDiv(free_cpu, c.inv_cpu[m]) : int64_t{1} << 40;
     if (free_memory >= 0 && c.host_memory[m] > 0)
       copies = std::min(copies, FloorDiv(free_memory, c.inv_host_memory[m]));
     return copies;
   };
-  double f = 0;
-  for (int m = 0; m < c.n_fractional; ++m) {
-    MiB usable = usable_free[m];
-    if ((move.match >> m) & 1) usable += UsableFreeChange(c.mem[m], move.old_free, move.old_empty, move.new_free);
-    const MiB used = usable > 0 ? std::min<MiB>(usable, fed(m) * c.count[m] * c.mem[m]) : 0;
-    f += c.weight[m] * static_cast<double>(total_free - std::min(used, total_free));
-  }
   for (int m = c.n_fractional; m < c.n_device; ++m) {
     MiB usable = usable_free[m];
     int32_t empty = empty_devices[m];
@@ -35,8 +94,7 @@ double FillFragmentation(const Columns& c, const int32_t* empty_devices, const M
     f += c.weight[m] * static_cast<double>(total_free - std::min(used, total_free));
   }
   // Specs without devices use none of it.
-  for (int m = c.n_device; m < c.n; ++m) f += c.weight[m] * static_cast<double>(total_free);
-  return f;
+  return f + c.cpu_only_weight * r;
 }
 
 MiB WholeCopiesFree(MiB usable_free, int32_t empty_devices, int32_t count) {

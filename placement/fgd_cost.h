@@ -10,6 +10,7 @@
 #include <bit>
 #include <cstdint>
 
+#include "placement/columns.h"
 #include "placement/node_summary.h"
 
 namespace gpupack::placement {
@@ -24,22 +25,6 @@ struct WorkState {
   MiB total_free;
   int64_t free_cpu;
   int64_t free_mem;
-};
-
-// The columns a fragmentation computation needs; a view of Policy::SpecColumns.
-struct Columns {
-  int n;
-  const MiB* mem;
-  const int32_t* count;
-  const double* weight;
-  int n_fractional = 0;
-  int n_device = 0;
-  double total_weight = 0;
-  // Only the fill fragmentation reads these.
-  const int64_t* cpu = nullptr;
-  const double* inv_cpu = nullptr;
-  const int64_t* host_memory = nullptr;
-  const double* inv_host_memory = nullptr;
 };
 
 // ⌊a / b⌋ for a ≥ 0, b > 0 as a multiplication by the precomputed 1/b: the hot loop cannot
@@ -155,7 +140,7 @@ class DeltaEvaluator {
     const uint64_t match = device.spec_match;
     // Specs [ub_new, ub_old) could use the device before and cannot after: walk down from
     // ub_old (precomputed in the summary while the device is unchanged).
-    const MiB* mem = c_.mem;
+    const MiB* mem = c_.mem.data();
     const int ub_old = old_free == device.free
                            ? device.fractional_fit
                            : static_cast<int>(std::upper_bound(mem, mem + c_.n_fractional, old_free) - mem);
@@ -219,10 +204,10 @@ class DeltaEvaluator {
 };
 
 // Bit m set when the node's free CPU (< 0: unlimited) is below spec m's; 0 from max_cpu up.
-inline uint64_t CpuShortMask(const Columns& c, const int64_t* cpu, int64_t free_cpu, int64_t max_cpu) {
-  if (free_cpu < 0 || free_cpu >= max_cpu) return 0;
+inline uint64_t CpuShortMask(const Columns& c, int64_t free_cpu) {
+  if (free_cpu < 0 || free_cpu >= c.max_cpu) return 0;
   uint64_t mask = 0;
-  for (int m = 0; m < c.n; ++m) mask |= static_cast<uint64_t>(free_cpu < cpu[m]) << m;
+  for (int m = 0; m < c.n; ++m) mask |= static_cast<uint64_t>(free_cpu < c.cpu[m]) << m;
   return mask;
 }
 

@@ -72,8 +72,8 @@ void SummarizeDevices(const Node& node, const Columns& cols, const std::vector<T
     sum.total_free += slot.free;
     slot.completion_table = static_cast<int16_t>(completion.TableFor(DeviceUsableMiB(d, options)));
     slot.completion_value = slot.completion_table < 0 ? 0 : completion.Value(slot.completion_table, slot.free);
-    slot.fractional_fit =
-        static_cast<int8_t>(std::upper_bound(cols.mem, cols.mem + cols.n_fractional, slot.free) - cols.mem);
+    slot.fractional_fit = static_cast<int8_t>(
+        std::upper_bound(cols.mem.begin(), cols.mem.begin() + cols.n_fractional, slot.free) - cols.mem.begin());
     // A node's GPUs are usually identical, so compute the mask once per sort.
     slot.spec_match =
         g > 0 && SameSort(node.devices[g - 1], d) ? slots[g - 1].spec_match : SpecMatch(d, specs, options);
@@ -114,8 +114,8 @@ void SummarizeFill(const Columns& cols, NodeSummary& sum) {
   }
   sum.fill_fragmentation = FillFragmentation(cols, sum.fill_empty_devices(), sum.fill_usable_free(), sum.free_cpu_milli,
                                              sum.free_memory_bytes, sum.total_free);
-  sum.fill_cpu_ample = FillAmple(cols, sum.fill_empty_devices(), sum.fill_usable_free(), cols.cpu);
-  sum.fill_memory_ample = FillAmple(cols, sum.fill_empty_devices(), sum.fill_usable_free(), cols.host_memory);
+  sum.fill_cpu_ample = FillAmple(cols, sum.fill_empty_devices(), sum.fill_usable_free(), cols.cpu.data());
+  sum.fill_memory_ample = FillAmple(cols, sum.fill_empty_devices(), sum.fill_usable_free(), cols.host_memory.data());
 }
 
 }  // namespace
@@ -127,7 +127,7 @@ void NodeSummary::Resize(int devices, int specs) {
 }
 
 NodeSummary Policy::Summarize(const Node& node) const {
-  const Columns cols = ColumnsView();
+  const Columns& cols = columns_;
   NodeSummary sum;
   const int n = std::min<int>(static_cast<int>(node.devices.size()), kMaxDevicesPerNode);
   sum.Resize(n, cols.n);
@@ -141,7 +141,7 @@ NodeSummary Policy::Summarize(const Node& node) const {
   std::copy_n(sum.usable(), cols.n, st.usable.begin());
   std::copy_n(sum.unusable_free(), cols.n, st.unusable_free.begin());
   st.total_free = sum.total_free;
-  sum.cpu_short = CpuShortMask(cols, columns_.cpu.data(), sum.free_cpu_milli, columns_.max_cpu);
+  sum.cpu_short = CpuShortMask(cols, sum.free_cpu_milli);
   if (n > 0) {
     sum.prefix_mask = sum.devices()[0].spec_match;
     const uint64_t bits = sum.prefix_mask & sum.satisfied & ~sum.cpu_short;

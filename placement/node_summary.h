@@ -3,6 +3,7 @@
 #pragma once
 
 #include <array>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -11,6 +12,9 @@
 #include "placement/workload.h"
 
 namespace gpupack::placement {
+
+// F̂'s data-parallel loop (fgd_cost.cc) reads per-spec tallies this many at a time.
+inline constexpr int kFillLanes = 2;
 
 struct PlacementOptions {
   MiB reserve_mib_per_device = 0;   // kept free on every device (driver / context overhead)
@@ -77,6 +81,7 @@ struct NodeSummary {
   // The fill fragmentation's ingredients (NodeEvaluation::fill_cost), per device spec m: the free
   // memory m could use, CPU aside (fractional: Σ free of the matching devices that hold one;
   // whole: Σ free of the matching empty devices), and for whole specs how many such devices.
+  // fill_usable_free() is padded with zeros to a multiple of kFillLanes entries.
   MiB* fill_usable_free() { return At<MiB>(FillUsableFreeAt()); }
   const MiB* fill_usable_free() const { return At<MiB>(FillUsableFreeAt()); }
   int32_t* fill_empty_devices() { return At<int32_t>(FillEmptyDevicesAt()); }
@@ -96,7 +101,11 @@ struct NodeSummary {
  private:
   // Byte offsets in the block, widest members first so each stays aligned.
   size_t FillUsableFreeAt() const { return sizeof(DeviceSlot) * static_cast<size_t>(device_count); }
-  size_t UnusableFreeAt() const { return FillUsableFreeAt() + sizeof(MiB) * static_cast<size_t>(spec_count); }
+  size_t UnusableFreeAt() const {
+    static_assert(std::has_single_bit(static_cast<unsigned>(kFillLanes)));
+    return FillUsableFreeAt() +
+           sizeof(MiB) * (static_cast<size_t>(spec_count + kFillLanes - 1) & ~size_t{kFillLanes - 1});
+  }
   size_t SatisfiedPrefixAt() const { return UnusableFreeAt() + sizeof(MiB) * static_cast<size_t>(spec_count); }
   size_t FillEmptyDevicesAt() const {
     return SatisfiedPrefixAt() + sizeof(double) * static_cast<size_t>(spec_count + 1);

@@ -91,60 +91,61 @@ Policy::Policy(PolicyKind kind, TypicalWorkload workload, PlacementOptions optio
     if (rank(a) != rank(b)) return rank(a) < rank(b);
     return rank(a) == 0 && a.mem_per_device_mib < b.mem_per_device_mib;
   });
-  columns_.n = static_cast<int>(workload_.specs.size());
-  for (const auto& s : workload_.specs) {
-    if (rank(s) == 0) ++columns_.n_fractional;
-    if (rank(s) <= 1) ++columns_.n_device;
-    columns_.total_weight += s.weight;
-    columns_.max_cpu = std::max(columns_.max_cpu, s.cpu_milli);
-  }
-  for (int m = 0; m < columns_.n; ++m) {
-    const TypicalSpec& s = workload_.specs[m];
-    columns_.mem[m] = s.mem_per_device_mib;
-    // A CPU-only spec uses no device, so every idle device is a fragment for it (FGD): make it
-    // never "satisfied".
-    columns_.count[m] = s.device_count == 0 ? std::numeric_limits<int32_t>::max() : s.device_count;
-    columns_.cpu[m] = s.cpu_milli;
-    columns_.inv_cpu[m] = s.cpu_milli > 0 ? 1.0 / static_cast<double>(s.cpu_milli) : 0.0;
-    columns_.host_memory[m] = s.memory_bytes;
-    columns_.inv_host_memory[m] = s.memory_bytes > 0 ? 1.0 / static_cast<double>(s.memory_bytes) : 0.0;
-    columns_.weight[m] = s.weight;
-    if (m >= columns_.n_fractional && m < columns_.n_device && s.device_count > 1)
-      columns_.multi_whole |= uint64_t{1} << m;
-  }
+  columns_ = Columns::Of(workload_.specs);
 }
 
-Columns Policy::ColumnsView() const {
-  return Columns{columns_.n,
-                 columns_.mem.data(),
-                 columns_.count.data(),
-                 columns_.weight.data(),
-                 columns_.n_fractional,
-                 columns_.n_device,
-                 columns_.total_weight,
-                 columns_.cpu.data(),
-                 columns_.inv_cpu.data(),
-                 columns_.host_memory.data(),
-                 columns_.inv_host_memory.data()};
+Columns Columns::Of(const std::vector<TypicalSpec>& specs) {
+  Columns c;
+  c.n = static_cast<int>(specs.size());
+  for (const auto& s : specs) {
+    if (s.device_count > 0 && s.mem_per_device_mib > 0) ++c.n_fractional;
+    if (s.device_count > 0) ++c.n_device;
+    c.total_weight += s.weight;
+    c.max_cpu = std::max(c.max_cpu, s.cpu_milli);
+  }
+  constexpr double kUnneeded = std::numeric_limits<double>::infinity();
+  for (int m = 0; m < c.n; ++m) {
+    const TypicalSpec& s = specs[m];
+    c.mem[m] = s.mem_per_device_mib;
+    // A CPU-only spec uses no device, so every idle device is a fragment for it (FGD): make it
+    // never "satisfied".
+    c.count[m] = s.device_count == 0 ? std::numeric_limits<int32_t>::max() : s.device_count;
+    c.weight[m] = s.weight;
+    c.cpu[m] = s.cpu_milli;
+    c.inv_cpu[m] = s.cpu_milli > 0 ? 1.0 / static_cast<double>(s.cpu_milli) : 0.0;
+    c.host_memory[m] = s.memory_bytes;
+    c.inv_host_memory[m] = s.memory_bytes > 0 ? 1.0 / static_cast<double>(s.memory_bytes) : 0.0;
+    if (m >= c.n_fractional && m < c.n_device && s.device_count > 1) c.multi_whole |= uint64_t{1} << m;
+    if (m >= c.n_device) c.cpu_only_weight += s.weight;
+    if (m >= c.n_fractional) continue;
+    c.fill_mem[m] = static_cast<double>(s.mem_per_device_mib);
+    c.copy_mib[m] = static_cast<double>(s.device_count) * static_cast<double>(s.mem_per_device_mib);
+    c.cpu_unneeded[m] = s.cpu_milli > 0 ? 0.0 : kUnneeded;
+    c.host_memory_unneeded[m] = s.memory_bytes > 0 ? 0.0 : kUnneeded;
+    c.host_memory_needed |= s.memory_bytes > 0;
+    c.fill_weight[m] = s.weight;
+  }
+  return c;
 }
 
 NodeEvaluation Policy::Evaluate(const Node& node, const NodeSummary& sum, const PodRequest& pod) const {
-  return EvaluateImpl(node, sum, pod, true);
+  NodeScore score;
+  Placement placement;
+  EvaluatePlacement(Inputs(node, sum, pod), score, &placement);
+  return NodeEvaluation{std::move(score.verdict), score.cost,          score.fill_cost, score.reservation_cost,
+                        score.completion_loss,    std::move(placement)};
 }
 
 NodeScore Policy::Score(const Node& node, const NodeSummary& sum, const PodRequest& pod) const {
-  NodeEvaluation e = EvaluateImpl(node, sum, pod, false);
-  return NodeScore{std::move(e.verdict), e.cost, e.fill_cost, e.reservation_cost, e.completion_loss};
+  NodeScore score;
+  EvaluatePlacement(Inputs(node, sum, pod), score, nullptr);
+  return score;
 }
 
-NodeEvaluation Policy::EvaluateImpl(const Node& node, const NodeSummary& sum, const PodRequest& pod,
-                                    bool want_placement) const {
+EvaluationInputs Policy::Inputs(const Node& node, const NodeSummary& sum, const PodRequest& pod) const {
   // A summary of another policy's specs would be read past its tallies.
   GPUPACK_CHECK(sum.spec_count == columns_.n);
-  const Columns cols = ColumnsView();
-  return EvaluatePlacement(
-      EvaluationInputs{node, sum, pod, cols, options_, completion_, kind_, columns_.max_cpu, columns_.multi_whole},
-      want_placement);
+  return EvaluationInputs{node, sum, pod, columns_, options_, completion_, kind_};
 }
 
 }  // namespace gpupack::placement

@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "common/status.h"
+#include "placement/columns.h"
 #include "placement/completion.h"
 #include "placement/node_summary.h"
 #include "placement/reservation.h"
@@ -21,7 +22,7 @@
 
 namespace gpupack::placement {
 
-struct Columns;  // fgd_cost.h: a view of Policy's spec columns
+struct EvaluationInputs;  // device_pick.h
 
 // The node-level result without the device placement: what filter and prioritize need.
 // Computing it allocates nothing when the pod fits.
@@ -87,35 +88,14 @@ class Policy {
   NodeScore Score(const Node& node, const NodeSummary& summary, const PodRequest& pod) const;
 
  private:
-  // The typical specs laid out column-wise for the inner loop.
-  // Specs are ordered fractional (ascending memory), then whole-device, then CPU-only, so that
-  // "specs a free slice of x MiB can hold" is a prefix found by binary search.
-  struct SpecColumns {
-    int n = 0;
-    int n_fractional = 0;  // specs [0, n_fractional) ask for part of a device
-    int n_device = 0;      // specs [n_fractional, n_device) ask for whole devices; the rest CPU only
-    double total_weight = 0;
-    int64_t max_cpu = 0;                            // the largest spec CPU: a node with more free never lacks CPU
-    uint64_t multi_whole = 0;                       // bit m: spec m asks for several whole devices
-    std::array<MiB, kMaxTypicalSpecs> mem{};        // per-device need; 0 = whole device
-    std::array<int32_t, kMaxTypicalSpecs> count{};  // devices needed; CPU-only specs: never satisfiable
-    std::array<int64_t, kMaxTypicalSpecs> cpu{};
-    std::array<double, kMaxTypicalSpecs> inv_cpu{};          // 1 / cpu (0 for specs without CPU)
-    std::array<int64_t, kMaxTypicalSpecs> host_memory{};     // host memory bytes (0: not known)
-    std::array<double, kMaxTypicalSpecs> inv_host_memory{};  // 1 / host memory (0 when not known)
-    std::array<double, kMaxTypicalSpecs> weight{};
-  };
-  // The columns as the FGD arithmetic (fgd_cost.h) reads them.
-  Columns ColumnsView() const;
-  NodeEvaluation EvaluateImpl(const Node& node, const NodeSummary& summary, const PodRequest& pod,
-                              bool want_placement) const;
+  EvaluationInputs Inputs(const Node& node, const NodeSummary& summary, const PodRequest& pod) const;
 
   PolicyKind kind_;
   TypicalWorkload workload_;
   PlacementOptions options_;
   CapacityReservation reservation_;
   CompletionValue completion_;
-  SpecColumns columns_;
+  Columns columns_;  // the workload's specs, column-wise
 };
 
 // A policy rebuilt at a refresh, from the workload and the cluster as they are now. The extender

@@ -1,0 +1,44 @@
+// Internal to placement/ (not for callers outside it): a policy's typical specs laid out
+// column-wise for the per-node arithmetic (fgd_cost.h, device_pick.cc), built once by Policy.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "placement/vocabulary.h"
+#include "placement/workload.h"
+
+namespace gpupack::placement {
+
+// Specs are ordered fractional (ascending memory), then whole-device, then CPU-only, so that
+// "specs a free slice of x MiB can hold" is a prefix found by binary search.
+struct Columns {
+  int n = 0;
+  int n_fractional = 0;  // specs [0, n_fractional) ask for part of a device
+  int n_device = 0;      // specs [n_fractional, n_device) ask for whole devices; the rest CPU only
+  double total_weight = 0;
+  int64_t max_cpu = 0;                            // the largest spec CPU: a node with more free never lacks CPU
+  uint64_t multi_whole = 0;                       // bit m: spec m asks for several whole devices
+  std::array<MiB, kMaxTypicalSpecs> mem{};        // per-device need; 0 = whole device
+  std::array<int32_t, kMaxTypicalSpecs> count{};  // devices needed; CPU-only specs: never satisfiable
+  std::array<double, kMaxTypicalSpecs> weight{};
+  std::array<int64_t, kMaxTypicalSpecs> cpu{};
+  std::array<double, kMaxTypicalSpecs> inv_cpu{};          // 1 / cpu (0 for specs without CPU)
+  std::array<int64_t, kMaxTypicalSpecs> host_memory{};     // host memory bytes (0: not known)
+  std::array<double, kMaxTypicalSpecs> inv_host_memory{};  // 1 / host memory (0 when not known)
+  // F̂'s fractional specs as doubles for its data-parallel loop (FillFragmentation), zero past
+  // n_fractional: kMaxTypicalSpecs is a multiple of its lane count, so whole steps add nothing for
+  // the lanes past the last spec.
+  std::array<double, kMaxTypicalSpecs> fill_mem{};              // MiB per device
+  std::array<double, kMaxTypicalSpecs> copy_mib{};              // count · mem: the memory one copy takes
+  std::array<double, kMaxTypicalSpecs> cpu_unneeded{};          // +inf for a spec without CPU, else 0
+  std::array<double, kMaxTypicalSpecs> host_memory_unneeded{};  // the same for host memory
+  std::array<double, kMaxTypicalSpecs> fill_weight{};
+  double cpu_only_weight = 0;       // Σ weight of the specs without devices
+  bool host_memory_needed = false;  // some fractional spec needs host memory
+
+  // The columns of `specs`, which must already be in the order above.
+  static Columns Of(const std::vector<TypicalSpec>& specs);
+};
+
+}  // namespace gpupack::placement
