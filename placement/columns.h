@@ -36,6 +36,22 @@ struct Columns {
   std::array<double, kMaxTypicalSpecs> fill_weight{};
   double cpu_only_weight = 0;       // Σ weight of the specs without devices
   bool host_memory_needed = false;  // some fractional spec needs host memory
+  // FractionalFit's table: fit_start[b] = the fractional specs under b · 2^fit_shift MiB, for b up
+  // to the largest spec's bucket; fit_shift makes that at most kFitBuckets buckets.
+  static constexpr int kFitBuckets = 256;
+  int fit_shift = 0;
+  int fit_buckets = 0;
+  std::array<int8_t, kFitBuckets> fit_start{};
+
+  // How many fractional specs a free slice of `free` MiB could hold (they are a prefix): a table
+  // lookup and a walk over the specs within one bucket, instead of a binary search per pick.
+  int FractionalFit(MiB free) const {
+    const MiB bucket = free >> fit_shift;
+    if (bucket >= fit_buckets) return n_fractional;
+    int fit = fit_start[bucket];
+    while (fit < n_fractional && mem[fit] <= free) ++fit;
+    return fit;
+  }
 
   // The columns of `specs`, which must already be in the order above.
   static Columns Of(const std::vector<TypicalSpec>& specs);

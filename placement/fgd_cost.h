@@ -131,21 +131,19 @@ class DeltaEvaluator {
         unusable_free_(unusable_free),
         feasible_(feasible),
         spare_(usable == sum.usable() ? sum.spare : SpareMask(c, usable)),
-        whole_(BitRange(c.n_fractional, c.n_device)) {}
+        whole_(BitRange(c.n_fractional, c.n_device)),
+        as_summarised_(usable == sum.usable() && feasible == (sum.satisfied & ~sum.cpu_short)) {}
 
   double Delta(int slot, MiB new_free) {
     const MiB old_free = st_.free[slot];
     const MiB df = new_free - old_free;
     const NodeSummary::DeviceSlot& device = sum_.devices()[slot];
     const uint64_t match = device.spec_match;
-    // Specs [ub_new, ub_old) could use the device before and cannot after: walk down from
-    // ub_old (precomputed in the summary while the device is unchanged).
-    const MiB* mem = c_.mem.data();
-    const int ub_old = old_free == device.free
-                           ? device.fractional_fit
-                           : static_cast<int>(std::upper_bound(mem, mem + c_.n_fractional, old_free) - mem);
-    int ub_new = ub_old;
-    while (ub_new > 0 && mem[ub_new - 1] > new_free) --ub_new;
+    if (as_summarised_ && match == sum_.prefix_mask) return SummarisedDelta(device, slot, new_free);
+    // Specs [ub_new, ub_old) could use the device before and cannot after (ub_old is in the
+    // summary while the device is unchanged).
+    const int ub_old = old_free == device.free ? device.fractional_fit : c_.FractionalFit(old_free);
+    const int ub_new = c_.FractionalFit(new_free);
     uint64_t losing = BitRange(ub_new, ub_old) | (st_.empty[slot] ? whole_ : 0);
     losing &= match & feasible_;
     double staying_weight = 0;
@@ -161,6 +159,20 @@ class DeltaEvaluator {
   }
 
  private:
+  // Delta from the summary's prefix sums, in O(log M): the node as summarised (the device's free
+  // memory too) and a device of the first device's specs.
+  double SummarisedDelta(const NodeSummary::DeviceSlot& device, int slot, MiB new_free) const {
+    const int ub_old = device.fractional_fit;
+    const int ub_new = c_.FractionalFit(new_free);
+    const bool empty = st_.empty[slot];
+    const double staying_weight =
+        sum_.staying_prefix()[ub_old] - sum_.staying_prefix()[ub_new] + (empty ? sum_.whole_staying_weight : 0.0);
+    const double dropping =
+        sum_.dropping_prefix()[ub_old] - sum_.dropping_prefix()[ub_new] + (empty ? sum_.whole_dropping : 0.0);
+    return static_cast<double>(new_free - device.free) * (c_.total_weight - sum_.satisfied_prefix()[ub_new]) +
+           static_cast<double>(device.free) * staying_weight + dropping;
+  }
+
   // Bits [from, to).
   static uint64_t BitRange(int from, int to) {
     auto below = [](int k) { return k >= 64 ? ~uint64_t{0} : (uint64_t{1} << k) - 1; };
@@ -197,6 +209,8 @@ class DeltaEvaluator {
   const uint64_t feasible_;
   const uint64_t spare_;  // bit m: the tallies leave spec m satisfied after losing one device
   const uint64_t whole_;  // the whole-device specs
+  // The tallies and the satisfied specs are the summary's: SummarisedDelta applies.
+  const bool as_summarised_;
   int cached_ = 0;
   std::array<uint64_t, kCache> masks_;
   std::array<int, kCache> filled_;

@@ -72,8 +72,7 @@ void SummarizeDevices(const Node& node, const Columns& cols, const std::vector<T
     sum.total_free += slot.free;
     slot.completion_table = static_cast<int16_t>(completion.TableFor(DeviceUsableMiB(d, options)));
     slot.completion_value = slot.completion_table < 0 ? 0 : completion.Value(slot.completion_table, slot.free);
-    slot.fractional_fit = static_cast<int8_t>(
-        std::upper_bound(cols.mem.begin(), cols.mem.begin() + cols.n_fractional, slot.free) - cols.mem.begin());
+    slot.fractional_fit = static_cast<int8_t>(cols.FractionalFit(slot.free));
     // A node's GPUs are usually identical, so compute the mask once per sort.
     slot.spec_match =
         g > 0 && SameSort(node.devices[g - 1], d) ? slots[g - 1].spec_match : SpecMatch(d, specs, options);
@@ -97,6 +96,27 @@ void SummarizeSpecs(const Columns& cols, NodeSummary& sum) {
     sum.unusable_free()[m] = unusable;
     sum.satisfied |= static_cast<uint64_t>(usable >= cols.count[m]) << m;
     sum.spare |= static_cast<uint64_t>(usable > cols.count[m]) << m;
+  }
+}
+
+// The per-spec sums FGD's per-pick delta reads (DeltaEvaluator), for the first device's specs.
+void SummarizePrefixes(const Columns& cols, NodeSummary& sum) {
+  sum.prefix_mask = sum.devices()[0].spec_match;
+  const uint64_t bits = sum.prefix_mask & sum.satisfied & ~sum.cpu_short;
+  auto dropping = [&](int m) { return cols.weight[m] * static_cast<double>(sum.total_free - sum.unusable_free()[m]); };
+  for (int m = 0; m < cols.n_fractional; ++m) {
+    const bool satisfied = (bits >> m) & 1;
+    const bool spare = (sum.spare >> m) & 1;
+    sum.satisfied_prefix()[m + 1] = sum.satisfied_prefix()[m] + (satisfied ? cols.weight[m] : 0.0);
+    sum.staying_prefix()[m + 1] = sum.staying_prefix()[m] + (satisfied && spare ? cols.weight[m] : 0.0);
+    sum.dropping_prefix()[m + 1] = sum.dropping_prefix()[m] + (satisfied && !spare ? dropping(m) : 0.0);
+  }
+  for (int m = cols.n_fractional; m < cols.n_device; ++m) {
+    if (!((bits >> m) & 1)) continue;
+    if ((sum.spare >> m) & 1)
+      sum.whole_staying_weight += cols.weight[m];
+    else
+      sum.whole_dropping += dropping(m);
   }
 }
 
@@ -142,13 +162,7 @@ NodeSummary Policy::Summarize(const Node& node) const {
   std::copy_n(sum.unusable_free(), cols.n, st.unusable_free.begin());
   st.total_free = sum.total_free;
   sum.cpu_short = CpuShortMask(cols, sum.free_cpu_milli);
-  if (n > 0) {
-    sum.prefix_mask = sum.devices()[0].spec_match;
-    const uint64_t bits = sum.prefix_mask & sum.satisfied & ~sum.cpu_short;
-    for (int m = 0; m < cols.n_fractional; ++m) {
-      sum.satisfied_prefix()[m + 1] = sum.satisfied_prefix()[m] + (((bits >> m) & 1) ? cols.weight[m] : 0.0);
-    }
-  }
+  if (n > 0) SummarizePrefixes(cols, sum);
   sum.fragmentation = Fragmentation(cols, st, sum.cpu_short);
   SummarizeFill(cols, sum);
   sum.reservation_tightness = reservation_.Tightness(node);

@@ -47,8 +47,11 @@ struct NodeSummary {
   uint64_t satisfied = 0;  // bit m: at least count_m devices can hold spec m (CPU not considered)
   uint64_t cpu_short = 0;  // bit m: the node's free CPU is below spec m's
   uint64_t spare = 0;      // bit m: more than count_m devices can hold spec m (one pick leaves it satisfied)
-  // The first device's match mask, which satisfied_prefix() is for.
+  // The first device's match mask, which satisfied_prefix() and the other prefixes are for.
   uint64_t prefix_mask = 0;
+  // For that mask, the whole-device specs' parts of staying_prefix() and dropping_prefix().
+  double whole_staying_weight = 0;
+  double whole_dropping = 0;
   int64_t fill_cpu_ample = 0;        // free CPU from which no device spec is CPU-limited in F̂
   int64_t fill_memory_ample = 0;     // free host memory from which none is memory-limited in F̂
   double fragmentation = 0;          // F_n(M) in MiB
@@ -73,7 +76,8 @@ struct NodeSummary {
   // scores many nodes in a row finds few summaries in a cache, and the loads cost as much as the
   // arithmetic unless the next node's are under way while this one is scored. No effect on values.
   void Prefetch() const {
-    for (size_t offset = 0; offset < block_.size(); offset += kCacheLine) __builtin_prefetch(block_.data() + offset);
+    const size_t hot = ColdAt();
+    for (size_t offset = 0; offset < hot; offset += kCacheLine) __builtin_prefetch(block_.data() + offset);
   }
   // The first device_count slots.
   DeviceSlot* devices() { return reinterpret_cast<DeviceSlot*>(block_.data()); }
@@ -94,6 +98,14 @@ struct NodeSummary {
   // per-pick delta needs it; precomputing it here keeps it off the per-pod path.
   double* satisfied_prefix() { return At<double>(SatisfiedPrefixAt()); }
   const double* satisfied_prefix() const { return At<double>(SatisfiedPrefixAt()); }
+  // Of those specs, the ones the node would still satisfy after losing one device (spare):
+  // staying_prefix()[i] = Σ weight over j < i; and the others: dropping_prefix()[i] =
+  // Σ weight · (R_n − unusable free) over j < i. What FGD's per-pick delta sums over the specs a
+  // pick takes the device from, while the node is as summarised; spec_count + 1 entries each.
+  double* staying_prefix() { return At<double>(StayingPrefixAt()); }
+  const double* staying_prefix() const { return At<double>(StayingPrefixAt()); }
+  double* dropping_prefix() { return At<double>(DroppingPrefixAt()); }
+  const double* dropping_prefix() const { return At<double>(DroppingPrefixAt()); }
   // q_n(m): devices with room for spec m.
   int16_t* usable() { return At<int16_t>(UsableAt()); }
   const int16_t* usable() const { return At<int16_t>(UsableAt()); }
@@ -101,15 +113,17 @@ struct NodeSummary {
  private:
   // Byte offsets in the block, widest members first so each stays aligned.
   size_t FillUsableFreeAt() const { return sizeof(DeviceSlot) * static_cast<size_t>(device_count); }
-  size_t UnusableFreeAt() const {
+  // The parts a single pick reads come first, up to ColdAt(): Prefetch loads only those.
+  size_t SatisfiedPrefixAt() const {
     static_assert(std::has_single_bit(static_cast<unsigned>(kFillLanes)));
     return FillUsableFreeAt() +
            sizeof(MiB) * (static_cast<size_t>(spec_count + kFillLanes - 1) & ~size_t{kFillLanes - 1});
   }
-  size_t SatisfiedPrefixAt() const { return UnusableFreeAt() + sizeof(MiB) * static_cast<size_t>(spec_count); }
-  size_t FillEmptyDevicesAt() const {
-    return SatisfiedPrefixAt() + sizeof(double) * static_cast<size_t>(spec_count + 1);
-  }
+  size_t StayingPrefixAt() const { return SatisfiedPrefixAt() + sizeof(double) * static_cast<size_t>(spec_count + 1); }
+  size_t DroppingPrefixAt() const { return StayingPrefixAt() + sizeof(double) * static_cast<size_t>(spec_count + 1); }
+  size_t ColdAt() const { return DroppingPrefixAt() + sizeof(double) * static_cast<size_t>(spec_count + 1); }
+  size_t UnusableFreeAt() const { return ColdAt(); }
+  size_t FillEmptyDevicesAt() const { return UnusableFreeAt() + sizeof(MiB) * static_cast<size_t>(spec_count); }
   size_t UsableAt() const { return FillEmptyDevicesAt() + sizeof(int32_t) * static_cast<size_t>(spec_count); }
   size_t End() const { return UsableAt() + sizeof(int16_t) * static_cast<size_t>(spec_count); }
   template <typename T>

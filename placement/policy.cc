@@ -125,6 +125,13 @@ Columns Columns::Of(const std::vector<TypicalSpec>& specs) {
     c.host_memory_needed |= s.memory_bytes > 0;
     c.fill_weight[m] = s.weight;
   }
+  const MiB largest = c.n_fractional > 0 ? c.mem[c.n_fractional - 1] : 0;
+  while ((largest >> c.fit_shift) >= Columns::kFitBuckets) ++c.fit_shift;
+  c.fit_buckets = static_cast<int>(largest >> c.fit_shift) + 1;
+  for (int b = 0, fit = 0; b < c.fit_buckets; ++b) {
+    while (fit < c.n_fractional && c.mem[fit] < (MiB{b} << c.fit_shift)) ++fit;
+    c.fit_start[b] = static_cast<int8_t>(fit);
+  }
   return c;
 }
 
