@@ -302,7 +302,9 @@ bool TentativePlacement::ReuseHeldDevices(const ContainerRequest& c, const Deman
 Pick TentativePlacement::BestDevice(const Demand& demand, const std::array<bool, kMaxDevicesPerNode>& taken) const {
   DeltaEvaluator delta(cols_, sum_, st_, tally_usable_, tally_unusable_, feasible_);
   Pick best;
-  // Devices in identical states give identical costs: evaluate each state once.
+  // Devices in identical states give identical costs: evaluate each state once. Before the pod's
+  // first pick, the summary knows which devices of a pod without device rules are twins.
+  const bool twins_known = !constrained_ && pod_holds_ == 0;
   std::array<int, kMaxDevicesPerNode> seen;
   int seen_n = 0;
   for (int g = 0; g < n_; ++g) {
@@ -316,8 +318,12 @@ Pick TentativePlacement::BestDevice(const Demand& demand, const std::array<bool,
     } else if (st_.free[g] < demand.mem) {
       continue;
     }
-    if (SameStateSeen(seen, seen_n, g, demand, exclusive)) continue;
-    seen[seen_n++] = g;
+    if (twins_known) {
+      if (sum_.devices()[g].twin != g) continue;
+    } else {
+      if (SameStateSeen(seen, seen_n, g, demand, exclusive)) continue;
+      seen[seen_n++] = g;
+    }
     Pick candidate = Candidate(g, demand, exclusive);
     if (best.slot >= 0 && candidate.loss > best.loss) continue;
     if (device_kind_ == PolicyKind::kFgd) {

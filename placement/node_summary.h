@@ -68,6 +68,9 @@ struct NodeSummary {
     // How many fractional specs (the memory-sorted prefix) the device's free memory could hold.
     int8_t fractional_fit = 0;
     bool empty = false;  // healthy, in the pool, no shares, no foreign use
+    // The first device (this one or an earlier slot) with the same free memory, emptiness, spec
+    // match and completion table: a pick of either costs the same for a pod without device rules.
+    int8_t twin = 0;
   };
 
   // Sizes the block for `devices` slots and `specs` tallies, all zero.
