@@ -86,28 +86,6 @@ Verdict ShortageVerdict(const Node& node, const MiB* free, const bool* empty, co
                          std::to_string(demand.mem) + " MiB");
 }
 
-// Largest demands first (whole devices, then by memory), app containers before init ones:
-// the hardest to place chooses first, like best-fit decreasing. Returns how many of `order`
-// are used.
-constexpr int kMaxContainers = 64;
-int ContainerOrder(const PodRequest& pod, std::array<int, kMaxContainers>& order) {
-  const int containers = std::min<int>(static_cast<int>(pod.containers.size()), kMaxContainers);
-  for (int i = 0; i < containers; ++i) order[i] = i;
-  if (containers > 1) {
-    std::sort(order.begin(), order.begin() + containers, [&](int a, int b) {
-      const auto& ca = pod.containers[a];
-      const auto& cb = pod.containers[b];
-      if (ca.init != cb.init) return !ca.init;
-      auto key = [](const ContainerRequest& c) {
-        return c.mem_per_device_mib == 0 ? std::numeric_limits<MiB>::max() : c.mem_per_device_mib;
-      };
-      if (key(ca) != key(cb)) return key(ca) > key(cb);
-      return a < b;
-    });
-  }
-  return containers;
-}
-
 // One candidate device for one pick, and what taking it costs.
 struct Pick {
   int slot = -1;  // -1: no device can take the demand
@@ -125,8 +103,9 @@ struct Pick {
 class TentativePlacement {
  public:
   TentativePlacement(const EvaluationInputs& in, NodeScore& out, Placement* placement);
-  // Places one container. False when it cannot: out.verdict says why and the placement is empty.
-  bool PlaceContainer(const ContainerRequest& c, ContainerPlacement* cp);
+  // Places one container with its demand. False when it cannot: out.verdict says why and the
+  // placement is empty.
+  bool PlaceContainer(const ContainerRequest& c, const Demand& demand, ContainerPlacement* cp);
   // Sets out.cost (and FGD's fill, reservation and completion costs) for the whole placement.
   void FinishCost();
 
@@ -189,21 +168,21 @@ class TentativePlacement {
   const bool with_completion_;
   double completion_loss_ = 0;
   const bool constrained_;
-  int picks_left_ = 0;
+  int picks_left_;
 };
 
 TentativePlacement::TentativePlacement(const EvaluationInputs& in, NodeScore& out, Placement* placement)
     : node_(in.node),
       sum_(in.sum),
-      pod_(in.pod),
+      pod_(*in.pod.pod),
       cols_(in.cols),
       options_(in.options),
       completion_(in.completion),
       out_(out),
       placement_(placement),
       n_(in.sum.device_count),
-      device_kind_(in.pod.device_policy.value_or(in.policy_kind)),
-      node_kind_(in.pod.node_policy.value_or(in.policy_kind)),
+      device_kind_(in.pod.pod->device_policy.value_or(in.policy_kind)),
+      node_kind_(in.pod.pod->node_policy.value_or(in.policy_kind)),
       fgd_(device_kind_ == PolicyKind::kFgd || node_kind_ == PolicyKind::kFgd),
       tally_usable_(in.sum.usable()),
       tally_unusable_(in.sum.unusable_free()),
@@ -212,7 +191,8 @@ TentativePlacement::TentativePlacement(const EvaluationInputs& in, NodeScore& ou
       fill_total_free_(in.sum.total_free),
       multi_whole_(in.cols.multi_whole),
       with_completion_(device_kind_ == PolicyKind::kFgd && !in.completion.empty()),
-      constrained_(!DemandOfContainer(in.pod, ContainerRequest{}).Unconstrained()) {
+      constrained_(in.pod.constrained),
+      picks_left_(in.pod.picks) {
   for (int g = 0; g < n_; ++g) {
     st_.free[g] = sum_.devices()[g].free;
     st_.empty[g] = sum_.devices()[g].empty;
@@ -224,7 +204,6 @@ TentativePlacement::TentativePlacement(const EvaluationInputs& in, NodeScore& ou
   if (fgd_) StartFgd();
   fill_fast_ = (st_.free_cpu < 0 || st_.free_cpu >= sum_.fill_cpu_ample) &&
                (st_.free_mem < 0 || st_.free_mem >= sum_.fill_memory_ample);
-  for (const auto& c : pod_.containers) picks_left_ += c.device_count;
 }
 
 // F's change from the pod's CPU alone, before any device pick.
@@ -239,8 +218,7 @@ void TentativePlacement::StartFgd() {
   feasible_ = sum_.satisfied & ~cpu_short_;
 }
 
-bool TentativePlacement::PlaceContainer(const ContainerRequest& c, ContainerPlacement* cp) {
-  const Demand demand = DemandOfContainer(pod_, c);
+bool TentativePlacement::PlaceContainer(const ContainerRequest& c, const Demand& demand, ContainerPlacement* cp) {
   std::array<bool, kMaxDevicesPerNode> taken;
   std::fill_n(taken.begin(), n_, false);
   if (c.init && ReuseHeldDevices(c, demand, cp)) return true;
@@ -501,22 +479,42 @@ void TentativePlacement::FinishCost() {
 
 }  // namespace
 
+PreparedPod::PreparedPod(const PodRequest& request)
+    : pod(&request), constrained(!DemandOfContainer(request, ContainerRequest{}).Unconstrained()) {
+  const auto& containers = request.containers;
+  order.resize(containers.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+  std::sort(order.begin(), order.end(), [&](int a, int b) {
+    const auto& ca = containers[a];
+    const auto& cb = containers[b];
+    if (ca.init != cb.init) return !ca.init;
+    auto key = [](const ContainerRequest& c) {
+      return c.mem_per_device_mib == 0 ? std::numeric_limits<MiB>::max() : c.mem_per_device_mib;
+    };
+    if (key(ca) != key(cb)) return key(ca) > key(cb);
+    return a < b;
+  });
+  demands.reserve(order.size());
+  for (int i : order) demands.push_back(DemandOfContainer(request, containers[i]));
+  for (const auto& c : containers) picks += c.device_count;
+}
+
 void EvaluatePlacement(const EvaluationInputs& in, NodeScore& out, Placement* placement) {
-  out.verdict = NodeVerdict(in.node, in.sum, in.pod);
+  const PodRequest& pod = *in.pod.pod;
+  out.verdict = NodeVerdict(in.node, in.sum, pod);
   if (!out.verdict.fits()) return;
   TentativePlacement tentative(in, out, placement);
-  std::array<int, kMaxContainers> order;
-  const int containers = ContainerOrder(in.pod, order);
+  const int containers = static_cast<int>(in.pod.order.size());
   if (placement != nullptr) placement->containers.resize(containers);
   for (int oi = 0; oi < containers; ++oi) {
-    const ContainerRequest& c = in.pod.containers[order[oi]];
+    const ContainerRequest& c = pod.containers[in.pod.order[oi]];
     ContainerPlacement* cp = placement != nullptr ? &placement->containers[oi] : nullptr;
     if (cp != nullptr) {
       cp->container = c.name;
       cp->container_index = c.index;
       cp->init = c.init;
     }
-    if (!tentative.PlaceContainer(c, cp)) return;
+    if (!tentative.PlaceContainer(c, in.pod.demands[oi], cp)) return;
   }
   tentative.FinishCost();
 }

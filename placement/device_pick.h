@@ -17,7 +17,7 @@ namespace gpupack::placement {
 struct EvaluationInputs {
   const Node& node;
   const NodeSummary& sum;  // REQUIRES: the node's current summary under the same policy
-  const PodRequest& pod;
+  const PreparedPod& pod;
   const Columns& cols;
   const PlacementOptions& options;
   const CompletionValue& completion;

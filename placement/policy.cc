@@ -138,18 +138,18 @@ Columns Columns::Of(const std::vector<TypicalSpec>& specs) {
 NodeEvaluation Policy::Evaluate(const Node& node, const NodeSummary& sum, const PodRequest& pod) const {
   NodeScore score;
   Placement placement;
-  EvaluatePlacement(Inputs(node, sum, pod), score, &placement);
+  EvaluatePlacement(Inputs(node, sum, PreparedPod(pod)), score, &placement);
   return NodeEvaluation{std::move(score.verdict), score.cost,          score.fill_cost, score.reservation_cost,
                         score.completion_loss,    std::move(placement)};
 }
 
-NodeScore Policy::Score(const Node& node, const NodeSummary& sum, const PodRequest& pod) const {
+NodeScore Policy::Score(const Node& node, const NodeSummary& sum, const PreparedPod& pod) const {
   NodeScore score;
   EvaluatePlacement(Inputs(node, sum, pod), score, nullptr);
   return score;
 }
 
-EvaluationInputs Policy::Inputs(const Node& node, const NodeSummary& sum, const PodRequest& pod) const {
+EvaluationInputs Policy::Inputs(const Node& node, const NodeSummary& sum, const PreparedPod& pod) const {
   // A summary of another policy's specs would be read past its tallies.
   GPUPACK_CHECK(sum.spec_count == columns_.n);
   return EvaluationInputs{node, sum, pod, columns_, options_, completion_, kind_};

@@ -10,10 +10,12 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/status.h"
 #include "placement/columns.h"
 #include "placement/completion.h"
+#include "placement/demand.h"
 #include "placement/node_summary.h"
 #include "placement/reservation.h"
 #include "placement/verdict.h"
@@ -58,6 +60,21 @@ struct NodeEvaluation {
   Placement placement;  // empty unless verdict.fits()
 };
 
+// The pod-level half of scoring one pod on many nodes, like kube-scheduler's PreFilter state: the
+// containers in the order their picks run and each one's device demand. Built once per pod, so
+// Score spends on each node only that node's work. Refers into the pod, which must outlive it.
+struct PreparedPod {
+  explicit PreparedPod(const PodRequest& pod);
+
+  const PodRequest* pod;
+  // Largest demands first (whole devices, then by memory), app containers before init ones: the
+  // hardest to place chooses first, like best-fit decreasing.
+  std::vector<int> order;
+  std::vector<Demand> demands;  // demands[i] is containers[order[i]]'s
+  bool constrained;             // some kind, profile, model, isolation or device rule
+  int picks = 0;                // devices the containers pick in all
+};
+
 StatusOr<PolicyKind> ParsePolicyKind(std::string_view name);  // "fgd" | "binpack" | "spread"
 std::string_view PolicyKindName(PolicyKind kind);
 
@@ -84,11 +101,16 @@ class Policy {
   NodeEvaluation Evaluate(const Node& node, const PodRequest& pod) const {
     return Evaluate(node, Summarize(node), pod);
   }
-  // Same verdict and cost as Evaluate, without building the placement (the per-node hot path).
-  NodeScore Score(const Node& node, const NodeSummary& summary, const PodRequest& pod) const;
+  // Same verdict and cost as Evaluate, without building the placement (the per-node hot path:
+  // it allocates nothing when the pod fits).
+  NodeScore Score(const Node& node, const NodeSummary& summary, const PreparedPod& pod) const;
+  // Convenience for scoring one node: prepares the pod on the spot.
+  NodeScore Score(const Node& node, const NodeSummary& summary, const PodRequest& pod) const {
+    return Score(node, summary, PreparedPod(pod));
+  }
 
  private:
-  EvaluationInputs Inputs(const Node& node, const NodeSummary& summary, const PodRequest& pod) const;
+  EvaluationInputs Inputs(const Node& node, const NodeSummary& summary, const PreparedPod& pod) const;
 
   PolicyKind kind_;
   TypicalWorkload workload_;

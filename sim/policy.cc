@@ -250,10 +250,11 @@ class CorePolicy final : public SimPolicy {
     options.fgd_levels = levels;
     int best = -1;
     placement::RankKey best_key;
+    const placement::PreparedPod prepared(*pod.request);
     for (int n = 0; n < static_cast<int>(nodes_.size()); ++n) {
       // The compact filter is the same fit; it only saves the core the infeasible nodes.
       if (!s.Fits(n, pod.demand)) continue;
-      const placement::NodeScore score = policy_->Score(nodes_[n], summaries_[n], *pod.request);
+      const placement::NodeScore score = policy_->Score(nodes_[n], summaries_[n], prepared);
       if (!score.verdict.fits()) continue;
       const placement::RankKey key =
           placement::RankOf({score.cost, score.fill_cost, score.reservation_cost, score.completion_loss, rank_[n]},

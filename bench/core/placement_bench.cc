@@ -110,7 +110,8 @@ void BM_FilterScore(benchmark::State& state) {
                 complete ? CompletionFor(ThirtySpecs(), cluster) : CompletionValue());
   std::vector<NodeSummary> summaries;
   for (const auto& n : cluster) summaries.push_back(policy.Summarize(n));
-  PodRequest pod = TheIncomingPod();
+  const PodRequest request = TheIncomingPod();
+  const PreparedPod pod(request);  // once per pod, as the extender does
   long allocations = 0;
   int64_t iterations = 0;
   for (auto _ : state) {

@@ -167,7 +167,7 @@ void ClusterState::StoreMemo(std::shared_ptr<const ShapeMemo> memo) const {
   memo_next_ = (memo_next_ + 1) % kMemoShapes;
 }
 
-ClusterState::Assessment ClusterState::ScoreView(const NodeView& view, const model::PodRequest& pod,
+ClusterState::Assessment ClusterState::ScoreView(const NodeView& view, const placement::PreparedPod& pod,
                                                  const Snapshot& snapshot) const {
   // Score, not Evaluate: the per-node path needs no placement and so allocates nothing.
   placement::NodeScore s = view.summary_generation == snapshot.generation
@@ -238,6 +238,7 @@ void ClusterState::AssessMany(const std::vector<std::string_view>& names, const 
     next->versions.resize(rows, 0);
     next->assessments.resize(rows);
   }
+  const placement::PreparedPod prepared(pod);
   for (size_t k = 0; k < fresh.size(); ++k) {
     // The next nodes' summaries load while this one is scored (placement_bench: BM_FilterScore).
     if (k + kPrefetchAhead < fresh.size()) {
@@ -248,7 +249,7 @@ void ClusterState::AssessMany(const std::vector<std::string_view>& names, const 
     const Chunk* chunk = snapshot->ChunkOf(row);
     const size_t r = row % kChunkRows;
     Assessment& assessment = next->assessments[row];
-    assessment = ScoreView(*chunk->views[r], pod, *snapshot);
+    assessment = ScoreView(*chunk->views[r], prepared, *snapshot);
     if (ranking.rank && assessment.verdict.fits()) assessment.rank = ranking.rank(assessment);
     next->versions[row] = chunk->versions[r];
   }

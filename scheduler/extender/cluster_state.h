@@ -256,7 +256,7 @@ class ClusterState {
   std::shared_ptr<const NodeView> CurrentView(std::string_view name) const;
   // Scores `pod` on one view under the snapshot's policy (summarising on the spot when a
   // SetPolicy has not reached the view yet).
-  Assessment ScoreView(const NodeView& view, const model::PodRequest& pod, const Snapshot& snapshot) const;
+  Assessment ScoreView(const NodeView& view, const placement::PreparedPod& pod, const Snapshot& snapshot) const;
   std::shared_ptr<const ShapeMemo> FindMemo(uint64_t shape_id, uint64_t generation,
                                             const std::array<uint64_t, 2>& ranking) const;
   void StoreMemo(std::shared_ptr<const ShapeMemo> memo) const;
