@@ -34,8 +34,16 @@ struct Columns {
   std::array<double, kMaxTypicalSpecs> cpu_unneeded{};          // +inf for a spec without CPU, else 0
   std::array<double, kMaxTypicalSpecs> host_memory_unneeded{};  // the same for host memory
   std::array<double, kMaxTypicalSpecs> fill_weight{};
+  // The same for the whole-device specs, indexed from 0 (spec n_fractional + j is whole_*[j]).
+  std::array<double, kMaxTypicalSpecs> whole_count{};
+  std::array<double, kMaxTypicalSpecs> whole_inv_count{};
+  std::array<double, kMaxTypicalSpecs> whole_inv_cpu{};
+  std::array<double, kMaxTypicalSpecs> whole_cpu_unneeded{};
+  std::array<double, kMaxTypicalSpecs> whole_inv_host_memory{};
+  std::array<double, kMaxTypicalSpecs> whole_host_memory_unneeded{};
+  std::array<double, kMaxTypicalSpecs> whole_weight{};
   double cpu_only_weight = 0;       // Σ weight of the specs without devices
-  bool host_memory_needed = false;  // some fractional spec needs host memory
+  bool host_memory_needed = false;  // some device spec needs host memory
   // FractionalFit's table: fit_start[b] = the fractional specs under b · 2^fit_shift MiB, for b up
   // to the largest spec's bucket; fit_shift makes that at most kFitBuckets buckets.
   static constexpr int kFitBuckets = 256;

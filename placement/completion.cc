@@ -8,6 +8,7 @@
 #include <queue>
 #include <utility>
 
+#include "placement/fgd_cost.h"
 #include "placement/placement.h"
 
 namespace gpupack::placement {
@@ -217,7 +218,8 @@ MiB SliceGcd(const TypicalWorkload& workload, MiB capacity_mib) {
 
 // One capacity's table, counted as `counting` says; false when the sparse budget runs out.
 bool BuildTable(const TypicalWorkload& workload, MiB capacity_mib, Counting counting, CompletionValue::Table& table) {
-  table = CompletionValue::Table{capacity_mib, counting.quantum_mib, true, {}, {}, {}, {}};
+  table = CompletionValue::Table{
+      capacity_mib, counting.quantum_mib, true, {}, {}, {}, {}, 1.0 / static_cast<double>(counting.quantum_mib)};
   const int64_t capacity = capacity_mib / counting.quantum_mib;
   std::map<int64_t, double> demand_by_size;
   for (const TypicalSpec& s : workload.specs) {
@@ -303,7 +305,7 @@ double CompletionValue::Value(int table, MiB free_mib) const {
   if (free_mib <= 0) return 0;
   // Free memory rounds down to the quantum (exact where the quantum divides every slice).
   if (!t.value_by_quantum.empty()) {
-    const size_t q = std::min<size_t>(free_mib / t.quantum_mib, t.value_by_quantum.size() - 1);
+    const size_t q = std::min<size_t>(FloorDiv(free_mib, t.inv_quantum), t.value_by_quantum.size() - 1);
     return t.value_by_quantum[q] * static_cast<double>(t.capacity_mib);
   }
   // The last step at or below the free memory (the first step is at 0), by a binary search

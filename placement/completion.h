@@ -117,6 +117,9 @@ class CompletionValue {
     // Counted in quanta (≤ 1025 of them): K in devices at each whole number of quanta, for a
     // lookup without a search. Empty when counted in MiB by the sparse knapsack.
     std::vector<double> value_by_quantum;
+    // 1 / quantum_mib: Value divides by a multiplication (FloorDiv), as a division per lookup
+    // would cost more than the rest of the lookup.
+    double inv_quantum = 1;
   };
   const std::vector<Table>& tables() const { return tables_; }
 

@@ -112,7 +112,8 @@ class TentativePlacement {
  private:
   void StartFgd();
   bool ReuseHeldDevices(const ContainerRequest& c, const Demand& demand, ContainerPlacement* cp) const;
-  Pick BestDevice(const Demand& demand, const std::array<bool, kMaxDevicesPerNode>& taken) const;
+  // `taken` bit g: the container already has device g.
+  Pick BestDevice(const Demand& demand, uint64_t taken) const;
   bool SameStateSeen(const std::array<int, kMaxDevicesPerNode>& seen, int seen_n, int g, const Demand& demand,
                      bool exclusive) const;
   Pick Candidate(int g, const Demand& demand, bool exclusive) const;
@@ -219,8 +220,7 @@ void TentativePlacement::StartFgd() {
 }
 
 bool TentativePlacement::PlaceContainer(const ContainerRequest& c, const Demand& demand, ContainerPlacement* cp) {
-  std::array<bool, kMaxDevicesPerNode> taken;
-  std::fill_n(taken.begin(), n_, false);
+  uint64_t taken = 0;
   if (c.init && ReuseHeldDevices(c, demand, cp)) return true;
 
   // Only the device columns are needed to explain a failure, as the container found them. Its
@@ -245,7 +245,7 @@ bool TentativePlacement::PlaceContainer(const ContainerRequest& c, const Demand&
       return false;
     }
     Take(pick, demand, cp);
-    taken[pick.slot] = true;
+    taken |= uint64_t{1} << pick.slot;
   }
   return true;
 }
@@ -277,16 +277,17 @@ bool TentativePlacement::ReuseHeldDevices(const ContainerRequest& c, const Deman
 // The device the next pick takes: the least completion loss, then the least cost; the first
 // such device in slot order. The loss is one table lookup and ranks first, so FGD's ΔF is
 // computed only for a device whose loss does not already lose to the best so far.
-Pick TentativePlacement::BestDevice(const Demand& demand, const std::array<bool, kMaxDevicesPerNode>& taken) const {
+Pick TentativePlacement::BestDevice(const Demand& demand, uint64_t taken) const {
   DeltaEvaluator delta(cols_, sum_, st_, tally_usable_, tally_unusable_, feasible_);
   Pick best;
   // Devices in identical states give identical costs: evaluate each state once. Before the pod's
-  // first pick, the summary knows which devices of a pod without device rules are twins.
-  const bool twins_known = !constrained_ && pod_holds_ == 0;
+  // first pick, the summary knows them for a pod without device rules.
+  const bool distinct_known = !constrained_ && pod_holds_ == 0;
+  const uint64_t every = n_ >= 64 ? ~uint64_t{0} : (uint64_t{1} << n_) - 1;
   std::array<int, kMaxDevicesPerNode> seen;
   int seen_n = 0;
-  for (int g = 0; g < n_; ++g) {
-    if (taken[g]) continue;
+  for (uint64_t bits = (distinct_known ? sum_.distinct : every) & ~taken; bits != 0; bits &= bits - 1) {
+    const int g = std::countr_zero(bits);
     // Unconstrained demands never read the Device: the summary has all they need (an
     // unhealthy device has no free memory and is never empty).
     if (constrained_ && !Allowed(node_.devices[g], demand)) continue;
@@ -296,9 +297,7 @@ Pick TentativePlacement::BestDevice(const Demand& demand, const std::array<bool,
     } else if (st_.free[g] < demand.mem) {
       continue;
     }
-    if (twins_known) {
-      if (sum_.devices()[g].twin != g) continue;
-    } else {
+    if (!distinct_known) {
       if (SameStateSeen(seen, seen_n, g, demand, exclusive)) continue;
       seen[seen_n++] = g;
     }

@@ -36,9 +36,11 @@ Lanes MiBToDouble(LaneInts x) {
 // Copies of each spec a free amount `free` of one resource feeds: ⌊free / need⌋ as FloorDiv rounds it,
 // capped at 2^30 (more copies than any device memory holds, and within the int32 truncation),
 // and unlimited (`unneeded` is +inf) for a spec that does not need the resource.
+// Rounds toward zero; REQUIRES |x| < 2^31 (garbage otherwise, for lanes the caller masks out).
+Lanes Truncate(Lanes x) { return __builtin_convertvector(__builtin_convertvector(x, LaneCounts), Lanes); }
+
 Lanes FedCopies(double free, Lanes inverse, Lanes unneeded) {
-  const Lanes quotient = Min(Lanes{} + 0x1p30, free * inverse + 1e-9);
-  return Max(__builtin_convertvector(__builtin_convertvector(quotient, LaneCounts), Lanes), unneeded);
+  return Max(Truncate(Min(Lanes{} + 0x1p30, free * inverse + 1e-9)), unneeded);
 }
 
 }  // namespace
@@ -71,28 +73,31 @@ double FillFragmentation(const Columns& c, const int32_t* empty_devices, const M
     const Lanes used = Min(Min(usable, copies * LoadLanes<Lanes>(&c.copy_mib[m])), Lanes{} + r);
     unused += LoadLanes<Lanes>(&c.fill_weight[m]) * (r - used);
   }
-  double f = unused[0] + unused[1];
-  auto fed = [&](int m) {
-    int64_t copies = free_cpu >= 0 && c.cpu[m] > 0 ? FloorDiv(free_cpu, c.inv_cpu[m]) : int64_t{1} << 40;
-    if (free_memory >= 0 && c.host_memory[m] > 0)
-      copies = std::min(copies, FloorDiv(free_memory, c.inv_host_memory[m]));
-    return copies;
-  };
-  for (int m = c.n_fractional; m < c.n_device; ++m) {
-    MiB usable = usable_free[m];
-    int32_t empty = empty_devices[m];
-    if ((move.match >> m) & 1) {
-      usable += UsableFreeChange(0, move.old_free, move.old_empty, move.new_free);
-      empty -= move.old_empty;
+  // Whole-device specs, kFillLanes at a time: the move takes an empty device's free memory and
+  // the device from the specs it matches; k copies take k·count of the empty devices, each with
+  // its free memory: used = ⌊usable · devices / empty⌋ (exact in doubles: the quotient of
+  // integers under 2^40 by at most 64 is never within rounding of the next integer).
+  const double taken_free = move.old_empty ? old_free : 0.0;
+  const double taken_device = move.old_empty ? 1.0 : 0.0;
+  for (int j = 0, m = c.n_fractional; m < c.n_device; j += kFillLanes, m += kFillLanes) {
+    const LaneInts matched = kLaneMasks[(move.match >> m) & ((1 << kFillLanes) - 1)];
+    const Lanes usable = MiBToDouble(LoadLanes<LaneInts>(usable_free + m)) -
+                         std::bit_cast<Lanes>(std::bit_cast<LaneInts>(Lanes{} + taken_free) & matched);
+    const Lanes empty = __builtin_convertvector(LoadLanes<LaneCounts>(empty_devices + m), Lanes) -
+                        std::bit_cast<Lanes>(std::bit_cast<LaneInts>(Lanes{} + taken_device) & matched);
+    Lanes copies = FedCopies(cpu, LoadLanes<Lanes>(&c.whole_inv_cpu[j]), LoadLanes<Lanes>(&c.whole_cpu_unneeded[j]));
+    if (memory_limits) {
+      copies = Min(copies, FedCopies(memory, LoadLanes<Lanes>(&c.whole_inv_host_memory[j]),
+                                     LoadLanes<Lanes>(&c.whole_host_memory_unneeded[j])));
     }
-    MiB used = 0;
-    if (usable > 0) {
-      // Whole devices: k copies take k·count of the empty devices, each with its free memory.
-      const int64_t devices = std::min<int64_t>(empty / c.count[m], fed(m)) * c.count[m];
-      used = usable * devices / empty;
-    }
-    f += c.weight[m] * static_cast<double>(total_free - std::min(used, total_free));
+    const Lanes whole_copies = Truncate(empty * LoadLanes<Lanes>(&c.whole_inv_count[j]) + 1e-9);
+    const Lanes devices = Min(whole_copies, copies) * LoadLanes<Lanes>(&c.whole_count[j]);
+    // No empty device: nothing usable (and 0/0 masked out).
+    const Lanes used =
+        std::bit_cast<Lanes>(std::bit_cast<LaneInts>(Truncate(usable * devices / empty)) & (empty > 0.0));
+    unused += LoadLanes<Lanes>(&c.whole_weight[j]) * (r - Min(used, Lanes{} + r));
   }
+  const double f = unused[0] + unused[1];
   // Specs without devices use none of it.
   return f + c.cpu_only_weight * r;
 }

@@ -132,7 +132,10 @@ class DeltaEvaluator {
         feasible_(feasible),
         spare_(usable == sum.usable() ? sum.spare : SpareMask(c, usable)),
         whole_(BitRange(c.n_fractional, c.n_device)),
-        as_summarised_(usable == sum.usable() && feasible == (sum.satisfied & ~sum.cpu_short)) {}
+        as_summarised_(usable == sum.usable() && feasible == (sum.satisfied & ~sum.cpu_short)),
+        satisfied_prefix_(sum.satisfied_prefix()),
+        staying_prefix_(sum.staying_prefix()),
+        dropping_prefix_(sum.dropping_prefix()) {}
 
   double Delta(int slot, MiB new_free) {
     const MiB old_free = st_.free[slot];
@@ -166,10 +169,9 @@ class DeltaEvaluator {
     const int ub_new = c_.FractionalFit(new_free);
     const bool empty = st_.empty[slot];
     const double staying_weight =
-        sum_.staying_prefix()[ub_old] - sum_.staying_prefix()[ub_new] + (empty ? sum_.whole_staying_weight : 0.0);
-    const double dropping =
-        sum_.dropping_prefix()[ub_old] - sum_.dropping_prefix()[ub_new] + (empty ? sum_.whole_dropping : 0.0);
-    return static_cast<double>(new_free - device.free) * (c_.total_weight - sum_.satisfied_prefix()[ub_new]) +
+        staying_prefix_[ub_old] - staying_prefix_[ub_new] + (empty ? sum_.whole_staying_weight : 0.0);
+    const double dropping = dropping_prefix_[ub_old] - dropping_prefix_[ub_new] + (empty ? sum_.whole_dropping : 0.0);
+    return static_cast<double>(new_free - device.free) * (c_.total_weight - satisfied_prefix_[ub_new]) +
            static_cast<double>(device.free) * staying_weight + dropping;
   }
 
@@ -182,8 +184,7 @@ class DeltaEvaluator {
   // Σ weight of fractional specs j < upto that the mask matches and that are satisfied. Prefix
   // sums are kept per mask and extended only as far as a query needs.
   double Prefix(uint64_t match, int upto) {
-    if (match == sum_.prefix_mask && feasible_ == (sum_.satisfied & ~sum_.cpu_short))
-      return sum_.satisfied_prefix()[upto];
+    if (match == sum_.prefix_mask && feasible_ == (sum_.satisfied & ~sum_.cpu_short)) return satisfied_prefix_[upto];
     int slot = -1;
     for (int i = 0; i < cached_; ++i) {
       if (masks_[i] == match) slot = i;
@@ -211,6 +212,10 @@ class DeltaEvaluator {
   const uint64_t whole_;  // the whole-device specs
   // The tallies and the satisfied specs are the summary's: SummarisedDelta applies.
   const bool as_summarised_;
+  // The summary's prefix sums, located once per pick rather than once per device.
+  const double* const satisfied_prefix_;
+  const double* const staying_prefix_;
+  const double* const dropping_prefix_;
   int cached_ = 0;
   std::array<uint64_t, kCache> masks_;
   std::array<int, kCache> filled_;

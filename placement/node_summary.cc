@@ -76,15 +76,11 @@ void SummarizeDevices(const Node& node, const Columns& cols, const std::vector<T
     // A node's GPUs are usually identical, so compute the mask once per sort.
     slot.spec_match =
         g > 0 && SameSort(node.devices[g - 1], d) ? slots[g - 1].spec_match : SpecMatch(d, specs, options);
-    slot.twin = static_cast<int8_t>(g);
-    for (int h = 0; h < g; ++h) {
-      const NodeSummary::DeviceSlot& other = slots[h];
-      if (other.free == slot.free && other.empty == slot.empty && other.spec_match == slot.spec_match &&
-          other.completion_table == slot.completion_table) {
-        slot.twin = static_cast<int8_t>(h);
-        break;
-      }
-    }
+    auto twin = [&](const NodeSummary::DeviceSlot& other) {
+      return other.free == slot.free && other.empty == slot.empty && other.spec_match == slot.spec_match &&
+             other.completion_table == slot.completion_table;
+    };
+    if (std::none_of(slots, slots + g, twin)) sum.distinct |= uint64_t{1} << g;
   }
 }
 

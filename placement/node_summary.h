@@ -3,7 +3,6 @@
 #pragma once
 
 #include <array>
-#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -47,6 +46,9 @@ struct NodeSummary {
   uint64_t satisfied = 0;  // bit m: at least count_m devices can hold spec m (CPU not considered)
   uint64_t cpu_short = 0;  // bit m: the node's free CPU is below spec m's
   uint64_t spare = 0;      // bit m: more than count_m devices can hold spec m (one pick leaves it satisfied)
+  // Bit g: no earlier device has device g's free memory, emptiness, spec match and completion
+  // table. A pick of a device costs the same as of its earlier twin for a pod without device rules.
+  uint64_t distinct = 0;
   // The first device's match mask, which satisfied_prefix() and the other prefixes are for.
   uint64_t prefix_mask = 0;
   // For that mask, the whole-device specs' parts of staying_prefix() and dropping_prefix().
@@ -68,9 +70,6 @@ struct NodeSummary {
     // How many fractional specs (the memory-sorted prefix) the device's free memory could hold.
     int8_t fractional_fit = 0;
     bool empty = false;  // healthy, in the pool, no shares, no foreign use
-    // The first device (this one or an earlier slot) with the same free memory, emptiness, spec
-    // match and completion table: a pick of either costs the same for a pod without device rules.
-    int8_t twin = 0;
   };
 
   // Sizes the block for `devices` slots and `specs` tallies, all zero.
@@ -88,7 +87,7 @@ struct NodeSummary {
   // The fill fragmentation's ingredients (NodeEvaluation::fill_cost), per device spec m: the free
   // memory m could use, CPU aside (fractional: Σ free of the matching devices that hold one;
   // whole: Σ free of the matching empty devices), and for whole specs how many such devices.
-  // fill_usable_free() is padded with zeros to a multiple of kFillLanes entries.
+  // Both have kFillLanes − 1 zero entries past spec_count, so F̂'s loops read whole lane groups.
   MiB* fill_usable_free() { return At<MiB>(FillUsableFreeAt()); }
   const MiB* fill_usable_free() const { return At<MiB>(FillUsableFreeAt()); }
   int32_t* fill_empty_devices() { return At<int32_t>(FillEmptyDevicesAt()); }
@@ -117,17 +116,17 @@ struct NodeSummary {
   // Byte offsets in the block, widest members first so each stays aligned.
   size_t FillUsableFreeAt() const { return sizeof(DeviceSlot) * static_cast<size_t>(device_count); }
   // The parts a single pick reads come first, up to ColdAt(): Prefetch loads only those.
-  size_t SatisfiedPrefixAt() const {
-    static_assert(std::has_single_bit(static_cast<unsigned>(kFillLanes)));
-    return FillUsableFreeAt() +
-           sizeof(MiB) * (static_cast<size_t>(spec_count + kFillLanes - 1) & ~size_t{kFillLanes - 1});
-  }
+  size_t FillTallies() const { return static_cast<size_t>(spec_count + kFillLanes - 1); }
+  size_t SatisfiedPrefixAt() const { return FillUsableFreeAt() + sizeof(MiB) * FillTallies(); }
   size_t StayingPrefixAt() const { return SatisfiedPrefixAt() + sizeof(double) * static_cast<size_t>(spec_count + 1); }
   size_t DroppingPrefixAt() const { return StayingPrefixAt() + sizeof(double) * static_cast<size_t>(spec_count + 1); }
-  size_t ColdAt() const { return DroppingPrefixAt() + sizeof(double) * static_cast<size_t>(spec_count + 1); }
+  size_t FillEmptyDevicesAt() const {
+    return DroppingPrefixAt() + sizeof(double) * static_cast<size_t>(spec_count + 1);
+  }
+  // Rounded up to an even count of int32s, so the 8-byte members after it stay aligned.
+  size_t ColdAt() const { return FillEmptyDevicesAt() + sizeof(int32_t) * ((FillTallies() + 1) & ~size_t{1}); }
   size_t UnusableFreeAt() const { return ColdAt(); }
-  size_t FillEmptyDevicesAt() const { return UnusableFreeAt() + sizeof(MiB) * static_cast<size_t>(spec_count); }
-  size_t UsableAt() const { return FillEmptyDevicesAt() + sizeof(int32_t) * static_cast<size_t>(spec_count); }
+  size_t UsableAt() const { return UnusableFreeAt() + sizeof(MiB) * static_cast<size_t>(spec_count); }
   size_t End() const { return UsableAt() + sizeof(int16_t) * static_cast<size_t>(spec_count); }
   template <typename T>
   T* At(size_t offset) {

@@ -117,12 +117,23 @@ Columns Columns::Of(const std::vector<TypicalSpec>& specs) {
     c.inv_host_memory[m] = s.memory_bytes > 0 ? 1.0 / static_cast<double>(s.memory_bytes) : 0.0;
     if (m >= c.n_fractional && m < c.n_device && s.device_count > 1) c.multi_whole |= uint64_t{1} << m;
     if (m >= c.n_device) c.cpu_only_weight += s.weight;
-    if (m >= c.n_fractional) continue;
+    if (m >= c.n_device) continue;
+    c.host_memory_needed |= s.memory_bytes > 0;
+    if (m >= c.n_fractional) {
+      const int j = m - c.n_fractional;
+      c.whole_count[j] = s.device_count;
+      c.whole_inv_count[j] = 1.0 / s.device_count;
+      c.whole_inv_cpu[j] = c.inv_cpu[m];
+      c.whole_cpu_unneeded[j] = s.cpu_milli > 0 ? 0.0 : kUnneeded;
+      c.whole_inv_host_memory[j] = c.inv_host_memory[m];
+      c.whole_host_memory_unneeded[j] = s.memory_bytes > 0 ? 0.0 : kUnneeded;
+      c.whole_weight[j] = s.weight;
+      continue;
+    }
     c.fill_mem[m] = static_cast<double>(s.mem_per_device_mib);
     c.copy_mib[m] = static_cast<double>(s.device_count) * static_cast<double>(s.mem_per_device_mib);
     c.cpu_unneeded[m] = s.cpu_milli > 0 ? 0.0 : kUnneeded;
     c.host_memory_unneeded[m] = s.memory_bytes > 0 ? 0.0 : kUnneeded;
-    c.host_memory_needed |= s.memory_bytes > 0;
     c.fill_weight[m] = s.weight;
   }
   const MiB largest = c.n_fractional > 0 ? c.mem[c.n_fractional - 1] : 0;
