@@ -2,9 +2,12 @@
 // out; one file so a reader checks the numbers against docs/placement.md in one place.
 #include "placement/placement.h"
 
+#include <algorithm>
 #include <random>
 
 #include <gtest/gtest.h>
+
+#include "placement/columns.h"
 
 namespace gpupack::placement {
 namespace {
@@ -548,6 +551,82 @@ TEST(FillFragmentation, ScoreIsTheExactDifferenceWithHostMemory) {
   EXPECT_GT(limited, 50);  // the exact path ran on memory-limited nodes
 }
 
+// F̂ straight from its definition (docs/placement.md), from the node's devices rather than the
+// summary's tallies: Σ_m p_m · (R − U(m)), U(m) the device memory copies of m could take, no more
+// copies than the free CPU and host memory feed. Healthy devices of one model only.
+double FillByDefinition(const Node& node, const std::vector<TypicalSpec>& specs) {
+  MiB total = 0;
+  for (const Device& d : node.devices) total += DeviceFreeMiB(d, {});
+  const int64_t cpu = node.cpu_milli < 0 ? -1 : node.cpu_milli - node.requested_cpu_milli;
+  const int64_t memory = node.memory_bytes < 0 ? -1 : node.memory_bytes - node.requested_memory_bytes;
+  double f = 0;
+  for (const TypicalSpec& s : specs) {
+    int64_t fed = int64_t{1} << 40;
+    if (cpu >= 0 && s.cpu_milli > 0) fed = std::min(fed, cpu / s.cpu_milli);
+    if (memory >= 0 && s.memory_bytes > 0) fed = std::min(fed, memory / s.memory_bytes);
+    MiB usable = 0;
+    int empty = 0;
+    for (const Device& d : node.devices) {
+      const MiB free = DeviceFreeMiB(d, {});
+      if (s.mem_per_device_mib > 0 && d.capacity_mib >= s.mem_per_device_mib && free >= s.mem_per_device_mib)
+        usable += free;
+      if (s.mem_per_device_mib == 0 && d.shares.empty()) {
+        usable += free;
+        ++empty;
+      }
+    }
+    MiB used = 0;
+    if (s.device_count > 0 && s.mem_per_device_mib > 0) {
+      used = std::min<MiB>(usable, fed * s.device_count * s.mem_per_device_mib);
+    } else if (s.device_count > 0 && empty > 0) {
+      used = usable * (std::min<int64_t>(empty / s.device_count, fed) * s.device_count) / empty;
+    }
+    f += s.weight * static_cast<double>(total - used);
+  }
+  return f;
+}
+
+// The lane loops of F̂ against its definition, before and after a pod, on random nodes and
+// workloads: odd and even counts of fractional and whole specs (so the last lane group is part
+// padding), specs without CPU or host memory, multi-device whole specs, devices too small for
+// some specs, and unlimited CPU or host memory.
+TEST(FillFragmentation, MatchesItsDefinitionOnRandomNodes) {
+  constexpr int64_t kGiB = int64_t{1} << 30;
+  std::mt19937_64 rng(13);
+  int checked = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    std::vector<TypicalSpec> specs;
+    const int fractional = 1 + static_cast<int>(rng() % 7), whole = static_cast<int>(rng() % 4);
+    for (int i = 0; i < fractional + whole + static_cast<int>(rng() % 2); ++i) {
+      const int count = i < fractional ? 1 + static_cast<int>(rng() % 2) : (i < fractional + whole ? 1 + i % 2 : 0);
+      TypicalSpec s = Spec(static_cast<int64_t>(rng() % 5) * 2000, count,
+                           i < fractional ? static_cast<MiB>(100 + rng() % 1100) : 0, 0.05 + 0.1 * (rng() % 5));
+      if (rng() % 2 == 0) s.memory_bytes = static_cast<int64_t>(1 + rng() % 32) * kGiB;
+      specs.push_back(s);
+    }
+    const Policy fgd = Fgd(specs);
+    std::vector<Device> devices;
+    for (int i = 0, g = 1 + static_cast<int>(rng() % 8); i < g; ++i) {
+      devices.push_back(Gpu(1000, static_cast<MiB>(rng() % 4) * static_cast<MiB>(rng() % 300)));
+    }
+    Node node = MakeNode(devices, rng() % 4 == 0 ? -1 : static_cast<int64_t>(rng() % 40) * 1000);
+    node.memory_bytes = rng() % 3 == 0 ? -1 : static_cast<int64_t>(rng() % 200) * kGiB;
+    const NodeSummary sum = fgd.Summarize(node);
+    ASSERT_NEAR(sum.fill_fragmentation, FillByDefinition(node, fgd.workload().specs), 1e-6) << "trial " << trial;
+    PodRequest pod = Pod(1 + static_cast<int>(rng() % 2), rng() % 3 == 0 ? 0 : static_cast<MiB>(50 + rng() % 900),
+                         static_cast<int64_t>(rng() % 3) * 1000);
+    pod.memory_bytes = static_cast<int64_t>(rng() % 16) * kGiB;
+    NodeEvaluation e = fgd.Evaluate(node, sum, pod);
+    if (!e.verdict.fits()) continue;
+    Node after = node;
+    ASSERT_TRUE(ApplyPlacement(after, pod, e.placement, {}).ok());
+    EXPECT_NEAR(sum.fill_fragmentation + e.fill_cost, FillByDefinition(after, fgd.workload().specs), 1e-6)
+        << "trial " << trial;
+    ++checked;
+  }
+  EXPECT_GT(checked, 150);
+}
+
 // Half-device steps, floored: 0..499 MiB of a 1000-MiB device → 0, 500 → 1, −1 → −1.
 TEST(FillFragmentation, LevelsAreHalfDevices) {
   EXPECT_EQ(FillLevel(0, 1000), 0);
@@ -555,6 +634,47 @@ TEST(FillFragmentation, LevelsAreHalfDevices) {
   EXPECT_EQ(FillLevel(500, 1000), 1);
   EXPECT_EQ(FillLevel(-1, 1000), -1);
   EXPECT_EQ(FillLevel(-40960, 81920), -1);
+}
+
+// FractionalFit's table lookup agrees with a binary search over the sorted slice sizes, for
+// workloads whose largest slice makes the buckets 1 MiB wide and wider, at every bucket edge.
+TEST(Columns, FractionalFitCountsTheSlicesAFreeAmountHolds) {
+  std::mt19937_64 rng(5);
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<TypicalSpec> specs;
+    const MiB largest = MiB{1} << (4 + rng() % 14);
+    for (int i = 0, n = 1 + static_cast<int>(rng() % 20); i < n; ++i)
+      specs.push_back(Spec(1000, 1, 1 + static_cast<MiB>(rng() % static_cast<uint64_t>(largest)), 1));
+    std::sort(specs.begin(), specs.end(),
+              [](const TypicalSpec& a, const TypicalSpec& b) { return a.mem_per_device_mib < b.mem_per_device_mib; });
+    const Columns c = Columns::Of(specs);
+    auto by_search = [&](MiB free) {
+      return static_cast<int>(std::upper_bound(c.mem.begin(), c.mem.begin() + c.n_fractional, free) - c.mem.begin());
+    };
+    for (MiB free : {MiB{0}, MiB{1}, largest - 1, largest, largest + 1, 4 * largest}) {
+      EXPECT_EQ(c.FractionalFit(free), by_search(free)) << "trial " << trial << " free " << free;
+    }
+    for (const TypicalSpec& s : specs) {
+      for (MiB free : {s.mem_per_device_mib - 1, s.mem_per_device_mib, s.mem_per_device_mib + 1})
+        EXPECT_EQ(c.FractionalFit(free), by_search(free)) << "trial " << trial << " free " << free;
+    }
+    for (int i = 0; i < 50; ++i) {
+      const MiB free = static_cast<MiB>(rng() % static_cast<uint64_t>(2 * largest));
+      EXPECT_EQ(c.FractionalFit(free), by_search(free)) << "trial " << trial << " free " << free;
+    }
+  }
+}
+
+// Every container is placed and costed, however many the pod has (the pick order once stopped at
+// 64). 70 containers of 10 MiB share one 1000-MiB GPU: 300 MiB stay free.
+TEST(Fit, EveryContainerOfALargePodIsPlaced) {
+  Node node = MakeNode({Gpu(1000)}, -1);
+  PodRequest pod = Pod(0, 0);
+  for (int i = 0; i < 70; ++i) pod.containers.push_back(ContainerRequest{"c" + std::to_string(i), i, false, 1, 10});
+  NodeEvaluation e = Simple(PolicyKind::kBinpack).Evaluate(node, pod);
+  ASSERT_TRUE(e.verdict.fits()) << e.verdict.Message();
+  EXPECT_EQ(e.placement.containers.size(), 70u);
+  EXPECT_DOUBLE_EQ(e.cost, 300);  // binpack: the free memory left on the node
 }
 
 TEST(Policy, ParseNames) {
