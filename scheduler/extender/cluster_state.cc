@@ -157,14 +157,24 @@ std::shared_ptr<const ClusterState::ShapeMemo> ClusterState::FindMemo(uint64_t s
 void ClusterState::StoreMemo(std::shared_ptr<const ShapeMemo> memo) const {
   std::shared_ptr<const ShapeMemo> replaced;  // freed after the lock
   std::lock_guard lock(shapes_mu_);
-  for (auto& slot : memos_) {
-    if (slot && slot->shape_id == memo->shape_id) {
-      replaced = std::exchange(slot, std::move(memo));
-      return;
-    }
+  auto slot =
+      std::find_if(memos_.begin(), memos_.end(), [&](const auto& m) { return m && m->shape_id == memo->shape_id; });
+  if (slot == memos_.end()) {
+    slot = memos_.begin() + memo_next_;
+    memo_next_ = (memo_next_ + 1) % kMemoShapes;
   }
-  replaced = std::exchange(memos_[memo_next_], std::move(memo));
-  memo_next_ = (memo_next_ + 1) % kMemoShapes;
+  replaced = std::exchange(*slot, std::move(memo));
+  // Out of memos_ and held by no reader, it can be reused: no one can reach it any more. Memos
+  // are only ever created non-const (NewMemo), so the cast is sound.
+  if (replaced && replaced.use_count() == 1) spare_memo_ = std::const_pointer_cast<ShapeMemo>(std::move(replaced));
+}
+
+std::shared_ptr<ClusterState::ShapeMemo> ClusterState::NewMemo() const {
+  {
+    std::lock_guard lock(shapes_mu_);
+    if (spare_memo_) return std::move(spare_memo_);
+  }
+  return std::make_shared<ShapeMemo>();
 }
 
 ClusterState::Assessment ClusterState::ScoreView(const NodeView& view, const placement::PreparedPod& pod,
@@ -225,13 +235,16 @@ void ClusterState::AssessMany(const std::vector<std::string_view>& names, const 
   if (fresh.empty()) return;
   // This call's answers go into the shape's next memo (for the next call of the shape, such as a
   // prioritize after its filter), which the answers then point into.
-  auto next = std::make_shared<ShapeMemo>();
+  std::shared_ptr<ShapeMemo> next = NewMemo();
   next->shape_id = shape_id;
   next->generation = snapshot->generation;
   next->ranking = ranking.id;
   if (memo) {
     next->versions = memo->versions;
     next->assessments = memo->assessments;
+  } else {
+    // A reused memo's assessments stay as they were (their rows read as not assessed).
+    std::fill(next->versions.begin(), next->versions.end(), 0);
   }
   const size_t rows = snapshot->chunks.size() * kChunkRows;
   if (next->versions.size() < rows) {

@@ -260,6 +260,8 @@ class ClusterState {
   std::shared_ptr<const ShapeMemo> FindMemo(uint64_t shape_id, uint64_t generation,
                                             const std::array<uint64_t, 2>& ranking) const;
   void StoreMemo(std::shared_ptr<const ShapeMemo> memo) const;
+  // An empty memo to fill: the spare, or a new one.
+  std::shared_ptr<ShapeMemo> NewMemo() const;
   // REQUIRES: ledger_mu_ held. Replaces the node's shares and host requests with the ledger's.
   void ReattachShares(model::Node& node) const;
   // REQUIRES: entry.mu held. Publishes `node` as the entry's next view, summarised under the
@@ -332,6 +334,9 @@ class ClusterState {
   static constexpr int kMemoShapes = 8;
   mutable std::array<std::shared_ptr<const ShapeMemo>, kMemoShapes> memos_;
   mutable int memo_next_ = 0;
+  // A memo evicted while nobody read it, kept for the next call that builds one: a memo of 5,000
+  // nodes is about 0.7 MB, and allocating it afresh per call cost page faults on every call.
+  mutable std::shared_ptr<ShapeMemo> spare_memo_;
 
   mutable std::mutex ledger_mu_;
   std::unordered_map<std::string, PodRecord> pods_;  // by UID

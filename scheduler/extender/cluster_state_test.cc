@@ -130,6 +130,39 @@ TEST_F(ClusterStateTest, RanksAreMemoisedUntilTheNodeOrTheRankingChanges) {
   EXPECT_EQ(out.at(2)->rank.cost, out.at(2)->cost + 2);
 }
 
+// A memo evicted while nobody reads it is reused for the next shape's: its old rows must read as
+// not assessed, and a memo a caller still holds must never be reused. Eight memos are kept, so
+// the ninth shape evicts the first.
+TEST_F(ClusterStateTest, AReusedMemoAnswersOnlyForItsOwnShape) {
+  for (const char* name : {"r1", "r2", "r3"}) state_.UpsertNode(GpuNode(name, 1, 16384));
+  const std::vector<std::string_view> names = {"r1", "r2", "r3"};
+  int calls = 0;
+  const ClusterState::Ranking counting{{1, 1}, [&calls](const ClusterState::Assessment& a) {
+                                         ++calls;
+                                         return placement::RankKey{a.cost, 0};
+                                       }};
+  const model::PodRequest held_pod = Pod("held", 500);
+  ClusterState::Assessments held;
+  state_.AssessMany(names, held_pod, ClusterState::ShapeKey(held_pod), counting, held);
+  const double held_cost = held.at(2)->cost;
+  for (int i = 1; i <= 12; ++i) {
+    const model::PodRequest pod = Pod("s" + std::to_string(i), 1000 * i);
+    ClusterState::Assessments dropped;
+    state_.AssessMany(names, pod, ClusterState::ShapeKey(pod), counting, dropped);
+  }
+  EXPECT_EQ(held.at(2)->cost, held_cost) << "a memo a caller holds was reused";
+  const model::PodRequest pod = Pod("new", 15000);
+  ClusterState::Assessments out;
+  state_.AssessMany({"r1"}, pod, ClusterState::ShapeKey(pod), counting, out);
+  calls = 0;
+  state_.AssessMany(names, pod, ClusterState::ShapeKey(pod), counting, out);
+  EXPECT_EQ(calls, 2) << "r2 and r3 are new to this shape; only r1 is in its memo";
+  for (size_t i = 0; i < names.size(); ++i) {
+    ASSERT_TRUE(out.at(i)->verdict.fits()) << names[i];
+    EXPECT_EQ(out.at(i)->cost, state_.Evaluate(names[i], pod)->cost) << names[i];
+  }
+}
+
 // The name index must agree with the table through growth and removals: every present node is
 // found by AssessMany, every removed or unknown one is not.
 TEST_F(ClusterStateTest, AssessManyFindsExactlyThePresentNodesThroughGrowthAndRemoval) {
