@@ -211,6 +211,9 @@ TEST_F(KubeBackendTest, HeldPodRequestsAreTheBoundPodsWithAllocations) {
 
 TEST_F(KubeBackendTest, MetricsNameEachInformer) {
   StartBackend();
+  // Synced means listed; each informer opens its watch after that. Dropping the watches before
+  // both are open would restart neither (as on a loaded CI machine).
+  ASSERT_TRUE(Eventually([&] { return server_->open_watches() == 2; }));
   server_->DropWatches();
   auto text_of = [&] { return prometheus::TextSerializer().Serialize(backend_->Metrics()); };
   ASSERT_TRUE(Eventually(
