@@ -145,9 +145,10 @@ void SummarizeFill(const Columns& cols, NodeSummary& sum) {
 
 }  // namespace
 
-void NodeSummary::Resize(int devices, int specs) {
+void NodeSummary::Resize(int devices, int specs, int fractional) {
   device_count = devices;
   spec_count = specs;
+  fractional_count = fractional;
   block_.assign(End(), std::byte{0});
 }
 
@@ -155,7 +156,7 @@ NodeSummary Policy::Summarize(const Node& node) const {
   const Columns& cols = columns_;
   NodeSummary sum;
   const int n = std::min<int>(static_cast<int>(node.devices.size()), kMaxDevicesPerNode);
-  sum.Resize(n, cols.n);
+  sum.Resize(n, cols.n, cols.n_fractional);
   sum.stale = !node.stale_reason.empty();
   SummarizeDevices(node, cols, workload_.specs, options_, completion_, sum);
   SummarizeSpecs(cols, sum);

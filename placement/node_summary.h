@@ -34,11 +34,12 @@ bool CanHost(const Node& node, const TypicalSpec& spec, const PlacementOptions& 
 // Per-node precomputation against a policy's typical workload (FGD's F_n(M) ingredients).
 // Laid out for Score, which reads every node's summary once per pod and finds few of them in a
 // cache: the scalars here, and the per-device slots and per-spec tallies in one block sized to
-// the node's devices and the policy's specs (about 1 KB for 8 devices and 30 specs, where
+// the node's devices and the policy's specs (about 1.4 KB for 8 devices and 30 specs, where
 // arrays of the maxima took 3.5 KB: 5,000 nodes' summaries then fit in a last-level cache).
 struct NodeSummary {
   int device_count = 0;
   int spec_count = 0;           // the policy's: the length of every per-spec tally
+  int fractional_count = 0;     // the policy's fractional specs: the prefix sums have one more
   bool stale = false;           // node.stale_reason is set: Score reads the Node only to explain it
   MiB total_free = 0;           // R_n
   int64_t free_cpu_milli = -1;  // -1 = unlimited
@@ -72,8 +73,9 @@ struct NodeSummary {
     bool empty = false;  // healthy, in the pool, no shares, no foreign use
   };
 
-  // Sizes the block for `devices` slots and `specs` tallies, all zero.
-  void Resize(int devices, int specs);
+  // Sizes the block for `devices` slots, `specs` tallies and `fractional` specs' prefix sums, all
+  // zero.
+  void Resize(int devices, int specs, int fractional);
   // Starts loading the block into the cache, for a caller about to score it soon: a caller that
   // scores many nodes in a row finds few summaries in a cache, and the loads cost as much as the
   // arithmetic unless the next node's are under way while this one is scored. No effect on values.
@@ -96,14 +98,14 @@ struct NodeSummary {
   MiB* unusable_free() { return At<MiB>(UnusableFreeAt()); }
   const MiB* unusable_free() const { return At<MiB>(UnusableFreeAt()); }
   // For the first device's match mask: satisfied_prefix()[i] = Σ weight of fractional specs j < i
-  // that the mask matches and that are satisfied (devices and CPU); spec_count + 1 entries. FGD's
+  // that the mask matches and that are satisfied (devices and CPU); fractional_count + 1 entries. FGD's
   // per-pick delta needs it; precomputing it here keeps it off the per-pod path.
   double* satisfied_prefix() { return At<double>(SatisfiedPrefixAt()); }
   const double* satisfied_prefix() const { return At<double>(SatisfiedPrefixAt()); }
   // Of those specs, the ones the node would still satisfy after losing one device (spare):
   // staying_prefix()[i] = Σ weight over j < i; and the others: dropping_prefix()[i] =
   // Σ weight · (R_n − unusable free) over j < i. What FGD's per-pick delta sums over the specs a
-  // pick takes the device from, while the node is as summarised; spec_count + 1 entries each.
+  // pick takes the device from, while the node is as summarised; fractional_count + 1 entries each.
   double* staying_prefix() { return At<double>(StayingPrefixAt()); }
   const double* staying_prefix() const { return At<double>(StayingPrefixAt()); }
   double* dropping_prefix() { return At<double>(DroppingPrefixAt()); }
@@ -118,11 +120,10 @@ struct NodeSummary {
   // The parts a single pick reads come first, up to ColdAt(): Prefetch loads only those.
   size_t FillTallies() const { return static_cast<size_t>(spec_count + kFillLanes - 1); }
   size_t SatisfiedPrefixAt() const { return FillUsableFreeAt() + sizeof(MiB) * FillTallies(); }
-  size_t StayingPrefixAt() const { return SatisfiedPrefixAt() + sizeof(double) * static_cast<size_t>(spec_count + 1); }
-  size_t DroppingPrefixAt() const { return StayingPrefixAt() + sizeof(double) * static_cast<size_t>(spec_count + 1); }
-  size_t FillEmptyDevicesAt() const {
-    return DroppingPrefixAt() + sizeof(double) * static_cast<size_t>(spec_count + 1);
-  }
+  size_t PrefixBytes() const { return sizeof(double) * static_cast<size_t>(fractional_count + 1); }
+  size_t StayingPrefixAt() const { return SatisfiedPrefixAt() + PrefixBytes(); }
+  size_t DroppingPrefixAt() const { return StayingPrefixAt() + PrefixBytes(); }
+  size_t FillEmptyDevicesAt() const { return DroppingPrefixAt() + PrefixBytes(); }
   // Rounded up to an even count of int32s, so the 8-byte members after it stay aligned.
   size_t ColdAt() const { return FillEmptyDevicesAt() + sizeof(int32_t) * ((FillTallies() + 1) & ~size_t{1}); }
   size_t UnusableFreeAt() const { return ColdAt(); }

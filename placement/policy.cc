@@ -162,7 +162,7 @@ NodeScore Policy::Score(const Node& node, const NodeSummary& sum, const Prepared
 
 EvaluationInputs Policy::Inputs(const Node& node, const NodeSummary& sum, const PreparedPod& pod) const {
   // A summary of another policy's specs would be read past its tallies.
-  GPUPACK_CHECK(sum.spec_count == columns_.n);
+  GPUPACK_CHECK(sum.spec_count == columns_.n && sum.fractional_count == columns_.n_fractional);
   return EvaluationInputs{node, sum, pod, columns_, options_, completion_, kind_};
 }
 
