@@ -10,6 +10,14 @@
 
 namespace gpupack::placement {
 
+// F̂'s data-parallel loops (fgd_cost.cc) read per-spec columns and tallies this many at a time.
+inline constexpr int kFillLanes = 2;
+// The length of a column those loops read: a lane group may start at the last spec.
+inline constexpr int kLaneColumns = kMaxTypicalSpecs + kFillLanes - 1;
+// More copies of a spec than any node's device memory holds: what F̂ counts as fed by a resource
+// the spec does not need, or the node does not limit.
+inline constexpr double kUnneededCopies = 0x1p30;
+
 // Specs are ordered fractional (ascending memory), then whole-device, then CPU-only, so that
 // "specs a free slice of x MiB can hold" is a prefix found by binary search.
 struct Columns {
@@ -23,27 +31,24 @@ struct Columns {
   std::array<int32_t, kMaxTypicalSpecs> count{};  // devices needed; CPU-only specs: never satisfiable
   std::array<double, kMaxTypicalSpecs> weight{};
   std::array<int64_t, kMaxTypicalSpecs> cpu{};
-  std::array<double, kMaxTypicalSpecs> inv_cpu{};          // 1 / cpu (0 for specs without CPU)
-  std::array<int64_t, kMaxTypicalSpecs> host_memory{};     // host memory bytes (0: not known)
-  std::array<double, kMaxTypicalSpecs> inv_host_memory{};  // 1 / host memory (0 when not known)
-  // F̂'s fractional specs as doubles for its data-parallel loop (FillFragmentation), zero past
-  // n_fractional: kMaxTypicalSpecs is a multiple of its lane count, so whole steps add nothing for
-  // the lanes past the last spec.
-  std::array<double, kMaxTypicalSpecs> fill_mem{};              // MiB per device
-  std::array<double, kMaxTypicalSpecs> copy_mib{};              // count · mem: the memory one copy takes
-  std::array<double, kMaxTypicalSpecs> cpu_unneeded{};          // +inf for a spec without CPU, else 0
-  std::array<double, kMaxTypicalSpecs> host_memory_unneeded{};  // the same for host memory
-  std::array<double, kMaxTypicalSpecs> fill_weight{};
-  // The same for the whole-device specs, indexed from 0 (spec n_fractional + j is whole_*[j]).
-  std::array<double, kMaxTypicalSpecs> whole_count{};
-  std::array<double, kMaxTypicalSpecs> whole_inv_count{};
-  std::array<double, kMaxTypicalSpecs> whole_inv_cpu{};
-  std::array<double, kMaxTypicalSpecs> whole_cpu_unneeded{};
-  std::array<double, kMaxTypicalSpecs> whole_inv_host_memory{};
-  std::array<double, kMaxTypicalSpecs> whole_host_memory_unneeded{};
-  std::array<double, kMaxTypicalSpecs> whole_weight{};
-  double cpu_only_weight = 0;       // Σ weight of the specs without devices
-  bool host_memory_needed = false;  // some device spec needs host memory
+  std::array<int64_t, kMaxTypicalSpecs> host_memory{};  // host memory bytes (0: not known)
+  // F̂'s lane loops (FillFragmentation) read the columns from here to whole_weight kFillLanes at a
+  // time from any spec index below n_device, so they have kFillLanes − 1 entries of padding.
+  std::array<double, kLaneColumns> inv_cpu{};          // 1 / cpu (0 for specs without CPU)
+  std::array<double, kLaneColumns> inv_host_memory{};  // 1 / host memory (0 when not known)
+  // The copies of a device spec a resource it does not need feeds: kUnneededCopies, else 0.
+  std::array<double, kLaneColumns> cpu_unneeded{};
+  std::array<double, kLaneColumns> host_memory_unneeded{};
+  // Per fractional spec, as doubles, and 0 for the other specs (so their lanes add nothing).
+  std::array<double, kLaneColumns> fill_mem{};     // MiB per device
+  std::array<double, kLaneColumns> copy_mib{};     // count · mem: the memory one copy takes
+  std::array<double, kLaneColumns> fill_weight{};  // the fractional specs' weights
+  // Per whole-device spec, and 0 for the other specs.
+  std::array<double, kLaneColumns> whole_count{};
+  std::array<double, kLaneColumns> whole_inv_count{};
+  std::array<double, kLaneColumns> whole_weight{};  // the whole-device specs' weights
+  double cpu_only_weight = 0;                       // Σ weight of the specs without devices
+  bool host_memory_needed = false;                  // some device spec needs host memory
   // FractionalFit's table: fit_start[b] = the fractional specs under b · 2^fit_shift MiB, for b up
   // to the largest spec's bucket; fit_shift makes that at most kFitBuckets buckets.
   static constexpr int kFitBuckets = 256;

@@ -33,21 +33,21 @@ Lanes MiBToDouble(LaneInts x) {
   return std::bit_cast<Lanes>(x | kTwoTo52Bits) - 0x1p52;
 }
 
-// Copies of each spec a free amount `free` of one resource feeds: ⌊free / need⌋ as FloorDiv rounds it,
-// capped at 2^30 (more copies than any device memory holds, and within the int32 truncation),
-// and unlimited (`unneeded` is +inf) for a spec that does not need the resource.
 // Rounds toward zero; REQUIRES |x| < 2^31 (garbage otherwise, for lanes the caller masks out).
 Lanes Truncate(Lanes x) { return __builtin_convertvector(__builtin_convertvector(x, LaneCounts), Lanes); }
 
+// Copies of each spec a free amount `free` of one resource feeds: ⌊free / need⌋ as FloorDiv
+// rounds it, capped at kUnneededCopies (within the int32 truncation), and that many for a spec
+// that does not need the resource (`unneeded`).
 Lanes FedCopies(double free, Lanes inverse, Lanes unneeded) {
-  return Max(Truncate(Min(Lanes{} + 0x1p30, free * inverse + 1e-9)), unneeded);
+  return Max(Truncate(Min(Lanes{} + kUnneededCopies, free * inverse + 1e-9)), unneeded);
 }
 
 }  // namespace
 
 double FillFragmentation(const Columns& c, const int32_t* empty_devices, const MiB* usable_free, int64_t free_cpu,
                          int64_t free_memory, MiB total_free, const FillMove& move) {
-  // Without a limit CPU feeds 2^30 copies of anything (FedCopies), which no device memory holds.
+  // Without a limit CPU feeds kUnneededCopies of anything (FedCopies' cap).
   const double cpu = free_cpu < 0 ? 0x1p62 : static_cast<double>(free_cpu);
   const double memory = static_cast<double>(free_memory);
   const bool memory_limits = free_memory >= 0 && c.host_memory_needed;
@@ -79,23 +79,23 @@ double FillFragmentation(const Columns& c, const int32_t* empty_devices, const M
   // integers under 2^40 by at most 64 is never within rounding of the next integer).
   const double taken_free = move.old_empty ? old_free : 0.0;
   const double taken_device = move.old_empty ? 1.0 : 0.0;
-  for (int j = 0, m = c.n_fractional; m < c.n_device; j += kFillLanes, m += kFillLanes) {
+  for (int m = c.n_fractional; m < c.n_device; m += kFillLanes) {
     const LaneInts matched = kLaneMasks[(move.match >> m) & ((1 << kFillLanes) - 1)];
     const Lanes usable = MiBToDouble(LoadLanes<LaneInts>(usable_free + m)) -
                          std::bit_cast<Lanes>(std::bit_cast<LaneInts>(Lanes{} + taken_free) & matched);
     const Lanes empty = __builtin_convertvector(LoadLanes<LaneCounts>(empty_devices + m), Lanes) -
                         std::bit_cast<Lanes>(std::bit_cast<LaneInts>(Lanes{} + taken_device) & matched);
-    Lanes copies = FedCopies(cpu, LoadLanes<Lanes>(&c.whole_inv_cpu[j]), LoadLanes<Lanes>(&c.whole_cpu_unneeded[j]));
+    Lanes copies = FedCopies(cpu, LoadLanes<Lanes>(&c.inv_cpu[m]), LoadLanes<Lanes>(&c.cpu_unneeded[m]));
     if (memory_limits) {
-      copies = Min(copies, FedCopies(memory, LoadLanes<Lanes>(&c.whole_inv_host_memory[j]),
-                                     LoadLanes<Lanes>(&c.whole_host_memory_unneeded[j])));
+      copies = Min(copies, FedCopies(memory, LoadLanes<Lanes>(&c.inv_host_memory[m]),
+                                     LoadLanes<Lanes>(&c.host_memory_unneeded[m])));
     }
-    const Lanes whole_copies = Truncate(empty * LoadLanes<Lanes>(&c.whole_inv_count[j]) + 1e-9);
-    const Lanes devices = Min(whole_copies, copies) * LoadLanes<Lanes>(&c.whole_count[j]);
+    const Lanes whole_copies = Truncate(empty * LoadLanes<Lanes>(&c.whole_inv_count[m]) + 1e-9);
+    const Lanes devices = Min(whole_copies, copies) * LoadLanes<Lanes>(&c.whole_count[m]);
     // No empty device: nothing usable (and 0/0 masked out).
     const Lanes used =
         std::bit_cast<Lanes>(std::bit_cast<LaneInts>(Truncate(usable * devices / empty)) & (empty > 0.0));
-    unused += LoadLanes<Lanes>(&c.whole_weight[j]) * (r - Min(used, Lanes{} + r));
+    unused += LoadLanes<Lanes>(&c.whole_weight[m]) * (r - Min(used, Lanes{} + r));
   }
   const double f = unused[0] + unused[1];
   // Specs without devices use none of it.

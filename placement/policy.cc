@@ -103,7 +103,6 @@ Columns Columns::Of(const std::vector<TypicalSpec>& specs) {
     c.total_weight += s.weight;
     c.max_cpu = std::max(c.max_cpu, s.cpu_milli);
   }
-  constexpr double kUnneeded = std::numeric_limits<double>::infinity();
   for (int m = 0; m < c.n; ++m) {
     const TypicalSpec& s = specs[m];
     c.mem[m] = s.mem_per_device_mib;
@@ -115,26 +114,23 @@ Columns Columns::Of(const std::vector<TypicalSpec>& specs) {
     c.inv_cpu[m] = s.cpu_milli > 0 ? 1.0 / static_cast<double>(s.cpu_milli) : 0.0;
     c.host_memory[m] = s.memory_bytes;
     c.inv_host_memory[m] = s.memory_bytes > 0 ? 1.0 / static_cast<double>(s.memory_bytes) : 0.0;
-    if (m >= c.n_fractional && m < c.n_device && s.device_count > 1) c.multi_whole |= uint64_t{1} << m;
-    if (m >= c.n_device) c.cpu_only_weight += s.weight;
-    if (m >= c.n_device) continue;
-    c.host_memory_needed |= s.memory_bytes > 0;
-    if (m >= c.n_fractional) {
-      const int j = m - c.n_fractional;
-      c.whole_count[j] = s.device_count;
-      c.whole_inv_count[j] = 1.0 / s.device_count;
-      c.whole_inv_cpu[j] = c.inv_cpu[m];
-      c.whole_cpu_unneeded[j] = s.cpu_milli > 0 ? 0.0 : kUnneeded;
-      c.whole_inv_host_memory[j] = c.inv_host_memory[m];
-      c.whole_host_memory_unneeded[j] = s.memory_bytes > 0 ? 0.0 : kUnneeded;
-      c.whole_weight[j] = s.weight;
+    if (m >= c.n_device) {
+      c.cpu_only_weight += s.weight;
       continue;
     }
-    c.fill_mem[m] = static_cast<double>(s.mem_per_device_mib);
-    c.copy_mib[m] = static_cast<double>(s.device_count) * static_cast<double>(s.mem_per_device_mib);
-    c.cpu_unneeded[m] = s.cpu_milli > 0 ? 0.0 : kUnneeded;
-    c.host_memory_unneeded[m] = s.memory_bytes > 0 ? 0.0 : kUnneeded;
-    c.fill_weight[m] = s.weight;
+    c.host_memory_needed |= s.memory_bytes > 0;
+    c.cpu_unneeded[m] = s.cpu_milli > 0 ? 0.0 : kUnneededCopies;
+    c.host_memory_unneeded[m] = s.memory_bytes > 0 ? 0.0 : kUnneededCopies;
+    if (m < c.n_fractional) {
+      c.fill_mem[m] = static_cast<double>(s.mem_per_device_mib);
+      c.copy_mib[m] = static_cast<double>(s.device_count) * static_cast<double>(s.mem_per_device_mib);
+      c.fill_weight[m] = s.weight;
+    } else {
+      if (s.device_count > 1) c.multi_whole |= uint64_t{1} << m;
+      c.whole_count[m] = s.device_count;
+      c.whole_inv_count[m] = 1.0 / s.device_count;
+      c.whole_weight[m] = s.weight;
+    }
   }
   const MiB largest = c.n_fractional > 0 ? c.mem[c.n_fractional - 1] : 0;
   while ((largest >> c.fit_shift) >= Columns::kFitBuckets) ++c.fit_shift;
