@@ -148,7 +148,8 @@ void BM_FilterScoreColdSummaries(benchmark::State& state) {
   const int nodes = static_cast<int>(state.range(0));
   std::vector<Node> cluster = MakeCluster(nodes);
   Policy policy(PolicyKind::kFgd, ThirtySpecs(), {});
-  PodRequest pod = TheIncomingPod();
+  const PodRequest request = TheIncomingPod();
+  const PreparedPod pod(request);
   for (auto _ : state) {
     double best = 1e300;
     for (int i = 0; i < nodes; ++i) {
