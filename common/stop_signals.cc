@@ -2,9 +2,12 @@
 
 #include <pthread.h>
 
+#include "common/signal_policy.h"
+
 namespace gpupack {
 
 StopSignals::StopSignals() {
+  InstallSignalPolicy();
   sigemptyset(&signals_);
   sigaddset(&signals_, SIGTERM);
   sigaddset(&signals_, SIGINT);

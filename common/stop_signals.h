@@ -8,8 +8,10 @@ namespace gpupack {
 
 class StopSignals {
  public:
-  // Blocks SIGTERM and SIGINT in the calling thread, and so in every thread it starts afterwards.
-  // Construct it in main before any thread starts, so that only Wait() ever receives them.
+  // Blocks SIGTERM and SIGINT in the calling thread, and so in every thread it starts afterwards,
+  // and installs the rest of the process's signal policy (common/signal_policy.h: SIGPIPE
+  // ignored, fatal signals logged). Construct it in main before any thread starts, so that only
+  // Wait() ever receives them.
   StopSignals();
   StopSignals(const StopSignals&) = delete;
   StopSignals& operator=(const StopSignals&) = delete;

@@ -1,5 +1,6 @@
 // The real gpupack-extender binary, end to end: standalone start on a free port (first stdout
-// line = bound address), the verbs over HTTP, bad flags and config refused, graceful SIGTERM.
+// line = bound address), the verbs over HTTP, SIGPIPE survived, bad flags and config refused,
+// graceful SIGTERM.
 #include <httplib.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -98,6 +99,13 @@ TEST(ExtenderBinary, ServesStandaloneAndStopsOnSigterm) {
   auto metrics = client.Get("/metrics");
   ASSERT_TRUE(metrics);
   EXPECT_NE(metrics->body.find("gpupack_pods 1"), std::string::npos);
+  client.stop();
+
+  // SIGPIPE is what a write to a closed API-server connection raises: it must not end the process.
+  ASSERT_EQ(kill(child.pid, SIGPIPE), 0);
+  auto after_sigpipe = client.Get("/healthz");
+  ASSERT_TRUE(after_sigpipe) << "the extender died of SIGPIPE";
+  EXPECT_EQ(after_sigpipe->status, 200);
   client.stop();
 
   kill(child.pid, SIGTERM);

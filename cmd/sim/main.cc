@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/cli.h"
+#include "common/signal_policy.h"
 #include "sim/compare.h"
 #include "sim/flags.h"
 #include "sim/inputs.h"
@@ -26,6 +27,7 @@ bool EndsWith(const std::string& s, const std::string& suffix) {
 
 int main(int argc, char** argv) {
   using namespace gpupack;
+  InstallSignalPolicy();  // replays against a running extender write to sockets it may close
   StatusOr<sim::SimFlags> parsed = sim::ParseSimFlags(std::vector<std::string>(argv + 1, argv + argc));
   if (!parsed.ok()) return Fail(parsed.status().message());
   const sim::SimFlags& flags = *parsed;

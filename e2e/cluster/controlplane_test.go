@@ -233,7 +233,8 @@ type controlPlane struct {
 	dir, logDir string
 	etcd        *proc
 	apiserver   *proc
-	server      string // https://127.0.0.1:PORT
+	apiArgs     []string // kube-apiserver's command line, for restarts
+	server      string   // https://127.0.0.1:PORT
 	ca          *keyPair
 	admin       string // kubeconfig path: system:masters client certificate
 }
@@ -333,7 +334,7 @@ func startControlPlane(bin, dir string) (*controlPlane, error) {
 	if err := kubeconfig(cp.admin, cp.server, cp.ca.certPEM, admin, ""); err != nil {
 		return cp, err
 	}
-	cp.apiserver, err = startProc(cp.logDir, "kube-apiserver", []string{filepath.Join(bin, "kube-apiserver"),
+	cp.apiArgs = []string{filepath.Join(bin, "kube-apiserver"),
 		"--etcd-servers", etcdURL,
 		"--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1", "--secure-port", fmt.Sprint(apiPort),
 		"--cert-dir", filepath.Join(dir, "apiserver-certs"),
@@ -344,15 +345,32 @@ func startControlPlane(bin, dir string) (*controlPlane, error) {
 		"--service-account-key-file", filepath.Join(pki, "sa.key"),
 		"--service-account-signing-key-file", filepath.Join(pki, "sa.key"),
 		"--service-cluster-ip-range", "10.96.0.0/16",
-		"--allow-privileged=true", "--profiling=false", "--v=1"}, nil)
-	if err != nil {
+		"--allow-privileged=true", "--profiling=false", "--v=1"}
+	if cp.apiserver, err = startProc(cp.logDir, "kube-apiserver", cp.apiArgs, nil); err != nil {
 		return cp, err
 	}
+	return cp, cp.waitAPIServerReady()
+}
+
+// restartAPIServer is `kill -9` of kube-apiserver, `down` without one, and a start with the same
+// flags (port, certificates, etcd) until /readyz answers: what an upgrade or a crash-looping
+// static pod does to every client.
+func (cp *controlPlane) restartAPIServer(down time.Duration) error {
+	cp.apiserver.kill9()
+	time.Sleep(down)
+	var err error
+	if cp.apiserver, err = startProc(cp.logDir, "kube-apiserver", cp.apiArgs, nil); err != nil {
+		return err
+	}
+	return cp.waitAPIServerReady()
+}
+
+func (cp *controlPlane) waitAPIServerReady() error {
 	client, err := adminHTTPClient(cp)
 	if err != nil {
-		return cp, err
+		return err
 	}
-	err = waitFor(90*time.Second, 250*time.Millisecond, "kube-apiserver /readyz", func() (bool, error) {
+	return waitFor(90*time.Second, 250*time.Millisecond, "kube-apiserver /readyz", func() (bool, error) {
 		if cp.apiserver.exited() {
 			return false, fmt.Errorf("kube-apiserver exited: %s", cp.apiserver.tail(30))
 		}
@@ -368,7 +386,6 @@ func startControlPlane(bin, dir string) (*controlPlane, error) {
 		}
 		return true, nil
 	})
-	return cp, err
 }
 
 func lastLines(s string, n int) string {

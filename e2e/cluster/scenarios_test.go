@@ -710,6 +710,72 @@ func TestExtenderKilledMidBurst(t *testing.T) {
 	tb.checkLedger(t)
 }
 
+// kill -9 of kube-apiserver while a burst is being scheduled, and a start with the same flags 5 s
+// later (an upgrade, a crash, a certificate rotation). Every client's connections break mid-write:
+// the extender once died of that write's SIGPIPE, without a log line, and nothing got a node
+// after it. Now every gpupack process lives through it, with no restart, and every pod that fits
+// is bound once the API server is back. kube-scheduler exits by design if it cannot renew its
+// leader Lease in time (renewDeadline 10 s); the kubelet would restart it, and so does this test.
+func TestAPIServerKilledMidBurst(t *testing.T) {
+	const n = 48
+	ns := tb.createNamespace(t, "apikill")
+	gpupack := map[string]*proc{"webhook": tb.webhook}
+	for i, s := range tb.scheduler {
+		gpupack[fmt.Sprintf("extender-%d", i)] = s.extender
+	}
+	for node, a := range tb.agents {
+		gpupack["agent "+node] = a
+	}
+	tb.createPods(t, ns, mixedWorkload("k", n), 4, 0, nil)
+	if err := waitFor(time.Minute, 100*time.Millisecond, "the first pods bound", func() (bool, error) {
+		pods, err := tb.listPods(ns)
+		bound := 0
+		for _, p := range pods {
+			if p.Spec.NodeName != "" {
+				bound++
+			}
+		}
+		return bound >= 8, err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// The kubelet's part: restart a kube-scheduler that exited, from the kill until all are bound.
+	stopKubelet := make(chan struct{})
+	kubeletDone := make(chan struct{})
+	go func() {
+		defer close(kubeletDone)
+		for {
+			select {
+			case <-stopKubelet:
+				return
+			case <-time.After(250 * time.Millisecond):
+			}
+			for i, s := range tb.scheduler {
+				if s.kubeScheduler.exited() {
+					t.Logf("kube-scheduler-%d exited (lost its Lease while the API server was down); restarting it as the kubelet would", i)
+					if err := tb.startKubeScheduler(i); err != nil {
+						t.Errorf("restart kube-scheduler-%d: %v", i, err)
+					}
+				}
+			}
+		}
+	}()
+	defer func() {
+		close(stopKubelet)
+		<-kubeletDone
+	}()
+	if err := tb.cp.restartAPIServer(5 * time.Second); err != nil {
+		t.Fatalf("restart kube-apiserver: %v", err)
+	}
+	tb.waitBound(t, ns, n, 3*time.Minute)
+	tb.checkLedger(t)
+	for name, p := range gpupack {
+		if p.exited() {
+			t.Errorf("%s exited when the API server was killed: %s", name, p.tail(10))
+		}
+	}
+}
+
 // kill -9 of the leading kube-scheduler mid-burst: the second replica's kube-scheduler takes
 // the Lease and its own extender (synced all along) binds the rest without double-booking.
 func TestLeaderFailover(t *testing.T) {
