@@ -1,5 +1,7 @@
 #include "placement/decision.h"
 
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 namespace gpupack::placement {
@@ -87,13 +89,11 @@ TEST(RankOf, TheNodeOrderBreaksTies) {
             RankOf({0, 0, 0, 0, uint64_t{1} << 62}, 1000, options));
 }
 
-// Observe says when a refresh is due (every refresh_pods binds), and a refresh finds the
-// cluster's device size and rebuilds the prior relative to it: 16000 MiB GPUs give the prior's
-// half-device shape 8000 MiB.
-TEST(Decision, RefreshesEveryRefreshPodsAndFindsTheDeviceSize) {
+// A refresh finds the cluster's device size and rebuilds the prior relative to it: 16000 MiB GPUs
+// give the prior's half-device shape 8000 MiB. The first pod after it is due a refresh at once.
+TEST(Decision, RefreshFindsTheDeviceSizeAndLearnsExactShapes) {
   DecisionOptions options;
   options.refresh_pods = 3;
-  options.prior_pods = 1;  // so three pods outweigh the prior
   Decision decision(PolicyKind::kFgd, PlacementOptions{}, options);
   EXPECT_EQ(decision.unit_mib(), 81920) << "an 80 GB card until the cluster is known";
   const std::vector<Node> nodes = {NodeOf("a", 8, 16000), NodeOf("b", 4, 16000)};
@@ -106,8 +106,8 @@ TEST(Decision, RefreshesEveryRefreshPodsAndFindsTheDeviceSize) {
   for (const TypicalSpec& s : policy.workload().specs) half = half || s.mem_per_device_mib == 8000;
   EXPECT_TRUE(half);
   EXPECT_FALSE(policy.completion().empty()) << "the completion value is built at the refresh";
-  EXPECT_FALSE(decision.Observe(PodOf(12960)));
-  EXPECT_FALSE(decision.Observe(PodOf(3040)));
+  EXPECT_TRUE(decision.Observe(PodOf(12960))) << "one pod after a refresh made with none";
+  decision.Refresh(each);
   EXPECT_TRUE(decision.Observe(PodOf(3040)));
   policy = decision.Refresh(each);
   // The learned shapes are exact: 12960 + 3040 = 16000 still fills a device.
@@ -117,7 +117,68 @@ TEST(Decision, RefreshesEveryRefreshPodsAndFindsTheDeviceSize) {
     small = small || s.mem_per_device_mib == 3040;
   }
   EXPECT_TRUE(big && small);
-  EXPECT_FALSE(decision.Observe(PodOf(100))) << "the count restarts at the refresh";
+}
+
+PodRequest PodWithUid(MiB mem, const std::string& uid) {
+  PodRequest p = PodOf(mem);
+  p.uid = uid;
+  return p;
+}
+
+// The schedule: a refresh is due once the pods since the last one reach the pods seen by then,
+// clamped to [1, refresh_pods], so with refresh_pods 50 the refreshes fall after 1, 2, 4, 8, 16,
+// 32, 64 pods and then every 50 (114, 164). The prior is the one shape observed, so the typical
+// set never changes and only the schedule speaks. A pod asked about again (filter retries, then
+// its bind) is the same UID and counts once.
+TEST(Decision, RefreshesAfterOneTwoFourPodsThenEveryRefreshPods) {
+  DecisionOptions options;
+  Decision decision(PolicyKind::kFgd, PlacementOptions{}, options, TypicalWorkload{{SpecOfPod(PodOf(20480))}});
+  const std::vector<Node> nodes = {NodeOf("a", 2, 81920)};
+  auto each = [&](const std::function<void(const Node&)>& visit) { visit(nodes[0]); };
+  decision.Refresh(each);
+  std::vector<int> refreshed_at;
+  for (int pod = 1; pod <= 164; ++pod) {
+    const std::string uid = "uid-" + std::to_string(pod);
+    const bool due = decision.Observe(PodWithUid(20480, uid));
+    EXPECT_FALSE(decision.Observe(PodWithUid(20480, uid))) << "pod " << pod << " asked about twice counts once";
+    if (due) {
+      refreshed_at.push_back(pod);
+      decision.Refresh(each);
+    }
+  }
+  EXPECT_EQ(refreshed_at, (std::vector<int>{1, 2, 4, 8, 16, 32, 64, 114, 164}));
+  EXPECT_FALSE(decision.Observe(PodWithUid(20480, "uid-7"))) << "a UID seen long ago is still known";
+}
+
+// The mix change: 964 pods of 10 GiB, then 40 GiB pods. Half-life 1000 pods, r = 2^(-1/1000);
+// prior weight 1 pod; coverage 0.95; refresh_pods 50; the last refresh was at the 964th pod, so
+// the schedule's next is 50 pods later and a change of the typical set is due after
+// max(1, 50 / 8) = 6.
+//   after n large pods: small S = r^n·(1 − r^964)/(1 − r) = 703.36·r^n, large L = (1 − r^n)/(1 − r)
+//   prior share 1/(1 + S + L) ≈ 0.14 %; the small shape's share (1 − 0.0014)·S/(S + L)
+//   n = 35: S = 686.51, L = 34.59, share 0.9507 ≥ 0.95: the typical set is {10 GiB}
+//   n = 36: S = 686.03, L = 35.57, share 0.9494 < 0.95: 40 GiB joins it, 36 ≥ 6: refresh due
+// So the policy knows the 40 GiB pods from the 37th on (the schedule alone: the 51st). Before the
+// evidence rule (the prior as 100 pods, a refresh every 50 binds) the 40 GiB shape was typical
+// from the 16th, the prior's 12 % padding the coverage, but reached a policy only at the next
+// 50th bind, at 2–6 % beside the prior's 12 %.
+TEST(Decision, AMixChangeRefreshesAsSoonAsTheNewShapeIsTypical) {
+  DecisionOptions options;
+  Decision decision(PolicyKind::kFgd, PlacementOptions{}, options);
+  const std::vector<Node> nodes = {NodeOf("a", 8, 81920)};
+  auto each = [&](const std::function<void(const Node&)>& visit) { visit(nodes[0]); };
+  decision.Refresh(each);
+  for (int pod = 1; pod <= 964; ++pod) {
+    if (decision.Observe(PodOf(10240))) decision.Refresh(each);
+  }
+  decision.Refresh(each);  // the last refresh at the 964th pod
+  auto has_large = [](const Policy& policy) {
+    return std::any_of(policy.workload().specs.begin(), policy.workload().specs.end(),
+                       [](const TypicalSpec& s) { return s.mem_per_device_mib == 40960; });
+  };
+  for (int n = 1; n <= 35; ++n) ASSERT_FALSE(decision.Observe(PodOf(40960))) << "large pod " << n;
+  ASSERT_TRUE(decision.Observe(PodOf(40960))) << "large pod 36";
+  EXPECT_TRUE(has_large(decision.Refresh(each)));
 }
 
 // A configured device size is kept whatever the cluster holds; refresh_pods 0 never learns.

@@ -41,14 +41,13 @@ TypicalSpec SpecOfPod(const PodRequest& pod) {
   return spec;
 }
 
-namespace {
-// The same shape: everything but the popularity and the host memory, which are its statistics.
 bool SameShape(const TypicalSpec& a, const TypicalSpec& b) {
   return a.cpu_milli == b.cpu_milli && a.device_count == b.device_count &&
          a.mem_per_device_mib == b.mem_per_device_mib && a.device_kind == b.device_kind &&
          a.mig_profile == b.mig_profile && a.gpu_models == b.gpu_models;
 }
 
+namespace {
 // Orders specs "larger first" on equal counts, as FGD's GetTypicalPods does (cpu, gpu share,
 // device count, then the constraint text).
 auto SpecKey(const TypicalSpec& s) {

@@ -28,6 +28,9 @@ struct TypicalSpec {
   bool operator==(const TypicalSpec&) const = default;
 };
 
+// The same shape: everything but the popularity and the host memory, which are its statistics.
+bool SameShape(const TypicalSpec& a, const TypicalSpec& b);
+
 // At most kMaxTypicalSpecs shapes, so per-device match sets fit a 64-bit mask in the hot loop.
 inline constexpr int kMaxTypicalSpecs = 64;
 
