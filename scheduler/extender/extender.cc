@@ -141,11 +141,16 @@ void Extender::LearnHeldPods() {
   learned_held_pods_.store(true);
   const std::vector<model::PodRequest> held = backend_.HeldPodRequests();
   for (const model::PodRequest& request : held) decision_.Observe(request);
+  const std::vector<model::PodRequest> waiting = backend_.WaitingPodRequests();
+  for (const model::PodRequest& request : waiting) decision_.Observe(request);
   // Even with nothing running: the device size, the reservation and the completion value need
   // the cluster, which is known only now, so the first refresh is here rather than after the
   // first refreshPods binds.
   RefreshPolicyLocked();
-  if (!held.empty()) GPUPACK_LOG(kInfo, "extender") << "learned the workload of " << held.size() << " running pod(s)";
+  if (!held.empty() || !waiting.empty()) {
+    GPUPACK_LOG(kInfo, "extender") << "learned the workload of " << held.size() << " running and " << waiting.size()
+                                   << " waiting pod(s)";
+  }
 }
 
 void Extender::RefreshPolicyLocked() {
@@ -297,6 +302,7 @@ Reply Extender::Filter(std::string_view body) {
     return finish();
   }
   Remember(*pod);
+  Learn(*pod);  // demand is evidence, counted once per UID (placement::Decision::Observe)
   if (!pod->WantsDevices()) {
     std::fill(passes.begin(), passes.end(), true);
     return finish();
