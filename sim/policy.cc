@@ -219,11 +219,11 @@ class BaselinePolicy final : public SimPolicy {
 };
 
 // gpupack's own placement, exactly as the extender runs it: the decision module (placement::Decision)
-// learns the typical workload from bound pods and rebuilds the policy every refresh_pods binds
-// from the cluster as it is; each node is ranked by placement::RankOf, its tie-break rank the
-// extender's (placement::NodeTieBreakRank with the default salt 0), and the lowest key wins (nodes
-// with equal keys, possible only with exact costs: the lower tie-break rank). The variants are
-// other placement::DecisionOptions, or a pinned workload.
+// learns the typical workload from the pods as they arrive and rebuilds the policy when its
+// schedule says (Decision::Observe) from the cluster as it is; each node is ranked by placement::RankOf, its tie-break
+// rank the extender's (placement::NodeTieBreakRank with the default salt 0), and the lowest key wins (nodes with equal
+// keys, possible only with exact costs: the lower tie-break rank). The variants are other placement::DecisionOptions,
+// or a pinned workload.
 class CorePolicy final : public SimPolicy {
  public:
   CorePolicy(model::PolicyKind kind, placement::DecisionOptions options,
@@ -243,6 +243,8 @@ class CorePolicy final : public SimPolicy {
   }
 
   StatusOr<std::optional<Choice>> Choose(const ClusterState& s, const SimPod& pod, Rng&) override {
+    // The extender counts a pod when kube-scheduler first asks about it, before ranking it.
+    if (decision_->Observe(*pod.request)) RefreshPolicy();
     const placement::DecisionOptions& rank_options = decision_->options();
     const model::MiB unit = decision_->unit_mib();
     const bool levels = kind_ == model::PolicyKind::kFgd && rank_options.fgd_levels;
@@ -281,7 +283,6 @@ class CorePolicy final : public SimPolicy {
     Status st = placement::ApplyPlacement(node, *pod.request, pending_, policy_->options());
     GPUPACK_CHECK(st.ok());
     summaries_[choice.node] = policy_->Summarize(node);
-    if (decision_->Observe(*pod.request)) RefreshPolicy();
   }
 
  private:
