@@ -116,6 +116,10 @@ class Decision {
   // [1, refresh_pods] (so after 1, 2, 4, 8, … pods), or max(1, gap / 8) pods when the typical
   // set's shapes are no longer those of the last refresh.
   bool Observe(const PodRequest& pod);
+  // True while the refresh schedule still doubles (fewer than refresh_pods pods seen by the last
+  // refresh): the few refreshes (about log2(refresh_pods)) where more evidence, such as the pods
+  // waiting to be scheduled, changes the policy most and costs least to gather.
+  bool early() const { return seen_at_refresh_ < options_.refresh_pods; }
   static constexpr size_t kCountedUids = size_t{1} << 16;
 
   // Rebuilds the policy from the learner and the nodes as they are now. `for_each_node(visit)`

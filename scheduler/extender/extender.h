@@ -107,7 +107,8 @@ class Extender {
   StatusOr<model::PodRequest> ParsePod(const nlohmann::json& pod) const;
   void Remember(const model::PodRequest& request);
   std::optional<model::PodRequest> Recall(const std::string& uid);
-  // Feeds a pod asked about or bound to the workload learner (once per UID); may replace the
+  // Feeds a pod asked about or bound to the workload learner (once per UID), and at an early
+  // refresh (placement::Decision::early) the backend's waiting pods as well; may replace the
   // state's policy.
   void Learn(const model::PodRequest& request);
   // Once the backend has synced, feeds it the pods already holding devices and those waiting to be
