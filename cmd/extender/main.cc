@@ -139,7 +139,7 @@ int main(int argc, char** argv) {
                                  << placement::PolicyKindName(config.policy) << ", "
                                  << (flags.count("--standalone-cluster") ? "standalone" : "cluster") << ")";
 
-  extender::Maintainer maintainer([&service] { service.Maintain(); });
+  extender::Maintainer maintainer([&service] { service.Maintain(); }, clock);
   const int received = stop_signals.Wait();
   GPUPACK_LOG(kInfo, "extender") << "signal " << received << ": draining";
   maintainer.Stop();
