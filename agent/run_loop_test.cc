@@ -26,8 +26,8 @@ TEST(RunLoopTest, HealthReportsStallAfterThreePollsAndThirtySeconds) {
 
 // Runs a RunLoop on its own thread, counting passes, on a FakeClock: the loop's waits end only
 // when the test advances the clock, so each step below is deterministic. The loop waits twice
-// between passes (out the gap, then until the poll interval or a pod change): after pass k it has
-// begun waits 2k - 1 and 2k.
+// after each pass: pass k is followed by wait 2k - 1 (out the gap), then by wait 2k (until the poll
+// interval or a pod change).
 class LoopOnFakeClock {
  public:
   explicit LoopOnFakeClock(RunLoopOptions options)
