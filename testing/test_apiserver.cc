@@ -798,7 +798,7 @@ StatusOr<int> TestApiServer::Start(const std::string& host, int port) {
   const int threads = impl->options.worker_threads;
   impl->server.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   impl->server.set_keep_alive_max_count(100);
-  impl->server.set_keep_alive_timeout(2);
+  impl->server.set_keep_alive_timeout(impl->options.keep_alive_timeout.count());
   for (const char* m : {"GET", "POST", "PUT", "PATCH", "DELETE"}) {
     const std::string method = m;
     auto handler = [impl, method](const httplib::Request& req, httplib::Response& res) {

@@ -45,7 +45,10 @@ struct Faults {
 struct TestApiServerOptions {
   size_t history_limit = 2000;  // watch events kept for resumption; older RVs get 410
   std::chrono::milliseconds bookmark_interval{1000};
-  int worker_threads = 64;  // each open watch holds one
+  // Each open watch, and each open keep-alive connection (clients keep a few idle), holds one.
+  int worker_threads = 256;
+  // An idle keep-alive connection is closed after this long (httplib counts whole seconds).
+  std::chrono::seconds keep_alive_timeout{2};
 };
 
 class TestApiServer {
