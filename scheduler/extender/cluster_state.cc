@@ -529,7 +529,7 @@ std::optional<placement::NodeEvaluation> ClusterState::EvaluateWithout(std::stri
   return policy()->Evaluate(copy, pod);
 }
 
-StatusOr<ClusterState::Reservation> ClusterState::Reserve(const model::PodRequest& pod, std::string_view node) {
+StatusOr<ReserveVerdict> ClusterState::Reserve(const model::PodRequest& pod, std::string_view node) {
   std::shared_ptr<NodeEntry> entry = FindNode(node);
   if (!entry) return Status::NotFound("node \"" + std::string(node) + "\" is not in gpupack's inventory");
   std::unique_lock node_lock(entry->mu);
@@ -539,17 +539,18 @@ StatusOr<ClusterState::Reservation> ClusterState::Reserve(const model::PodReques
   if (auto it = pods_.find(pod.uid); it != pods_.end()) {
     const PodRecord& record = it->second;
     if (record.node != node) {
-      return Status::FailedPrecondition("pod " + pod.Key() + " (uid " + pod.uid + ") already holds devices on node " +
-                                        record.node);
+      return ReserveVerdict::Refuse(
+          ReserveRefusal::kBoundElsewhere,
+          "pod " + pod.Key() + " (uid " + pod.uid + ") already holds devices on node " + record.node);
     }
     if (record.state == PodState::kReserved) {
-      return Status::FailedPrecondition("a bind of pod " + pod.Key() + " to node " + record.node +
-                                        " is already in progress");
+      return ReserveVerdict::Refuse(ReserveRefusal::kBindInProgress, "a bind of pod " + pod.Key() + " to node " +
+                                                                         record.node + " is already in progress");
     }
-    return Reservation{record.allocation, /*repeated=*/true};
+    return ReserveVerdict::Reserved(Reservation{record.allocation, /*repeated=*/true});
   }
   if (std::optional<placement::Verdict> stale = StaleVerdict(entry->view->heartbeat, clock_.Now())) {
-    return Status::FailedPrecondition("node " + std::string(node) + ": " + stale->Message());
+    return ReserveVerdict::Refuse(ReserveRefusal::kStaleNode, "node " + std::string(node) + ": " + stale->Message());
   }
   auto [policy, generation] = PolicyAndGeneration();
   const NodeView& view = *entry->view;
@@ -559,8 +560,8 @@ StatusOr<ClusterState::Reservation> ClusterState::Reserve(const model::PodReques
                                              ? policy->Evaluate(*view.node, view.summary, pod)
                                              : policy->Evaluate(*view.node, pod);
   if (!evaluation.verdict.fits()) {
-    return Status::FailedPrecondition("pod " + pod.Key() + " no longer fits on node " + std::string(node) + ": " +
-                                      evaluation.verdict.Message());
+    return ReserveVerdict::Refuse(ReserveRefusal::kNoFit, "pod " + pod.Key() + " no longer fits on node " +
+                                                              std::string(node) + ": " + evaluation.verdict.Message());
   }
   auto next = std::make_shared<model::Node>(*view.node);
   GPUPACK_RETURN_IF_ERROR(placement::ApplyPlacement(*next, pod, evaluation.placement, policy->options()));
@@ -578,7 +579,7 @@ StatusOr<ClusterState::Reservation> ClusterState::Reserve(const model::PodReques
   pods_by_node_[std::string(node)].insert(pod.uid);
   ++reservations_;
   Publish(*entry, std::move(next), view.heartbeat);
-  return reservation;
+  return ReserveVerdict::Reserved(std::move(reservation));
 }
 
 void ClusterState::Confirm(std::string_view pod_uid) {

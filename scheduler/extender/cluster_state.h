@@ -54,6 +54,7 @@
 #include "model/model.h"
 #include "placement/decision.h"
 #include "placement/placement.h"
+#include "scheduler/extender/reserve_verdict.h"
 
 namespace gpupack::extender {
 
@@ -136,15 +137,12 @@ class ClusterState {
   std::optional<placement::NodeEvaluation> EvaluateWithout(std::string_view node, const model::PodRequest& pod,
                                                            const std::set<std::string>& victim_uids) const;
 
-  struct Reservation {
-    api::Allocation allocation;
-    bool repeated = false;  // the UID already held this node: a repeated bind, nothing new reserved
-  };
   // Under the node's exclusive lock: evaluates `pod` on `node` and, if it fits, adds its shares
-  // as a reservation. Returns NotFound for an unknown node, FailedPrecondition with the verdict's
-  // message when the pod does not fit (any more), FailedPrecondition when the UID is already
-  // reserved or bound on another node. The ledger is unchanged on every error.
-  StatusOr<Reservation> Reserve(const model::PodRequest& pod, std::string_view node);
+  // as a reservation. A refusal names its case (reserve_verdict.h): the UID holds devices on
+  // another node, or is reserved on this one by a bind still in flight; the node is stale; the pod
+  // does not fit (any more). NotFound for an unknown node. The ledger is unchanged unless the
+  // verdict is reserved() with a reservation that is not repeated.
+  StatusOr<ReserveVerdict> Reserve(const model::PodRequest& pod, std::string_view node);
   // True when the node's inventory knows its allocatable CPU or memory, so pods without devices
   // should be Reserved too: their requests are CPU that GPU pods will lack (FGD counts it).
   bool TracksHostResources(std::string_view node) const;
