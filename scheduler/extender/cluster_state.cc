@@ -79,24 +79,7 @@ void ClusterState::SetPolicy(std::shared_ptr<const placement::Policy> policy) {
   }
 }
 
-std::string ClusterState::ShapeKey(const model::PodRequest& pod) {
-  std::string key = std::to_string(pod.cpu_milli) + "/" + std::to_string(pod.memory_bytes) + "/" +
-                    std::to_string(static_cast<int>(pod.device_kind)) + "/" + pod.mig_profile + "/" +
-                    (pod.hard_isolation ? "h" : "b");
-  for (const std::string& model : pod.gpu_models) key += "/m:" + model;
-  // The device rules, per-pod policies and spread key change verdicts and costs too.
-  for (const std::string& model : pod.excluded_gpu_models) key += "/xm:" + model;
-  for (const std::string& uuid : pod.gpu_uuids) key += "/u:" + uuid;
-  for (const std::string& uuid : pod.excluded_gpu_uuids) key += "/xu:" + uuid;
-  if (pod.node_policy) key += "/np" + std::to_string(static_cast<int>(*pod.node_policy));
-  if (pod.device_policy) key += "/dp" + std::to_string(static_cast<int>(*pod.device_policy));
-  if (!pod.spread_key.empty()) key += (pod.spread_across_nodes ? "/sn:" : "/sd:") + pod.spread_key;
-  for (const model::ContainerRequest& c : pod.containers) {
-    key += "/c" + std::to_string(c.index) + (c.init ? "i" : "a") + std::to_string(c.device_count) + "x" +
-           std::to_string(c.mem_per_device_mib);
-  }
-  return key;
-}
+std::string ClusterState::ShapeKey(const model::PodRequest& pod) { return extender::ShapeKey(pod); }
 
 Assessment ClusterState::ScoreView(const NodeView& view, const placement::PreparedPod& pod,
                                    const NodeSnapshot& snapshot) const {

@@ -13,8 +13,8 @@
 // warning if they overbook.
 //
 // A façade over parts with one concern each: the ledger (pod_ledger.h), the node index
-// (node_index.h), the published snapshot (node_snapshot.h), the assessment memo (assessment_memo.h)
-// and staleness (staleness.h). What it adds is the order they are used in, below.
+// (node_index.h), the published snapshot (node_snapshot.h), the assessment memo (assessment_memo.h,
+// keyed by shape_key.h) and staleness (staleness.h). What it adds is the order they are used in, below.
 //
 // Thread safety: every method may be called concurrently. Locks, in the order they are taken: the
 // node table (a shared mutex over the table and the index; exclusive to add or remove a node) → one
@@ -61,6 +61,7 @@
 #include "scheduler/extender/node_snapshot.h"
 #include "scheduler/extender/pod_ledger.h"
 #include "scheduler/extender/reserve_verdict.h"
+#include "scheduler/extender/shape_key.h"
 #include "scheduler/extender/staleness.h"
 
 namespace gpupack::extender {
@@ -121,7 +122,7 @@ class ClusterState {
   // scores afresh.
   void AssessMany(const std::vector<std::string_view>& names, const model::PodRequest& pod, const std::string& shape,
                   const Ranking& ranking, Assessments& out) const;
-  // Everything about a pod that Evaluate depends on (not its name or UID).
+  // Everything about a pod that Evaluate depends on (not its name or UID): shape_key.h.
   static std::string ShapeKey(const model::PodRequest& pod);
 
   // Evaluates `pod` on `node` as if the pods `victim_uids` were gone (preemption dry run). nullopt
