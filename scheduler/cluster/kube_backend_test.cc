@@ -114,8 +114,9 @@ class KubeBackendTest : public ::testing::Test {
     request.uid = uid;
     request.ns = "default";
     request.name = name;
-    GPUPACK_ASSIGN_OR_RETURN(extender::ClusterState::Reservation r, state_.Reserve(request, "n1"));
-    Status s = backend_->Bind(target, "n1", api::AllocationAnnotations(r.allocation));
+    GPUPACK_ASSIGN_OR_RETURN(extender::ReserveVerdict r, state_.Reserve(request, "n1"));
+    if (!r.reserved()) return Status::FailedPrecondition(r.message);
+    Status s = backend_->Bind(target, "n1", api::AllocationAnnotations(r.reservation.allocation));
     if (s.ok())
       state_.Confirm(uid);
     else
