@@ -1,3 +1,5 @@
+// Long file: every behaviour of the one Client (calls, retries, keep-alive, watches, tokens) against
+// the same fixture and retry helpers; split with the client if it splits.
 #include "kube/client.h"
 
 #include <httplib.h>
