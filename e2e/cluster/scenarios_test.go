@@ -724,12 +724,44 @@ func TestExtenderKilledMidBurst(t *testing.T) {
 	tb.checkLedger(t)
 }
 
+// kill -9 of the leading kube-scheduler mid-burst: the second replica's kube-scheduler takes
+// the Lease and its own extender (synced all along) binds the rest without double-booking.
+func TestLeaderFailover(t *testing.T) {
+	const n = 40
+	ns := tb.createNamespace(t, "failover")
+	before, err := tb.leaseHolder()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb.createPods(t, ns, mixedWorkload("f", n), 4, 8, func() {
+		tb.scheduler[0].kubeScheduler.kill9()
+	})
+	after, err := tb.waitLeaderChange(before)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("leader %s -> %s", before, after)
+	tb.waitBound(t, ns, n, 3*time.Minute)
+	tb.checkLedger(t)
+	// The rest were bound through the new leader's own extender (32 pods arrived after the kill).
+	binds, err := tb.scrape(tb.scheduler[1].metricsPort, `gpupack_bind_requests_total{result="success"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if binds == 0 {
+		t.Errorf("extender-1 wrote no Binding although its kube-scheduler took over")
+	}
+	t.Logf("extender-1 wrote %.0f Bindings after the failover", binds)
+}
+
 // kill -9 of kube-apiserver while a burst is being scheduled, and a start with the same flags 5 s
 // later (an upgrade, a crash, a certificate rotation). Every client's connections break mid-write:
 // the extender once died of that write's SIGPIPE, without a log line, and nothing got a node
 // after it. Now every gpupack process lives through it, with no restart, and every pod that fits
 // is bound once the API server is back. kube-scheduler exits by design if it cannot renew its
-// leader Lease in time (renewDeadline 10 s); the kubelet would restart it, and so does this test.
+// leader Lease in time (the chart's renewDeadline, 3 s in this bed); the kubelet would restart it,
+// and so does this test, the one TestLeaderFailover killed too. It runs after TestLeaderFailover,
+// which expects replica 0 to lead when it starts.
 func TestAPIServerKilledMidBurst(t *testing.T) {
 	const n = 48
 	ns := tb.createNamespace(t, "apikill")
@@ -788,36 +820,6 @@ func TestAPIServerKilledMidBurst(t *testing.T) {
 			t.Errorf("%s exited when the API server was killed: %s", name, p.tail(10))
 		}
 	}
-}
-
-// kill -9 of the leading kube-scheduler mid-burst: the second replica's kube-scheduler takes
-// the Lease and its own extender (synced all along) binds the rest without double-booking.
-func TestLeaderFailover(t *testing.T) {
-	const n = 40
-	ns := tb.createNamespace(t, "failover")
-	before, err := tb.leaseHolder()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tb.createPods(t, ns, mixedWorkload("f", n), 4, 8, func() {
-		tb.scheduler[0].kubeScheduler.kill9()
-	})
-	after, err := tb.waitLeaderChange(before)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("leader %s -> %s", before, after)
-	tb.waitBound(t, ns, n, 3*time.Minute)
-	tb.checkLedger(t)
-	// The rest were bound through the new leader's own extender (32 pods arrived after the kill).
-	binds, err := tb.scrape(tb.scheduler[1].metricsPort, `gpupack_bind_requests_total{result="success"}`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if binds == 0 {
-		t.Errorf("extender-1 wrote no Binding although its kube-scheduler took over")
-	}
-	t.Logf("extender-1 wrote %.0f Bindings after the failover", binds)
 }
 
 // scrape reads one sample (name with its labels, as exposed) from a /metrics endpoint.
