@@ -418,18 +418,12 @@ Reply Extender::Bind(std::string_view body) {
   std::optional<Reply> done;
   auto reserve = [&]() -> std::optional<Reservation> {
     StatusOr<ReserveVerdict> verdict = state_.Reserve(*request, args->node);
-    if (!verdict.ok()) {
-      timer.set_result("error");
-      LogDecision(pod_key, "", "", "", "not bound to " + args->node + ": " + verdict.status().message());
-      done = error(verdict.status().message());
-      return std::nullopt;
-    }
-    if (!verdict->reserved()) {
-      const std::string_view label = ReserveRefusalLabel(verdict->refusal);
+    if (!verdict.ok() || !verdict->reserved()) {
+      const std::string_view label = verdict.ok() ? ReserveRefusalLabel(verdict->refusal) : "error";
+      const std::string& why = verdict.ok() ? verdict->message : verdict.status().message();
       timer.set_result(label);
-      LogDecision(pod_key, "", "", "",
-                  "not bound to " + args->node + " (" + std::string(label) + "): " + verdict->message);
-      done = error(verdict->message);
+      LogDecision(pod_key, "", "", "", "not bound to " + args->node + " (" + std::string(label) + "): " + why);
+      done = error(why);
       return std::nullopt;
     }
     if (verdict->reservation.repeated) {
