@@ -13,8 +13,9 @@ void RunLoop::Run(const std::function<void()>& pass) {
     pass();
     std::unique_lock<std::mutex> lock(mu_);
     last_pass_ = clock_.Now();
-    if (cv_.wait_for(lock, gap, [&] { return stopping_; })) return;
-    if (cv_.wait_for(lock, options_.poll_interval - gap, [&] { return stopping_ || pods_changed_; }) && stopping_) {
+    if (clock_.WaitUntil(lock, cv_, last_pass_ + gap, [&] { return stopping_; })) return;
+    if (clock_.WaitUntil(lock, cv_, last_pass_ + options_.poll_interval, [&] { return stopping_ || pods_changed_; }) &&
+        stopping_) {
       return;
     }
     pods_changed_ = false;

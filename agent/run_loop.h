@@ -23,8 +23,8 @@ struct RunLoopOptions {
 
 class RunLoop {
  public:
-  // `clock` dates passes for Health() and must outlive the loop; the waits between passes are
-  // real time.
+  // `clock` dates passes for Health() and times the waits between them; it must outlive the
+  // loop.
   RunLoop(RunLoopOptions options, const Clock& clock);
 
   // Runs `pass` (one agent pass; it logs its own failures) until Stop(); returns promptly after

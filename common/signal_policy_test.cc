@@ -14,27 +14,26 @@ namespace {
 
 // The API-server-restart failure in miniature: the peer closes its end, then we write. Without
 // the policy the write raises SIGPIPE and the test binary dies with it; with it, EPIPE.
-TEST(SignalPolicy, AWriteToAClosedPipeIsEpipeNotDeath) {
+void ExpectWriteAfterPeerCloseIsEpipe(int writer, int peer) {
   InstallSignalPolicy();
+  close(peer);
+  errno = 0;
+  EXPECT_EQ(write(writer, "x", 1), -1);
+  EXPECT_EQ(errno, EPIPE);
+  close(writer);
+}
+
+TEST(SignalPolicy, AWriteToAClosedPipeIsEpipeNotDeath) {
   int fds[2];
   ASSERT_EQ(pipe(fds), 0);
-  close(fds[0]);
-  errno = 0;
-  EXPECT_EQ(write(fds[1], "x", 1), -1);
-  EXPECT_EQ(errno, EPIPE);
-  close(fds[1]);
+  ExpectWriteAfterPeerCloseIsEpipe(fds[1], fds[0]);
 }
 
 // The same through a socket with plain write(2), as OpenSSL's socket BIO writes.
 TEST(SignalPolicy, AWriteToAClosedSocketIsEpipeNotDeath) {
-  InstallSignalPolicy();
   int fds[2];
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
-  close(fds[1]);
-  errno = 0;
-  EXPECT_EQ(write(fds[0], "x", 1), -1);
-  EXPECT_EQ(errno, EPIPE);
-  close(fds[0]);
+  ExpectWriteAfterPeerCloseIsEpipe(fds[0], fds[1]);
 }
 
 TEST(SignalPolicy, StopSignalsInstallsIt) {

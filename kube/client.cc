@@ -3,6 +3,7 @@
 #include "kube/client.h"
 
 #include <httplib.h>
+#include <poll.h>
 
 #include <cctype>
 #include <fstream>
@@ -192,7 +193,9 @@ void WatchCanceller::Reset() {
 
 // ---------------------------------------------------------------- Transport
 
-// Parsed server address and TLS material, from which each call makes its own connection.
+// Parsed server address and TLS material, and the pool of idle keep-alive connections that calls
+// take turns on. An httplib client holds one socket and must not serve two requests at once, so a
+// call checks one out for itself and hands it back when its response is read.
 struct Client::Transport {
   bool https = false;
   std::string host;
@@ -201,14 +204,23 @@ struct Client::Transport {
   X509* client_cert = nullptr;
   EVP_PKEY* client_key = nullptr;
 
+  // One connection of the pool: an httplib client and the socket it opened last.
+  struct Conn {
+    std::unique_ptr<httplib::ClientImpl> http;
+    int fd = -1;
+  };
+  std::mutex pool_mu;
+  std::vector<std::unique_ptr<Conn>> idle;  // GUARDED_BY(pool_mu); most recently used last
+  std::atomic<uint64_t> connections_opened{0};
+
   ~Transport() {
     for (X509* c : ca_certs) X509_free(c);
     if (client_cert != nullptr) X509_free(client_cert);
     if (client_key != nullptr) EVP_PKEY_free(client_key);
   }
 
-  std::unique_ptr<httplib::ClientImpl> Connect(const Config& config, std::chrono::milliseconds timeout,
-                                               std::chrono::milliseconds connect_timeout) const {
+  // A new httplib client; every socket it opens is counted (and, with `conn`, remembered).
+  std::unique_ptr<httplib::ClientImpl> NewHttp(const Config& config, bool keep_alive, Conn* conn) {
     std::unique_ptr<httplib::ClientImpl> c;
     if (https) {
       auto ssl = client_cert != nullptr ? std::make_unique<httplib::SSLClient>(host, port, client_cert, client_key)
@@ -223,16 +235,64 @@ struct Client::Transport {
     } else {
       c = std::make_unique<httplib::ClientImpl>(host, port);
     }
+    c->set_keep_alive(keep_alive);
+    c->set_socket_options([this, conn](int fd) {
+      connections_opened.fetch_add(1, std::memory_order_relaxed);
+      if (conn != nullptr) conn->fd = fd;
+    });
+    return c;
+  }
+
+  static void SetTimeouts(httplib::ClientImpl& c, std::chrono::milliseconds timeout,
+                          std::chrono::milliseconds connect_timeout) {
     const auto secs = [](std::chrono::milliseconds d) {
       return std::pair<time_t, time_t>(d.count() / 1000, (d.count() % 1000) * 1000);
     };
     auto [cs, cu] = secs(std::min(timeout, connect_timeout));
-    c->set_connection_timeout(cs, cu);
+    c.set_connection_timeout(cs, cu);
     auto [rs, ru] = secs(timeout);
-    c->set_read_timeout(rs, ru);
-    c->set_write_timeout(rs, ru);
-    c->set_keep_alive(false);
+    c.set_read_timeout(rs, ru);
+    c.set_write_timeout(rs, ru);
+  }
+
+  // A connection of its own for a watch: never pooled, closed when the watch ends.
+  std::unique_ptr<httplib::ClientImpl> Connect(const Config& config, std::chrono::milliseconds timeout,
+                                               std::chrono::milliseconds connect_timeout) {
+    std::unique_ptr<httplib::ClientImpl> c = NewHttp(config, /*keep_alive=*/false, nullptr);
+    SetTimeouts(*c, timeout, connect_timeout);
     return c;
+  }
+
+  // True when an idle connection's socket has something to read or has hung up: an idle HTTP/1.1
+  // connection receives nothing but the server's close (FIN, or a TLS close_notify first), so such
+  // a connection is not worth a request.
+  static bool ClosedByServer(int fd) {
+    pollfd p{fd, POLLIN, 0};
+    return ::poll(&p, 1, 0) != 0;
+  }
+
+  // An idle connection the server has not closed, or (`fresh`, none idle) a new one, which opens
+  // its socket on its first request.
+  std::unique_ptr<Conn> Checkout(const Config& config, bool fresh) {
+    if (!fresh) {
+      std::lock_guard<std::mutex> l(pool_mu);
+      while (!idle.empty()) {
+        std::unique_ptr<Conn> c = std::move(idle.back());
+        idle.pop_back();
+        if (!c->http->is_socket_open() || !ClosedByServer(c->fd)) return c;
+        // Closed: dropping the client closes our end. The next one may still be good.
+      }
+    }
+    auto c = std::make_unique<Conn>();
+    c->http = NewHttp(config, /*keep_alive=*/true, c.get());
+    return c;
+  }
+
+  // Hands a connection back after a complete response; beyond `max_idle` it is closed instead.
+  void Return(std::unique_ptr<Conn> c, int max_idle) {
+    if (!c->http->is_socket_open()) return;  // the server said Connection: close
+    std::lock_guard<std::mutex> l(pool_mu);
+    if (static_cast<int>(idle.size()) < max_idle) idle.push_back(std::move(c));
   }
 };
 
@@ -254,6 +314,8 @@ Client::Client(Config config, RetryPolicy policy, const Clock* clock)
     : config_(std::move(config)), policy_(policy), clock_(clock), transport_(std::make_unique<Transport>()) {}
 
 Client::~Client() = default;
+
+uint64_t Client::connections_opened() const { return transport_->connections_opened.load(std::memory_order_relaxed); }
 
 StatusOr<std::unique_ptr<Client>> Client::Create(Config config, RetryPolicy policy, const Clock* clock) {
   std::unique_ptr<Client> c(new Client(std::move(config), policy, clock));
@@ -341,28 +403,47 @@ std::string Client::BearerToken(bool force_reread) {
 
 StatusOr<Client::Response> Client::Once(std::string_view method, const std::string& path, const std::string& body,
                                         std::string_view content_type, std::chrono::milliseconds timeout) {
-  auto conn = transport_->Connect(config_, timeout, policy_.connect_timeout);
   httplib::Headers headers{{"Accept", "application/json"}, {"User-Agent", "gpupack"}};
-  for (bool reread : {false, true}) {
-    httplib::Headers h = headers;
-    const std::string token = BearerToken(reread);
-    if (!token.empty()) h.emplace("Authorization", "Bearer " + token);
-    const std::string ct(content_type);
-    httplib::Result res = [&] {
-      if (method == "GET") return conn->Get(path, h);
-      if (method == "POST") return conn->Post(path, h, body, ct);
-      if (method == "PUT") return conn->Put(path, h, body, ct);
-      if (method == "PATCH") return conn->Patch(path, h, body, ct);
-      if (method == "DELETE") return conn->Delete(path, h);
-      Die("unsupported HTTP method");
-    }();
-    if (!res) {
-      return Status::Unavailable(std::string(method) + " " + path + ": " + httplib::to_string(res.error()));
+  const std::string ct(content_type);
+  // A request that met a kept-alive connection the server had just closed is sent once more on a
+  // new connection, without counting as an attempt, when that cannot apply it twice: the verb is
+  // idempotent (GET, PUT, DELETE), or the request was not written out whole.
+  const bool idempotent = method == "GET" || method == "PUT" || method == "DELETE";
+  for (bool fresh : {false, true}) {
+    std::unique_ptr<Transport::Conn> conn = transport_->Checkout(config_, fresh);
+    const bool reused = conn->http->is_socket_open();
+    Transport::SetTimeouts(*conn->http, timeout, policy_.connect_timeout);
+    httplib::Result res{nullptr, httplib::Error::Unknown};
+    for (bool reread : {false, true}) {
+      httplib::Headers h = headers;
+      const std::string token = BearerToken(reread);
+      if (!token.empty()) h.emplace("Authorization", "Bearer " + token);
+      httplib::ClientImpl& c = *conn->http;
+      res = [&] {
+        if (method == "GET") return c.Get(path, h);
+        if (method == "POST") return c.Post(path, h, body, ct);
+        if (method == "PUT") return c.Put(path, h, body, ct);
+        if (method == "PATCH") return c.Patch(path, h, body, ct);
+        if (method == "DELETE") return c.Delete(path, h);
+        Die("unsupported HTTP method");
+      }();
+      if (!res || res->status != 401 || reread || config_.token_file.empty()) break;  // else: token rotated?
     }
-    if (res->status == 401 && !reread && !config_.token_file.empty()) continue;  // token rotated?
-    return Response{res->status, res->body};
+    if (res) {
+      Response out{res->status, res->body};
+      transport_->Return(std::move(conn), policy_.idle_connections);
+      return out;
+    }
+    const httplib::Error error = res.error();
+    const bool resend = reused && (error == httplib::Error::Write || (error == httplib::Error::Read && idempotent));
+    if (!fresh && resend) {
+      GPUPACK_LOG(kDebug, kComponent) << method << " " << path << ": kept-alive connection lost ("
+                                      << httplib::to_string(error) << "); sending again on a new one";
+      continue;
+    }
+    return Status::Unavailable(std::string(method) + " " + path + ": " + httplib::to_string(error));
   }
-  Die("unreachable: token retry loop");
+  Die("unreachable: reconnect loop");
 }
 
 StatusOr<Json> Client::Call(std::string_view method, const std::string& path, const std::string& body,

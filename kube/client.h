@@ -11,8 +11,15 @@
 // back-off, never past the call's deadline; a 401 re-reads the token file and retries once.
 // Conflict, NotFound, Gone and InvalidArgument are returned at once (the caller decides).
 //
-// Thread safety: every method may be called concurrently from any thread. Each call uses its own
-// connection, so a slow call never blocks another one.
+// Connections: HTTP/1.1 keep-alive. Each call takes an idle connection of the client's pool (or
+// opens one) for itself and gives it back after the response, so concurrent calls never share a
+// connection and a slow call never blocks another one; at most RetryPolicy::idle_connections stay
+// open between calls. An idle connection the server closed is dropped before use; a request that
+// meets one closed under it is sent again at once on a new connection when that is safe (GET, PUT,
+// DELETE, or a request not written out whole), otherwise it fails Unavailable into the retries
+// above. A watch has a connection of its own, closed when it ends.
+//
+// Thread safety: every method may be called concurrently from any thread.
 #pragma once
 
 #include <atomic>
@@ -110,6 +117,9 @@ struct RetryPolicy {
   std::chrono::milliseconds call_timeout{10000};  // per call, all attempts together
   std::chrono::milliseconds connect_timeout{3000};
   std::chrono::seconds token_reread_period{60};
+  // Keep-alive connections kept open between calls; 0 = a new connection (and TLS handshake) for
+  // every call.
+  int idle_connections = 8;
 };
 
 enum class PatchType { kMerge, kStrategicMerge, kJsonPatch };
@@ -134,6 +144,9 @@ class Client {
   Client& operator=(const Client&) = delete;
 
   const Config& config() const { return config_; }
+  // Connections this client has opened (attempted), watches included; each one on https is a TLS
+  // handshake.
+  uint64_t connections_opened() const;
 
   // --- generic verbs (ns empty for cluster-scoped resources) ---
   StatusOr<Json> Get(const Resource& r, std::string_view ns, std::string_view name);

@@ -149,6 +149,22 @@ TEST_F(TlsTest, AuthenticatesWithAClientCertificate) {
   EXPECT_TRUE(ok.ok()) << ok.status();
 }
 
+TEST_F(TlsTest, CallsShareOneHandshakeUnlessThePoolIsOff) {
+  Serve(false);
+  Config c;
+  c.server = "https://127.0.0.1:" + std::to_string(port_);
+  c.ca_pem = ca_.cert_pem;
+  for (int idle : {8, 0}) {
+    RetryPolicy p;
+    p.max_attempts = 1;
+    p.idle_connections = idle;
+    auto client = Client::Create(c, p);
+    ASSERT_TRUE(client.ok()) << client.status();
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE((*client)->GetNode("n1").ok());
+    EXPECT_EQ((*client)->connections_opened(), idle == 0 ? 3u : 1u) << "idle_connections " << idle;
+  }
+}
+
 TEST(TlsConfigTest, RejectsAKeyThatIsNotPem) {
   KeyPair cert;
   MakeCert(cert, "x", nullptr, false, nullptr);

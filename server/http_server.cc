@@ -108,6 +108,11 @@ struct Core {
                       .Name("gpupack_http_responses_total")
                       .Help("HTTP responses sent, by status code.")
                       .Register(registry);
+    handler_exceptions_ = &prometheus::BuildCounter()
+                               .Name("gpupack_http_handler_exceptions_total")
+                               .Help("Requests whose handler threw; each was answered 500.")
+                               .Register(registry)
+                               .Add({});
   }
 
   // Routing: the handler for (method, path), or a ready-made refusal (404, 405 + Allow).
@@ -131,6 +136,28 @@ struct Core {
     refusal->body = "method " + method + " not allowed on " + path + "; allowed: " + allow + "\n";
     refusal->headers.emplace_back("Allow", allow);
     return nullptr;
+  }
+
+  // What `produce` (a handler, a probe, the metric sources) answers, or 500 when it throws. An
+  // exception must end the request, not the process: escaping a worker or an I/O thread it would
+  // reach std::terminate.
+  template <class Produce>
+  Response Guarded(const Request& request, Produce&& produce) {
+    try {
+      return produce();
+    } catch (const std::exception& e) {
+      return HandlerFailed(request, e.what());
+    } catch (...) {
+      return HandlerFailed(request, "an exception that is not a std::exception");
+    }
+  }
+
+  Response HandlerFailed(const Request& request, const std::string& what) {
+    handler_exceptions_->Increment();
+    GPUPACK_LOG(kError, options.component)
+        << "the handler of " << request.method << " " << request.path << " threw: " << what;
+    return Response{
+        500, "text/plain", "internal error in " + request.method + " " + request.path + ": " + what + "\n", {}};
   }
 
   Response Metrics() const {
@@ -187,6 +214,7 @@ struct Core {
   prometheus::Gauge* open_ = nullptr;
   prometheus::Counter* closed_[std::size(kCloseReasonNames)] = {};
   prometheus::Family<prometheus::Counter>* responses_ = nullptr;
+  prometheus::Counter* handler_exceptions_ = nullptr;
   std::atomic<prometheus::Counter*> response_counters_[600] = {};  // by status code; null until used
   std::mutex sessions_mu;
   std::condition_variable sessions_cv;
@@ -371,8 +399,10 @@ class Session final : public SessionBase {
     // The probes answer on the I/O thread, so they answer even while every worker is busy.
     if (request->method == "GET" && (request->path == "/healthz" || request->path == "/readyz")) {
       const Probe& probe = request->path == "/healthz" ? server_.options.health : server_.options.readiness;
-      const std::string reason = probe ? probe() : "";
-      return Write(Response{reason.empty() ? 200 : 503, "text/plain", reason.empty() ? "ok\n" : reason + "\n", {}});
+      return Write(server_.Guarded(*request, [&probe] {
+        const std::string reason = probe ? probe() : "";
+        return Response{reason.empty() ? 200 : 503, "text/plain", reason.empty() ? "ok\n" : reason + "\n", {}};
+      }));
     }
     Response refusal;
     const Core::Route* route = nullptr;
@@ -386,11 +416,14 @@ class Session final : public SessionBase {
     if (!builtin) {
       route = server_.Find(request->method, request->path, &refusal);
       if (route == nullptr) return Write(std::move(refusal));
-      if (route->run_on == RunOn::kIoThread) return Write(route->handler(*request));
+      if (route->run_on == RunOn::kIoThread) {
+        return Write(server_.Guarded(*request, [&] { return route->handler(*request); }));
+      }
     }
     // Everything else, /metrics included, runs on a worker.
     net::post(*server_.workers, [self = Self(), request, route] {
-      Response response = route != nullptr ? route->handler(*request) : self->server_.Metrics();
+      Response response = self->server_.Guarded(
+          *request, [&] { return route != nullptr ? route->handler(*request) : self->server_.Metrics(); });
       net::post(self->stream_.get_executor(),
                 [self, response = std::move(response)]() mutable { self->Write(std::move(response)); });
     });

@@ -13,6 +13,9 @@
 //   * Bodies above `max_body_bytes` get 413 naming the limit. Bodies are handed over as bytes,
 //     whatever their Content-Type (curl's default application/x-www-form-urlencoded included).
 //   * A known path with the wrong method gets 405 and an Allow header; an unknown path 404.
+//   * A handler (or probe, or metrics source) that throws gets its request answered 500 with the
+//     exception's what(), logged and counted (gpupack_http_handler_exceptions_total); the
+//     connection and the process carry on.
 //   * Built in: GET /healthz (the health callback), GET /readyz (the readiness callback) and
 //     GET /metrics (every registered metrics source, serialised by prometheus::TextSerializer).
 //   * TLS when a certificate and key are given, served through CertReloader: a rotated pair is

@@ -414,6 +414,39 @@ TEST(HttpServer, ProbesAndMetrics) {
   EXPECT_NE(metrics->body.find("gpupack_http_responses_total{code=\"503\"} 2"), std::string::npos) << metrics->body;
 }
 
+// A handler that throws, on a worker or on an I/O thread, a std::exception or anything else:
+// its request gets 500 naming the failure, the throw is counted, and the same connection and
+// server go on serving.
+TEST(HttpServer, AThrowingHandlerGets500AndTheServerCarriesOn) {
+  HttpServer server(Quick());
+  server.Handle("POST", "/echo", Echo());
+  server.Handle("POST", "/std", [](const Request&) -> Response { throw std::runtime_error("the disk is gone"); });
+  server.Handle("POST", "/other", [](const Request&) -> Response { throw 42; });
+  server.Handle(
+      "POST", "/io", [](const Request&) -> Response { throw std::logic_error("bad state"); }, RunOn::kIoThread);
+  ASSERT_TRUE(server.Start("127.0.0.1:0").ok());
+  RawConnection c(server.port());
+  c.Send(Post("/std", ""));
+  std::string response = c.ReadResponse();
+  EXPECT_EQ(response.substr(0, 12), "HTTP/1.1 500") << response;
+  EXPECT_NE(response.find("internal error in POST /std: the disk is gone\n"), std::string::npos) << response;
+  c.Send(Post("/other", ""));
+  response = c.ReadResponse();
+  EXPECT_EQ(response.substr(0, 12), "HTTP/1.1 500") << response;
+  EXPECT_NE(response.find("internal error in POST /other: an exception that is not a std::exception\n"),
+            std::string::npos)
+      << response;
+  c.Send(Post("/io", ""));
+  EXPECT_NE(c.ReadResponse().find("internal error in POST /io: bad state\n"), std::string::npos);
+  c.Send(Post("/echo", "abc"));
+  response = c.ReadResponse();
+  EXPECT_EQ(response.substr(0, 15), "HTTP/1.1 200 OK") << response;
+  EXPECT_NE(response.find("|3"), std::string::npos) << response;
+  const std::string metrics = MetricsOf(server);
+  EXPECT_NE(metrics.find("gpupack_http_handler_exceptions_total 3\n"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("gpupack_http_responses_total{code=\"500\"} 3"), std::string::npos) << metrics;
+}
+
 TEST(HttpServer, DrainFinishesInFlightRequestsAndClosesIdleOnes) {
   std::mutex mu;
   std::condition_variable cv;

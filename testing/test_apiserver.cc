@@ -265,6 +265,7 @@ Json Faults::ToJson() const {
           {"conflictRate", conflict_rate},
           {"latencyMs", latency_ms},
           {"watchErrorRate", watch_error_rate},
+          {"forbiddenRate", forbidden_rate},
           {"pathContains", path_contains}};
 }
 
@@ -283,6 +284,8 @@ StatusOr<Faults> Faults::FromJson(const Json& j) {
         f.latency_ms = value.get<int>();
       else if (key == "watchErrorRate")
         f.watch_error_rate = value.get<double>();
+      else if (key == "forbiddenRate")
+        f.forbidden_rate = value.get<double>();
       else if (key == "pathContains")
         f.path_contains = value.get<std::string>();
       else
@@ -291,7 +294,7 @@ StatusOr<Faults> Faults::FromJson(const Json& j) {
   } catch (const Json::exception& e) {
     return Status::InvalidArgument(std::string("faults: wrong type: ") + e.what());
   }
-  for (double r : {f.error_rate, f.error_after_commit_rate, f.conflict_rate, f.watch_error_rate}) {
+  for (double r : {f.error_rate, f.error_after_commit_rate, f.conflict_rate, f.watch_error_rate, f.forbidden_rate}) {
     if (r < 0 || r > 1) return Status::InvalidArgument("faults: rates must be within [0,1]");
   }
   if (f.latency_ms < 0) return Status::InvalidArgument("faults: latencyMs must not be negative");
@@ -647,7 +650,10 @@ struct TestApiServer::Impl {
       const bool targeted = faults.path_contains.empty() || req.path.find(faults.path_contains) != std::string::npos;
       if (targeted) {
         latency = faults.latency_ms;
-        if (Roll(faults.error_rate)) {
+        if (Roll(faults.forbidden_rate)) {
+          Send(res, Error(403, "Forbidden", "injected fault: forbidden"));
+          latency = -1;
+        } else if (Roll(faults.error_rate)) {
           Send(res, Error(500, "InternalError", "injected fault: internal error"));
           latency = -1;
         } else if (is_write && Roll(faults.conflict_rate)) {
@@ -798,7 +804,7 @@ StatusOr<int> TestApiServer::Start(const std::string& host, int port) {
   const int threads = impl->options.worker_threads;
   impl->server.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   impl->server.set_keep_alive_max_count(100);
-  impl->server.set_keep_alive_timeout(2);
+  impl->server.set_keep_alive_timeout(impl->options.keep_alive_timeout.count());
   for (const char* m : {"GET", "POST", "PUT", "PATCH", "DELETE"}) {
     const std::string method = m;
     auto handler = [impl, method](const httplib::Request& req, httplib::Response& res) {

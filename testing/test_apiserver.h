@@ -15,7 +15,7 @@
 //   Binding's annotations into the pod and fails 409 if the pod is bound or its UID differs.
 //   Field selectors (=, ==, != on any dotted path) and label selectors (k=v, k!=v, k, !k).
 // Faults (admin API or SetFaults): a fraction of calls answered 500 before (or after) applying,
-// a fraction of writes answered 409, added latency, and dropping every open watch at once.
+// or 403 (as RBAC would), a fraction of writes answered 409, added latency, and dropping every open watch at once.
 //
 // Thread safety: every public method may be called from any thread.
 #pragma once
@@ -36,6 +36,7 @@ struct Faults {
   double conflict_rate = 0;            // writes answered 409 without applying
   int latency_ms = 0;                  // added before every non-watch call
   double watch_error_rate = 0;         // watch requests answered 500
+  double forbidden_rate = 0;           // non-watch calls answered 403 Forbidden, as RBAC would
   std::string path_contains;           // faults apply only to paths containing this ("" = all)
 
   nlohmann::json ToJson() const;
@@ -45,7 +46,10 @@ struct Faults {
 struct TestApiServerOptions {
   size_t history_limit = 2000;  // watch events kept for resumption; older RVs get 410
   std::chrono::milliseconds bookmark_interval{1000};
-  int worker_threads = 64;  // each open watch holds one
+  // Each open watch, and each open keep-alive connection (clients keep a few idle), holds one.
+  int worker_threads = 256;
+  // An idle keep-alive connection is closed after this long (httplib counts whole seconds).
+  std::chrono::seconds keep_alive_timeout{2};
 };
 
 class TestApiServer {

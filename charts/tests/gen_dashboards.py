@@ -155,7 +155,9 @@ def scheduler():
             "short", w=12, options={"orientation": "horizontal", "displayMode": "gradient",
                                     "reduceOptions": {"calcs": ["lastNotNull"], "values": False}})
     b.panel("timeseries", "Bind outcomes",
-            "Bind verbs per second: ok, no_fit (the chosen node no longer had room on a device), error.",
+            "Bind verbs per second: ok, no_fit (the chosen node no longer had room on a device), "
+            "bound_elsewhere (the pod holds devices on another node), bind_in_progress (a second bind while "
+            "the first is in flight), node_stale (the node's agent stopped reporting), error.",
             [(f"sum by (result) (rate(gpupack_extender_requests_total{{{EXT}, verb=\"bind\"}}[{RI}]))", "{{result}}")],
             "reqps", w=6)
     b.panel("timeseries", "API-server Bindings by result",

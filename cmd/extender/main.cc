@@ -3,11 +3,10 @@
 // (in-flight requests finish, idle keep-alive connections close).
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstdio>
-#include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/build_info.h"
 #include "common/cli.h"
@@ -21,6 +20,7 @@
 #include "scheduler/extender/backend.h"
 #include "scheduler/extender/config.h"
 #include "scheduler/extender/extender.h"
+#include "scheduler/extender/flags.h"
 #include "scheduler/extender/maintainer.h"
 #include "scheduler/extender/metrics.h"
 #include "scheduler/extender/routes.h"
@@ -29,71 +29,34 @@
 
 namespace {
 
-constexpr const char* kUsage =
-    R"(usage: gpupack-extender [--standalone-cluster FILE | --kubeconfig FILE] [--config FILE]
-                        [--listen HOST:PORT] [--metrics-listen HOST:PORT] [--policy fgd|binpack|spread]
-
-  --standalone-cluster FILE  no API server: inventory from a cluster file (docs/cluster-file.md),
-                             binds recorded in memory
-  --kubeconfig FILE          talk to this cluster (default without either flag: the in-cluster
-                             service account)
-  --config FILE              YAML config (docs/configuration.md); defaults apply without one
-  --listen HOST:PORT         verbs and /healthz /readyz /metrics (overrides the config's listen);
-                             port 0 picks a free port. The bound HOST:PORT is printed as the first
-                             line on stdout.
-  --metrics-listen HOST:PORT a second listener with only /healthz /readyz /metrics
-  --policy NAME              overrides the config's policy
-Verbs: POST {prefix}/filter, /prioritize, /bind, /preempt (kube-scheduler extender v1).
-)";
-
 int Fail(const std::string& message) { return gpupack::FailStartup("gpupack-extender", message); }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace gpupack;
-  std::map<std::string, std::string> flags;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    }
-    static const char* const kFlags[] = {"--standalone-cluster", "--kubeconfig", "--config", "--listen",
-                                         "--metrics-listen",     "--policy"};
-    if (std::find(std::begin(kFlags), std::end(kFlags), arg) == std::end(kFlags)) {
-      return Fail("unknown flag " + arg + "\n" + kUsage);
-    }
-    if (i + 1 >= argc) return Fail(arg + " needs a value");
-    flags[arg] = argv[++i];
-  }
-  if (flags.count("--standalone-cluster") && flags.count("--kubeconfig")) {
-    return Fail("--standalone-cluster and --kubeconfig exclude each other");
+  StatusOr<extender::ExtenderFlags> parsed =
+      extender::ParseExtenderFlags(std::vector<std::string>(argv + 1, argv + argc));
+  if (!parsed.ok()) return Fail(parsed.status().message());
+  const extender::ExtenderFlags& flags = *parsed;
+  if (flags.help) {
+    std::fputs(extender::kExtenderUsage, stdout);
+    return 0;
   }
 
   const StopSignals stop_signals;  // before any thread starts
 
-  extender::ExtenderConfig config;
-  if (flags.count("--config")) {
-    StatusOr<extender::ExtenderConfig> loaded = extender::LoadExtenderConfig(flags["--config"]);
-    if (!loaded.ok()) return Fail(loaded.status().message());
-    config = *loaded;
-  }
-  if (flags.count("--listen")) config.listen = flags["--listen"];
-  if (flags.count("--metrics-listen")) config.metrics_listen = flags["--metrics-listen"];
-  if (flags.count("--policy")) {
-    StatusOr<model::PolicyKind> kind = placement::ParsePolicyKind(flags["--policy"]);
-    if (!kind.ok()) return Fail("--policy: expected fgd, binpack or spread, got \"" + flags["--policy"] + "\"");
-    config.policy = *kind;
-  }
+  StatusOr<extender::ExtenderConfig> configured = extender::ConfigOf(flags);
+  if (!configured.ok()) return Fail(configured.status().message());
+  const extender::ExtenderConfig& config = *configured;
 
   std::unique_ptr<extender::ClusterBackend> backend;
   model::MiB typical_device_mib = 81920;
-  if (flags.count("--standalone-cluster")) {
-    StatusOr<std::vector<model::Node>> nodes = translate::LoadClusterFile(flags["--standalone-cluster"]);
+  if (flags.standalone_cluster) {
+    StatusOr<std::vector<model::Node>> nodes = translate::LoadClusterFile(*flags.standalone_cluster);
     if (!nodes.ok()) return Fail(nodes.status().message());
     if (Status fits = extender::CheckConfigAgainstCluster(config, *nodes); !fits.ok()) {
-      return Fail((flags.count("--config") ? flags["--config"] + ": " : std::string()) + fits.message());
+      return Fail((flags.config_path ? *flags.config_path + ": " : std::string()) + fits.message());
     }
     typical_device_mib = placement::TypicalDeviceMiB(*nodes);
     backend = std::make_unique<extender::StandaloneBackend>(std::move(nodes).value());
@@ -101,7 +64,7 @@ int main(int argc, char** argv) {
     cluster::KubeBackendConfig kube;
     kube.max_devices_per_container = config.max_devices_per_container;
     StatusOr<std::unique_ptr<cluster::KubeBackend>> made =
-        cluster::NewKubeBackend(flags.count("--kubeconfig") ? flags["--kubeconfig"] : "", std::move(kube));
+        cluster::NewKubeBackend(flags.kubeconfig.value_or(""), std::move(kube));
     if (!made.ok()) return Fail(made.status().message());
     backend = std::move(made).value();
   }
@@ -137,9 +100,9 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   GPUPACK_LOG(kInfo, "extender") << "serving verbs on " << *address << config.prefix << " (policy "
                                  << placement::PolicyKindName(config.policy) << ", "
-                                 << (flags.count("--standalone-cluster") ? "standalone" : "cluster") << ")";
+                                 << (flags.standalone_cluster ? "standalone" : "cluster") << ")";
 
-  extender::Maintainer maintainer([&service] { service.Maintain(); });
+  extender::Maintainer maintainer([&service] { service.Maintain(); }, clock);
   const int received = stop_signals.Wait();
   GPUPACK_LOG(kInfo, "extender") << "signal " << received << ": draining";
   maintainer.Stop();

@@ -248,11 +248,14 @@ func writeFile(path string, data []byte) error {
 
 // kubeconfig writes a kubeconfig for `server` with either a client certificate or a token.
 func kubeconfig(path, server string, caPEM []byte, client *keyPair, token string) error {
-	var user string
+	var user, namespace string
 	if client != nil {
 		user = fmt.Sprintf("    client-certificate-data: %s\n    client-key-data: %s\n", b64(client.certPEM), b64(client.keyPEM))
 	} else {
+		// A ServiceAccount token stands for a pod of the release, whose namespace it is (what the
+		// extender's in-cluster config reads): the bind fence's Leases live there.
 		user = fmt.Sprintf("    token: %s\n", token)
+		namespace = ", namespace: " + releaseNS
 	}
 	text := fmt.Sprintf(`apiVersion: v1
 kind: Config
@@ -266,9 +269,9 @@ users:
   user:
 %scontexts:
 - name: e2e
-  context: {cluster: e2e, user: e2e}
+  context: {cluster: e2e, user: e2e%s}
 current-context: e2e
-`, server, b64(caPEM), user)
+`, server, b64(caPEM), user, namespace)
 	return writeFile(path, []byte(text))
 }
 

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -38,6 +39,9 @@ type podSpec struct {
 	annotations map[string]string
 	reservedFor string // toleration + nodeSelector for a reserved node (taint value)
 	env         []corev1.EnvVar
+	// schedulerName and `slots` units of benchSlots: a pod for the plain kube-scheduler.
+	schedulerName string
+	slots         int
 }
 
 // createNamespace creates the scenario's namespace (`base`, plus a run suffix on an existing
@@ -90,6 +94,9 @@ func (b *bed) podObject(ns string, p podSpec) *corev1.Pod {
 	if p.gpus > 0 {
 		limits[resourceGpu] = *resource.NewQuantity(int64(p.gpus), resource.DecimalSI)
 	}
+	if p.slots > 0 {
+		limits[benchSlots] = *resource.NewQuantity(int64(p.slots), resource.DecimalSI)
+	}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: ns, Annotations: p.annotations},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{
@@ -100,6 +107,7 @@ func (b *bed) podObject(ns string, p podSpec) *corev1.Pod {
 			},
 		}}},
 	}
+	pod.Spec.SchedulerName = p.schedulerName
 	if p.reservedFor != "" {
 		pod.Spec.Tolerations = []corev1.Toleration{{Key: reservedTaint, Operator: corev1.TolerationOpEqual, Value: p.reservedFor, Effect: corev1.TaintEffectNoSchedule}}
 		pod.Spec.NodeSelector = map[string]string{"reserved": p.reservedFor}
@@ -171,9 +179,15 @@ func (b *bed) listPods(ns string) ([]corev1.Pod, error) {
 // waitBound waits until every pod of `ns` has spec.nodeName, and fails naming the pods that do not.
 func (b *bed) waitBound(t *testing.T, ns string, want int, timeout time.Duration) []corev1.Pod {
 	t.Helper()
+	return b.waitBoundEvery(t, ns, want, timeout, 500*time.Millisecond)
+}
+
+// waitBoundEvery is waitBound looking every `every`.
+func (b *bed) waitBoundEvery(t *testing.T, ns string, want int, timeout, every time.Duration) []corev1.Pod {
+	t.Helper()
 	var pods []corev1.Pod
 	start := time.Now()
-	err := waitFor(timeout, 500*time.Millisecond, fmt.Sprintf("%d pods of %s bound", want, ns), func() (bool, error) {
+	err := waitFor(timeout, every, fmt.Sprintf("%d pods of %s bound", want, ns), func() (bool, error) {
 		var err error
 		if pods, err = b.listPods(ns); err != nil {
 			return false, err
@@ -710,12 +724,44 @@ func TestExtenderKilledMidBurst(t *testing.T) {
 	tb.checkLedger(t)
 }
 
+// kill -9 of the leading kube-scheduler mid-burst: the second replica's kube-scheduler takes
+// the Lease and its own extender (synced all along) binds the rest without double-booking.
+func TestLeaderFailover(t *testing.T) {
+	const n = 40
+	ns := tb.createNamespace(t, "failover")
+	before, err := tb.leaseHolder()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb.createPods(t, ns, mixedWorkload("f", n), 4, 8, func() {
+		tb.scheduler[0].kubeScheduler.kill9()
+	})
+	after, err := tb.waitLeaderChange(before)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("leader %s -> %s", before, after)
+	tb.waitBound(t, ns, n, 3*time.Minute)
+	tb.checkLedger(t)
+	// The rest were bound through the new leader's own extender (32 pods arrived after the kill).
+	binds, err := tb.scrape(tb.scheduler[1].metricsPort, `gpupack_bind_requests_total{result="success"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if binds == 0 {
+		t.Errorf("extender-1 wrote no Binding although its kube-scheduler took over")
+	}
+	t.Logf("extender-1 wrote %.0f Bindings after the failover", binds)
+}
+
 // kill -9 of kube-apiserver while a burst is being scheduled, and a start with the same flags 5 s
 // later (an upgrade, a crash, a certificate rotation). Every client's connections break mid-write:
 // the extender once died of that write's SIGPIPE, without a log line, and nothing got a node
 // after it. Now every gpupack process lives through it, with no restart, and every pod that fits
 // is bound once the API server is back. kube-scheduler exits by design if it cannot renew its
-// leader Lease in time (renewDeadline 10 s); the kubelet would restart it, and so does this test.
+// leader Lease in time (the chart's renewDeadline, 3 s in this bed); the kubelet would restart it,
+// and so does this test, the one TestLeaderFailover killed too. It runs after TestLeaderFailover,
+// which expects replica 0 to lead when it starts.
 func TestAPIServerKilledMidBurst(t *testing.T) {
 	const n = 48
 	ns := tb.createNamespace(t, "apikill")
@@ -776,57 +822,46 @@ func TestAPIServerKilledMidBurst(t *testing.T) {
 	}
 }
 
-// kill -9 of the leading kube-scheduler mid-burst: the second replica's kube-scheduler takes
-// the Lease and its own extender (synced all along) binds the rest without double-booking.
-func TestLeaderFailover(t *testing.T) {
-	const n = 40
-	ns := tb.createNamespace(t, "failover")
-	before, err := tb.leaseHolder()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tb.createPods(t, ns, mixedWorkload("f", n), 4, 8, func() {
-		tb.scheduler[0].kubeScheduler.kill9()
-	})
-	after, err := tb.waitLeaderChange(before)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("leader %s -> %s", before, after)
-	tb.waitBound(t, ns, n, 3*time.Minute)
-	tb.checkLedger(t)
-	// The rest were bound through the new leader's own extender (32 pods arrived after the kill).
-	binds, err := tb.scrape(tb.scheduler[1].metricsPort, `gpupack_bind_requests_total{result="success"}`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if binds == 0 {
-		t.Errorf("extender-1 wrote no Binding although its kube-scheduler took over")
-	}
-	t.Logf("extender-1 wrote %.0f Bindings after the failover", binds)
-}
-
 // scrape reads one sample (name with its labels, as exposed) from a /metrics endpoint.
 func (b *bed) scrape(port int, sample string) (float64, error) {
-	r, err := (&http.Client{Timeout: 5 * time.Second}).Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
+	samples, err := metricsOf(port)
 	if err != nil {
 		return 0, err
+	}
+	v, ok := samples[sample]
+	if !ok {
+		return 0, fmt.Errorf("no %s in :%d/metrics", sample, port)
+	}
+	return v, nil
+}
+
+// metricsOf reads every sample of a /metrics endpoint, keyed by name with its labels as exposed.
+func metricsOf(port int) (map[string]float64, error) {
+	r, err := (&http.Client{Timeout: 5 * time.Second}).Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
+	if err != nil {
+		return nil, err
 	}
 	defer r.Body.Close()
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
+	out := map[string]float64{}
 	for _, line := range strings.Split(string(body), "\n") {
-		if rest, ok := strings.CutPrefix(line, sample+" "); ok {
-			var v float64
-			if _, err := fmt.Sscanf(rest, "%g", &v); err != nil {
-				return 0, fmt.Errorf("metrics line %q: %v", line, err)
-			}
-			return v, nil
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
 		}
+		cut := strings.LastIndexByte(line, ' ')
+		if cut < 0 {
+			return nil, fmt.Errorf("metrics line %q has no value", line)
+		}
+		v, err := strconv.ParseFloat(line[cut+1:], 64)
+		if err != nil {
+			return nil, fmt.Errorf("metrics line %q: %v", line, err)
+		}
+		out[line[:cut]] = v
 	}
-	return 0, fmt.Errorf("no %s in :%d/metrics", sample, port)
+	return out, nil
 }
 
 // What `kubectl get gpunodes` prints: the CRD's printer columns, served as a Table by the API.
@@ -888,6 +923,11 @@ func TestServiceAccountsAreNarrow(t *testing.T) {
 		{tb.saScheduler, authorizationv1.ResourceAttributes{Verb: "create", Resource: "pods", Subresource: "binding"}, true},
 		{tb.saScheduler, authorizationv1.ResourceAttributes{Verb: "watch", Group: "gpupack.io", Resource: "gpunodes"}, true},
 		{tb.saScheduler, authorizationv1.ResourceAttributes{Verb: "update", Group: "gpupack.io", Resource: "gpunodes", Subresource: "status"}, false},
+		// The bind fence (docs/kubernetes.md "Permissions"): Leases in the release's namespace only.
+		{tb.saScheduler, authorizationv1.ResourceAttributes{Namespace: releaseNS, Verb: "get", Group: "coordination.k8s.io", Resource: "leases"}, true},
+		{tb.saScheduler, authorizationv1.ResourceAttributes{Namespace: releaseNS, Verb: "create", Group: "coordination.k8s.io", Resource: "leases"}, true},
+		{tb.saScheduler, authorizationv1.ResourceAttributes{Namespace: releaseNS, Verb: "update", Group: "coordination.k8s.io", Resource: "leases"}, true},
+		{tb.saScheduler, authorizationv1.ResourceAttributes{Namespace: "default", Verb: "update", Group: "coordination.k8s.io", Resource: "leases"}, false},
 		{tb.saAgent, authorizationv1.ResourceAttributes{Verb: "update", Group: "gpupack.io", Resource: "gpunodes", Subresource: "status"}, true},
 		{tb.saAgent, authorizationv1.ResourceAttributes{Verb: "create", Resource: "pods", Subresource: "binding"}, false},
 		{tb.saAgent, authorizationv1.ResourceAttributes{Verb: "list", Resource: "secrets"}, false},

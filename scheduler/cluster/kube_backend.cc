@@ -3,6 +3,7 @@
 #include "scheduler/cluster/kube_backend.h"
 
 #include <algorithm>
+#include <future>
 #include <iomanip>
 #include <limits>
 #include <set>
@@ -26,10 +27,23 @@ constexpr size_t kMaxQueuedEvents = 1000;
 // shorter), so older tombstones can go.
 constexpr std::chrono::minutes kTombstoneTtl{10};
 constexpr int kFenceAttempts = 8;
+// A fence that could not work (RBAC, a missing namespace) is tried again after this long.
+constexpr std::chrono::seconds kFenceRetryPeriod{60};
 constexpr std::string_view kIntentsAnnotation = "gpupack.io/binds-in-flight";
 // Staleness is judged by the ClusterState at evaluation time from the heartbeat it is given, so
 // the conversion must not bake a verdict in.
 constexpr std::chrono::seconds kNeverStale{std::numeric_limits<int32_t>::max()};
+
+kube::EventSpec PodEvent(const extender::BindTarget& pod, std::string type, std::string reason, std::string message) {
+  kube::EventSpec ev;
+  ev.ns = pod.ns;
+  ev.involved_object = {
+      {"kind", "Pod"}, {"apiVersion", "v1"}, {"namespace", pod.ns}, {"name", pod.name}, {"uid", pod.uid}};
+  ev.type = std::move(type);
+  ev.reason = std::move(reason);
+  ev.message = std::move(message);
+  return ev;
+}
 
 std::string AllocationText(const Json& pod) {
   return kube::StringAt(pod, {"metadata", "annotations", std::string(api::kAnnotationAllocation).c_str()});
@@ -266,11 +280,43 @@ StatusOr<model::PodRequest> KubeBackend::LookupPod(const extender::BindTarget& t
   return translate::ParsePodRequest(*pod, config_.max_devices_per_container);
 }
 
-std::mutex& KubeBackend::NodeMutex(const std::string& node) {
-  std::lock_guard<std::mutex> l(node_mu_table_mu_);
-  std::unique_ptr<std::mutex>& m = node_mu_[node];
-  if (!m) m = std::make_unique<std::mutex>();
-  return *m;
+KubeBackend::NodeFence& KubeBackend::FenceOf(const std::string& node) {
+  std::lock_guard<std::mutex> l(fences_mu_);
+  std::unique_ptr<NodeFence>& f = fences_[node];
+  if (!f) f = std::make_unique<NodeFence>();
+  return *f;
+}
+
+namespace {
+
+// The fence cannot be used at all: RBAC forbids it, or its namespace does not exist (a create
+// answered NotFound).
+bool FenceUnusable(const Status& s, bool creating) {
+  return s.code() == StatusCode::kPermissionDenied || (creating && s.code() == StatusCode::kNotFound);
+}
+
+}  // namespace
+
+StatusOr<Json> KubeBackend::ReadFence(const std::string& lease_ns, const std::string& lease_name, bool& unusable) {
+  unusable = false;
+  StatusOr<Json> got = bind_client_->Get(kube::LeasesResource(), lease_ns, lease_name);
+  bool creating = false;
+  if (!got.ok() && got.status().code() == StatusCode::kNotFound) {
+    creating = true;
+    got = bind_client_->Create(kube::LeasesResource(), lease_ns,
+                               {{"apiVersion", "coordination.k8s.io/v1"},
+                                {"kind", "Lease"},
+                                {"metadata", {{"name", lease_name}, {"namespace", lease_ns}}},
+                                {"spec", Json::object()}});
+  }
+  if (!got.ok()) unusable = FenceUnusable(got.status(), creating);
+  return got;
+}
+
+bool KubeBackend::BoundHere(const std::string& uid, const Json& intent, const std::string& node) const {
+  if (!pods_) return false;
+  std::optional<Json> pod = pods_->Get(intent.value("pod", ""));
+  return pod && kube::StringAt(*pod, {"metadata", "uid"}) == uid && kube::StringAt(*pod, {"spec", "nodeName"}) == node;
 }
 
 Status KubeBackend::FencedCheck(const extender::BindTarget& target, const std::string& node,
@@ -280,38 +326,96 @@ Status KubeBackend::FencedCheck(const extender::BindTarget& target, const std::s
   const std::string lease_name = "gpupack-fence-" + node;
   const std::string lease_ns = FenceNamespace();
   const std::string intents_key(kIntentsAnnotation);
+  NodeFence& fence = FenceOf(node);
   Status last = Status::Unavailable("fence of node " + node + " is contended");
   const auto deadline = std::chrono::steady_clock::now() + config_.bind_timeout;
   for (int attempt = 0; attempt < kFenceAttempts; ++attempt) {
     if (attempt > 0 && std::chrono::steady_clock::now() > deadline) {
       return Status::DeadlineExceeded("fence of node " + node + ": bind budget spent: " + last.message());
     }
-    // 1. The node's fence (a Lease whose annotation lists binds in flight), read before the pods,
-    //    so that a bind that wrote its intent after this read makes our write below conflict.
+    const bool fencing = FenceActive();
+    const int64_t now_s = std::chrono::duration_cast<std::chrono::seconds>(clock_.Now().time_since_epoch()).count();
+    // 1. The node's fence as this replica last wrote or read it (no round trip: the write below
+    //    has its resourceVersion as precondition, so a fence that moved since makes it conflict),
+    //    else read. Intents of other pods that are still in flight count as if bound; an intent is
+    //    dropped once its pod is deleted, expired, or seen bound on the node by the informer,
+    //    which proves the Binding committed before this write, so that every later fresh read
+    //    lists the pod.
+    std::unique_lock<std::mutex> fence_lock(fence.mu, std::defer_lock);
     Json lease;
-    const bool fencing = config_.fencing && !fence_forbidden_.load();
+    Json others = Json::object();
     if (fencing) {
-      StatusOr<Json> got = bind_client_->Get(kube::LeasesResource(), lease_ns, lease_name);
-      if (!got.ok() && got.status().code() == StatusCode::kNotFound) {
-        got = bind_client_->Create(kube::LeasesResource(), lease_ns,
-                                   {{"apiVersion", "coordination.k8s.io/v1"},
-                                    {"kind", "Lease"},
-                                    {"metadata", {{"name", lease_name}, {"namespace", lease_ns}}},
-                                    {"spec", Json::object()}});
-        if (!got.ok() && got.status().code() == StatusCode::kAlreadyExists) continue;
+      fence_lock.lock();
+      if (!fence.lease) {
+        bool unusable = false;
+        StatusOr<Json> got = ReadFence(lease_ns, lease_name, unusable);
+        if (unusable) {
+          fence_lock.unlock();
+          FenceCannotWork(got.status(), target);
+          continue;  // fresh read only
+        }
+        if (!got.ok() && got.status().code() == StatusCode::kAlreadyExists) continue;  // raced a create
+        if (!got.ok()) return got.status().WithContext("fence of node " + node);
+        fence.lease = std::move(got).value();
       }
-      if (!got.ok() && got.status().code() == StatusCode::kPermissionDenied) {
-        ForbidFence(got.status());
-        continue;  // fresh read only
+      lease = *fence.lease;
+      Json stored =
+          Json::parse(kube::StringAt(lease, {"metadata", "annotations", intents_key.c_str()}), nullptr, false);
+      if (stored.is_object()) {
+        for (const auto& [uid, intent] : stored.items()) {
+          if (uid == target.uid || !intent.is_object()) continue;
+          if (now_s - intent.value("at", int64_t{0}) > config_.intent_ttl.count()) continue;
+          {
+            std::lock_guard<std::mutex> tl(tombstone_mu_);
+            if (Tombstoned(uid)) continue;  // deleted: its bind can no longer land
+          }
+          if (BoundHere(uid, intent, node)) continue;
+          others[uid] = intent;
+        }
       }
-      if (!got.ok()) return got.status().WithContext("fence of node " + node);
-      lease = std::move(got).value();
+      Json intents = others;
+      intents[target.uid] = {{"alloc", allocation_text}, {"at", now_s}, {"pod", target.ns + "/" + target.name}};
+      lease["metadata"]["annotations"][intents_key] = intents.dump();
     }
-    // 2. A quorum read of the node's pods.
+    // 2. A quorum read of the node's pods, sent after the fence was taken and concurrently with
+    //    the fence write (3), which it does not depend on: the bind waits for the slower of the two.
     kube::ListOptions lo;
     lo.field_selector = "spec.nodeName=" + node;
-    StatusOr<kube::ListResult> fresh = bind_client_->List(kube::PodsResource(), "", lo);
-    if (!fresh.ok()) return fresh.status().WithContext("fresh read of node " + node + "'s pods before the bind");
+    std::future<StatusOr<kube::ListResult>> listing =
+        std::async(std::launch::async, [this, &lo] { return bind_client_->List(kube::PodsResource(), "", lo); });
+    // 3. Our intent, with the fence's resourceVersion as precondition: of two replicas binding
+    //    onto the node at once, one write conflicts and re-checks against the other's intent.
+    //    Binds of this replica to the node take turns here only, not for the whole bind.
+    Status written = Status::Ok();
+    if (fencing) {
+      StatusOr<Json> w = bind_client_->Update(kube::LeasesResource(), lease_ns, lease);
+      if (w.ok()) {
+        fence.lease = std::move(w).value();
+      } else {
+        fence.lease.reset();
+        written = w.status();
+      }
+      fence_lock.unlock();
+    }
+    StatusOr<kube::ListResult> fresh = listing.get();
+    if (!written.ok()) {
+      if (FenceUnusable(written, false)) {
+        FenceCannotWork(written, target);
+        continue;
+      }
+      if (written.code() != StatusCode::kConflict && written.code() != StatusCode::kNotFound) {
+        return written.WithContext("fence of node " + node);
+      }
+      std::lock_guard<std::mutex> l(mu_);
+      ++stats_.fence_conflicts;
+      last = written;
+      continue;  // the fence moved (or was deleted): read it again
+    }
+    if (fencing) FenceWorks();
+    if (!fresh.ok()) {
+      if (fencing) WithdrawIntent(node, target.uid);
+      return fresh.status().WithContext("fresh read of node " + node + "'s pods before the bind");
+    }
     int unseen = 0;
     std::set<std::string> listed;
     for (const Json& pod : fresh->items) {
@@ -326,27 +430,10 @@ Status KubeBackend::FencedCheck(const extender::BindTarget& target, const std::s
         ++unseen;
       }
     }
-    // 3. Other binds in flight on this node count as if bound (until they show up as pods, or
-    //    their intent expires).
-    const int64_t now_s = std::chrono::duration_cast<std::chrono::seconds>(clock_.Now().time_since_epoch()).count();
-    Json intents = Json::object();
-    if (fencing) {
-      Json stored =
-          Json::parse(kube::StringAt(lease, {"metadata", "annotations", intents_key.c_str()}), nullptr, false);
-      if (stored.is_object()) {
-        for (const auto& [uid, intent] : stored.items()) {
-          if (uid == target.uid || listed.count(uid) || !intent.is_object()) continue;
-          {
-            std::lock_guard<std::mutex> tl(tombstone_mu_);
-            if (Tombstoned(uid)) continue;  // deleted: its bind can no longer land
-          }
-          if (now_s - intent.value("at", int64_t{0}) > config_.intent_ttl.count()) continue;
-          intents[uid] = intent;
-        }
-      }
-    }
+    // 4. Our allocation must fit beside the node's pods and the other binds in flight on it.
     std::vector<Json> holders = fresh->items;
-    for (const auto& [uid, intent] : intents.items()) {
+    for (const auto& [uid, intent] : others.items()) {
+      if (listed.count(uid)) continue;
       holders.push_back({{"metadata",
                           {{"uid", uid},
                            {"namespace", "(in flight)"},
@@ -365,50 +452,80 @@ Status KubeBackend::FencedCheck(const extender::BindTarget& target, const std::s
       stats_.unseen_allocations += static_cast<uint64_t>(unseen);
       if (!fits.ok()) ++stats_.failover_conflicts;
     }
-    if (!fits.ok() || !fencing) return fits;
-    // 4. Record our intent with the fence's resourceVersion as precondition: a concurrent bind on
-    //    this node from another replica makes one of the two writes conflict and re-check.
-    intents[target.uid] = {{"alloc", allocation_text}, {"at", now_s}, {"pod", target.ns + "/" + target.name}};
-    lease["metadata"]["annotations"][intents_key] = intents.dump();
-    StatusOr<Json> written = bind_client_->Update(kube::LeasesResource(), lease_ns, lease);
-    if (written.ok()) return Status::Ok();
-    if (written.status().code() == StatusCode::kPermissionDenied) {
-      ForbidFence(written.status());
-      return Status::Ok();  // the fresh read above passed
-    }
-    if (written.status().code() != StatusCode::kConflict) return written.status().WithContext("fence of node " + node);
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      ++stats_.fence_conflicts;
-    }
-    last = written.status();
+    if (!fits.ok() && fencing) WithdrawIntent(node, target.uid);  // so it blocks nobody
+    return fits;
   }
   return Status::Unavailable("fence of node " + node + " stayed contended: " + last.message());
 }
 
 void KubeBackend::WithdrawIntent(const std::string& node, const std::string& uid) {
-  if (!config_.fencing || fence_forbidden_.load()) return;
+  if (!FenceActive()) return;
   const std::string lease_name = "gpupack-fence-" + node;
+  const std::string key(kIntentsAnnotation);
+  NodeFence& fence = FenceOf(node);
+  std::lock_guard<std::mutex> l(fence.mu);
   for (int attempt = 0; attempt < 3; ++attempt) {
-    StatusOr<Json> lease = bind_client_->Get(kube::LeasesResource(), FenceNamespace(), lease_name);
-    if (!lease.ok()) return;
-    const std::string key(kIntentsAnnotation);
-    Json intents = Json::parse(kube::StringAt(*lease, {"metadata", "annotations", key.c_str()}), nullptr, false);
+    if (!fence.lease) {
+      StatusOr<Json> got = bind_client_->Get(kube::LeasesResource(), FenceNamespace(), lease_name);
+      if (!got.ok()) return;
+      fence.lease = std::move(got).value();
+    }
+    Json lease = *fence.lease;
+    Json intents = Json::parse(kube::StringAt(lease, {"metadata", "annotations", key.c_str()}), nullptr, false);
     if (!intents.is_object() || !intents.contains(uid)) return;
     intents.erase(uid);
-    (*lease)["metadata"]["annotations"][key] = intents.dump();
-    StatusOr<Json> written = bind_client_->Update(kube::LeasesResource(), FenceNamespace(), *lease);
-    if (written.ok() || written.status().code() != StatusCode::kConflict) return;
+    lease["metadata"]["annotations"][key] = intents.dump();
+    StatusOr<Json> written = bind_client_->Update(kube::LeasesResource(), FenceNamespace(), lease);
+    if (written.ok()) {
+      fence.lease = std::move(written).value();
+      return;
+    }
+    fence.lease.reset();
+    if (written.status().code() != StatusCode::kConflict) return;
   }
   // Best effort: an intent left behind expires after intent_ttl.
 }
 
-void KubeBackend::ForbidFence(const Status& why) {
-  if (!fence_forbidden_.exchange(true)) {
-    GPUPACK_LOG(kWarning, kComponent) << "per-node fences disabled (" << why
-                                      << "); grant get/update on leases in namespace " << FenceNamespace()
-                                      << " to close the failover window; binds keep the fresh read";
+bool KubeBackend::FenceActive() const {
+  if (!config_.fencing) return false;
+  std::lock_guard<std::mutex> l(mu_);
+  return fence_problem_.empty() || clock_.Now() - fence_problem_at_ >= kFenceRetryPeriod;
+}
+
+void KubeBackend::FenceCannotWork(const Status& why, const extender::BindTarget& target) {
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    first = fence_problem_.empty();
+    fence_problem_ = why.ToString();
+    fence_problem_at_ = clock_.Now();
   }
+  if (!first) return;  // retried after kFenceRetryPeriod and still broken: said already
+  const std::string advice = FenceAdvice() +
+                             "; until then binds keep only the fresh read, and two extender replicas can book one "
+                             "device during a failover";
+  GPUPACK_LOG(kError, kComponent) << "per-node bind fences cannot work (" << why << "); " << advice;
+  QueueEvent(PodEvent(target, "Warning", "GpupackBindFenceOff",
+                      "gpupack's bind fence cannot work (" + why.message() + "); " + advice));
+}
+
+std::string KubeBackend::FenceAdvice() const {
+  return "grant get, create and update on leases in namespace " + FenceNamespace() + " (which must exist)";
+}
+
+void KubeBackend::FenceWorks() {
+  std::lock_guard<std::mutex> l(mu_);
+  if (fence_problem_.empty()) return;
+  fence_problem_.clear();
+  GPUPACK_LOG(kInfo, kComponent) << "per-node bind fences work again";
+}
+
+std::string KubeBackend::Problem() const {
+  if (!config_.fencing) return "";
+  std::lock_guard<std::mutex> l(mu_);
+  if (fence_problem_.empty()) return "";
+  return "bind fence off: " + fence_problem_ + "; " + FenceAdvice() + " (tried again every " +
+         std::to_string(kFenceRetryPeriod.count()) + " s)";
 }
 
 std::string KubeBackend::FenceNamespace() const {
@@ -427,10 +544,8 @@ Status KubeBackend::Bind(const extender::BindTarget& target, const std::string& 
                          const std::map<std::string, std::string>& annotations) {
   auto alloc_it = annotations.find(std::string(api::kAnnotationAllocation));
   const std::string allocation_text = alloc_it == annotations.end() ? "" : alloc_it->second;
-  // One bind per node at a time in this replica: the fence would make them conflict anyway.
-  std::unique_lock<std::mutex> node_lock(NodeMutex(node), std::defer_lock);
-  if (config_.fresh_read_before_bind && !allocation_text.empty()) {
-    node_lock.lock();
+  const bool checked = config_.fresh_read_before_bind && !allocation_text.empty();
+  if (checked) {
     Status fresh = FencedCheck(target, node, allocation_text);
     if (!fresh.ok()) {
       std::lock_guard<std::mutex> l(mu_);
@@ -456,7 +571,7 @@ Status KubeBackend::Bind(const extender::BindTarget& target, const std::string& 
       ++stats_.bind_failures;
   }
   if (!bound.ok()) {
-    if (node_lock.owns_lock()) WithdrawIntent(node, target.uid);  // so it blocks nobody
+    if (checked) WithdrawIntent(node, target.uid);  // so it blocks nobody
     return bound;
   }
   if (config_.emit_events && !allocation_text.empty()) {
@@ -469,13 +584,7 @@ Status KubeBackend::Bind(const extender::BindTarget& target, const std::string& 
       }
     }
     msg << " on " << node;
-    kube::EventSpec ev;
-    ev.ns = target.ns;
-    ev.involved_object = {
-        {"kind", "Pod"}, {"apiVersion", "v1"}, {"namespace", target.ns}, {"name", target.name}, {"uid", target.uid}};
-    ev.reason = "GpupackAssigned";
-    ev.message = msg.str();
-    QueueEvent(std::move(ev));
+    QueueEvent(PodEvent(target, "Normal", "GpupackAssigned", msg.str()));
   }
   return Status::Ok();
 }
@@ -547,7 +656,31 @@ std::vector<prometheus::MetricFamily> KubeBackend::Metrics() const {
                  "When the informer last received a list, an event or a bookmark (Unix seconds).",
                  [](const kube::InformerStats& s) {
                    return std::chrono::duration<double>(s.last_event_time.time_since_epoch()).count();
-                 })};
+                 }),
+          ConnectionsFamily(), FenceUpFamily()};
+}
+
+prometheus::MetricFamily KubeBackend::ConnectionsFamily() const {
+  prometheus::MetricFamily out{"gpupack_kube_connections_opened_total",
+                               "Connections opened to the API server (each a TLS handshake on https), per client.",
+                               prometheus::MetricType::Counter,
+                               {}};
+  for (const auto& [name, client] : {std::pair{"bind", bind_client_.get()}, std::pair{"informers", client_.get()}}) {
+    if (client == nullptr) continue;
+    prometheus::ClientMetric& metric = out.metric.emplace_back();
+    metric.label = {{"client", name}};
+    metric.counter.value = double(client->connections_opened());
+  }
+  return out;
+}
+
+prometheus::MetricFamily KubeBackend::FenceUpFamily() const {
+  prometheus::MetricFamily out{"gpupack_bind_fence_up",
+                               "Whether binds are fenced per node against other extender replicas (1) or not (0).",
+                               prometheus::MetricType::Gauge,
+                               {}};
+  out.metric.emplace_back().gauge.value = config_.fencing && Problem().empty() ? 1 : 0;
+  return out;
 }
 
 StatusOr<std::unique_ptr<KubeBackend>> NewKubeBackend(const std::string& kubeconfig, KubeBackendConfig config) {

@@ -3,21 +3,28 @@
 // current by informers; binds are Binding objects that carry the allocation annotations, so the
 // node and the device decision land on the pod in one atomic write.
 //
-// Failover safety (docs/kubernetes.md): kube-scheduler's leader election gives no fencing, so a newly
-// active extender may not yet have seen the last binds of the previous one, and the previous
-// one's binds may still be in flight. Before every bind to node N this backend
-//   1. reads N's fence, a coordination.k8s.io Lease "gpupack-fence-N" whose annotation
-//      gpupack.io/binds-in-flight lists binds in flight on N (pod UID → allocation, time);
-//   2. re-reads N's pods from the API server (a quorum list with fieldSelector=spec.nodeName=N)
-//      and records any allocation it had not seen;
-//   3. refuses the bind (Conflict) if its allocation does not fit beside those pods and the
-//      unexpired intents of other pods; the extender releases its reservation and kube-scheduler
-//      retries the pod against the corrected ledger;
-//   4. adds its own intent to the fence with the fence's resourceVersion as a precondition, so
-//      that of two replicas binding onto N at once one write conflicts and re-checks;
+// Failover safety (docs/kubernetes.md, docs/design.md): kube-scheduler's leader election gives no
+// fencing, so a newly active extender may not yet have seen the last binds of the previous one,
+// and the previous one's binds may still be in flight. Before every bind to node N this backend
+//   1. takes N's fence, a coordination.k8s.io Lease "gpupack-fence-N" whose annotation
+//      gpupack.io/binds-in-flight lists binds in flight on N (pod UID → allocation, time), as
+//      this replica last wrote or read it (read only when it has none, or the last write failed);
+//   2. re-reads N's pods from the API server (a quorum list with fieldSelector=spec.nodeName=N),
+//      concurrently with step 3, and records any allocation it had not seen;
+//   3. writes its own intent into the fence with the fence's resourceVersion as a precondition,
+//      so that of two replicas binding onto N at once one write conflicts and re-checks (from 1,
+//      reading the fence);
+//   4. refuses the bind (Conflict, withdrawing its intent) if its allocation does not fit beside
+//      those pods and the unexpired intents of other pods; the extender releases its reservation
+//      and kube-scheduler retries the pod against the corrected ledger;
 //   5. posts the Binding.
-// An intent is ignored once its pod shows up bound in step 2, or after `intent_ttl`. Without RBAC
-// on leases (403), the fence switches itself off with a warning and binds keep steps 2–3.
+// An intent is dropped by the next fence write once the pod informer shows its pod bound on N (its
+// Binding committed before that write, so every later fresh read lists it), once its pod is
+// deleted, or after `intent_ttl`. Binds of this replica to N take turns at step 3 only, so they
+// overlap; binds to different nodes never wait for each other. When the fence cannot work (RBAC
+// forbids leases, or the namespace does not exist) binds keep steps 2 and 4, and the backend says
+// so loudly: Problem() (so /readyz), the gpupack_bind_fence_up metric, an error log and a Warning
+// Event on the pod; the fence is tried again every minute.
 //
 // Idempotent binds: a Binding whose response was lost (timeout, 5xx after commit) is retried by
 // the client; the retry's 409 "already assigned" is turned into success when the pod is bound to
@@ -113,7 +120,10 @@ class KubeBackend final : public extender::ClusterBackend {
   // Informer health, with the names of docs/metrics.md: gpupack_kube_watch_restarts_total,
   // gpupack_kube_relists_total and gpupack_kube_last_sync_timestamp_seconds, each with
   // resource="pods"|"gpunodes". Collected for the extender's /metrics.
+  // Plus gpupack_kube_connections_opened_total (client="bind"|"informers") and gpupack_bind_fence_up.
   std::vector<prometheus::MetricFamily> Metrics() const override;
+  // Why binds are not fenced although the config asks for it (empty when they are).
+  std::string Problem() const override;
 
  private:
   void OnPod(const nlohmann::json& pod);
@@ -121,14 +131,32 @@ class KubeBackend final : public extender::ClusterBackend {
   std::vector<model::PodRequest> PodRequestsWhere(const std::function<bool(const nlohmann::json&)>& keep) const;
   void OnPodDeleted(const nlohmann::json& pod);
   void OnGpuNode(const nlohmann::json& gpunode);
-  // Steps 1–4 above. REQUIRES: NodeMutex(node) held.
+  // A node's fence as this replica last wrote or read it; `mu` orders this replica's fence
+  // writes to the node.
+  struct NodeFence {
+    std::mutex mu;
+    std::optional<nlohmann::json> lease;  // GUARDED_BY(mu); nullopt: read it before writing
+  };
+  NodeFence& FenceOf(const std::string& node);
+  // GETs the fence Lease, creating it when missing. `unusable`: the error says the fence cannot
+  // work (forbidden, or no such namespace).
+  StatusOr<nlohmann::json> ReadFence(const std::string& lease_ns, const std::string& lease_name, bool& unusable);
+  // True when the pod informer shows the intent's pod (same UID) bound on `node`.
+  bool BoundHere(const std::string& uid, const nlohmann::json& intent, const std::string& node) const;
+  // Steps 1–4 above.
   Status FencedCheck(const extender::BindTarget& pod, const std::string& node, const std::string& allocation_text);
   std::string FenceNamespace() const;
-  // Removes a failed bind's intent from the node's fence (best effort). REQUIRES: NodeMutex(node).
+  // Removes a bind's intent from the node's fence (best effort).
   void WithdrawIntent(const std::string& node, const std::string& uid);
-  // Without RBAC on leases the fence is switched off (logged once) rather than failing binds.
-  void ForbidFence(const Status& why);
-  std::mutex& NodeMutex(const std::string& node);
+  // Fencing is configured and not found unusable within the last retry period.
+  bool FenceActive() const;
+  // Records why the fence cannot work; the first time, logs it and queues a Warning Event on `pod`.
+  void FenceCannotWork(const Status& why, const extender::BindTarget& pod);
+  // A fence write succeeded: clears a recorded problem.
+  void FenceWorks();
+  std::string FenceAdvice() const;
+  prometheus::MetricFamily ConnectionsFamily() const;
+  prometheus::MetricFamily FenceUpFamily() const;
   // After a failed Binding: true when the pod is in fact bound to `node` with `allocation_text`.
   bool AlreadyBoundAsAsked(const extender::BindTarget& pod, const std::string& node,
                            const std::string& allocation_text);
@@ -152,12 +180,13 @@ class KubeBackend final : public extender::ClusterBackend {
   std::unordered_map<std::string, Clock::TimePoint> tombstones_;
   std::deque<std::pair<Clock::TimePoint, std::string>> tombstone_order_;
 
-  std::atomic<bool> fence_forbidden_{false};
-  std::mutex node_mu_table_mu_;
-  std::map<std::string, std::unique_ptr<std::mutex>> node_mu_;
+  std::mutex fences_mu_;
+  std::map<std::string, std::unique_ptr<NodeFence>> fences_;  // GUARDED_BY(fences_mu_)
 
   mutable std::mutex mu_;
   KubeBackendStats stats_;
+  std::string fence_problem_;            // GUARDED_BY(mu_); empty: the fence works (or is untried)
+  Clock::TimePoint fence_problem_at_{};  // GUARDED_BY(mu_)
   std::deque<kube::EventSpec> events_;
   bool stopping_ = false;
   std::condition_variable events_cv_;

@@ -1,7 +1,9 @@
 #include "scheduler/cluster/kube_backend.h"
 
 #include <algorithm>
+#include <atomic>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <prometheus/text_serializer.h>
@@ -31,6 +33,13 @@ Json PodJson(const std::string& name, const std::string& gpu_memory) {
       {"spec",
        {{"containers",
          Json::array({{{"name", "main"}, {"resources", {{"limits", {{"gpupack.io/gpu-memory", gpu_memory}}}}}}})}}}};
+}
+
+// The value of the sample `name` (with its labels, as exposed) in the backend's metrics; -1 if none.
+double Sample(const KubeBackend& backend, const std::string& name) {
+  const std::string text = "\n" + prometheus::TextSerializer().Serialize(backend.Metrics());
+  const size_t at = text.find("\n" + name + " ");
+  return at == std::string::npos ? -1 : std::stod(text.substr(at + name.size() + 2));
 }
 
 api::Allocation OneDevice(const std::string& node, const std::string& uuid, model::MiB mib) {
@@ -105,13 +114,23 @@ class KubeBackendTest : public ::testing::Test {
     request.uid = uid;
     request.ns = "default";
     request.name = name;
-    GPUPACK_ASSIGN_OR_RETURN(extender::ClusterState::Reservation r, state_.Reserve(request, "n1"));
-    Status s = backend_->Bind(target, "n1", api::AllocationAnnotations(r.allocation));
+    GPUPACK_ASSIGN_OR_RETURN(extender::ReserveVerdict r, state_.Reserve(request, "n1"));
+    if (!r.reserved()) return Status::FailedPrecondition(r.message);
+    Status s = backend_->Bind(target, "n1", api::AllocationAnnotations(r.reservation.allocation));
     if (s.ok())
       state_.Confirm(uid);
     else
       state_.Release(uid);
     return s;
+  }
+
+  // "The agent" reports n1 again, now (after the clock moved).
+  void RefreshHeartbeat() {
+    auto g = api_->GetGpuNode("n1");
+    ASSERT_TRUE(g.ok());
+    Json st = (*g)["status"];
+    st["heartbeatTime"] = FormatRfc3339(clock_.Now());
+    ASSERT_TRUE(api_->UpsertGpuNodeStatus("n1", st).ok());
   }
 
   bool Fits(model::MiB mib) {
@@ -335,20 +354,100 @@ TEST_F(KubeBackendTest, FenceIntentsOfOtherReplicasCountUntilTheyExpire) {
   EXPECT_EQ(s.code(), StatusCode::kConflict) << s;
   // Once the intent is older than its TTL it no longer blocks, and our own intent is recorded.
   clock_.Advance(std::chrono::seconds(61));
-  ASSERT_TRUE(api_->UpsertGpuNodeStatus("n1",
-                                        [&] {
-                                          auto g = api_->GetGpuNode("n1");
-                                          Json st = (*g)["status"];
-                                          st["heartbeatTime"] = FormatRfc3339(clock_.Now());
-                                          return st;
-                                        }())
-                  .ok());
+  RefreshHeartbeat();
   ASSERT_TRUE(ExtenderBind("p1", uid).ok());
   auto lease = api_->Get(kube::LeasesResource(), "default", "gpupack-fence-n1");
   ASSERT_TRUE(lease.ok());
   Json stored = Json::parse((*lease)["metadata"]["annotations"]["gpupack.io/binds-in-flight"].get<std::string>());
   EXPECT_TRUE(stored.contains(uid));
   EXPECT_FALSE(stored.contains("other-uid"));
+}
+
+// The fence this replica wrote last is reused without a read; the write's resourceVersion
+// precondition catches another replica's intent written since, and the bind re-checks against it.
+TEST_F(KubeBackendTest, ReusedFenceStillSeesAnotherReplicasNewIntent) {
+  StartBackend();
+  ASSERT_TRUE(ExtenderBind("p1", CreatePod("p1", 10 * kGiB)).ok());
+  auto lease = api_->Get(kube::LeasesResource(), "default", "gpupack-fence-n1");
+  ASSERT_TRUE(lease.ok());
+  const int64_t now_s = std::chrono::duration_cast<std::chrono::seconds>(clock_.Now().time_since_epoch()).count();
+  Json intents = Json::parse((*lease)["metadata"]["annotations"]["gpupack.io/binds-in-flight"].get<std::string>());
+  intents["other-uid"] = {{"alloc", api::EncodeAllocation(OneDevice("n1", "GPU-n1-0", 65 * kGiB))},
+                          {"at", now_s},
+                          {"pod", "default/other"}};
+  (*lease)["metadata"]["annotations"]["gpupack.io/binds-in-flight"] = intents.dump();
+  ASSERT_TRUE(api_->Update(kube::LeasesResource(), "default", *lease).ok());
+  Status s = ExtenderBind("p2", CreatePod("p2", 10 * kGiB));
+  EXPECT_EQ(s.code(), StatusCode::kConflict) << s;
+  EXPECT_EQ(backend_->stats().fence_conflicts, 1u);
+}
+
+// An intent leaves the fence at the next write once the informer shows its pod bound.
+TEST_F(KubeBackendTest, IntentsOfBoundPodsLeaveTheFence) {
+  StartBackend();
+  const std::string first = CreatePod("p1", 10 * kGiB);
+  ASSERT_TRUE(ExtenderBind("p1", first).ok());
+  ASSERT_TRUE(Eventually([&] { return backend_->HeldPodRequests().size() == 1; }));
+  const std::string second = CreatePod("p2", 10 * kGiB);
+  ASSERT_TRUE(ExtenderBind("p2", second).ok());
+  auto lease = api_->Get(kube::LeasesResource(), "default", "gpupack-fence-n1");
+  ASSERT_TRUE(lease.ok());
+  Json stored = Json::parse((*lease)["metadata"]["annotations"]["gpupack.io/binds-in-flight"].get<std::string>());
+  EXPECT_FALSE(stored.contains(first)) << stored;
+  EXPECT_TRUE(stored.contains(second)) << stored;
+}
+
+// Binds to one node overlap (they take turns only at the fence write) and reuse connections.
+TEST_F(KubeBackendTest, ConcurrentBindsToOneNodeAllLandOnKeptAliveConnections) {
+  StartBackend();
+  constexpr int kPods = 8;
+  std::vector<std::string> uids;
+  for (int i = 0; i < kPods; ++i) uids.push_back(CreatePod("p" + std::to_string(i), 10 * kGiB));
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0};
+  for (int i = 0; i < kPods; ++i) {
+    threads.emplace_back([&, i] { ok += ExtenderBind("p" + std::to_string(i), uids[i]).ok(); });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(ok.load(), kPods);
+  EXPECT_FALSE(Fits(1));
+  // Each bind takes two connections at once (fence write and fresh read); eight binds in parallel
+  // need at most sixteen, not the four per bind of one connection per call.
+  const double opened = Sample(*backend_, "gpupack_kube_connections_opened_total{client=\"bind\"}");
+  EXPECT_GE(opened, 1);
+  EXPECT_LE(opened, 2.0 * kPods);
+}
+
+// RBAC forbids the fence: binds go on with the fresh read, and the backend says so everywhere:
+// Problem() (so /readyz), gpupack_bind_fence_up 0 and a Warning Event on the pod; once the
+// permission is granted the fence works again at the next try.
+TEST_F(KubeBackendTest, FenceThatCannotWorkIsLoudUntilItWorksAgain) {
+  StartBackend();
+  auto fence_up = [&] { return Sample(*backend_, "gpupack_bind_fence_up") == 1; };
+  EXPECT_TRUE(fence_up());
+  e2e::Faults forbidden;
+  forbidden.forbidden_rate = 1.0;
+  forbidden.path_contains = "/leases";
+  server_->SetFaults(forbidden);
+  ASSERT_TRUE(ExtenderBind("p1", CreatePod("p1", 10 * kGiB)).ok());
+  EXPECT_NE(backend_->Problem().find("bind fence off"), std::string::npos) << backend_->Problem();
+  EXPECT_NE(backend_->Problem().find("namespace default"), std::string::npos) << backend_->Problem();
+  EXPECT_FALSE(fence_up());
+  EXPECT_TRUE(Eventually([&] {
+    auto events = api_->List(kube::EventsResource(), "default");
+    return events.ok() && std::any_of(events->items.begin(), events->items.end(), [](const Json& e) {
+             return e.value("reason", "") == "GpupackBindFenceOff" && e.value("type", "") == "Warning" &&
+                    e["involvedObject"].value("name", "") == "p1";
+           });
+  }));
+  server_->SetFaults({});
+  ASSERT_TRUE(ExtenderBind("p2", CreatePod("p2", 10 * kGiB)).ok());
+  EXPECT_FALSE(fence_up()) << "tried again only after a while";
+  clock_.Advance(std::chrono::seconds(61));
+  RefreshHeartbeat();
+  ASSERT_TRUE(ExtenderBind("p3", CreatePod("p3", 10 * kGiB)).ok());
+  EXPECT_EQ(backend_->Problem(), "");
+  EXPECT_TRUE(fence_up());
 }
 
 TEST_F(KubeBackendTest, LostBindResponseIsNotAFailure) {

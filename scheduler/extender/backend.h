@@ -66,6 +66,9 @@ class ClusterBackend {
   // The backend's own metric families (e.g. watch restarts, relists, sync age), collected at
   // scrape time for the extender's /metrics. None by default.
   virtual std::vector<prometheus::MetricFamily> Metrics() const { return {}; }
+  // Why the backend cannot keep a guarantee it is configured to keep (e.g. the bind fence is
+  // forbidden), in words for /readyz, which then fails; empty when all is well (the default).
+  virtual std::string Problem() const { return ""; }
 };
 
 // Standalone mode (docs/cluster-file.md): the inventory is a fixed list of nodes (from the cluster

@@ -30,6 +30,9 @@ std::shared_ptr<const placement::Policy> Binpack() {
                                              placement::PlacementOptions{});
 }
 
+// Whether a Reserve reserved (a refusal is an OK StatusOr too).
+bool Reserved(const StatusOr<ReserveVerdict>& verdict) { return verdict.ok() && verdict->reserved(); }
+
 model::MiB Allocated(const ClusterState& state, const std::string& node) {
   model::MiB total = 0;
   state.ForEachNode([&](const model::Node& n, const placement::NodeSummary&, std::optional<Clock::TimePoint>) {
@@ -49,9 +52,9 @@ class ClusterStateTest : public ::testing::Test {
 TEST_F(ClusterStateTest, ReservationIsVisibleToEvaluateAtOnce) {
   state_.UpsertNode(GpuNode("n1", 1, 16384));
   ASSERT_TRUE(state_.Evaluate("n1", Pod("a", 12000))->verdict.fits());
-  StatusOr<ClusterState::Reservation> r = state_.Reserve(Pod("a", 12000), "n1");
-  ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(r->allocation.node, "n1");
+  StatusOr<ReserveVerdict> r = state_.Reserve(Pod("a", 12000), "n1");
+  ASSERT_TRUE(Reserved(r)) << r.status() << (r.ok() ? r->message : "");
+  EXPECT_EQ(r->reservation.allocation.node, "n1");
   EXPECT_EQ(state_.ReservationCount(), 1u);
   std::optional<placement::NodeEvaluation> e = state_.Evaluate("n1", Pod("b", 8000));
   ASSERT_TRUE(e.has_value());
@@ -70,8 +73,8 @@ TEST_F(ClusterStateTest, HostRequestsOfEveryReservedPodCount) {
   model::PodRequest cpu_only = Pod("c", 0);
   cpu_only.containers.clear();
   cpu_only.cpu_milli = 3000;
-  ASSERT_TRUE(state_.Reserve(gpu, "n1").ok());
-  ASSERT_TRUE(state_.Reserve(cpu_only, "n1").ok());
+  ASSERT_TRUE(Reserved(state_.Reserve(gpu, "n1")));
+  ASSERT_TRUE(Reserved(state_.Reserve(cpu_only, "n1")));
   model::PodRequest third = Pod("t", 0);
   third.containers.clear();
   third.cpu_milli = 3000;
@@ -93,7 +96,7 @@ TEST_F(ClusterStateTest, AssessIsMemoisedButNeverStale) {
   ASSERT_TRUE(first && first->verdict.fits());
   EXPECT_EQ(first->cost, state_.Evaluate("n1", pod)->cost);
   EXPECT_TRUE(state_.Assess("n1", pod, shape)->verdict.fits());
-  ASSERT_TRUE(state_.Reserve(Pod("b", 8000), "n1").ok());
+  ASSERT_TRUE(Reserved(state_.Reserve(Pod("b", 8000), "n1")));
   EXPECT_FALSE(state_.Assess("n1", pod, shape)->verdict.fits()) << "the reservation must invalidate the memo";
   state_.Release("b");
   EXPECT_TRUE(state_.Assess("n1", pod, shape)->verdict.fits());
@@ -120,7 +123,7 @@ TEST_F(ClusterStateTest, RanksAreMemoisedUntilTheNodeOrTheRankingChanges) {
   EXPECT_EQ(out.at(0)->rank.cost, out.at(0)->cost + 1);
   state_.AssessMany(names, pod, shape, ranking(1), out);
   EXPECT_EQ(calls, 3) << "every rank from the memo";
-  ASSERT_TRUE(state_.Reserve(Pod("b", 8000), "r2").ok());
+  ASSERT_TRUE(Reserved(state_.Reserve(Pod("b", 8000), "r2")));
   state_.AssessMany(names, pod, shape, ranking(1), out);
   EXPECT_EQ(calls, 4) << "r2 changed: ranked afresh, the others not";
   EXPECT_EQ(out.at(1)->rank.cost, state_.Evaluate("r2", pod)->cost + 1);
@@ -240,42 +243,51 @@ TEST(ClusterStateTieBreak, AssessmentsCarryTheNodesSaltedRank) {
 
 TEST_F(ClusterStateTest, RepeatedReserveOfABoundPodIsIdempotent) {
   state_.UpsertNode(GpuNode("n1", 2, 16384));
-  ASSERT_TRUE(state_.Reserve(Pod("a", 8000), "n1").ok());
-  StatusOr<ClusterState::Reservation> again = state_.Reserve(Pod("a", 8000), "n1");
-  EXPECT_FALSE(again.ok()) << "a bind in progress is not yet a success";
+  ASSERT_TRUE(Reserved(state_.Reserve(Pod("a", 8000), "n1")));
+  StatusOr<ReserveVerdict> again = state_.Reserve(Pod("a", 8000), "n1");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->refusal, ReserveRefusal::kBindInProgress) << "a bind in progress is not yet a success";
+  EXPECT_EQ(again->message, "a bind of pod default/p-a to node n1 is already in progress");
   state_.Confirm("a");
   again = state_.Reserve(Pod("a", 8000), "n1");
-  ASSERT_TRUE(again.ok()) << again.status();
-  EXPECT_TRUE(again->repeated);
+  ASSERT_TRUE(Reserved(again)) << again.status();
+  EXPECT_TRUE(again->reservation.repeated);
   EXPECT_EQ(Allocated(state_, "n1"), 8000);
   state_.UpsertNode(GpuNode("n2", 1, 16384));
-  EXPECT_EQ(state_.Reserve(Pod("a", 8000), "n2").status().code(), StatusCode::kFailedPrecondition);
+  StatusOr<ReserveVerdict> elsewhere = state_.Reserve(Pod("a", 8000), "n2");
+  ASSERT_TRUE(elsewhere.ok()) << elsewhere.status();
+  EXPECT_EQ(elsewhere->refusal, ReserveRefusal::kBoundElsewhere);
+  EXPECT_EQ(elsewhere->message, "pod default/p-a (uid a) already holds devices on node n1");
+  EXPECT_EQ(Allocated(state_, "n2"), 0);
 }
 
 TEST_F(ClusterStateTest, ReleaseUndoesAReservationButNotABinding) {
   state_.UpsertNode(GpuNode("n1", 1, 16384));
-  ASSERT_TRUE(state_.Reserve(Pod("a", 8000), "n1").ok());
+  ASSERT_TRUE(Reserved(state_.Reserve(Pod("a", 8000), "n1")));
   state_.Release("a");
   EXPECT_EQ(Allocated(state_, "n1"), 0);
   EXPECT_EQ(state_.ReservationCount(), 0u);
-  ASSERT_TRUE(state_.Reserve(Pod("b", 8000), "n1").ok());
+  ASSERT_TRUE(Reserved(state_.Reserve(Pod("b", 8000), "n1")));
   state_.Confirm("b");
   state_.Release("b");
   EXPECT_EQ(Allocated(state_, "n1"), 8000);
 }
 
-TEST_F(ClusterStateTest, ErrorsLeaveTheLedgerUnchanged) {
+TEST_F(ClusterStateTest, ErrorsAndRefusalsLeaveTheLedgerUnchanged) {
   state_.UpsertNode(GpuNode("n1", 1, 16384));
   EXPECT_EQ(state_.Reserve(Pod("a", 8000), "missing").status().code(), StatusCode::kNotFound);
-  StatusOr<ClusterState::Reservation> big = state_.Reserve(Pod("a", 20000), "n1");
-  EXPECT_EQ(big.status().code(), StatusCode::kFailedPrecondition);
+  // 20000 MiB asked of a 16384 MiB device: a verdict, not an error.
+  StatusOr<ReserveVerdict> big = state_.Reserve(Pod("a", 20000), "n1");
+  ASSERT_TRUE(big.ok()) << big.status();
+  EXPECT_EQ(big->refusal, ReserveRefusal::kNoFit);
+  EXPECT_NE(big->message.find("pod default/p-a no longer fits on node n1: "), std::string::npos) << big->message;
   EXPECT_EQ(state_.PodCount(), 0u);
   EXPECT_EQ(Allocated(state_, "n1"), 0);
 }
 
 TEST_F(ClusterStateTest, ExpiredReservationsAreReleased) {
   state_.UpsertNode(GpuNode("n1", 1, 16384));
-  ASSERT_TRUE(state_.Reserve(Pod("a", 8000), "n1").ok());
+  ASSERT_TRUE(Reserved(state_.Reserve(Pod("a", 8000), "n1")));
   clock_.Advance(std::chrono::seconds(30));
   EXPECT_EQ(state_.ExpireReservations(std::chrono::seconds(60)), 0);
   clock_.Advance(std::chrono::seconds(31));
@@ -306,13 +318,18 @@ TEST_F(ClusterStateTest, StaleNodesAreRejectedWithTheirAge) {
   placement::Verdict v = state_.Evaluate("n1", Pod("a", 1000))->verdict;
   EXPECT_EQ(v.reason, placement::RejectReason::kNodeStale);
   EXPECT_TRUE(v.unresolvable);
-  EXPECT_EQ(state_.Reserve(Pod("a", 1000), "n1").status().code(), StatusCode::kFailedPrecondition);
+  // 300 s since the heartbeat > the 120 s TTL.
+  StatusOr<ReserveVerdict> stale = state_.Reserve(Pod("a", 1000), "n1");
+  ASSERT_TRUE(stale.ok()) << stale.status();
+  EXPECT_EQ(stale->refusal, ReserveRefusal::kStaleNode);
+  EXPECT_EQ(stale->message, "node n1: node inventory is stale: GPUNode heartbeat 300s old > TTL 120s");
+  EXPECT_EQ(state_.PodCount(), 0u);
 }
 
 TEST_F(ClusterStateTest, EvaluateWithoutVictimsFreesTheirShares) {
   state_.UpsertNode(GpuNode("n1", 1, 16384));
-  ASSERT_TRUE(state_.Reserve(Pod("v1", 8000), "n1").ok());
-  ASSERT_TRUE(state_.Reserve(Pod("v2", 8000), "n1").ok());
+  ASSERT_TRUE(Reserved(state_.Reserve(Pod("v1", 8000), "n1")));
+  ASSERT_TRUE(Reserved(state_.Reserve(Pod("v2", 8000), "n1")));
   EXPECT_FALSE(state_.EvaluateWithout("n1", Pod("p", 12000), {"v1"})->verdict.fits());
   EXPECT_TRUE(state_.EvaluateWithout("n1", Pod("p", 12000), {"v1", "v2"})->verdict.fits());
   EXPECT_EQ(Allocated(state_, "n1"), 16000) << "a dry run changes nothing";
@@ -325,7 +342,7 @@ TEST_F(ClusterStateTest, ConcurrentReservationsNeverOverbook) {
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < 50; ++i) {
-        if (state_.Reserve(Pod(std::to_string(t) + "-" + std::to_string(i), 3000), "n1").ok()) ++won;
+        if (Reserved(state_.Reserve(Pod(std::to_string(t) + "-" + std::to_string(i), 3000), "n1"))) ++won;
       }
     });
   }
@@ -385,7 +402,8 @@ TEST_F(ClusterStateTest, ConcurrentFiltersSeeConsistentSnapshotsWhileBindsPublis
   for (int t = 0; t < 2; ++t) {
     binders.emplace_back([&, t] {
       for (int i = 0; i < 25 * kNodes; ++i) {
-        if (state_.Reserve(Pod(std::to_string(t) + "-" + std::to_string(i), 3000), names[(i + t) % kNodes]).ok()) ++won;
+        if (Reserved(state_.Reserve(Pod(std::to_string(t) + "-" + std::to_string(i), 3000), names[(i + t) % kNodes])))
+          ++won;
       }
     });
   }

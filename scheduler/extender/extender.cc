@@ -424,23 +424,27 @@ Reply Extender::Bind(std::string_view body) {
   if (request->ns.empty()) request->ns = target.ns;
   if (request->name.empty()) request->name = target.name;
 
-  // Reserves the pod on the node. When it does not fit, or the UID already holds the node (a
-  // repeated bind), there is nothing to bind: `done` then holds the reply.
+  // Reserves the pod on the node. When it is refused, or the UID already holds the node (a
+  // repeated bind), there is nothing to bind: `done` then holds the reply. A refusal is counted
+  // and logged under its own name, so that a lost race (no_fit) is not mistaken for a duplicate
+  // bind or a stale node.
   std::optional<Reply> done;
-  auto reserve = [&]() -> std::optional<ClusterState::Reservation> {
-    StatusOr<ClusterState::Reservation> reservation = state_.Reserve(*request, args->node);
-    if (!reservation.ok()) {
-      timer.set_result(reservation.status().code() == StatusCode::kFailedPrecondition ? "no_fit" : "error");
-      LogDecision(pod_key, "", "", "", "not bound to " + args->node + ": " + reservation.status().message());
-      done = error(reservation.status().message());
+  auto reserve = [&]() -> std::optional<Reservation> {
+    StatusOr<ReserveVerdict> verdict = state_.Reserve(*request, args->node);
+    if (!verdict.ok() || !verdict->reserved()) {
+      const std::string_view label = verdict.ok() ? ReserveRefusalLabel(verdict->refusal) : "error";
+      const std::string& why = verdict.ok() ? verdict->message : verdict.status().message();
+      timer.set_result(label);
+      LogDecision(pod_key, "", "", "", "not bound to " + args->node + " (" + std::string(label) + "): " + why);
+      done = error(why);
       return std::nullopt;
     }
-    if (reservation->repeated) {
+    if (verdict->reservation.repeated) {
       timer.set_result("ok");
       done = Reply{200, api::EncodeBindingResult({})};
       return std::nullopt;
     }
-    return std::move(reservation).value();
+    return std::move(verdict->reservation);
   };
 
   if (!request->WantsDevices()) {
@@ -463,7 +467,7 @@ Reply Extender::Bind(std::string_view body) {
     timer.set_result("ok");
     return Reply{200, api::EncodeBindingResult({})};
   }
-  const std::optional<ClusterState::Reservation> reservation = reserve();
+  const std::optional<Reservation> reservation = reserve();
   if (!reservation) return *done;
   const Status bound =
       backend_.Bind(target, args->node, api::AllocationAnnotations(reservation->allocation, options_.request_ratio));

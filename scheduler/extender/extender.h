@@ -82,6 +82,8 @@ class Extender {
   RankKey RankOf(const ClusterState::Assessment& assessment,
                  std::optional<model::PolicyKind> pod_node_policy = std::nullopt) const;
   std::vector<prometheus::MetricFamily> BackendMetrics() const { return backend_.Metrics(); }
+  // ClusterBackend::Problem: a guarantee the backend cannot keep (empty when none), for /readyz.
+  std::string BackendProblem() const { return backend_.Problem(); }
   // Periodic housekeeping (the server calls it every few seconds): releases expired
   // reservations and forgets expired remembered requests.
   void Maintain();

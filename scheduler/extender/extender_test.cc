@@ -246,6 +246,16 @@ TEST_F(ExtenderTest, BindAfterFilterReservesAndWritesTheAnnotations) {
   json full = Parse(ext.Bind(BindBody("r", "u3", "n-mid")));
   EXPECT_NE(full["Error"].get<std::string>().find("no longer fits"), std::string::npos) << full.dump();
   EXPECT_EQ(state_.PodCount(), 2u);
+  // The bound u1 asked for on another node: refused, and counted apart from the lost race above.
+  json elsewhere = Parse(ext.Bind(BindBody("p", "u1", "n-roomy")));
+  EXPECT_NE(elsewhere["Error"].get<std::string>().find("already holds devices on node n-mid"), std::string::npos)
+      << elsewhere.dump();
+  const std::string text = metrics_.Render();
+  for (const char* sample : {"gpupack_extender_requests_total{result=\"ok\",verb=\"bind\"} 3\n",
+                             "gpupack_extender_requests_total{result=\"no_fit\",verb=\"bind\"} 1\n",
+                             "gpupack_extender_requests_total{result=\"bound_elsewhere\",verb=\"bind\"} 1\n"}) {
+    EXPECT_NE(text.find(sample), std::string::npos) << sample << text;
+  }
 }
 
 TEST_F(ExtenderTest, AFailedBindReleasesTheDevices) {

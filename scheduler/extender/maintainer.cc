@@ -4,10 +4,10 @@
 
 namespace gpupack::extender {
 
-Maintainer::Maintainer(std::function<void()> tick, std::chrono::nanoseconds period)
-    : tick_(std::move(tick)), period_(period), thread_([this] {
+Maintainer::Maintainer(std::function<void()> tick, const Clock& clock, Clock::Duration period)
+    : tick_(std::move(tick)), clock_(clock), period_(period), thread_([this] {
         std::unique_lock lock(mu_);
-        while (!cv_.wait_for(lock, period_, [this] { return stopping_; })) {
+        while (!clock_.WaitUntil(lock, cv_, clock_.Now() + period_, [this] { return stopping_; })) {
           lock.unlock();
           tick_();
           lock.lock();

@@ -1,5 +1,6 @@
 // Runs the extender's periodic housekeeping (Extender::Maintain: expired reservations and
-// remembered requests) on its own thread every `period` until stopped.
+// remembered requests) on its own thread every `period` (timed by the injected clock) until
+// stopped.
 #pragma once
 
 #include <chrono>
@@ -8,12 +9,15 @@
 #include <mutex>
 #include <thread>
 
+#include "common/clock.h"
+
 namespace gpupack::extender {
 
 class Maintainer {
  public:
-  // Starts the thread; the first tick comes one period after construction.
-  Maintainer(std::function<void()> tick, std::chrono::nanoseconds period = std::chrono::seconds(5));
+  // Starts the thread; the first tick comes one period after construction, each next one a
+  // period after the last ended. `clock` must outlive the Maintainer.
+  Maintainer(std::function<void()> tick, const Clock& clock, Clock::Duration period = std::chrono::seconds(5));
   // Stops and joins.
   ~Maintainer();
   Maintainer(const Maintainer&) = delete;
@@ -25,7 +29,8 @@ class Maintainer {
 
  private:
   const std::function<void()> tick_;
-  const std::chrono::nanoseconds period_;
+  const Clock& clock_;
+  const Clock::Duration period_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;

@@ -2,35 +2,37 @@
 
 #include <atomic>
 #include <chrono>
-#include <thread>
 
 #include <gtest/gtest.h>
 
 namespace gpupack::extender {
 namespace {
 
-using std::chrono::milliseconds;
+using std::chrono::seconds;
 
+// On a FakeClock the Maintainer's waits end only when the test advances it; it begins wait k + 1
+// after tick k.
 TEST(MaintainerTest, TicksEveryPeriod) {
+  FakeClock clock;
   std::atomic<int> ticks{0};
-  Maintainer maintainer([&] { ++ticks; }, milliseconds(5));
-  const auto start = std::chrono::steady_clock::now();
-  while (ticks.load() < 3 && std::chrono::steady_clock::now() - start < std::chrono::seconds(20)) {
-    std::this_thread::sleep_for(milliseconds(1));
+  Maintainer maintainer([&] { ++ticks; }, clock, seconds(5));
+  for (int tick = 1; tick <= 3; ++tick) {
+    clock.AwaitWaitsBegun(uint64_t(tick));
+    clock.Advance(seconds(4));
+    EXPECT_EQ(ticks.load(), tick - 1) << "a second short of the period";
+    clock.Advance(seconds(1));
+    clock.AwaitWaitsBegun(uint64_t(tick + 1));
+    EXPECT_EQ(ticks.load(), tick);
   }
-  maintainer.Stop();
-  EXPECT_GE(ticks.load(), 3);
 }
 
-// An hour-long period neither ticks within the test nor holds up Stop.
-TEST(MaintainerTest, StopsPromptlyWithoutWaitingOutThePeriod) {
+// Stop ends the wait without the clock moving, and nothing ticks.
+TEST(MaintainerTest, StopsWithoutWaitingOutThePeriod) {
+  FakeClock clock;
   std::atomic<int> ticks{0};
-  const auto start = std::chrono::steady_clock::now();
-  {
-    Maintainer maintainer([&] { ++ticks; }, std::chrono::hours(1));
-    std::this_thread::sleep_for(milliseconds(20));
-  }  // the destructor stops it
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  Maintainer maintainer([&] { ++ticks; }, clock, std::chrono::hours(1));
+  clock.AwaitWaitsBegun(1);
+  maintainer.Stop();
   EXPECT_EQ(ticks.load(), 0);
 }
 

@@ -43,7 +43,9 @@ ExtenderMetrics::ExtenderMetrics(const ClusterState* state, bool per_device, con
     : state_(state), per_device_(per_device), registry_(std::make_shared<prometheus::Registry>()) {
   requests_ = &prometheus::BuildCounter()
                    .Name("gpupack_extender_requests_total")
-                   .Help("Extender verb requests by verb and result (ok, no_fit, error).")
+                   .Help(
+                       "Extender verb requests by verb and result (ok, no_fit, error; a bind also bound_elsewhere, "
+                       "bind_in_progress, node_stale).")
                    .Register(*registry_);
   durations_ = &prometheus::BuildHistogram()
                     .Name("gpupack_extender_request_duration_seconds")

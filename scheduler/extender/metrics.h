@@ -39,7 +39,9 @@ class ExtenderMetrics {
   ExtenderMetrics(const ClusterState* state, bool per_device, const BuildInfo& build);
   ~ExtenderMetrics();
 
-  // `result`: "ok", "no_fit" (filter passed no node, bind could not place), "error".
+  // `result`: "ok", "no_fit" (filter passed no node, bind could not place), "error", and for a
+  // bind the other refusals of ReserveRefusalLabel ("bound_elsewhere", "bind_in_progress",
+  // "node_stale").
   void ObserveRequest(std::string_view verb, std::string_view result, double seconds);
   // `count` nodes rejected for `reason` (a filter counts each reason once, not once per node).
   void CountRejection(placement::RejectReason reason, int count = 1);

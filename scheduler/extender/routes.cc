@@ -11,7 +11,9 @@ server::HttpServerOptions ExtenderServerOptions(const ExtenderConfig& config, co
   options.max_body_bytes = config.max_body_bytes;
   options.tls_cert_file = config.tls_cert_file;
   options.tls_key_file = config.tls_key_file;
-  options.readiness = [&extender] { return extender.Ready() ? "" : "not synced with the cluster yet"; };
+  options.readiness = [&extender] {
+    return extender.Ready() ? extender.BackendProblem() : std::string("not synced with the cluster yet");
+  };
   return options;
 }
 
