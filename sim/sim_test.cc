@@ -568,6 +568,28 @@ TEST(Replay, SeedsReproduceAndDiffer) {
   EXPECT_NE(r->Arrivals(r1), r->Arrivals(r2));
 }
 
+// The early window: 10 nodes × 2 GPUs of 1000 MiB, 20 whole-GPU pods, fill_pods 4. The first 4
+// pods ask 4 × 1000 = 4000 MiB, so the seed's cluster is its first 2 nodes in random order (4
+// GPUs, 4000 MiB); the order then plays while arrived < 1.3 × 4000 = 5200: 6 pods (5000 < 5200
+// admits the sixth), 4 bound, 2 failed, nothing unallocated at arrived 100 %.
+TEST(Replay, FillPodsReplaysOnAClusterTheFirstPodsFill) {
+  std::vector<model::Node> nodes;
+  for (int i = 0; i < 10; ++i) nodes.push_back(TraceNode(Numbered("n", i), 64000, {0, 0}));
+  std::vector<model::PodRequest> pods;
+  for (int i = 0; i < 20; ++i) pods.push_back(Pod(Numbered("p", i), 1, 1, 0));
+  ReplayOptions opts;
+  opts.fill_pods = 4;
+  auto r = Replayer::Create(nodes, pods, opts);
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto policy = MakePolicy("gpupack", r->typical());
+  auto run = r->RunSeed(**policy, 5);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->pods, 6);
+  EXPECT_EQ(run->failed, 2);
+  ASSERT_GT(run->curve.size(), 100u);
+  EXPECT_DOUBLE_EQ(run->curve[100].unallocated_pct, 0);
+}
+
 TEST(Replay, StatisticsAreMedianMeanAndSampleSd) {
   Stat s = Summarize({4, 1, 3, 2});
   EXPECT_DOUBLE_EQ(s.median, 2.5);
