@@ -9,8 +9,8 @@
 //     then a fixed pseudo-random node order (docs/placement.md, "From cost to choice").
 //   * Decision: the workload learner and its refresh. Every pod is evidence once, at its first
 //     sighting (asked about in filter, bound, found holding devices or waiting after a restart),
-//     keyed by its UID. The prior weighs as `prior_pods` pods against the decayed count of what was
-//     seen (the evidence rule), and the policy is rebuilt (PolicyRefresh) from the learner and the
+//     keyed by its UID. The prior keeps a fixed share of the learned workload however few pods
+//     were seen (the evidence rule), and the policy is rebuilt (PolicyRefresh) from the learner and the
 //     nodes as they are when that can change its mind: after 1, 2, 4, 8, … pods, then every
 //     `refresh_pods`, and sooner when the typical set gains or loses a shape (docs/placement.md,
 //     "The evidence rule"). The device size that scales the keys and the cold-start prior is the
@@ -46,12 +46,13 @@ struct DecisionOptions {
   bool rank_by_fill = true;             // ΔF̂ is in the fill level (false: the reservation price alone)
   bool reserve_scarce_capacity = true;  // the capacity reservation's price is in the fill level
   bool fixed_tie_break = true;          // the last key is the node order (false: ties stay ties)
-  // The learner (WorkloadLearner): half-life and prior weight in pods (the prior's mass against
-  // the evidence: one pod, so a handful of pods of a new mix outweigh it), the typical set's
-  // coverage, and the most pods between refreshes once the doubling schedule reaches it (0: never
-  // learn, keep the starting policy).
+  // The learner (WorkloadLearner): half-life in pods; the prior's weight in pods once the
+  // evidence reaches its steady state, and the same share of the blend before (6.5 % at these
+  // defaults, so a handful of pods of a new mix outweigh it); the typical set's coverage; and the
+  // most pods between refreshes once the doubling schedule reaches it (0: never learn, keep the
+  // starting policy).
   double half_life_pods = 1000;
-  double prior_pods = 1;
+  double prior_pods = 100;
   double coverage = 0.95;
   int refresh_pods = 50;
 };

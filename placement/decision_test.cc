@@ -150,18 +150,23 @@ TEST(Decision, RefreshesAfterOneTwoFourPodsThenEveryRefreshPods) {
   EXPECT_FALSE(decision.Observe(PodWithUid(20480, "uid-7"))) << "a UID seen long ago is still known";
 }
 
-// The mix change: 964 pods of 10 GiB, then 40 GiB pods. Half-life 1000 pods, r = 2^(-1/1000);
-// prior weight 1 pod; coverage 0.95; refresh_pods 50; the last refresh was at the 964th pod, so
-// the schedule's next is 50 pods later and a change of the typical set is due after
-// max(1, 50 / 8) = 6.
-//   after n large pods: small S = r^n·(1 − r^964)/(1 − r) = 703.36·r^n, large L = (1 − r^n)/(1 − r)
-//   prior share 1/(1 + S + L) ≈ 0.14 %; the small shape's share (1 − 0.0014)·S/(S + L)
-//   n = 35: S = 686.51, L = 34.59, share 0.9507 ≥ 0.95: the typical set is {10 GiB}
-//   n = 36: S = 686.03, L = 35.57, share 0.9494 < 0.95: 40 GiB joins it, 36 ≥ 6: refresh due
-// So the policy knows the 40 GiB pods from the 37th on (the schedule alone: the 51st). Before the
-// evidence rule (the prior as 100 pods, a refresh every 50 binds) the 40 GiB shape was typical
-// from the 16th, the prior's 12 % padding the coverage, but reached a policy only at the next
-// 50th bind, at 2–6 % beside the prior's 12 %.
+// The mix change: 964 pods of 10 GiB, then 40 GiB pods, on 80 GiB devices. Half-life 1000 pods,
+// r = 2^(-1/1000); prior 100 pods, so its share is s = 100(1 − r) / (1 + 100(1 − r)) = 6.48 %
+// (whole devices 30 % of it = 1.94 %, halves 1.30 %, the rest below; the prior's shapes ask 4
+// CPUs, these pods 1, so none is the same shape); coverage 0.95; refresh_pods 50. The last
+// refresh was at the 964th pod, so the schedule's next is 50 pods later, and a change of the
+// typical set is due once max(1, 50 / 8) = 6 pods have come since the last refresh.
+//   after n large pods: small S = r^n·(1 − r^964)/(1 − r) = 703.36·r^n, large L = (1 − r^n)/(1 − r),
+//   small's share (1 − s)·S/(S + L), large's (1 − s)·L/(S + L)
+//   n = 0: small 0.9352 + whole 0.0194 = 0.9546 ≥ 0.95: the typical set is {10 GiB, whole}
+//   n = 4: S = 701.42, L = 4.00, small 0.9299; + whole 0.9493 < 0.95, so the prior's half
+//          device joins: {10 GiB, whole, 40 GiB of the prior}; 4 < 6 pods since the refresh
+//   n = 6: the set differs from the last refresh's: refresh due; large is 0.0079, not in it
+//   n = 10: S = 698.51, L = 9.97, large 0.0132 > the prior's half 0.0130, and the set becomes
+//          {10 GiB, whole, 40 GiB of 1 CPU}; 4 < 6 pods since the refresh at n = 6
+//   n = 12: 6 pods since: refresh due, and the policy knows the 40 GiB pods from the 13th on.
+// The schedule alone would refresh at the 50th. Before the evidence rule (the prior as 100 pods
+// against the count seen, a refresh every 50 binds) the policy saw them at the 50th.
 TEST(Decision, AMixChangeRefreshesAsSoonAsTheNewShapeIsTypical) {
   DecisionOptions options;
   Decision decision(PolicyKind::kFgd, PlacementOptions{}, options);
@@ -174,11 +179,20 @@ TEST(Decision, AMixChangeRefreshesAsSoonAsTheNewShapeIsTypical) {
   decision.Refresh(each);  // the last refresh at the 964th pod
   auto has_large = [](const Policy& policy) {
     return std::any_of(policy.workload().specs.begin(), policy.workload().specs.end(),
-                       [](const TypicalSpec& s) { return s.mem_per_device_mib == 40960; });
+                       [](const TypicalSpec& s) { return s.mem_per_device_mib == 40960 && s.cpu_milli == 1000; });
   };
-  for (int n = 1; n <= 35; ++n) ASSERT_FALSE(decision.Observe(PodOf(40960))) << "large pod " << n;
-  ASSERT_TRUE(decision.Observe(PodOf(40960))) << "large pod 36";
-  EXPECT_TRUE(has_large(decision.Refresh(each)));
+  std::vector<int> refreshed_at;
+  std::vector<bool> knew_large;
+  for (int n = 1; n <= 50; ++n) {
+    if (!decision.Observe(PodOf(40960))) continue;
+    refreshed_at.push_back(n);
+    knew_large.push_back(has_large(decision.Refresh(each)));
+  }
+  ASSERT_GE(refreshed_at.size(), 2u);
+  EXPECT_EQ(refreshed_at[0], 6);
+  EXPECT_FALSE(knew_large[0]);
+  EXPECT_EQ(refreshed_at[1], 12);
+  EXPECT_TRUE(knew_large[1]);
 }
 
 // A configured device size is kept whatever the cluster holds; refresh_pods 0 never learns.
