@@ -593,7 +593,7 @@ def check_webhook(m, ns, values):
             errs.append(f"webhook: Service port {svc_ref.get('port')} does not reach --listen {listen!r}")
     exprs = hook.get("namespaceSelector", {}).get("matchExpressions", [])
     excluded = {v for e in exprs if e["key"] == "kubernetes.io/metadata.name" and e["operator"] == "NotIn" for v in e["values"]}
-    if not {"kube-system", ns} <= excluded:
+    if not {"kube-system", ns, *wv.get("exemptNamespaces", [])} <= excluded:
         errs.append(f"webhook: namespaceSelector excludes {sorted(excluded)}, want kube-system and {ns}")
     cm_name = next(v["configMap"]["name"] for v in pod_spec(dep)["volumes"] if "configMap" in v)
     wcfg = yaml.safe_load(m.get("ConfigMap", cm_name, ns)["data"]["webhook.yaml"])
