@@ -844,7 +844,7 @@ int BoundOfAnExactFill(const ExactFill& fill, uint64_t seed, Burst burst) {
   return bound;
 }
 
-// Issue 27: on a cold extender, a burst that fills 12 nodes × 2 GPUs exactly with two sizes, in
+// On a cold extender, a burst that fills 12 nodes × 2 GPUs exactly with two sizes, in
 // any order, binds completely when the extender finds it waiting (a restart, a failover, or pods
 // created before it started): the learner counts the waiting pods at the first filter, so from
 // the first pod the policy knows the large size, and a small pod on a device holding a small one
@@ -872,11 +872,11 @@ TEST(ExtenderLearner, ARunningExtenderCountsAWaitingBurstAtItsFirstRefresh) {
   }
 }
 
-// Issue 27's standalone repro, where nothing is waiting: after three pairs of 48 + 32 GiB (or
+// The standalone repro, where nothing is waiting: after three pairs of 48 + 32 GiB (or
 // 60 + 20) have been bound, two small pods sent to a node with two empty GPUs take one GPU each.
-// Six pods outweigh the prior of one pod (6/7 of the weight), and a small pod beside a small one
-// leaves 80 − 2·32 = 16 GiB (80 − 2·20 = 40) that the large size cannot use; with the prior as 100
-// pods both went to device 0.
+// The six pods hold 93.5 % of the weight (the prior's fixed share is 6.5 %), and a small pod
+// beside a small one leaves 80 − 2·32 = 16 GiB (80 − 2·20 = 40) that the large size cannot use;
+// with the prior as 100 pods against the six, both went to device 0.
 TEST(ExtenderLearner, AFewPairsOutweighThePrior) {
   for (const ExactFill& fill : {kExactFills[0], kExactFills[1]}) {
     FakeClock clock;
