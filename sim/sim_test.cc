@@ -218,14 +218,13 @@ TEST(Policy, LevelsTieNoiseSizedCostDifferences) {
   // M = {2 CPU × 500 MiB}. A 20 MiB pod into a's 30 MiB fragment: ΔF = −20; onto an empty GPU of
   // b: ΔF = 0 (980 still holds a 500). Exact costs prefer a; on FGD's levels both score
   // int(100·σ(0.02)) = 50 = int(100·σ(0)), so the fgd baseline's node order (b first) decides.
-  // gpupack's second key, the fill level, prefers a: there F̂ falls by 20 (level −1), on b it
-  // rises by 480 (two copies of 500 fit the fresh GPU before, one after; level 0).
+  // gpupack-pinned (M as its workload) ranks by the fill level second, which prefers a: there F̂ falls by 20 (level −1),
+  // on b it rises by 480 (two copies of 500 fit the fresh GPU before, one after; level 0).
   std::vector<model::Node> nodes{TraceNode("a", 64000, {0, 970}), TraceNode("b", 64000, {0, 0})};
   placement::TypicalWorkload m{{Spec(2000, 1, 500, 1.0)}};
   model::PodRequest pod = Pod("s", 0, 1, 20);
-  EXPECT_EQ(PickWith("gpupack", nodes, m, pod, {1, 0}).node, 0);
-  EXPECT_EQ(PickWith("gpupack", nodes, m, pod, {1, 0}).slots, std::vector<int>{1});
   EXPECT_EQ(PickWith("gpupack-pinned", nodes, m, pod, {1, 0}).node, 0);
+  EXPECT_EQ(PickWith("gpupack-pinned", nodes, m, pod, {1, 0}).slots, std::vector<int>{1});
   EXPECT_EQ(PickWith("fgd", nodes, m, pod, {1, 0}).node, 1);
   // Twins tie on both keys: the extender's fixed node order decides, whatever the seed's order.
   std::vector<model::Node> twins{TraceNode("b", 64000, {0, 0}), TraceNode("b2", 64000, {0, 0})};

@@ -583,7 +583,8 @@ TEST(ExtenderCompletion, RanksTheDeviceAPodCompletesBestFirst) {
     ScriptedBackend backend;
     ExtenderOptions options;
     options.decision.device_mib = 1000;
-    options.prior = workload;  // the learner starts from this workload, not the default prior
+    options.prior = workload;           // the learner starts from this workload, not the default prior,
+    options.decision.prior_pods = 1e9;  // and keeps it: the subject is the ranking it gives
     options.decision.rank_by_completion = complete;
     Extender ext(state, backend, options, clock, nullptr);
     const json first = PodJson("p470", "u470", "470Mi");
