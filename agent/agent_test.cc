@@ -9,6 +9,7 @@
 #include "agent/kube_sink.h"
 #include "agent/testing/agent_testing.h"
 #include "api/annotations.h"
+#include "testing/fake_clock.h"
 #include "testing/test_apiserver.h"
 #include "translate/node_from_gpunode.h"
 

@@ -16,6 +16,7 @@
 
 #include <gtest/gtest.h>
 
+#include "testing/fake_clock.h"
 #include "testing/test_apiserver.h"
 
 namespace gpupack::kube {

@@ -26,6 +26,7 @@
 #include <prometheus/registry.h>
 
 #include "server/test_certs.h"
+#include "testing/fake_clock.h"
 #include "testing/loopback.h"
 #include "testing/temp_dir.h"
 

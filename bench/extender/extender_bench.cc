@@ -46,6 +46,7 @@
 #include "scheduler/extender/metrics.h"
 #include "scheduler/extender/routes.h"
 #include "scheduler/extender/test_util.h"
+#include "testing/fake_clock.h"
 #include "testing/loopback.h"
 
 namespace gpupack::extender {

@@ -29,6 +29,7 @@
 #include "scheduler/extender/extender.h"
 #include "scheduler/extender/routes.h"
 #include "scheduler/extender/test_util.h"
+#include "testing/fake_clock.h"
 #include "testing/loopback.h"
 
 namespace gpupack::extender {

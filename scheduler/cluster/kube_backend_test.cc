@@ -16,6 +16,7 @@
 #include "scheduler/extender/extender.h"
 #include "scheduler/extender/metrics.h"
 #include "testing/eventually.h"
+#include "testing/fake_clock.h"
 #include "testing/test_apiserver.h"
 #include "translate/pod_request.h"
 

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "scheduler/extender/test_util.h"
+#include "testing/fake_clock.h"
 
 namespace gpupack::extender {
 namespace {

@@ -8,6 +8,7 @@
 
 #include "api/annotations.h"
 #include "scheduler/extender/test_util.h"
+#include "testing/fake_clock.h"
 #include "translate/pod_request.h"
 
 namespace gpupack::extender {

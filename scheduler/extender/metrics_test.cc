@@ -8,6 +8,7 @@
 #include "scheduler/extender/cluster_state.h"
 #include "scheduler/extender/extender.h"
 #include "scheduler/extender/test_util.h"
+#include "testing/fake_clock.h"
 
 namespace gpupack::extender {
 namespace {
