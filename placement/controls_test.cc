@@ -1,4 +1,4 @@
-// The pod's and the administrator's device controls in the placement core (issue 19): device
+// The pod's and the administrator's device controls in the placement core: device
 // rules (UUID allow / exclude, model exclude), the administrator's exclusion, the spread key and
 // the per-pod node / device policy. Every rejection names the rule that refused the devices.
 #include <gtest/gtest.h>

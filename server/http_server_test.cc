@@ -205,7 +205,7 @@ TEST(HttpServer, UnknownPathIs404AndWrongMethodIs405WithAllow) {
   EXPECT_EQ(query->body, "text/plain|3") << "the query string is not part of the path";
 }
 
-// Issue 18 item 7: curl -d @file sends application/x-www-form-urlencoded; a 10 KB JSON body must
+// curl -d @file sends application/x-www-form-urlencoded; a 10 KB JSON body must
 // reach the handler whole, whatever the content type says.
 TEST(HttpServer, BodiesReachTheHandlerWholeWhateverTheirContentType) {
   auto server = StartEcho(Quick());
@@ -322,8 +322,8 @@ TEST(HttpServer, SlowBodiesAreCutAtTheBodyDeadline) {
   EXPECT_TRUE(MetricsShowWithin(*server, R"(gpupack_http_connections_closed_total{reason="body_timeout"} 1)"));
 }
 
-// The issue-16 stall: with a thread per connection, a few idle keep-alive connections starved
-// the next request. Here 100 idle connections (each served once, then kept alive) and 20 that
+// The stall of a thread-per-connection server: a few idle keep-alive connections starved the
+// next request. Here 100 idle connections (each served once, then kept alive) and 20 that
 // never sent a byte must not delay a new client, with a single worker thread.
 TEST(HttpServer, ManyIdleKeepAliveConnectionsDoNotDelayTheNextRequest) {
   auto server = StartEcho(Quick());  // one worker

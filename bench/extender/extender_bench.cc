@@ -1,8 +1,8 @@
-// The extender under load, as kube-scheduler drives it (targets from issue 4):
+// The extender under load, as kube-scheduler drives it, with the targets it is held to:
 //   - filter + prioritize of one pod against 1,000 and 5,000 nodes (names only, nodeCacheCapable)
 //     and 500 full Node objects (~4 KB each), over HTTP on loopback with keep-alive, with 1 and 8
 //     concurrent clients: p50 / p99 latency (µs) and requests/s (items_per_second counts one
-//     filter + prioritize pair as 2 requests; issue 16: ≥ 2,000 pairs/s at 5,000 nodes with 8
+//     filter + prioritize pair as 2 requests; target: ≥ 2,000 pairs/s at 5,000 nodes with 8
 //     clients, ≥ 1,000 with 1). The client (BenchClient) is a minimal keep-alive HTTP/1.1 client:
 //     one sendmsg per request, one reused buffer, every reply read in full and checked (status,
 //     framing, one priority per node), but not parsed as JSON. kube-scheduler's Go client also
@@ -11,9 +11,9 @@
 //     cpp-httplib client used before polled before every 4 KB read and spent about half the
 //     server's CPU per pair);
 //   - the same bodies against a null handler that only decodes them (the transport's limit);
-//   - the verbs in-process (server-side time; issue 16: p99 of the pair ≤ 2 ms at 5,000 nodes),
+//   - the verbs in-process (server-side time; target: p99 of the pair ≤ 2 ms at 5,000 nodes),
 //     from 1 and 8 threads at once (the per-request snapshot keeps them from contending);
-//   - the /20000 cases: the same on a second cluster of 20,000 nodes × 8 GPUs (issue 16: cost
+//   - the /20000 cases: the same on a second cluster of 20,000 nodes × 8 GPUs (targets: cost
 //     linear in cluster size, server-side p50 of the pair ≤ 4 ms, process RSS ≤ 300 MB; run them
 //     alone, --benchmark_filter=/20000, so that the RSS counter sees that cluster only);
 //   - resident memory with 5,000 nodes × 8 GPUs and 40,000 allocations (target ≤ 150 MB), and

@@ -1,4 +1,4 @@
-// The extender's HTTP server under connection load (issue 16): a filter on 5,000 nodes × 8 GPUs
+// The extender's HTTP server under connection load: a filter on 5,000 nodes × 8 GPUs
 // (names only, one client, keep-alive), first on a quiet server, then while 1,000 idle keep-alive
 // connections and 100 slow-header (slowloris) connections are held open. A slow-header
 // connection sends a partial request and one more byte every 500 ms; when the server cuts it at

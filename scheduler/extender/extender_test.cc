@@ -665,7 +665,7 @@ TEST_F(ExtenderTest, MetricsCountRequestsByVerbAndResult) {
   }
 }
 
-// ---- issue 19: device rules, per-pod policy and the spread key through the verbs ----
+// ---- the device controls through the verbs: device rules, per-pod policy, the spread key ----
 
 json Annotated(json pod, json annotations) {
   pod["metadata"]["annotations"] = std::move(annotations);

@@ -156,7 +156,7 @@ TEST_F(HttpServerTest, MalformedJsonGetsAProtocolErrorNotACrash) {
   EXPECT_EQ(client_->Get("/healthz")->status, 200) << "still serving";
 }
 
-// Issue 18 item 7: `curl -d @args.json .../filter` sends application/x-www-form-urlencoded; a
+// `curl -d @args.json .../filter` sends application/x-www-form-urlencoded; a
 // 10 KB body is an ExtenderArgs like any other, far below the 64 MiB limit.
 TEST_F(HttpServerTest, AFormEncodedContentTypeIsDecodedAsJson) {
   Start();
@@ -173,7 +173,7 @@ TEST_F(HttpServerTest, AFormEncodedContentTypeIsDecodedAsJson) {
   for (const json& name : f["NodeNames"]) EXPECT_TRUE(name == "a" || name == "b") << res->body;
 }
 
-// Issue 18 item 7: a wrong method on a verb is 405 naming the allowed one, not 404.
+// A wrong method on a verb is 405 naming the allowed one, not 404.
 TEST_F(HttpServerTest, AWrongMethodIs405WithAllow) {
   Start();
   auto res = client_->Get("/filter");
