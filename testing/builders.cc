@@ -4,6 +4,37 @@
 
 namespace gpupack::builders {
 
+model::Node GpuNode(const std::string& name, int gpus, model::MiB mib, const std::string& model) {
+  model::Node node;
+  node.name = name;
+  for (int i = 0; i < gpus; ++i) {
+    model::Device d;
+    d.uuid = "GPU-" + name + "-" + std::to_string(i);
+    d.index = i;
+    d.model = model;
+    d.capacity_mib = mib;
+    node.devices.push_back(std::move(d));
+  }
+  return node;
+}
+
+nlohmann::json PodJson(const std::string& name, const std::string& uid, const std::string& gpu_memory, int gpus) {
+  nlohmann::json limits = nlohmann::json::object();
+  limits["cpu"] = "1";
+  if (!gpu_memory.empty()) limits["gpupack.io/gpu-memory"] = gpu_memory;
+  if (gpus > 1 || (gpu_memory.empty() && gpus > 0)) limits["gpupack.io/gpu"] = std::to_string(gpus);
+  return {{"metadata", {{"name", name}, {"namespace", "default"}, {"uid", uid}}},
+          {"spec", {{"containers", nlohmann::json::array({{{"name", "main"}, {"resources", {{"limits", limits}}}}})}}}};
+}
+
+std::string FilterBody(const nlohmann::json& pod, const std::vector<std::string>& names) {
+  return nlohmann::json{{"Pod", pod}, {"Nodes", nullptr}, {"NodeNames", names}}.dump();
+}
+
+std::string BindBody(const std::string& name, const std::string& uid, const std::string& node) {
+  return nlohmann::json{{"PodName", name}, {"PodNamespace", "default"}, {"PodUID", uid}, {"Node", node}}.dump();
+}
+
 api::GpuNodeStatus SampleGpuNodeStatus() {
   api::GpuNodeStatus s;
   api::GpuNodeDevice whole;

@@ -45,7 +45,7 @@
 #include "scheduler/extender/extender.h"
 #include "scheduler/extender/metrics.h"
 #include "scheduler/extender/routes.h"
-#include "scheduler/extender/test_util.h"
+#include "testing/builders.h"
 #include "testing/fake_clock.h"
 #include "testing/loopback.h"
 
@@ -123,7 +123,7 @@ struct World {
 
   explicit World(int cluster_nodes) : cluster_nodes(cluster_nodes) {
     std::vector<model::Node> nodes;
-    for (int i = 0; i < cluster_nodes; ++i) nodes.push_back(testing::GpuNode(NodeName(i), kGpusPerNode, 81920));
+    for (int i = 0; i < cluster_nodes; ++i) nodes.push_back(builders::GpuNode(NodeName(i), kGpusPerNode, 81920));
     auto policy = std::make_shared<placement::Policy>(model::PolicyKind::kFgd, placement::DefaultPriorWorkload(81920),
                                                       placement::PlacementOptions{});
     state = std::make_unique<ClusterState>(policy, clock, std::chrono::seconds(0));
@@ -171,19 +171,19 @@ struct World {
     GPUPACK_CHECK(null_server->Start("127.0.0.1:0").ok());
     null_port = null_server->port();
 
-    const json pod = testing::PodJson("bench-pod", "bench-uid", "10Gi");
+    const json pod = builders::PodJson("bench-pod", "bench-uid", "10Gi");
     for (int n : {1000, 5000, 20000}) {
       if (n > cluster_nodes) continue;
       std::vector<std::string> names;
       for (int i = 0; i < n; ++i) names.push_back(NodeName(i));
-      names_body[n] = testing::FilterBody(pod, names);
+      names_body[n] = builders::FilterBody(pod, names);
     }
     {
       std::vector<std::string> names;
       for (int i = 0; i < cluster_nodes; ++i) names.push_back(NodeName(i));
       for (int s = 0; s < 64; ++s) {
-        shape_bodies.push_back(testing::FilterBody(
-            testing::PodJson("shape-pod", "shape-uid", std::to_string(1024 + 512 * s) + "Mi"), names));
+        shape_bodies.push_back(builders::FilterBody(
+            builders::PodJson("shape-pod", "shape-uid", std::to_string(1024 + 512 * s) + "Mi"), names));
       }
     }
     json items = json::array();
@@ -334,7 +334,7 @@ void BM_MemoryState(benchmark::State& state) {
     ClusterState cluster(policy, clock, std::chrono::seconds(0));
     const int nodes = static_cast<int>(state.range(0));
     const int allocations = static_cast<int>(state.range(1));
-    for (int i = 0; i < nodes; ++i) cluster.UpsertNode(testing::GpuNode(NodeName(i), kGpusPerNode, 81920));
+    for (int i = 0; i < nodes; ++i) cluster.UpsertNode(builders::GpuNode(NodeName(i), kGpusPerNode, 81920));
     for (int p = 0; p < allocations; ++p) {
       const int node = p % nodes;
       const int gpu = (p / nodes) % kGpusPerNode;

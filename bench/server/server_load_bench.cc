@@ -28,7 +28,7 @@
 #include "scheduler/extender/config.h"
 #include "scheduler/extender/extender.h"
 #include "scheduler/extender/routes.h"
-#include "scheduler/extender/test_util.h"
+#include "testing/builders.h"
 #include "testing/fake_clock.h"
 #include "testing/loopback.h"
 
@@ -71,7 +71,7 @@ struct World {
     std::vector<model::Node> nodes;
     std::vector<std::string> names;
     for (int i = 0; i < kNodes; ++i) {
-      nodes.push_back(testing::GpuNode(NodeName(i), 8, 81920));
+      nodes.push_back(builders::GpuNode(NodeName(i), 8, 81920));
       names.push_back(NodeName(i));
     }
     auto policy = std::make_shared<placement::Policy>(model::PolicyKind::kFgd, placement::DefaultPriorWorkload(81920),
@@ -85,7 +85,7 @@ struct World {
     http = std::make_unique<server::HttpServer>(ExtenderServerOptions(ExtenderConfig{}, *extender));
     RegisterVerbs(*http, *extender, "");
     GPUPACK_CHECK(http->Start("127.0.0.1:0").ok());
-    body = testing::FilterBody(testing::PodJson("bench-pod", "bench-uid", "10Gi"), names);
+    body = builders::FilterBody(builders::PodJson("bench-pod", "bench-uid", "10Gi"), names);
   }
 };
 

@@ -5,13 +5,13 @@
 
 #include <gtest/gtest.h>
 
-#include "scheduler/extender/test_util.h"
+#include "testing/builders.h"
 #include "testing/fake_clock.h"
 
 namespace gpupack::extender {
 namespace {
 
-using testing::GpuNode;
+using builders::GpuNode;
 
 model::PodRequest Pod(const std::string& uid, model::MiB mib, int gpus = 1) {
   model::PodRequest pod;

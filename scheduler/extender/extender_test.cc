@@ -7,18 +7,18 @@
 #include <gtest/gtest.h>
 
 #include "api/annotations.h"
-#include "scheduler/extender/test_util.h"
+#include "testing/builders.h"
 #include "testing/fake_clock.h"
 #include "translate/pod_request.h"
 
 namespace gpupack::extender {
 namespace {
 
+using builders::BindBody;
+using builders::FilterBody;
+using builders::GpuNode;
+using builders::PodJson;
 using nlohmann::json;
-using testing::BindBody;
-using testing::FilterBody;
-using testing::GpuNode;
-using testing::PodJson;
 
 // A backend whose sync state and bind outcome a test controls; records binds like standalone.
 class ScriptedBackend final : public ClusterBackend {

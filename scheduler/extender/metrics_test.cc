@@ -7,13 +7,13 @@
 #include "scheduler/extender/backend.h"
 #include "scheduler/extender/cluster_state.h"
 #include "scheduler/extender/extender.h"
-#include "scheduler/extender/test_util.h"
+#include "testing/builders.h"
 #include "testing/fake_clock.h"
 
 namespace gpupack::extender {
 namespace {
 
-using testing::GpuNode;
+using builders::GpuNode;
 
 // Every line of `text` that starts with `prefix` (samples of one family), sorted: the exposition
 // order of series within a family is not part of the format.
@@ -127,9 +127,9 @@ TEST_F(ExtenderMetricsTest, StandaloneBindsCountAsSuccess) {
   StandaloneBackend backend({GpuNode("n1", 1, 81920)});
   ASSERT_TRUE(backend.Start(state_).ok());
   Extender ext(state_, backend, ExtenderOptions{}, clock_, &metrics_);
-  const nlohmann::json pod = testing::PodJson("p", "u1", "8Gi");
-  ext.Filter(testing::FilterBody(pod, {"n1"}));
-  ASSERT_EQ(nlohmann::json::parse(ext.Bind(testing::BindBody("p", "u1", "n1")).body)["Error"], "");
+  const nlohmann::json pod = builders::PodJson("p", "u1", "8Gi");
+  ext.Filter(builders::FilterBody(pod, {"n1"}));
+  ASSERT_EQ(nlohmann::json::parse(ext.Bind(builders::BindBody("p", "u1", "n1")).body)["Error"], "");
   EXPECT_EQ(Samples(metrics_.Render(), R"(gpupack_bind_requests_total{result="success"})"),
             std::vector<std::string>{R"(gpupack_bind_requests_total{result="success"} 1)"});
 }
