@@ -3,34 +3,22 @@
 #include <gtest/gtest.h>
 
 #include "placement/placement.h"
+#include "testing/builders.h"
 
 namespace gpupack::placement {
 namespace {
 
-// ---- builders ----
+// ---- builders (testing/builders.h) ----
+using builders::Spec;
+
+// Node `name` with `gpus` GPUs of 1000 MiB of `model`, each already holding `used_per_gpu` MiB of
+// another pod's, and `cpu_milli` of CPU.
 Node MakeNode(std::string name, int gpus, std::string model, int64_t cpu_milli, MiB used_per_gpu = 0) {
-  Node n;
-  n.name = std::move(name);
+  Node n = builders::GpuNode(name, gpus, 1000, model);
   n.cpu_milli = cpu_milli;
-  for (int i = 0; i < gpus; ++i) {
-    Device d;
-    d.uuid = "GPU-" + n.name + "-" + std::to_string(i);
-    d.index = i;
-    d.model = model;
-    d.capacity_mib = 1000;
-    if (used_per_gpu > 0) d.shares.push_back(DeviceShare{"other", "ns/other", "main", used_per_gpu, false});
-    n.devices.push_back(std::move(d));
-  }
+  if (used_per_gpu > 0)
+    for (Device& d : n.devices) d.shares.push_back(builders::OtherPodShare(used_per_gpu));
   return n;
-}
-TypicalSpec Spec(int64_t cpu, int k, MiB mem, double w, std::vector<std::string> models = {}) {
-  TypicalSpec s;
-  s.cpu_milli = cpu;
-  s.device_count = k;
-  s.mem_per_device_mib = mem;
-  s.gpu_models = std::move(models);
-  s.weight = w;
-  return s;
 }
 CapacityReservation Build(const std::vector<TypicalSpec>& specs, const std::vector<Node>& nodes) {
   CapacityReservation::Builder builder(TypicalWorkload{specs}, PlacementOptions{});

@@ -124,8 +124,7 @@ struct World {
   explicit World(int cluster_nodes) : cluster_nodes(cluster_nodes) {
     std::vector<model::Node> nodes;
     for (int i = 0; i < cluster_nodes; ++i) nodes.push_back(builders::GpuNode(NodeName(i), kGpusPerNode, 81920));
-    auto policy = std::make_shared<placement::Policy>(model::PolicyKind::kFgd, placement::DefaultPriorWorkload(81920),
-                                                      placement::PlacementOptions{});
+    auto policy = builders::PriorPolicy(model::PolicyKind::kFgd);
     state = std::make_unique<ClusterState>(policy, clock, std::chrono::seconds(0));
     backend = std::make_unique<StandaloneBackend>(std::move(nodes));
     GPUPACK_CHECK(backend->Start(*state).ok());
@@ -329,8 +328,7 @@ void BM_MemoryState(benchmark::State& state) {
   for (auto _ : state) {
     const int64_t before = RssBytes();
     FakeClock clock;
-    auto policy = std::make_shared<placement::Policy>(model::PolicyKind::kFgd, placement::DefaultPriorWorkload(81920),
-                                                      placement::PlacementOptions{});
+    auto policy = builders::PriorPolicy(model::PolicyKind::kFgd);
     ClusterState cluster(policy, clock, std::chrono::seconds(0));
     const int nodes = static_cast<int>(state.range(0));
     const int allocations = static_cast<int>(state.range(1));

@@ -74,8 +74,7 @@ struct World {
       nodes.push_back(builders::GpuNode(NodeName(i), 8, 81920));
       names.push_back(NodeName(i));
     }
-    auto policy = std::make_shared<placement::Policy>(model::PolicyKind::kFgd, placement::DefaultPriorWorkload(81920),
-                                                      placement::PlacementOptions{});
+    auto policy = builders::PriorPolicy(model::PolicyKind::kFgd);
     state = std::make_unique<ClusterState>(policy, clock, std::chrono::seconds(0));
     backend = std::make_unique<StandaloneBackend>(std::move(nodes));
     GPUPACK_CHECK(backend->Start(*state).ok());

@@ -45,10 +45,7 @@ TEST(MetricsServerOptionsTest, OneWorkerPlainHttp) {
   config.tls_cert_file = "cert.pem";
   config.tls_key_file = "key.pem";
   FakeClock clock;
-  ClusterState state{
-      std::make_shared<placement::Policy>(model::PolicyKind::kFgd, placement::DefaultPriorWorkload(81920),
-                                          placement::PlacementOptions{}),
-      clock, std::chrono::seconds(0)};
+  ClusterState state{builders::PriorPolicy(model::PolicyKind::kFgd), clock, std::chrono::seconds(0)};
   StandaloneBackend backend{{}};
   Extender extender{state, backend, ExtenderOptions{}, clock, nullptr};
   const server::HttpServerOptions verbs = ExtenderServerOptions(config, extender);
@@ -77,10 +74,7 @@ class HttpServerTest : public ::testing::Test {
   }
 
   FakeClock clock_;
-  ClusterState state_{
-      std::make_shared<placement::Policy>(model::PolicyKind::kFgd, placement::DefaultPriorWorkload(81920),
-                                          placement::PlacementOptions{}),
-      clock_, std::chrono::seconds(0)};
+  ClusterState state_{builders::PriorPolicy(model::PolicyKind::kFgd), clock_, std::chrono::seconds(0)};
   StandaloneBackend backend_{{builders::GpuNode("a", 2, 81920), builders::GpuNode("b", 1, 40960)}};
   ExtenderMetrics metrics_{&state_, true, BuildInfo{"0.1.0", "test"}};
   Extender extender_{state_, backend_, ExtenderOptions{}, clock_, &metrics_};
