@@ -155,10 +155,7 @@ TEST(CapacityReservation, UnhealthyDevicesNeitherHostNorCount) {
 TEST(CapacityReservation, EvaluatePricesTheMemoryThePodTakes) {
   const std::vector<Node> nodes = MixedCluster();
   Policy fgd(PolicyKind::kFgd, TypicalWorkload{MixedWorkload()}, {}, Build(MixedWorkload(), nodes));
-  PodRequest half;
-  half.name = "half";
-  half.cpu_milli = 4000;
-  half.containers.push_back(ContainerRequest{"main", 0, false, 1, 500});
+  const PodRequest half = builders::NamedPod("half", 1, 500, 4000);
   PodRequest whole = half;
   whole.containers[0].mem_per_device_mib = 0;
   // T4 (tightness 3): 3 × 500 = 1500 and 3 × 1000 = 3000; g0 (1.5): 750; an A100 node: 0.
