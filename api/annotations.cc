@@ -55,7 +55,7 @@ std::string JoinNames(std::span<const std::string_view> names) {
 std::string_view ContainerEnvName(ContainerEnvKey key) {
   switch (key) {
     case ContainerEnvKey::kVisibleDevices:
-      return "NVIDIA_VISIBLE_DEVICES";
+      return kEnvNvidiaVisibleDevices;
     case ContainerEnvKey::kMemoryLimitMiB:
       return "NVIDIA_GPU_MEMORY_LIMIT";
     case ContainerEnvKey::kMemoryRequestMiB:
@@ -64,6 +64,25 @@ std::string_view ContainerEnvName(ContainerEnvKey key) {
       return "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT";
   }
   return "";
+}
+
+bool IsDeviceEnvName(std::string_view name) {
+  for (std::string_view exact : kDeviceEnvNames) {
+    if (name == exact) return true;
+  }
+  for (std::string_view prefix : kDeviceEnvPrefixes) {
+    if (name.starts_with(prefix)) return true;
+  }
+  for (ContainerEnvKey key : kAllContainerEnvKeys) {
+    if (name == ContainerEnvName(key)) return true;
+  }
+  return false;
+}
+
+bool GivesNoDevice(std::string_view name, std::string_view value) {
+  if (name != kEnvNvidiaVisibleDevices && name != kEnvCudaVisibleDevices) return false;
+  if (value.empty() || value == "void" || value == "none") return true;
+  return name == kEnvCudaVisibleDevices && value == "-1";
 }
 
 }  // namespace gpupack::api

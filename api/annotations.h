@@ -81,4 +81,31 @@ inline constexpr ContainerEnvKey kAllContainerEnvKeys[] = {
     ContainerEnvKey::kVisibleDevices, ContainerEnvKey::kMemoryLimitMiB, ContainerEnvKey::kMemoryRequestMiB,
     ContainerEnvKey::kMpsMemoryLimit};
 
+// Environment variables that choose a container's GPU devices or caps. Only the scheduler's
+// allocation may set them: the webhook refuses (or strips) them wherever a pod's spec sets them
+// itself (docs/security.md), so the one list is here. Why each is on it:
+// - NVIDIA_VISIBLE_DEVICES: the NVIDIA container toolkit gives the container these devices ("all":
+//   every GPU on the node) where it honours the variable; gpupack's own env carries it too.
+inline constexpr std::string_view kEnvNvidiaVisibleDevices = "NVIDIA_VISIBLE_DEVICES";
+// - CUDA_VISIBLE_DEVICES: CUDA picks among the devices the container can open, which is every
+//   device for a privileged container or under a runtime without device isolation.
+inline constexpr std::string_view kEnvCudaVisibleDevices = "CUDA_VISIBLE_DEVICES";
+inline constexpr std::string_view kDeviceEnvNames[] = {kEnvNvidiaVisibleDevices, kEnvCudaVisibleDevices};
+// - NVIDIA_GPU_MEMORY_*: the toolkit's apply-cuda-memory-limits hook sets the container's cgroup
+//   memory limits from NVIDIA_GPU_MEMORY_LIMIT and _REQUEST.
+// - CUDA_MPS_*: MPS client settings: the pinned memory limit, the thread share, and the pipe
+//   directory that decides which MPS server (and so whose limits) a client joins.
+inline constexpr std::string_view kDeviceEnvPrefixes[] = {"NVIDIA_GPU_MEMORY_", "CUDA_MPS_"};
+// True for a name in kDeviceEnvNames, under a kDeviceEnvPrefixes prefix, or one gpupack itself
+// injects (ContainerEnvName of kAllContainerEnvKeys), so a new injected variable is covered without
+// a second list. Case-sensitive, as the environment is. Not covered: what selects driver features
+// or checks rather than devices (NVIDIA_DRIVER_CAPABILITIES, NVIDIA_REQUIRE_*).
+bool IsDeviceEnvName(std::string_view name);
+// True when `value` of the variable `name` gives the container no device, which a pod may say
+// itself: for NVIDIA_VISIBLE_DEVICES exactly "", "void" (the toolkit behaves as plain runc) and
+// "none" (driver libraries, no device; toolkit internal/config/image/devices.go); for
+// CUDA_VISIBLE_DEVICES the same values and "-1" (CUDA hides every device from the first entry that
+// is no device, and CPU-only pods commonly say -1). False for every other name.
+bool GivesNoDevice(std::string_view name, std::string_view value);
+
 }  // namespace gpupack::api

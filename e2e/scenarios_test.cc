@@ -320,8 +320,8 @@ TEST_F(Scenario, PodControlsAndNamespaceQuota) {
   wc.allow_custom_scheduler_name = true;  // keep the harness's scheduler name
   const webhook::Mutator mutator(wc);
   auto admit = [&](const Json& pod) -> StatusOr<Json> {
-    GPUPACK_ASSIGN_OR_RETURN(Json patch, mutator.PatchFor(pod));
-    return pod.patch(patch);
+    GPUPACK_ASSIGN_OR_RETURN(webhook::PodPatch patch, mutator.PatchFor(pod));
+    return pod.patch(patch.ops);
   };
   const std::string binpack = "binpack";
   std::vector<Json> pods;

@@ -10,7 +10,7 @@ namespace gpupack::webhook {
 namespace {
 
 constexpr std::string_view kKnownKeys[] = {
-    "schedulerName",   "allowCustomSchedulerName", "failurePolicy", "maxDevicesPerContainer",
+    "schedulerName",   "allowCustomSchedulerName", "failurePolicy", "userDeviceEnv",    "maxDevicesPerContainer",
     "maxDeviceMemory", "certCheckIntervalSeconds", "workerThreads", "wholeDeviceCharge"};
 
 std::string KeyList() {
@@ -61,6 +61,15 @@ Status ApplyKey(const std::string& key, const YAML::Node& value, Config& config)
     } else {
       return Status::InvalidArgument("config key failurePolicy: expected Fail or Ignore, got \"" + policy + "\"");
     }
+  } else if (key == "userDeviceEnv") {
+    GPUPACK_ASSIGN_OR_RETURN(std::string policy, Scalar<std::string>(value, key, "Refuse or Strip"));
+    if (policy == "Refuse") {
+      config.user_device_env = UserDeviceEnvPolicy::kRefuse;
+    } else if (policy == "Strip") {
+      config.user_device_env = UserDeviceEnvPolicy::kStrip;
+    } else {
+      return Status::InvalidArgument("config key userDeviceEnv: expected Refuse or Strip, got \"" + policy + "\"");
+    }
   } else if (key == "maxDevicesPerContainer") {
     GPUPACK_ASSIGN_OR_RETURN(config.max_devices_per_container, IntInRange(value, key, 1, 1024));
   } else if (key == "maxDeviceMemory") {
@@ -103,5 +112,9 @@ StatusOr<Config> LoadConfig(const std::string& path) {
 }
 
 std::string_view FailurePolicyName(FailurePolicy policy) { return policy == FailurePolicy::kFail ? "Fail" : "Ignore"; }
+
+std::string_view UserDeviceEnvPolicyName(UserDeviceEnvPolicy policy) {
+  return policy == UserDeviceEnvPolicy::kRefuse ? "Refuse" : "Strip";
+}
 
 }  // namespace gpupack::webhook

@@ -1,6 +1,6 @@
 // The webhook's configuration: which scheduler gpupack pods go to, what to do on an internal
-// error, and the limits it validates requests against. Loaded once at start-up from YAML
-// (docs/webhook.md lists every key). Plain value; concurrent const access is safe.
+// error and with device env a pod sets itself, and the limits it validates requests against. Loaded once at start-up
+// from YAML (docs/webhook.md lists every key). Plain value; concurrent const access is safe.
 #pragma once
 
 #include <chrono>
@@ -17,6 +17,12 @@ namespace gpupack::webhook {
 // both: kFail denies the pod (fail closed), kIgnore admits it without a patch (fail open).
 enum class FailurePolicy { kFail, kIgnore };
 
+// What the webhook does with GPU device and cap env (api::IsDeviceEnvName) that a pod's spec sets
+// itself, in any container: kRefuse denies the pod naming the container and the variable; kStrip
+// admits it with those entries removed (and a warning saying so). Devices and caps come only from
+// the scheduler's allocation either way.
+enum class UserDeviceEnvPolicy { kRefuse, kStrip };
+
 struct Config {
   // spec.schedulerName given to every pod that asks for a gpupack resource.
   std::string scheduler_name = "gpupack-scheduler";
@@ -24,6 +30,7 @@ struct Config {
   // second gpupack profile); when false every gpupack pod is routed to `scheduler_name`.
   bool allow_custom_scheduler_name = false;
   FailurePolicy failure_policy = FailurePolicy::kFail;
+  UserDeviceEnvPolicy user_device_env = UserDeviceEnvPolicy::kRefuse;
   // Largest gpupack.io/gpu a container may ask for.
   int max_devices_per_container = 16;
   // Largest per-device memory (MiB) any device in the cluster has; 0 = unknown, not checked.
@@ -48,5 +55,6 @@ StatusOr<Config> ParseConfig(std::string_view yaml_text);
 StatusOr<Config> LoadConfig(const std::string& path);
 
 std::string_view FailurePolicyName(FailurePolicy policy);
+std::string_view UserDeviceEnvPolicyName(UserDeviceEnvPolicy policy);
 
 }  // namespace gpupack::webhook

@@ -11,6 +11,7 @@ TEST(WebhookConfig, EmptyTextGivesDefaults) {
   EXPECT_EQ(config->scheduler_name, "gpupack-scheduler");
   EXPECT_FALSE(config->allow_custom_scheduler_name);
   EXPECT_EQ(config->failure_policy, FailurePolicy::kFail);
+  EXPECT_EQ(config->user_device_env, UserDeviceEnvPolicy::kRefuse);
   EXPECT_EQ(config->max_devices_per_container, 16);
   EXPECT_EQ(config->max_device_memory_mib, 0);
 }
@@ -20,6 +21,7 @@ TEST(WebhookConfig, ReadsEveryKey) {
 schedulerName: gpu-packer
 allowCustomSchedulerName: true
 failurePolicy: Ignore
+userDeviceEnv: Strip
 maxDevicesPerContainer: 8
 maxDeviceMemory: 80Gi
 certCheckIntervalSeconds: 3
@@ -29,6 +31,7 @@ workerThreads: 4
   EXPECT_EQ(config->scheduler_name, "gpu-packer");
   EXPECT_TRUE(config->allow_custom_scheduler_name);
   EXPECT_EQ(config->failure_policy, FailurePolicy::kIgnore);
+  EXPECT_EQ(config->user_device_env, UserDeviceEnvPolicy::kStrip);
   EXPECT_EQ(config->max_devices_per_container, 8);
   EXPECT_EQ(config->max_device_memory_mib, 80 * 1024);
   EXPECT_EQ(config->cert_check_interval, std::chrono::seconds(3));
@@ -49,6 +52,8 @@ TEST(WebhookConfig, RefusesBadValuesNamingTheKey) {
     const char* expected;
   } cases[] = {
       {"failurePolicy: Deny", "failurePolicy"},
+      {"userDeviceEnv: Allow", "userDeviceEnv"},
+      {"userDeviceEnv: strip", "userDeviceEnv"},
       {"maxDevicesPerContainer: 0", "maxDevicesPerContainer"},
       {"maxDevicesPerContainer: many", "maxDevicesPerContainer"},
       {"maxDeviceMemory: lots", "maxDeviceMemory"},

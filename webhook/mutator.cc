@@ -1,5 +1,6 @@
 #include "webhook/mutator.h"
 
+#include <algorithm>
 #include <exception>
 #include <utility>
 
@@ -7,6 +8,7 @@
 #include "common/log.h"
 #include "common/quantity.h"
 #include "translate/pod_request.h"
+#include "webhook/device_env.h"
 
 namespace gpupack::webhook {
 namespace {
@@ -115,13 +117,46 @@ json InjectedEnv(bool init, int index) {
   return (init ? init_envs : app_envs)[size_t(index)];
 }
 
-bool IsInjectedName(const json& entry) {
-  const json* name = Field(entry, "name");
-  if (name == nullptr || !name->is_string()) return false;
-  for (api::ContainerEnvKey key : api::kAllContainerEnvKeys) {
-    if (name->get_ref<const std::string&>() == api::ContainerEnvName(key)) return true;
+// The container lists whose env is reviewed, in the order a denial reports them. Ephemeral
+// containers cannot be set at CREATE (the API server refuses them), but cost nothing to look at.
+constexpr std::string_view kContainerLists[] = {"containers", "initContainers", "ephemeralContainers"};
+
+// Only gpupack's components write these (api::IsComponentAnnotation); refused on every pod.
+Status CheckComponentAnnotations(const json& pod) {
+  const json* metadata = Field(pod, "metadata");
+  const json* annotations = metadata != nullptr ? Field(*metadata, "annotations") : nullptr;
+  if (annotations == nullptr || !annotations->is_object()) return Status::Ok();
+  for (const auto& entry : annotations->items()) {
+    const std::string& key = entry.key();
+    if (api::IsSchedulerAnnotation(key)) {
+      return Status::PermissionDenied(
+          "metadata.annotations[\"" + key +
+          "\"]: only the gpupack scheduler may set this annotation (it records the device and "
+          "memory cap chosen at bind); remove it from the pod");
+    }
+    if (key == api::kAnnotationWholeDeviceCharge) {
+      return Status::PermissionDenied(
+          "metadata.annotations[\"" + key +
+          "\"]: only gpupack-webhook may set this annotation (it marks the quota charge it adds to "
+          "whole-device requests); remove it from the pod");
+    }
   }
-  return false;
+  return Status::Ok();
+}
+
+Status CheckNodeName(const json& spec) {
+  std::string node_name = StringField(spec, "nodeName");
+  if (node_name.empty()) return Status::Ok();
+  return Status::PermissionDenied("spec.nodeName is set to \"" + node_name +
+                                  "\": a pod that asks for gpupack resources must be placed by the gpupack scheduler, "
+                                  "which chooses its device and records its memory cap");
+}
+
+std::string PodName(const json& pod) {
+  const json* metadata = Field(pod, "metadata");
+  std::string name = metadata != nullptr ? StringField(*metadata, "name") : std::string();
+  if (name.empty() && metadata != nullptr) name = StringField(*metadata, "generateName") + "*";
+  return name;
 }
 
 }  // namespace
@@ -142,37 +177,6 @@ std::string_view OutcomeName(Outcome outcome) {
 
 Mutator::Mutator(Config config) : config_(std::move(config)) {}
 
-Status Mutator::CheckWebhookRules(const json& pod) const {
-  const json* metadata = Field(pod, "metadata");
-  const json* annotations = metadata != nullptr ? Field(*metadata, "annotations") : nullptr;
-  if (annotations != nullptr && annotations->is_object()) {
-    for (const auto& entry : annotations->items()) {
-      const std::string& key = entry.key();
-      if (api::IsSchedulerAnnotation(key)) {
-        return Status::PermissionDenied(
-            "metadata.annotations[\"" + key +
-            "\"]: only the gpupack scheduler may set this annotation (it records the device and "
-            "memory cap chosen at bind); remove it from the pod");
-      }
-      if (key == api::kAnnotationWholeDeviceCharge) {
-        return Status::PermissionDenied(
-            "metadata.annotations[\"" + key +
-            "\"]: only gpupack-webhook may set this annotation (it marks the quota charge it adds to "
-            "whole-device requests); remove it from the pod");
-      }
-    }
-  }
-  const json* spec = Field(pod, "spec");
-  std::string node_name = spec != nullptr ? StringField(*spec, "nodeName") : std::string();
-  if (!node_name.empty()) {
-    return Status::PermissionDenied(
-        "spec.nodeName is set to \"" + node_name +
-        "\": a pod that asks for gpupack resources must be placed by the gpupack scheduler, "
-        "which chooses its device and records its memory cap");
-  }
-  return Status::Ok();
-}
-
 json Mutator::SchedulerNamePatch(const json& spec) const {
   const json* current = Field(spec, "schedulerName");
   if (current == nullptr || current->is_null()) {
@@ -186,16 +190,47 @@ json Mutator::SchedulerNamePatch(const json& spec) const {
   return {{"op", "replace"}, {"path", "/spec/schedulerName"}, {"value", config_.scheduler_name}};
 }
 
-StatusOr<json> Mutator::PatchFor(const json& pod) const {
-  GPUPACK_ASSIGN_OR_RETURN(model::PodRequest request,
-                           translate::ParsePodRequest(pod, config_.max_devices_per_container));
-  GPUPACK_RETURN_IF_ERROR(CheckWebhookRules(pod));
-  const json& spec = pod.at("spec");
-  json patch = json::array();
+Status Mutator::ReviewEnv(const json& container, std::string_view list, size_t index, const json& own,
+                          PodPatch& patch) const {
+  const json* old_env = Field(container, "env");
+  if (old_env != nullptr && !old_env->is_null() && !old_env->is_array()) {
+    return Status::InvalidArgument(ContainerLabel(container, list, index) + ": env must be a list");
+  }
+  ContainerEnvReview review = ReviewContainerEnv(old_env != nullptr ? *old_env : json(), own);
+  if (!review.refused.empty()) {
+    if (config_.user_device_env == UserDeviceEnvPolicy::kRefuse) {
+      return Status::PermissionDenied(ContainerLabel(container, list, index) + " sets " + review.refused.front() +
+                                      " itself; GPU devices and caps come only from the scheduler's allocation");
+    }
+    std::string names;
+    for (const std::string& name : review.refused) names += (names.empty() ? "" : ", ") + name;
+    patch.warnings.push_back(ContainerLabel(container, list, index) + ": removed " + names +
+                             ", which a pod may not set itself; GPU devices and caps come only from the "
+                             "scheduler's allocation");
+  }
+  const bool unchanged = old_env != nullptr && old_env->is_array() ? review.env == *old_env : review.env.empty();
+  if (unchanged) return Status::Ok();
+  // The whole list is replaced: ops that remove entries by index would shift each other.
+  json::json_pointer path = json::json_pointer("/spec") / std::string(list) / index / "env";
+  patch.ops.push_back(
+      {{"op", old_env != nullptr ? "replace" : "add"}, {"path", path.to_string()}, {"value", std::move(review.env)}});
+  return Status::Ok();
+}
+
+StatusOr<PodPatch> Mutator::PatchFor(const json& pod) const {
+  GPUPACK_RETURN_IF_ERROR(CheckComponentAnnotations(pod));
+  PodPatch patch;
+  model::PodRequest request;  // no containers: the pod asks gpupack for nothing
+  if (translate::PodAsksForGpupack(pod)) {
+    GPUPACK_ASSIGN_OR_RETURN(request, translate::ParsePodRequest(pod, config_.max_devices_per_container));
+    GPUPACK_RETURN_IF_ERROR(CheckNodeName(pod.at("spec")));
+  }
+  const json* spec = Field(pod, "spec");
+  if (spec == nullptr || !spec->is_object()) return patch;
   std::string charged;  // api::kAnnotationWholeDeviceCharge: "c0,i1"
   for (const model::ContainerRequest& container : request.containers) {
     std::string_view list = container.init ? "initContainers" : "containers";
-    const json& object = spec.at(list).at(static_cast<size_t>(container.index));
+    const json& object = spec->at(list).at(static_cast<size_t>(container.index));
     if (config_.whole_device_charge_mib > 0 && container.whole_device()) {
       // Charge whole devices to the namespace's gpu-memory quota: requests and limits alike
       // (Kubernetes wants them equal for extended resources).
@@ -211,7 +246,8 @@ StatusOr<json> Mutator::PatchFor(const json& pod) const {
       }
       json::json_pointer path =
           json::json_pointer("/spec") / std::string(list) / static_cast<size_t>(container.index) / "resources";
-      patch.push_back({{"op", old != nullptr ? "replace" : "add"}, {"path", path.to_string()}, {"value", resources}});
+      patch.ops.push_back(
+          {{"op", old != nullptr ? "replace" : "add"}, {"path", path.to_string()}, {"value", resources}});
       charged +=
           (charged.empty() ? "" : ",") + std::string(container.init ? "i" : "c") + std::to_string(container.index);
     }
@@ -222,39 +258,56 @@ StatusOr<json> Mutator::PatchFor(const json& pod) const {
           " device(s), more than the largest device in the cluster has (" + FormatMiB(config_.max_device_memory_mib) +
           ")");
     }
-    json env = InjectedEnv(container.init, container.index);
-    const json* old_env = Field(object, "env");
-    if (old_env != nullptr && !old_env->is_null() && !old_env->is_array()) {
-      return Status::InvalidArgument(ContainerLabel(object, list, container.index) + ": env must be a list");
+  }
+  for (std::string_view list : kContainerLists) {
+    const json* containers = Field(*spec, list);
+    if (containers == nullptr || !containers->is_array()) continue;
+    for (size_t i = 0; i < containers->size(); ++i) {
+      const bool init = list == "initContainers";
+      const bool gpupack =
+          list != "ephemeralContainers" &&
+          std::any_of(request.containers.begin(), request.containers.end(),
+                      [&](const model::ContainerRequest& c) { return c.init == init && size_t(c.index) == i; });
+      GPUPACK_RETURN_IF_ERROR(
+          ReviewEnv((*containers)[i], list, i, gpupack ? InjectedEnv(init, int(i)) : json::array(), patch));
     }
-    if (old_env != nullptr && old_env->is_array()) {
-      for (const json& entry : *old_env) {
-        if (!IsInjectedName(entry)) env.push_back(entry);
-      }
-      if (env == *old_env) continue;
-    }
-    json::json_pointer path =
-        json::json_pointer("/spec") / std::string(list) / static_cast<size_t>(container.index) / "env";
-    patch.push_back(
-        {{"op", old_env != nullptr ? "replace" : "add"}, {"path", path.to_string()}, {"value", std::move(env)}});
   }
   if (!charged.empty()) {
     const json* metadata = Field(pod, "metadata");
     const json* annotations = metadata != nullptr ? Field(*metadata, "annotations") : nullptr;
     if (annotations != nullptr && annotations->is_object()) {
-      patch.push_back(
+      patch.ops.push_back(
           {{"op", "add"},
            {"path",
             (json::json_pointer("/metadata/annotations") / std::string(api::kAnnotationWholeDeviceCharge)).to_string()},
            {"value", charged}});
     } else {
-      patch.push_back({{"op", "add"},
-                       {"path", "/metadata/annotations"},
-                       {"value", {{std::string(api::kAnnotationWholeDeviceCharge), charged}}}});
+      patch.ops.push_back({{"op", "add"},
+                           {"path", "/metadata/annotations"},
+                           {"value", {{std::string(api::kAnnotationWholeDeviceCharge), charged}}}});
     }
   }
-  json scheduler = SchedulerNamePatch(spec);
-  if (!scheduler.is_null()) patch.insert(patch.begin(), std::move(scheduler));
+  if (!request.containers.empty()) {
+    json scheduler = SchedulerNamePatch(*spec);
+    if (!scheduler.is_null()) patch.ops.insert(patch.ops.begin(), std::move(scheduler));
+  }
+  return patch;
+}
+
+StatusOr<PodPatch> Mutator::EphemeralContainersPatchFor(const json& pod, const json& old_pod) const {
+  PodPatch patch;
+  const json* spec = Field(pod, "spec");
+  const json* containers = spec != nullptr ? Field(*spec, "ephemeralContainers") : nullptr;
+  if (containers == nullptr || !containers->is_array()) return patch;
+  const json* old_spec = Field(old_pod, "spec");
+  const json* old_containers = old_spec != nullptr ? Field(*old_spec, "ephemeralContainers") : nullptr;
+  for (size_t i = 0; i < containers->size(); ++i) {
+    const std::string name = StringField((*containers)[i], "name");
+    const bool added = old_containers == nullptr || !old_containers->is_array() ||
+                       std::none_of(old_containers->begin(), old_containers->end(),
+                                    [&](const json& old) { return StringField(old, "name") == name; });
+    if (added) GPUPACK_RETURN_IF_ERROR(ReviewEnv((*containers)[i], "ephemeralContainers", i, json::array(), patch));
+  }
   return patch;
 }
 
@@ -287,27 +340,38 @@ ReviewResult Mutator::Review(std::string_view body) const {
   };
   try {
     const json* resource = Field(*request, "resource");
-    bool is_pod = resource != nullptr && StringField(*resource, "group").empty() &&
-                  StringField(*resource, "resource") == "pods" && StringField(*request, "subResource").empty();
-    if (!is_pod || StringField(*request, "operation") != "CREATE") {
-      return Allow(uid, Outcome::kSkipped);
-    }
+    const bool pods =
+        resource != nullptr && StringField(*resource, "group").empty() && StringField(*resource, "resource") == "pods";
+    const std::string subresource = StringField(*request, "subResource");
+    const std::string operation = StringField(*request, "operation");
+    const bool create = pods && subresource.empty() && operation == "CREATE";
+    const bool debug = pods && subresource == "ephemeralcontainers" && operation == "UPDATE";
+    if (!create && !debug) return Allow(uid, Outcome::kSkipped);
     const json* pod = Field(*request, "object");
     if (pod == nullptr || !pod->is_object()) return failed("request.object is not a Pod object");
-    if (!translate::PodAsksForGpupack(*pod)) return Allow(uid, Outcome::kSkipped);
-    StatusOr<json> patch = PatchFor(*pod);
+    const json* old_pod = Field(*request, "oldObject");
+    StatusOr<PodPatch> patch =
+        create ? PatchFor(*pod) : EphemeralContainersPatchFor(*pod, old_pod != nullptr ? *old_pod : json());
+    auto pod_label = [&] { return StringField(*request, "namespace") + "/" + PodName(*pod) + " (uid " + uid + ")"; };
     if (!patch.ok()) {
       bool forbidden = patch.status().code() == StatusCode::kPermissionDenied;
-      const json* metadata = Field(*pod, "metadata");
-      std::string name = metadata != nullptr ? StringField(*metadata, "name") : std::string();
-      if (name.empty() && metadata != nullptr) name = StringField(*metadata, "generateName") + "*";
-      GPUPACK_LOG(kInfo, "webhook") << "denied pod " << StringField(*request, "namespace") << "/" << name << " (uid "
-                                    << uid << "): " << patch.status().message();
+      GPUPACK_LOG(kInfo, "webhook") << "denied pod " << pod_label() << ": " << patch.status().message();
       return Refuse(uid, Outcome::kDenied, 200, forbidden ? 403 : 400, forbidden ? "Forbidden" : "BadRequest",
                     patch.status().message());
     }
-    if (patch->empty()) return Allow(uid, Outcome::kSkipped);
-    return {Outcome::kPatched, 200, PatchedReviewBody(uid, patch->dump())};
+    if (patch->ops.empty()) return Allow(uid, Outcome::kSkipped);
+    if (patch->warnings.empty()) return {Outcome::kPatched, 200, PatchedReviewBody(uid, patch->ops.dump())};
+    for (const std::string& warning : patch->warnings) {
+      GPUPACK_LOG(kInfo, "webhook") << "stripped pod " << pod_label() << ": " << warning;
+    }
+    std::string patch_base64;
+    AppendBase64(patch->ops.dump(), patch_base64);
+    return {Outcome::kPatched, 200,
+            ReviewBody({{"uid", uid},
+                        {"allowed", true},
+                        {"patchType", "JSONPatch"},
+                        {"patch", std::move(patch_base64)},
+                        {"warnings", patch->warnings}})};
   } catch (const std::exception& e) {
     // nlohmann and the standard library throw on shapes no typed Pod can have; never crash.
     return failed(e.what());

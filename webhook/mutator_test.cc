@@ -1,83 +1,20 @@
 // Long file: the table tests of one component (the mutating webhook).
 #include "webhook/mutator.h"
 
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include <gtest/gtest.h>
-#include <openssl/evp.h>
 
 #include "api/allocation.h"
 #include "api/annotations.h"
 #include "translate/pod_request.h"
+#include "webhook/testing/review_testing.h"
 
 namespace gpupack::webhook {
 namespace {
 
 using nlohmann::json;
-
-json LoadReview(const std::string& name) {
-  std::ifstream in(std::string(GPUPACK_WEBHOOK_TESTDATA) + "/" + name);
-  EXPECT_TRUE(in.good()) << name;
-  std::stringstream text;
-  text << in.rdbuf();
-  return json::parse(text.str());
-}
-
-std::string DecodeBase64(const std::string& text) {
-  std::string out(text.size() / 4 * 3, '\0');
-  int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                          reinterpret_cast<const unsigned char*>(text.data()), int(text.size()));
-  EXPECT_GE(n, 0) << "not base64: " << text;
-  size_t padding = 0;
-  for (size_t i = text.size(); i > 0 && text[i - 1] == '='; --i) ++padding;
-  out.resize(size_t(n) - padding);
-  return out;
-}
-
-// A one-container review built from the captured one, for the smaller cases.
-json ReviewOf(json pod) {
-  json review = LoadReview("review_deployment_pod.json");
-  review["request"]["object"] = std::move(pod);
-  return review;
-}
-
-json GpuContainer(const std::string& name, const std::string& memory) {
-  return {{"name", name}, {"image", "cuda:13.4"}, {"resources", {{"limits", {{"gpupack.io/gpu-memory", memory}}}}}};
-}
-
-json PodWith(json containers) {
-  return {{"apiVersion", "v1"},
-          {"kind", "Pod"},
-          {"metadata", {{"name", "p"}, {"namespace", "ml"}}},
-          {"spec", {{"containers", std::move(containers)}}}};
-}
-
-struct Answer {
-  ReviewResult result;
-  json response;  // the "response" object of the AdmissionReview answered
-  json patch;     // the decoded JSONPatch, or null
-};
-
-Answer Ask(const Mutator& mutator, const json& review) {
-  Answer a;
-  a.result = mutator.Review(review.dump());
-  json body = json::parse(a.result.body);  // every answer is well-formed JSON
-  EXPECT_EQ(body.value("apiVersion", ""), "admission.k8s.io/v1");
-  EXPECT_EQ(body.value("kind", ""), "AdmissionReview");
-  a.response = body.at("response");
-  if (a.response.contains("patch")) {
-    EXPECT_EQ(a.response.value("patchType", ""), "JSONPatch");
-    a.patch = json::parse(DecodeBase64(a.response["patch"].get<std::string>()));
-  }
-  return a;
-}
-
-json PatchedPod(const json& review, const Answer& answer) {
-  const json& pod = review["request"]["object"];
-  return answer.patch.is_null() ? pod : pod.patch(answer.patch);
-}
+using namespace webhook::testing;
 
 std::string FieldPathOf(bool init, int index, api::ContainerEnvKey key) {
   return "metadata.annotations['" + api::ContainerAnnotationKey(init, index, key) + "']";
@@ -103,14 +40,18 @@ std::vector<std::string> EnvNames(const json& env) {
 }
 
 TEST(Mutator, PatchesTheCapturedDeploymentPod) {
-  Mutator mutator{Config{}};
-  json review = LoadReview("review_deployment_pod.json");
+  Mutator mutator{StripConfig()};
+  json review = CapturedDeploymentReview();
   Answer a = Ask(mutator, review);
   EXPECT_EQ(a.result.outcome, Outcome::kPatched);
   EXPECT_EQ(a.result.http_status, 200);
-  EXPECT_EQ(a.response["uid"], "3f5c2f6e-9b1d-4a8e-a7f0-5b2d8c1e4a90");
+  EXPECT_EQ(a.response["uid"], kCapturedUid);
   EXPECT_EQ(a.response["allowed"], true);
   ASSERT_TRUE(a.patch.is_array());
+  EXPECT_EQ(a.response["warnings"],
+            json::array({"container \"server\" (spec.containers[0]): removed NVIDIA_GPU_MEMORY_LIMIT, "
+                         "NVIDIA_VISIBLE_DEVICES, which a pod may not set itself; GPU devices and caps come only from "
+                         "the scheduler's allocation"}));
 
   const json& before = review["request"]["object"];
   json after = PatchedPod(review, a);
@@ -148,7 +89,7 @@ TEST(Mutator, PatchesTheCapturedDeploymentPod) {
 
 TEST(Mutator, PatchOpsAddMissingEnvAndReplaceExistingEnv) {
   Mutator mutator{Config{}};
-  json review = LoadReview("review_deployment_pod.json");
+  json review = AdmissibleDeploymentReview();
   Answer a = Ask(mutator, review);
   std::map<std::string, std::string> ops;
   for (const json& op : a.patch) ops[op["path"]] = op["op"];
@@ -163,8 +104,8 @@ TEST(Mutator, APatchedAnswerIsExactlyWhatNlohmannWritesForIt) {
   // The patched answer is written without nlohmann (mutator.cc, PatchedReviewBody); it must be
   // the same bytes, a uid that needs escaping included.
   Mutator mutator{Config{}};
-  for (const std::string uid : {"3f5c2f6e-9b1d-4a8e-a7f0-5b2d8c1e4a90", "a\"b\\c\u00e9\n"}) {
-    json review = LoadReview("review_deployment_pod.json");
+  for (const std::string uid : {kCapturedUid, "a\"b\\c\u00e9\n"}) {
+    json review = AdmissibleDeploymentReview();
     review["request"]["uid"] = uid;
     ReviewResult result = mutator.Review(review.dump());
     ASSERT_EQ(result.outcome, Outcome::kPatched) << result.body;
@@ -186,15 +127,19 @@ TEST(Mutator, EveryContainerGetsTheEnvOfItsOwnPosition) {
   for (int i : {0, 15, 16, 17}) ExpectInjectedEnvFirst(after["spec"]["containers"][size_t(i)]["env"], false, i);
 }
 
+// The patched pod carries gpupack's own env entries under device variable names: they are not
+// the pod's own choice of device, in either mode.
 TEST(Mutator, ASecondReviewOfThePatchedPodChangesNothing) {
-  Mutator mutator{Config{}};
-  json review = LoadReview("review_deployment_pod.json");
-  json again = review;
-  again["request"]["object"] = PatchedPod(review, Ask(mutator, review));
-  Answer a = Ask(mutator, again);
-  EXPECT_EQ(a.result.outcome, Outcome::kSkipped);
-  EXPECT_EQ(a.response["allowed"], true);
-  EXPECT_FALSE(a.response.contains("patch"));
+  for (const Config& config : {Config{}, StripConfig()}) {
+    Mutator mutator{config};
+    json review = AdmissibleDeploymentReview();
+    json again = review;
+    again["request"]["object"] = PatchedPod(review, Ask(mutator, review));
+    Answer a = Ask(mutator, again);
+    EXPECT_EQ(a.result.outcome, Outcome::kSkipped) << a.result.body;
+    EXPECT_EQ(a.response["allowed"], true);
+    EXPECT_FALSE(a.response.contains("patch"));
+  }
 }
 
 TEST(Mutator, AWorkloadCannotRaiseItsOwnCap) {
@@ -209,7 +154,8 @@ TEST(Mutator, AWorkloadCannotRaiseItsOwnCap) {
        {"valueFrom", {{"fieldRef", {{"fieldPath", "metadata.annotations['mine']"}}}}}},
   });
   json review = ReviewOf(PodWith(json::array({container})));
-  json after = PatchedPod(review, Ask(Mutator{Config{}}, review));
+  EXPECT_EQ(Ask(Mutator{Config{}}, review).result.outcome, Outcome::kDenied);
+  json after = PatchedPod(review, Ask(Mutator{StripConfig()}, review));
   const json& env = after["spec"]["containers"][0]["env"];
   ExpectInjectedEnvFirst(env, false, 0);
   EXPECT_EQ(EnvNames(env),
@@ -322,11 +268,11 @@ TEST(Mutator, PodsWithoutGpupackResourcesAreLeftAlone) {
 
 TEST(Mutator, OtherOperationsAndResourcesAreLeftAlone) {
   Mutator mutator{Config{}};
-  json update = LoadReview("review_deployment_pod.json");
+  json update = CapturedDeploymentReview();
   update["request"]["operation"] = "UPDATE";
-  json binding = LoadReview("review_deployment_pod.json");
+  json binding = CapturedDeploymentReview();
   binding["request"]["subResource"] = "binding";
-  json deployment = LoadReview("review_deployment_pod.json");
+  json deployment = CapturedDeploymentReview();
   deployment["request"]["resource"] = {{"group", "apps"}, {"version", "v1"}, {"resource", "deployments"}};
   for (const json& review : {update, binding, deployment}) {
     Answer a = Ask(mutator, review);
@@ -334,21 +280,6 @@ TEST(Mutator, OtherOperationsAndResourcesAreLeftAlone) {
     EXPECT_EQ(a.response["allowed"], true);
     EXPECT_FALSE(a.response.contains("patch"));
   }
-}
-
-struct Denial {
-  int code;
-  std::string message;
-};
-
-Denial DenialOf(const Mutator& mutator, const json& pod) {
-  Answer a = Ask(mutator, ReviewOf(pod));
-  EXPECT_EQ(a.result.outcome, Outcome::kDenied) << a.result.body;
-  EXPECT_EQ(a.result.http_status, 200);
-  EXPECT_EQ(a.response["allowed"], false);
-  EXPECT_EQ(a.response["uid"], "3f5c2f6e-9b1d-4a8e-a7f0-5b2d8c1e4a90");
-  EXPECT_FALSE(a.response.contains("patch"));
-  return {a.response["status"].value("code", 0), a.response["status"].value("message", "")};
 }
 
 TEST(Mutator, InvalidRequestsAreDeniedWithMessagesNamingContainerAndField) {
@@ -408,15 +339,15 @@ TEST(Mutator, DeniesUnknownGpupackNamesListingTheValidOnesAndLogsTheDenial) {
   Mutator mutator{Config{}};
   const json typo = PodWith(
       json::array({{{"name", "main"}, {"image", "x"}, {"resources", {{"limits", {{"gpupack.io/gpu-mem", "8Gi"}}}}}}}));
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   Denial d = DenialOf(mutator, typo);
-  const std::string log = testing::internal::GetCapturedStderr();
+  const std::string log = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(d.code, 400);
   EXPECT_NE(d.message.find("resources.limits[gpupack.io/gpu-mem]: unknown gpupack resource; the resources are "
                            "gpupack.io/gpu-memory, gpupack.io/gpu"),
             std::string::npos)
       << d.message;
-  EXPECT_NE(log.find("INFO webhook: denied pod ml/p (uid 3f5c2f6e-9b1d-4a8e-a7f0-5b2d8c1e4a90): container \"main\""),
+  EXPECT_NE(log.find("INFO webhook: denied pod ml/p (uid " + std::string(kCapturedUid) + "): container \"main\""),
             std::string::npos)
       << log;
 
@@ -458,9 +389,9 @@ TEST(Mutator, PodsMayNotPresetWhatOnlyTheSchedulerWrites) {
 
 TEST(Mutator, BodiesThatAreNoReviewGetAWellFormedBadRequest) {
   Mutator mutator{Config{}};
-  json no_uid = LoadReview("review_deployment_pod.json");
+  json no_uid = CapturedDeploymentReview();
   no_uid["request"].erase("uid");
-  json v1beta1 = LoadReview("review_deployment_pod.json");
+  json v1beta1 = CapturedDeploymentReview();
   v1beta1["apiVersion"] = "admission.k8s.io/v1beta1";
   for (const std::string& body : {std::string("not json"), std::string(""), std::string("[1,2]"), std::string("{}"),
                                   std::string("{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\"}"),
@@ -477,14 +408,14 @@ TEST(Mutator, BodiesThatAreNoReviewGetAWellFormedBadRequest) {
 }
 
 TEST(Mutator, UnprocessableReviewsFollowTheFailurePolicy) {
-  json review = LoadReview("review_deployment_pod.json");
+  json review = CapturedDeploymentReview();
   review["request"]["object"] = "not a pod";
 
   Config fail_closed;
   Answer denied = Ask(Mutator{fail_closed}, review);
   EXPECT_EQ(denied.result.outcome, Outcome::kError);
   EXPECT_EQ(denied.result.http_status, 200);
-  EXPECT_EQ(denied.response["uid"], "3f5c2f6e-9b1d-4a8e-a7f0-5b2d8c1e4a90");
+  EXPECT_EQ(denied.response["uid"], kCapturedUid);
   EXPECT_EQ(denied.response["allowed"], false);
   EXPECT_EQ(denied.response["status"]["code"], 500);
 
@@ -502,7 +433,7 @@ TEST(Mutator, UnprocessableReviewsFollowTheFailurePolicy) {
 // never a crash or an exception.
 TEST(Mutator, WrongTypesAnywhereInThePodNeverCrash) {
   Mutator mutator{Config{}};
-  const json original = LoadReview("review_deployment_pod.json");
+  const json original = AdmissibleDeploymentReview();
   std::vector<json::json_pointer> paths;
   std::function<void(const json&, const json::json_pointer&)> walk = [&](const json& node,
                                                                          const json::json_pointer& at) {
@@ -522,7 +453,7 @@ TEST(Mutator, WrongTypesAnywhereInThePodNeverCrash) {
       review[path] = replacement;
       ReviewResult r = mutator.Review(review.dump());
       json answer = json::parse(r.body);
-      EXPECT_EQ(answer["response"]["uid"], "3f5c2f6e-9b1d-4a8e-a7f0-5b2d8c1e4a90") << path;
+      EXPECT_EQ(answer["response"]["uid"], kCapturedUid) << path;
       EXPECT_TRUE(answer["response"]["allowed"].is_boolean()) << path;
       if (r.outcome == Outcome::kDenied) ++denied;
     }

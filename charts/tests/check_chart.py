@@ -69,7 +69,7 @@ EXTENDER_ROUTES = {"filterVerb": "filter", "prioritizeVerb": "prioritize", "bind
 GPUPACK_RESOURCES = {"gpupack.io/gpu-memory", "gpupack.io/gpu"}
 
 # Keys gpupack-webhook's config accepts (webhook/config.cc); checked live when the binary exists.
-WEBHOOK_CONFIG_KEYS = {"schedulerName", "allowCustomSchedulerName", "failurePolicy",
+WEBHOOK_CONFIG_KEYS = {"schedulerName", "allowCustomSchedulerName", "failurePolicy", "userDeviceEnv",
                        "maxDevicesPerContainer", "maxDeviceMemory", "certCheckIntervalSeconds",
                        "workerThreads", "wholeDeviceCharge"}
 
@@ -568,9 +568,15 @@ def check_webhook(m, ns, values):
             errs.append(f"webhook: {k}={hook.get(k)!r}, want {v!r}")
     if "v1" not in hook.get("admissionReviewVersions", []):
         errs.append("webhook: admissionReviewVersions must include v1")
+    # Every pod CREATE and every ephemeral container added later: no pod may choose GPU devices
+    # itself (docs/security.md), so nothing but the namespace may exempt one.
     rules = hook.get("rules", [])
-    if rules != [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"], "scope": "Namespaced"}]:
-        errs.append(f"webhook: rules {rules}, want pod CREATE only")
+    want_rules = [{"operations": [op], "apiGroups": [""], "apiVersions": ["v1"], "resources": [res], "scope": "Namespaced"}
+                  for op, res in (("CREATE", "pods"), ("UPDATE", "pods/ephemeralcontainers"))]
+    if rules != want_rules:
+        errs.append(f"webhook: rules {rules}, want pod CREATE and pods/ephemeralcontainers UPDATE only")
+    if "objectSelector" in hook:
+        errs.append("webhook: an objectSelector lets a pod's own labels exempt it from the review")
     svc_ref = hook["clientConfig"]["service"]
     if svc_ref.get("path") != "/mutate":
         errs.append(f"webhook: path {svc_ref.get('path')!r}, want /mutate")
@@ -587,7 +593,7 @@ def check_webhook(m, ns, values):
             errs.append(f"webhook: Service port {svc_ref.get('port')} does not reach --listen {listen!r}")
     exprs = hook.get("namespaceSelector", {}).get("matchExpressions", [])
     excluded = {v for e in exprs if e["key"] == "kubernetes.io/metadata.name" and e["operator"] == "NotIn" for v in e["values"]}
-    if not {"kube-system", ns} <= excluded:
+    if not {"kube-system", ns, *wv.get("exemptNamespaces", [])} <= excluded:
         errs.append(f"webhook: namespaceSelector excludes {sorted(excluded)}, want kube-system and {ns}")
     cm_name = next(v["configMap"]["name"] for v in pod_spec(dep)["volumes"] if "configMap" in v)
     wcfg = yaml.safe_load(m.get("ConfigMap", cm_name, ns)["data"]["webhook.yaml"])

@@ -49,7 +49,8 @@ int main(int argc, char** argv) {
   if (!address.ok()) return Fail(address.status().ToString());
   std::cout << *address << std::endl;
   GPUPACK_LOG(kInfo, "webhook") << "serving AdmissionReviews on " << *address << ", scheduler " << config.scheduler_name
-                                << ", failurePolicy " << webhook::FailurePolicyName(config.failure_policy);
+                                << ", failurePolicy " << webhook::FailurePolicyName(config.failure_policy)
+                                << ", userDeviceEnv " << webhook::UserDeviceEnvPolicyName(config.user_device_env);
 
   const int signal_number = stop_signals.Wait();
   GPUPACK_LOG(kInfo, "webhook") << "signal " << signal_number << ": draining";

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -573,17 +574,47 @@ func (b *bed) waitSettled(t *testing.T, ns string, want int, timeout time.Durati
 	return bound, waiting
 }
 
-func TestWebhookOverwritesUserEnv(t *testing.T) {
+// The chart's webhook reviews every pod CREATE, through the real API server: GPU devices and caps
+// come only from the scheduler's allocation, so a pod may not set them itself, whether or not it
+// asks for gpupack resources (docs/security.md); a value that gives no device is the pod's to say.
+// A gpupack pod that sets none of them gets gpupack's env and keeps its own.
+func TestWebhookRefusesDeviceEnvThePodSetsItself(t *testing.T) {
 	ns := tb.createNamespace(t, "webhook")
-	p := tb.createPod(t, ns, podSpec{name: "sneaky", memory: "3Gi",
-		env: []corev1.EnvVar{{Name: "NVIDIA_GPU_MEMORY_LIMIT", Value: "999999"}, {Name: "KEEP_ME", Value: "1"}}})
-	tb.checkWebhookEnv(t, p)
-	kept := false
-	for _, e := range p.Spec.Containers[0].Env {
-		kept = kept || (e.Name == "KEEP_ME" && e.Value == "1")
+	why := " itself; GPU devices and caps come only from the scheduler's allocation"
+	for _, probe := range []struct {
+		what    string
+		pod     podSpec
+		message string
+	}{
+		{"a gpupack pod raising its own cap",
+			podSpec{name: "sneaky", memory: "3Gi", env: []corev1.EnvVar{{Name: "NVIDIA_GPU_MEMORY_LIMIT", Value: "999999"}}},
+			`container "main" (spec.containers[0]) sets NVIDIA_GPU_MEMORY_LIMIT` + why},
+		{"a pod with no gpupack resources taking every GPU",
+			podSpec{name: "plain", env: []corev1.EnvVar{{Name: "NVIDIA_VISIBLE_DEVICES", Value: "all"}}},
+			`container "main" (spec.containers[0]) sets NVIDIA_VISIBLE_DEVICES` + why},
+		{"a pod with no gpupack resources writing a scheduler annotation",
+			podSpec{name: "annotated", annotations: map[string]string{"gpupack.io/c0-visible-devices": "GPU-0"}},
+			`metadata.annotations["gpupack.io/c0-visible-devices"]: only the gpupack scheduler may set this annotation`},
+	} {
+		c, cancel := ctx(15 * time.Second)
+		_, err := tb.kc.CoreV1().Pods(ns).Create(c, tb.podObject(ns, probe.pod), metav1.CreateOptions{})
+		cancel()
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), probe.message) {
+			t.Errorf("%s: create answered %v, want 403 Forbidden with %q", probe.what, err, probe.message)
+		}
 	}
-	if !kept {
-		t.Errorf("the webhook dropped an unrelated env var: %+v", p.Spec.Containers[0].Env)
+	void := []corev1.EnvVar{{Name: "NVIDIA_VISIBLE_DEVICES", Value: "void"}}
+	plain := tb.createPod(t, ns, podSpec{name: "no-device", env: void})
+	if !reflect.DeepEqual(plain.Spec.Containers[0].Env, void) || plain.Spec.SchedulerName == tb.schedName {
+		t.Errorf("a pod with no gpupack resources was changed: env %+v, schedulerName %q", plain.Spec.Containers[0].Env, plain.Spec.SchedulerName)
+	}
+	tb.deletePods(t, ns)
+
+	p := tb.createPod(t, ns, podSpec{name: "keeps", memory: "3Gi",
+		env: []corev1.EnvVar{{Name: "KEEP_ME", Value: "1"}, {Name: "NVIDIA_DRIVER_CAPABILITIES", Value: "compute,utility"}}})
+	tb.checkWebhookEnv(t, p)
+	if kept := p.Spec.Containers[0].Env[len(webhookEnv):]; len(kept) != 2 || kept[0].Name != "KEEP_ME" || kept[1].Name != "NVIDIA_DRIVER_CAPABILITIES" {
+		t.Errorf("the webhook changed the pod's own env: %+v", p.Spec.Containers[0].Env)
 	}
 	pods := tb.waitBound(t, ns, 1, time.Minute)
 	tb.checkWebhookEnv(t, &pods[0])
