@@ -21,6 +21,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -76,6 +77,9 @@ class TestApiServer {
   int64_t resource_version() const;
   // Number of watch streams currently open.
   int open_watches() const;
+  // Connections the server has closed so far, for whatever reason (a keep-alive connection left
+  // idle past keep_alive_timeout, the client's close, Stop).
+  uint64_t connections_closed() const;
 
   struct Impl;
 
