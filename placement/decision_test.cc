@@ -10,7 +10,11 @@ namespace gpupack::placement {
 namespace {
 
 Node NodeOf(const std::string& name, int devices, MiB mib) { return builders::GpuNode(name, devices, mib); }
-PodRequest PodOf(MiB mem, int64_t cpu_milli = 1000) { return builders::Pod(1, mem, cpu_milli); }
+// Each call is another pod, with a UID of its own: the decision counts a UID once.
+PodRequest PodOf(MiB mem, int64_t cpu_milli = 1000) {
+  static int pods = 0;
+  return builders::NamedPod("p" + std::to_string(++pods), 1, mem, cpu_milli);
+}
 
 // The device size holding the most memory: 2 × 80 GiB (160 GiB) outweighs 7 × 10 GiB (70 GiB),
 // though the small ones are more; equal memory goes to the larger size; no device: the fallback.
