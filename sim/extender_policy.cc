@@ -39,7 +39,7 @@ class ExtenderPolicy final : public SimPolicy {
   StatusOr<std::optional<Choice>> Choose(const ClusterState& s, const SimPod& pod, Rng& rng) override {
     // The extender counts the pod at this filter, before it ranks it (once per UID: not again at
     // the bind).
-    if (decision_->Observe(Named(pod))) RebuildMirror();
+    if (decision_->Observe(ArrivalRequest(pod))) RebuildMirror();
     api::ExtenderArgs args;
     args.pod = PodJson(*pod.request, pod.name);
     std::vector<std::string> names;
@@ -116,20 +116,12 @@ class ExtenderPolicy final : public SimPolicy {
   }
 
   void Committed(const SimPod& pod, const Choice& choice) override {
-    Status st = placement::ApplyPlacement(nodes_[choice.node], Named(pod), pending_, mirror_->options());
+    Status st = placement::ApplyPlacement(nodes_[choice.node], ArrivalRequest(pod), pending_, mirror_->options());
     GPUPACK_CHECK(st.ok());
     summaries_[choice.node] = mirror_->Summarize(nodes_[choice.node]);
   }
 
  private:
-  // The pod's request as the extender sees it: named, with the name as its UID (PodJson).
-  static model::PodRequest Named(const SimPod& pod) {
-    model::PodRequest request = *pod.request;
-    request.name = pod.name;
-    request.uid = pod.name;
-    return request;
-  }
-
   // The extender's device choice as of its last policy refresh, rebuilt as it rebuilds.
   void RebuildMirror() {
     mirror_.emplace(decision_->Refresh([&](const std::function<void(const model::Node&)>& visit) {

@@ -11,6 +11,13 @@
 
 namespace gpupack::sim {
 
+model::PodRequest ArrivalRequest(const SimPod& pod) {
+  model::PodRequest request = *pod.request;
+  request.name = pod.name;
+  request.uid = pod.name;
+  return request;
+}
+
 uint64_t Rng::Below(uint64_t n) {
   // Rejection sampling: the largest multiple of n that fits keeps every residue equally likely.
   const uint64_t limit = std::numeric_limits<uint64_t>::max() - std::numeric_limits<uint64_t>::max() % n;
@@ -244,7 +251,7 @@ class CorePolicy final : public SimPolicy {
 
   StatusOr<std::optional<Choice>> Choose(const ClusterState& s, const SimPod& pod, Rng&) override {
     // The extender counts a pod when kube-scheduler first asks about it, before ranking it.
-    if (decision_->Observe(*pod.request)) RefreshPolicy();
+    if (decision_->Observe(ArrivalRequest(pod))) RefreshPolicy();
     const placement::DecisionOptions& rank_options = decision_->options();
     const model::MiB unit = decision_->unit_mib();
     const bool levels = kind_ == model::PolicyKind::kFgd && rank_options.fgd_levels;
