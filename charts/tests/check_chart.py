@@ -545,6 +545,8 @@ def check_client_resources(source_root, ns, scheduler_name):
     known = {(c[0], c[1].split("/")[0]) for c in extender_calls(ns, scheduler_name) + AGENT_CALLS}
     found = set()
     for path in glob.glob(os.path.join(source_root, "kube", "*.cc")):
+        if path.endswith("_test.cc"):
+            continue  # a test may address what the test API server serves, which no component calls
         with open(path) as f:
             text = f.read()
         for group, plural in re.findall(r'Resource\s+\w+\s*\{\s*"([^"]*)"\s*,\s*"[^"]*"\s*,\s*"([^"]+)"', text):
