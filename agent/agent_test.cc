@@ -9,6 +9,7 @@
 #include "agent/kube_sink.h"
 #include "agent/testing/agent_testing.h"
 #include "api/annotations.h"
+#include "testing/fake_clock.h"
 #include "testing/test_apiserver.h"
 #include "translate/node_from_gpunode.h"
 
@@ -19,30 +20,8 @@ using Json = nlohmann::json;
 using namespace testing;  // NOLINT: the helpers' constants
 using std::chrono::seconds;
 
-Json InferPod() {
-  api::Allocation a;
-  a.node = "n1";
-  api::ContainerAllocation ca;
-  ca.name = "main";
-  api::AllocatedDevice d;
-  d.uuid = "GPU-1";
-  d.mem_mib = 8192;
-  ca.devices.push_back(d);
-  a.containers.push_back(ca);
-  return Json{{"apiVersion", "v1"},
-              {"kind", "Pod"},
-              {"metadata",
-               {{"uid", kPodUid1},
-                {"namespace", "ml"},
-                {"name", "infer"},
-                {"annotations", {{std::string(api::kAnnotationAllocation), api::EncodeAllocation(a)}}}}},
-              {"spec", {{"nodeName", "n1"}, {"containers", Json::array({Json{{"name", "main"}}})}}},
-              {"status",
-               {{"phase", "Running"},
-                {"containerStatuses", Json::array({Json{{"name", "main"},
-                                                        {"containerID", std::string("containerd://") + kContainerA},
-                                                        {"state", {{"running", Json::object()}}}}})}}}};
-}
+// The pod the agent finds on n1: ml/infer, its container "main" running with 8192 MiB of GPU-1.
+Json InferPod() { return RunningPodJson(kPodUid1, "infer", {{"main", kContainerA}}, {{"GPU-1", 8192}}); }
 
 class AgentTest : public ::testing::Test {
  protected:
@@ -68,6 +47,15 @@ class AgentTest : public ::testing::Test {
                             {"devices", Json::array({h100})}});
   }
 
+  // The fake NVML (R615: cgroup limits) over this test's /proc and cgroup trees.
+  NvmlBackendOptions FakeNvmlOptions() const {
+    NvmlBackendOptions o;
+    o.library = GPUPACK_FAKE_NVML_R615;
+    o.proc_root = dir_.path() + "/proc";
+    o.cgroup_root = dir_.path() + "/cg";
+    return o;
+  }
+
   TempDir dir_;
   std::string leaf_;
   e2e::TestApiServer server_;
@@ -77,10 +65,7 @@ class AgentTest : public ::testing::Test {
 
 TEST_F(AgentTest, OnePassDiscoversEnforcesAuditsReportsAndExportsMetrics) {
   AgentMetrics metrics("n1");
-  NvmlBackendOptions o;
-  o.library = GPUPACK_FAKE_NVML_R615;
-  o.proc_root = dir_.path() + "/proc";
-  o.cgroup_root = dir_.path() + "/cg";
+  NvmlBackendOptions o = FakeNvmlOptions();
   o.on_nvml_error = [&](std::string_view call) { metrics.CountNvmlError(call); };
   NvmlBackend backend(o);
   KubeSink sink(client_.get());
@@ -237,11 +222,7 @@ TEST_F(AgentTest, AStrayOnAnIdleDeviceIsReportedWithItsPodAndEvictedWhenThePolic
 
 TEST_F(AgentTest, PodListFailureSkipsEnforcementButStillReports) {
   AgentMetrics metrics("n1");
-  NvmlBackendOptions o;
-  o.library = GPUPACK_FAKE_NVML_R615;
-  o.proc_root = dir_.path() + "/proc";
-  o.cgroup_root = dir_.path() + "/cg";
-  NvmlBackend backend(o);
+  NvmlBackend backend(FakeNvmlOptions());
   AgentOptions ao;
   ao.node_name = "n1";
   ao.cgroup_root = dir_.path() + "/cg";
@@ -282,11 +263,7 @@ TEST_F(AgentTest, VanishedDevicesLoseTheirSeries) {
 }
 
 TEST_F(AgentTest, DevicesExcludedByTheNodeAnnotationLeaveTheAdvertisedCapacity) {
-  NvmlBackendOptions o;
-  o.library = GPUPACK_FAKE_NVML_R615;
-  o.proc_root = dir_.path() + "/proc";
-  o.cgroup_root = dir_.path() + "/cg";
-  NvmlBackend backend(o);
+  NvmlBackend backend(FakeNvmlOptions());
   KubeSink sink(client_.get());
   ReporterOptions ro;
   ro.node_name = "n1";

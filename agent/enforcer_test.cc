@@ -16,51 +16,6 @@ using namespace testing;  // NOLINT: the helpers' constants
 
 constexpr uint64_t kMiB = 1024 * 1024;
 
-struct TestContainer {
-  std::string name;
-  std::string id;
-  bool running = true;
-};
-
-// A pod JSON as the API server sends it; `devices` (uuid, memMiB) is the first container's
-// allocation (none when empty).
-Json MakePod(const std::string& uid, const std::string& name, const std::vector<TestContainer>& containers,
-             const std::vector<std::pair<std::string, model::MiB>>& devices, const std::string& request_mib = "") {
-  Json pod = {{"metadata", {{"uid", uid}, {"namespace", "ml"}, {"name", name}, {"annotations", Json::object()}}},
-              {"spec", {{"containers", Json::array()}}},
-              {"status", {{"phase", "Running"}, {"containerStatuses", Json::array()}}}};
-  for (const TestContainer& c : containers) {
-    pod["spec"]["containers"].push_back({{"name", c.name}});
-    Json state = c.running ? Json{{"running", Json::object()}} : Json{{"terminated", Json::object()}};
-    pod["status"]["containerStatuses"].push_back(
-        {{"name", c.name}, {"containerID", "containerd://" + c.id}, {"state", state}});
-  }
-  if (!devices.empty()) {
-    api::Allocation a;
-    a.node = "n1";
-    api::ContainerAllocation ca;
-    ca.name = containers[0].name;
-    ca.index = 0;
-    for (const auto& [uuid, mib] : devices) {
-      api::AllocatedDevice d;
-      d.uuid = uuid;
-      d.mem_mib = mib;
-      if (uuid.rfind("MIG-", 0) == 0) {
-        d.parent_uuid = "GPU-2";
-        d.profile = "3g.20gb";
-      }
-      ca.devices.push_back(d);
-    }
-    a.containers.push_back(ca);
-    pod["metadata"]["annotations"][std::string(api::kAnnotationAllocation)] = api::EncodeAllocation(a);
-  }
-  if (!request_mib.empty()) {
-    pod["metadata"]["annotations"][api::ContainerAnnotationKey(false, 0, api::ContainerEnvKey::kMemoryRequestMiB)] =
-        request_mib;
-  }
-  return pod;
-}
-
 api::GpuNodeStatus Status(std::vector<api::GpuNodeProcess> processes = {}) {
   api::GpuNodeStatus s;
   api::GpuNodeDevice whole;
@@ -117,8 +72,8 @@ class EnforcerTest : public ::testing::Test {
 
 TEST_F(EnforcerTest, AppliesCapToTheLeafCgroupOfGpupackContainersOnly) {
   Enforcer enforcer(dir_.path() + "/cg");
-  const auto pods = Pods({MakePod(kPodUid1, "infer", {{"main", kContainerA}}, {{"GPU-1", 8192}}, "6144"),
-                          MakePod(kPodUid2, "other", {{"main", kContainerB}}, {})});
+  const auto pods = Pods({RunningPodJson(kPodUid1, "infer", {{"main", kContainerA}}, {{"GPU-1", 8192}}, "6144"),
+                          RunningPodJson(kPodUid2, "other", {{"main", kContainerB}}, {})});
   EnforcementPass pass = enforcer.Run(Status(), pods, limiter_.get());
   EXPECT_EQ(pass.applied, 1);
   EXPECT_EQ(pass.errors, 0);
@@ -141,7 +96,7 @@ TEST_F(EnforcerTest, VerifiesALimitTheToolkitHookAlreadyApplied) {
                            {"uuid", "GPU-1"}, {"cgroup", leaf_a_}, {"soft", 8192 * kMiB}, {"hard", 8192 * kMiB}}})}});
   Enforcer enforcer(dir_.path() + "/cg");
   EnforcementPass pass = enforcer.Run(
-      Status(), Pods({MakePod(kPodUid1, "infer", {{"main", kContainerA}}, {{"GPU-1", 8192}})}), limiter_.get());
+      Status(), Pods({RunningPodJson(kPodUid1, "infer", {{"main", kContainerA}}, {{"GPU-1", 8192}})}), limiter_.get());
   EXPECT_EQ(pass.verified, 1);
   EXPECT_EQ(pass.applied, 0);
   EXPECT_TRUE(Calls().empty());
@@ -152,7 +107,7 @@ TEST_F(EnforcerTest, DifferentExistingLimitIsCorrected) {
   SetState({{"limits", Json::array({Json{{"uuid", "GPU-1"}, {"cgroup", leaf_a_}, {"soft", 1}, {"hard", 99 * kMiB}}})}});
   Enforcer enforcer(dir_.path() + "/cg");
   EnforcementPass pass = enforcer.Run(
-      Status(), Pods({MakePod(kPodUid1, "infer", {{"main", kContainerA}}, {{"GPU-1", 8192}})}), limiter_.get());
+      Status(), Pods({RunningPodJson(kPodUid1, "infer", {{"main", kContainerA}}, {{"GPU-1", 8192}})}), limiter_.get());
   EXPECT_EQ(pass.applied, 1);
   ASSERT_EQ(Calls().size(), 1u);
   EXPECT_EQ(Calls()[0]["hard"], 8192 * kMiB);
@@ -160,7 +115,7 @@ TEST_F(EnforcerTest, DifferentExistingLimitIsCorrected) {
 
 TEST_F(EnforcerTest, ZeroesSoftLimitWhenTheContainerGoesAway) {
   Enforcer enforcer(dir_.path() + "/cg");
-  const Json pod = MakePod(kPodUid1, "infer", {{"main", kContainerA}}, {{"GPU-1", 8192}});
+  const Json pod = RunningPodJson(kPodUid1, "infer", {{"main", kContainerA}}, {{"GPU-1", 8192}});
   enforcer.Run(Status(), Pods({pod}), limiter_.get());
   Json deleting = pod;
   deleting["metadata"]["deletionTimestamp"] = "2026-11-29T10:00:00Z";
@@ -176,16 +131,17 @@ TEST_F(EnforcerTest, ZeroesSoftLimitWhenTheContainerGoesAway) {
 
 TEST_F(EnforcerTest, StoppedContainerAndVanishedCgroup) {
   Enforcer enforcer(dir_.path() + "/cg");
-  enforcer.Run(Status(), Pods({MakePod(kPodUid1, "infer", {{"main", kContainerA}}, {{"GPU-1", 8192}})}),
+  enforcer.Run(Status(), Pods({RunningPodJson(kPodUid1, "infer", {{"main", kContainerA}}, {{"GPU-1", 8192}})}),
                limiter_.get());
   EnforcementPass pass = enforcer.Run(
-      Status(), Pods({MakePod(kPodUid1, "infer", {{"main", kContainerA, /*running=*/false}}, {{"GPU-1", 8192}})}),
+      Status(),
+      Pods({RunningPodJson(kPodUid1, "infer", {{"main", kContainerA, /*running=*/false}}, {{"GPU-1", 8192}})}),
       limiter_.get());
   EXPECT_EQ(pass.cleared, 1);
 
   // A pod whose cgroup is already gone when the agent notices: nothing to write.
   Enforcer other(dir_.path() + "/cg");
-  const Json pod_b = MakePod(kPodUid2, "b", {{"main", kContainerB}}, {{"GPU-1", 4096}});
+  const Json pod_b = RunningPodJson(kPodUid2, "b", {{"main", kContainerB}}, {{"GPU-1", 4096}});
   other.Run(Status(), Pods({pod_b}), limiter_.get());
   const size_t before = Calls().size();
   std::filesystem::remove_all(leaf_b_);
@@ -197,7 +153,7 @@ TEST_F(EnforcerTest, StoppedContainerAndVanishedCgroup) {
 TEST_F(EnforcerTest, NeverTouchesMigInstances) {
   Enforcer enforcer(dir_.path() + "/cg");
   EnforcementPass pass = enforcer.Run(
-      Status(), Pods({MakePod(kPodUid1, "infer", {{"main", kContainerA}}, {{"MIG-a", 19968}})}), limiter_.get());
+      Status(), Pods({RunningPodJson(kPodUid1, "infer", {{"main", kContainerA}}, {{"MIG-a", 19968}})}), limiter_.get());
   EXPECT_EQ(pass.applied, 0);
   EXPECT_TRUE(Calls().empty());
   EXPECT_TRUE(pass.findings.empty());
@@ -207,11 +163,11 @@ TEST_F(EnforcerTest, NeverTouchesMigInstances) {
 
 TEST_F(EnforcerTest, AuditsOverCapUnenforcedAndForeignProcesses) {
   Enforcer enforcer(dir_.path() + "/cg");
-  const auto pods = Pods(
-      {MakePod(kPodUid1, "infer", {{"main", kContainerA}}, {{"GPU-1", 8192}}),
-       MakePod(kPodUid2, "other", {{"main", kContainerB}}, {}),
-       // Running gpupack container whose cgroup does not exist.
-       MakePod("22222222-3333-4444-8555-666666666666", "lost", {{"main", std::string(64, 'c')}}, {{"GPU-1", 1024}})});
+  const auto pods = Pods({RunningPodJson(kPodUid1, "infer", {{"main", kContainerA}}, {{"GPU-1", 8192}}),
+                          RunningPodJson(kPodUid2, "other", {{"main", kContainerB}}, {}),
+                          // Running gpupack container whose cgroup does not exist.
+                          RunningPodJson("22222222-3333-4444-8555-666666666666", "lost",
+                                         {{"main", std::string(64, 'c')}}, {{"GPU-1", 1024}})});
   const api::GpuNodeStatus status = Status({
       {1, "GPU-1", 9000, kPodUid1, "", "", kContainerA},  // over its 8192 MiB cap
       {2, "GPU-1", 500, kPodUid2, "", "", kContainerB},   // a non-gpupack pod on a gpupack GPU
@@ -243,7 +199,7 @@ TEST_F(EnforcerTest, FailedLimitIsAnUnenforcedFinding) {
   SetState({{"errors", {{"nvmlDeviceSetMemoryLimits_v1", 4}}}});
   Enforcer enforcer(dir_.path() + "/cg");
   EnforcementPass pass = enforcer.Run(
-      Status(), Pods({MakePod(kPodUid1, "infer", {{"main", kContainerA}}, {{"GPU-1", 8192}})}), limiter_.get());
+      Status(), Pods({RunningPodJson(kPodUid1, "infer", {{"main", kContainerA}}, {{"GPU-1", 8192}})}), limiter_.get());
   EXPECT_EQ(pass.errors, 1);
   ASSERT_EQ(pass.findings.size(), 1u);
   EXPECT_EQ(pass.findings[0].kind, "unenforced");
@@ -255,14 +211,14 @@ TEST_F(EnforcerTest, WithoutLimiterOnlyAudits) {
   Enforcer enforcer(dir_.path() + "/cg");
   EnforcementPass pass =
       enforcer.Run(Status({{1, "GPU-1", 9000, kPodUid1, "", "", kContainerA}}),
-                   Pods({MakePod(kPodUid1, "infer", {{"main", kContainerA}}, {{"GPU-1", 8192}})}), nullptr);
+                   Pods({RunningPodJson(kPodUid1, "infer", {{"main", kContainerA}}, {{"GPU-1", 8192}})}), nullptr);
   EXPECT_TRUE(Calls().empty());
   ASSERT_EQ(pass.findings.size(), 1u);
   EXPECT_EQ(pass.findings[0].kind, "over-cap");
 }
 
 TEST(PodsTest, MalformedAllocationIsReportedNotFatal) {
-  Json pod = MakePod(kPodUid1, "p", {{"main", kContainerA}}, {});
+  Json pod = RunningPodJson(kPodUid1, "p", {{"main", kContainerA}}, {});
   pod["metadata"]["annotations"][std::string(api::kAnnotationAllocation)] = "{not json";
   PodInfo info = PodInfoFromJson(pod);
   EXPECT_FALSE(info.gpupack);

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "testing/fake_clock.h"
+
 namespace gpupack::agent {
 namespace {
 

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "testing/fake_clock.h"
+
 namespace gpupack::agent {
 namespace {
 

@@ -288,7 +288,7 @@ TEST_F(Scenario, StaleAgentMakesItsNodeUnschedulable) {
   EXPECT_EQ(report.bound_per_node["t4-a"], 8);  // t4-a alone: 2 × 16 GiB
 }
 
-// Issue 19's controls end to end: a pod pinned to a UUID lands on it, an excluded model is
+// The device controls end to end: a pod pinned to a UUID lands on it, an excluded model is
 // avoided, two replicas with one spread key get different devices, and a namespace over its
 // ResourceQuota on requests.gpupack.io/gpu-memory is refused at admission (the webhook's patch
 // charges whole-device pods; the API server's quota admission refuses).

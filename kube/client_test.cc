@@ -16,6 +16,8 @@
 
 #include <gtest/gtest.h>
 
+#include "testing/eventually.h"
+#include "testing/fake_clock.h"
 #include "testing/test_apiserver.h"
 
 namespace gpupack::kube {
@@ -335,7 +337,8 @@ TEST(ClientKeepAliveTest, ServerClosingIdleConnectionsCostsNoFailedCall) {
   auto client = ClientOf(server.url(), once);
   ASSERT_TRUE(client.ok());
   EXPECT_EQ((*client)->GetPod("a", "p").status().code(), StatusCode::kNotFound);
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // the server closes the idle connection
+  // The server closes the idle connection after its keep-alive timeout.
+  ASSERT_TRUE(builders::Eventually([&] { return server.connections_closed() == 1; }));
   EXPECT_EQ((*client)->GetPod("a", "p").status().code(), StatusCode::kNotFound);
   EXPECT_EQ((*client)->connections_opened(), 2u);
 }

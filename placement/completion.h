@@ -26,8 +26,9 @@
 // down, made two slices that fill a device exactly look as if they do not fit (on a 9728 MiB
 // MIG 1g.10gb, 10-MiB quanta, 7879 + 1848 MiB became 788 + 185 > 972 quanta), and the prices and
 // losses then steer against the pairing that packs. A table over every MiB is exact but costs
-// capacity × shapes per knapsack, and the LP solves one knapsack per simplex step (about 100 ms
-// for a 141 GiB device). So each table counts in one of three ways (Table::quantum_mib, exact):
+// capacity × shapes per knapsack, and the LP solves one knapsack per simplex step, which is too
+// slow to redo at every refresh on a large device. So each table counts in one of three ways
+// (Table::quantum_mib, exact):
 //
 //  1. Quanta of d = the gcd of the slice sizes, when the device holds at most 1024 of them:
 //     exact, since every slice is a whole number of quanta, so a set fits in g free MiB exactly
@@ -37,10 +38,10 @@
 //     at which K rises (K is a step function that rises only where some filling's total lies,
 //     and a filling worth no more than a smaller one can be dropped with all its extensions),
 //     found in order of size from a heap of one candidate per shape; K(g) is the last step at or
-//     below g, by binary search. On the default trace at any device size the tables have 9–11
-//     steps and the LP's knapsacks about 100 at most: under a millisecond a table.
-//  3. When the sparse search has drawn kSparseBudget candidates over the LP (2^16, about 6 times
-//     what the default trace's tables draw, and a few ms), quanta of ⌈capacity/1024⌉ with slice
+//     below g, by binary search. A workload of a few common sizes has few steps, so the tables
+//     stay cheap (docs/placement.md gives their cost on the trace).
+//  3. When the sparse search has drawn kSparseBudget candidates over the LP (2^16, several times
+//     what the trace's tables draw), quanta of ⌈capacity/1024⌉ with slice
 //     sizes and free memory both rounded down (a slice below one quantum counts as one). Many
 //     small shapes at unrelated sizes get here: their fillings reach almost every MiB at prices
 //     that differ a little. Slices that fit together still fit on this grid: Σ⌊s/q⌋ ≤ ⌊Σs/q⌋ ≤

@@ -6,43 +6,19 @@
 #include <gtest/gtest.h>
 
 #include "placement/placement.h"
+#include "testing/builders.h"
 
 namespace gpupack::placement {
 namespace {
 
-// ---- builders ----
-TypicalSpec Slice(MiB mem, double weight, int devices = 1) {
-  return TypicalSpec{4000, devices, mem, DeviceKindPreference::kAny, "", {}, weight};
-}
+// ---- builders (testing/builders.h): n1 has 64 cores, a pod asks for 4 of them ----
+using builders::Gpu;
+using builders::NodeOf;
+
+TypicalSpec Slice(MiB mem, double weight, int devices = 1) { return builders::Spec(4000, devices, mem, weight); }
 TypicalSpec Whole(int devices, double weight) { return Slice(0, weight, devices); }
-Device Gpu(MiB capacity, MiB allocated = 0) {
-  Device d;
-  d.uuid = "GPU-" + std::to_string(capacity) + "-" + std::to_string(allocated);
-  d.model = "A100";
-  d.capacity_mib = capacity;
-  if (allocated > 0) d.shares.push_back(DeviceShare{"other", "ns/other", "main", allocated, false});
-  return d;
-}
-Node MakeNode(std::vector<Device> devices) {
-  Node n;
-  n.name = "n1";
-  n.cpu_milli = 64000;
-  for (size_t i = 0; i < devices.size(); ++i) {
-    devices[i].index = static_cast<int>(i);
-    devices[i].uuid.append("-").append(std::to_string(i));
-  }
-  n.devices = std::move(devices);
-  return n;
-}
-PodRequest Pod(MiB mem) {
-  PodRequest p;
-  p.ns = "default";
-  p.name = "p";
-  p.uid = "uid-p";
-  p.cpu_milli = 4000;
-  p.containers.push_back(ContainerRequest{"main", 0, false, 1, mem});
-  return p;
-}
+Node MakeNode(std::vector<Device> devices) { return NodeOf(std::move(devices), 64000); }
+PodRequest Pod(MiB mem) { return builders::Pod(1, mem, 4000); }
 double PriceOf(const CompletionValue::Table& table, MiB slice) {
   for (const auto& p : table.prices) {
     if (p.slice_mib == slice) return p.devices;

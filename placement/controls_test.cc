@@ -1,36 +1,19 @@
-// The pod's and the administrator's device controls in the placement core (issue 19): device
+// The pod's and the administrator's device controls in the placement core: device
 // rules (UUID allow / exclude, model exclude), the administrator's exclusion, the spread key and
 // the per-pod node / device policy. Every rejection names the rule that refused the devices.
 #include <gtest/gtest.h>
 
 #include "placement/placement.h"
+#include "testing/builders.h"
 
 namespace gpupack::placement {
 namespace {
 
-Device Gpu(std::string uuid, MiB capacity, MiB allocated = 0, std::string model = "NVIDIA A100-SXM4-80GB") {
-  Device d;
-  d.uuid = std::move(uuid);
-  d.model = std::move(model);
-  d.capacity_mib = capacity;
-  if (allocated > 0) d.shares.push_back(DeviceShare{"uid-other", "ns/other", "main", allocated, false});
-  return d;
-}
-Node MakeNode(std::vector<Device> devices) {
-  Node n;
-  n.name = "n1";
-  for (size_t i = 0; i < devices.size(); ++i) devices[i].index = static_cast<int>(i);
-  n.devices = std::move(devices);
-  return n;
-}
-PodRequest Pod(int k, MiB mem) {
-  PodRequest p;
-  p.ns = "default";
-  p.name = "p";
-  p.uid = "uid-p";
-  p.containers.push_back(ContainerRequest{"main", 0, false, k, mem});
-  return p;
-}
+using builders::Gpu;
+using builders::NodeOf;
+using builders::Pod;
+using builders::Spec;
+
 Policy Binpack() {
   TypicalSpec whole;
   whole.device_count = 1;
@@ -53,7 +36,7 @@ struct RuleCase {
 TEST(DeviceRules, EachRulePicksOrRefusesWithItsReason) {
   // An 8000 MiB pod under binpack (least left over): slot 0 leaves 80000 − 8000 = 72000, slot 1
   // (60000 held) 20000 − 8000 = 12000, slot 2 (a T4) 16000 − 8000 = 8000.
-  const Node node = MakeNode({Gpu("GPU-a", 80000), Gpu("GPU-b", 80000, 60000), Gpu("GPU-c", 16000, 0, "Tesla T4")});
+  const Node node = NodeOf({Gpu("GPU-a", 80000), Gpu("GPU-b", 80000, 60000), Gpu("GPU-c", 16000, 0, "Tesla T4")});
   const RuleCase cases[] = {
       {"unrestricted: best fit is the T4 (8000 MiB left, vs 12000 on GPU-b)", {}, {}, {}, {2}, ""},
       {"allow list pins GPU-a", {"GPU-a"}, {}, {}, {0}, ""},
@@ -98,7 +81,7 @@ TEST(DeviceRules, MigInstancesFollowTheirParentsUuid) {
   mig.kind = DeviceKind::kMig;
   mig.parent_uuid = "GPU-p";
   mig.mig_profile = "3g.40gb";
-  const Node node = MakeNode({Gpu("GPU-a", 80000), mig});
+  const Node node = NodeOf({Gpu("GPU-a", 80000), mig});
   PodRequest pinned = Pod(1, 8000);
   pinned.gpu_uuids = {"GPU-p"};  // the parent GPU's UUID admits its instances
   NodeEvaluation e = Binpack().Evaluate(node, pinned);
@@ -112,7 +95,7 @@ TEST(DeviceRules, MigInstancesFollowTheirParentsUuid) {
 }
 
 TEST(DeviceRules, TooFewDevicesLeftNamesTheRule) {
-  const Node node = MakeNode({Gpu("GPU-a", 80000), Gpu("GPU-b", 80000)});
+  const Node node = NodeOf({Gpu("GPU-a", 80000), Gpu("GPU-b", 80000)});
   PodRequest pod = Pod(2, 8000);
   pod.excluded_gpu_uuids = {"GPU-b"};
   const NodeEvaluation e = Binpack().Evaluate(node, pod);
@@ -124,7 +107,7 @@ TEST(DeviceRules, TooFewDevicesLeftNamesTheRule) {
 
 TEST(DeviceRules, KindAndModelMismatchKeepsItsOwnReason) {
   // A pod that asks for a model the node lacks is told so, not that a rule refused it.
-  const Node node = MakeNode({Gpu("GPU-a", 16000, 0, "Tesla T4")});
+  const Node node = NodeOf({Gpu("GPU-a", 16000, 0, "Tesla T4")});
   PodRequest pod = Pod(1, 8000);
   pod.gpu_models = {"H100"};
   pod.gpu_uuids = {"GPU-a"};
@@ -136,7 +119,7 @@ TEST(DeviceRules, KindAndModelMismatchKeepsItsOwnReason) {
 // ---- the administrator's exclusion ----
 
 TEST(AdminExclusion, ExcludedDeviceTakesNothingNewButKeepsItsShares) {
-  Node node = MakeNode({Gpu("GPU-a", 80000, 10000), Gpu("GPU-b", 80000)});
+  Node node = NodeOf({Gpu("GPU-a", 80000, 10000), Gpu("GPU-b", 80000)});
   node.devices[0].excluded = true;
   const PlacementOptions options;
   EXPECT_EQ(DeviceFreeMiB(node.devices[0], options), 0);  // 80000 − 10000 would be free otherwise
@@ -166,7 +149,7 @@ TEST(AdminExclusion, ExcludedDeviceTakesNothingNewButKeepsItsShares) {
 // ---- the spread key ----
 
 TEST(SpreadKey, ReplicasNeverShareADevice) {
-  Node node = MakeNode({Gpu("GPU-a", 80000), Gpu("GPU-b", 80000)});
+  Node node = NodeOf({Gpu("GPU-a", 80000), Gpu("GPU-b", 80000)});
   PodRequest first = Pod(1, 8000);
   first.uid = "uid-1";
   first.spread_key = "web";
@@ -197,7 +180,7 @@ TEST(SpreadKey, ReplicasNeverShareADevice) {
 }
 
 TEST(SpreadKey, NodeScopeAvoidsTheWholeNode) {
-  Node node = MakeNode({Gpu("GPU-a", 80000), Gpu("GPU-b", 80000)});
+  Node node = NodeOf({Gpu("GPU-a", 80000), Gpu("GPU-b", 80000)});
   node.devices[0].shares.push_back(DeviceShare{"uid-1", "default/web-1", "main", 8000, false, "web"});
   PodRequest pod = Pod(1, 8000);
   pod.spread_key = "web";
@@ -215,7 +198,7 @@ TEST(SpreadKey, NodeScopeAvoidsTheWholeNode) {
 
 TEST(PodPolicy, DeviceAndNodePoliciesOverrideTheClustersSeparately) {
   // Free: slot 0 = 1000 − 600 = 400, slot 1 = 1000. A 300 MiB pod.
-  const Node node = MakeNode({Gpu("GPU-a", 1000, 600), Gpu("GPU-b", 1000)});
+  const Node node = NodeOf({Gpu("GPU-a", 1000, 600), Gpu("GPU-b", 1000)});
   const Policy policy = Binpack();
   struct Case {
     const char* name;
@@ -250,18 +233,10 @@ TEST(PodPolicy, FgdNodeCostOfAnotherDevicePolicysPick) {
   // FGD's score, placement_test's worked example (docs/design.md "Sources"): free GPUs [1000, 1000,
   // 500, 200], 16 CPUs; M = {(4 CPU, 1×500) .5; (8 CPU, 1 whole) .3; (32 CPU, none) .2}.
   // FGD picks GPU#2 (ΔF = −250); worst fit picks GPU#0 (1000 → 500), whose ΔF is +50.
-  Node node = MakeNode({Gpu("GPU-0", 1000), Gpu("GPU-1", 1000), Gpu("GPU-2", 1000, 500), Gpu("GPU-3", 1000, 800)});
+  Node node = NodeOf({Gpu("GPU-0", 1000), Gpu("GPU-1", 1000), Gpu("GPU-2", 1000, 500), Gpu("GPU-3", 1000, 800)});
   node.cpu_milli = 16000;
-  auto spec = [](int64_t cpu, int k, MiB mem, double w) {
-    TypicalSpec s;
-    s.cpu_milli = cpu;
-    s.device_count = k;
-    s.mem_per_device_mib = mem;
-    s.weight = w;
-    return s;
-  };
   const Policy fgd(PolicyKind::kFgd,
-                   TypicalWorkload{{spec(4000, 1, 500, .5), spec(8000, 1, 0, .3), spec(32000, 0, 0, .2)}}, {});
+                   TypicalWorkload{{Spec(4000, 1, 500, .5), Spec(8000, 1, 0, .3), Spec(32000, 0, 0, .2)}}, {});
   PodRequest pod = Pod(1, 500);
   pod.cpu_milli = 4000;
   NodeEvaluation e = fgd.Evaluate(node, pod);

@@ -2,28 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include "testing/builders.h"
+
 namespace gpupack::placement {
 namespace {
 
-Node NodeOf(const std::string& name, int devices, MiB mib) {
-  Node node;
-  node.name = name;
-  for (int i = 0; i < devices; ++i) {
-    Device d;
-    d.uuid = "GPU-" + name + "-" + std::to_string(i);
-    d.index = i;
-    d.capacity_mib = mib;
-    node.devices.push_back(d);
-  }
-  return node;
-}
-
-PodRequest PodOf(MiB mem, int64_t cpu_milli = 1000) {
-  PodRequest p;
-  p.cpu_milli = cpu_milli;
-  p.containers.push_back(ContainerRequest{"main", 0, false, 1, mem});
-  return p;
-}
+Node NodeOf(const std::string& name, int devices, MiB mib) { return builders::GpuNode(name, devices, mib); }
+PodRequest PodOf(MiB mem, int64_t cpu_milli = 1000) { return builders::Pod(1, mem, cpu_milli); }
 
 // The device size holding the most memory: 2 × 80 GiB (160 GiB) outweighs 7 × 10 GiB (70 GiB),
 // though the small ones are more; equal memory goes to the larger size; no device: the fallback.

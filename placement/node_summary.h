@@ -67,8 +67,8 @@ struct NodeSummary {
     // The policy's CompletionValue table for the device's capacity (-1: none).
     int16_t completion_table = 0;
     // How many fractional specs (the memory-sorted prefix) the device's free memory could hold:
-    // Columns::FractionalFit(free), kept because every candidate's ΔF reads it (without it
-    // BM_FilterScore/5000 took 5 % longer).
+    // Columns::FractionalFit(free), kept because every candidate's ΔF reads it, so that it is
+    // computed once per summary rather than once per candidate.
     int8_t fractional_fit = 0;
     bool empty = false;  // healthy, in the pool, no shares, no foreign use
   };

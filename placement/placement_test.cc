@@ -8,54 +8,17 @@
 #include <gtest/gtest.h>
 
 #include "placement/columns.h"
+#include "testing/builders.h"
 
 namespace gpupack::placement {
 namespace {
 
-// ---- builders: each case reads as data ----
-Device Gpu(MiB capacity, MiB allocated = 0, std::string model = "NVIDIA A100-SXM4-80GB") {
-  Device d;
-  d.uuid = "GPU-" + std::to_string(capacity) + "-" + std::to_string(allocated);
-  d.model = std::move(model);
-  d.capacity_mib = capacity;
-  if (allocated > 0) d.shares.push_back(DeviceShare{"other", "ns/other", "main", allocated, false});
-  return d;
-}
-Device Mig(std::string profile, MiB capacity) {
-  Device d = Gpu(capacity);
-  d.kind = DeviceKind::kMig;
-  d.mig_profile = std::move(profile);
-  d.uuid = "MIG-" + d.mig_profile;
-  return d;
-}
-Node MakeNode(std::vector<Device> devices, int64_t cpu_milli = -1) {
-  Node n;
-  n.name = "n1";
-  n.cpu_milli = cpu_milli;
-  for (size_t i = 0; i < devices.size(); ++i) {
-    devices[i].index = static_cast<int>(i);
-    devices[i].uuid.append("-").append(std::to_string(i));
-  }
-  n.devices = std::move(devices);
-  return n;
-}
-PodRequest Pod(int k, MiB mem, int64_t cpu_milli = 0) {
-  PodRequest p;
-  p.ns = "default";
-  p.name = "p";
-  p.uid = "uid-p";
-  p.cpu_milli = cpu_milli;
-  if (k > 0) p.containers.push_back(ContainerRequest{"main", 0, false, k, mem});
-  return p;
-}
-TypicalSpec Spec(int64_t cpu, int k, MiB mem, double w) {
-  TypicalSpec s;
-  s.cpu_milli = cpu;
-  s.device_count = k;
-  s.mem_per_device_mib = mem;
-  s.weight = w;
-  return s;
-}
+// ---- builders: each case reads as data (testing/builders.h) ----
+using builders::Gpu;
+using builders::Mig;
+using builders::NodeOf;
+using builders::Pod;
+using builders::Spec;
 Policy Fgd(std::vector<TypicalSpec> specs) { return Policy(PolicyKind::kFgd, TypicalWorkload{std::move(specs)}, {}); }
 Policy Simple(PolicyKind kind) { return Policy(kind, TypicalWorkload{{Spec(0, 1, 0, 1)}}, {}); }
 
@@ -64,7 +27,7 @@ Policy Simple(PolicyKind kind) { return Policy(kind, TypicalWorkload{{Spec(0, 1,
 // Node free GPUs [1000, 1000, 500, 200], 16 free CPUs.
 // M = {a: (4 CPU, 1×500) p=.5; b: (8 CPU, 1 whole) p=.3; c: CPU-only 32 CPU p=.2}.
 TEST(FgdScore, WorkedExampleFromThePaperArtifact) {
-  Node node = MakeNode({Gpu(1000), Gpu(1000), Gpu(1000, 500), Gpu(1000, 800)}, 16000);
+  Node node = NodeOf({Gpu(1000), Gpu(1000), Gpu(1000, 500), Gpu(1000, 800)}, 16000);
   Policy fgd = Fgd({Spec(4000, 1, 500, .5), Spec(8000, 1, 0, .3), Spec(32000, 0, 0, .2)});
   NodeSummary sum = fgd.Summarize(node);
   // F(a) = 200 (GPU#3 < 500); F(b) = 500 + 200 = 700 (not empty); F(c) = 2700 (CPU-only: all idle).
@@ -82,7 +45,7 @@ TEST(FgdScore, WorkedExampleFromThePaperArtifact) {
 
   // Without GPU#2 (now held by someone else) the best is an empty GPU: Δ = +50 as computed above
   // (GPU#3 cannot hold 500, and both empty GPUs are equivalent; the first index wins).
-  Node without2 = MakeNode({Gpu(1000), Gpu(1000), Gpu(1000, 1000), Gpu(1000, 800)}, 16000);
+  Node without2 = NodeOf({Gpu(1000), Gpu(1000), Gpu(1000, 1000), Gpu(1000, 800)}, 16000);
   NodeSummary sum2 = fgd.Summarize(without2);
   // F(M) = .5·200 + .3·200 + .2·2200 = 600 before; after GPU#0 → 500: .5·200 + .3·700 + .2·1700 = 650.
   EXPECT_DOUBLE_EQ(sum2.fragmentation, 600);
@@ -121,7 +84,7 @@ TEST(FgdScore, TieBreakRankIsAFixedOrderPerSalt) {
 TEST(FgdScore, CpuShortageMakesEveryIdleDeviceAFragment) {
   // 8 CPUs free; spec b needs 8 CPUs and a whole GPU. A CPU-only pod taking 4 CPUs turns b from
   // satisfied (F(b) = 0: both GPUs empty) into lacking CPU (F(b) = R = 2000): Δ = .5 · 2000 = 1000.
-  Node node = MakeNode({Gpu(1000), Gpu(1000)}, 8000);
+  Node node = NodeOf({Gpu(1000), Gpu(1000)}, 8000);
   Policy fgd = Fgd({Spec(8000, 1, 0, .5), Spec(1000, 1, 0, .5)});
   NodeEvaluation e = fgd.Evaluate(node, Pod(0, 0, 4000));
   ASSERT_TRUE(e.verdict.fits());
@@ -168,9 +131,9 @@ TEST(ModelMatch, WholeWordsCaseInsensitiveOrAGlob) {
 
   PodRequest a10 = Pod(1, 1000);
   a10.gpu_models = {"A10"};
-  const NodeEvaluation on_a100 = Simple(PolicyKind::kFgd).Evaluate(MakeNode({Gpu(81920)}), a10);
+  const NodeEvaluation on_a100 = Simple(PolicyKind::kFgd).Evaluate(NodeOf({Gpu(81920)}), a10);
   EXPECT_EQ(on_a100.verdict.reason, RejectReason::kNoMatchingDevice) << on_a100.verdict.Message();
-  EXPECT_TRUE(Simple(PolicyKind::kFgd).Evaluate(MakeNode({Gpu(24576, 0, "NVIDIA A10")}), a10).verdict.fits());
+  EXPECT_TRUE(Simple(PolicyKind::kFgd).Evaluate(NodeOf({Gpu(24576, 0, "NVIDIA A10")}), a10).verdict.fits());
 }
 
 TEST(Fit, PreciseReasons) {
@@ -180,31 +143,31 @@ TEST(Fit, PreciseReasons) {
   h100.gpu_models = {"H100"};
   PodRequest hard = Pod(1, 1000);
   hard.hard_isolation = true;
-  Node stale = MakeNode({Gpu(81920)});
+  Node stale = NodeOf({Gpu(81920)});
   stale.stale_reason = "GPUNode heartbeat 312s old > TTL 120s";
-  Node cpu_node = MakeNode({Gpu(81920)}, 2000);
+  Node cpu_node = NodeOf({Gpu(81920)}, 2000);
   const RejectCase cases[] = {
-      {"largest free slice too small", MakeNode({Gpu(16384, 10240), Gpu(16384, 12288)}), Pod(1, 8192),
+      {"largest free slice too small", NodeOf({Gpu(16384, 10240), Gpu(16384, 12288)}), Pod(1, 8192),
        RejectReason::kInsufficientDeviceMemory, false,
        "largest free device has 6144 MiB, pod needs 8192 MiB per device"},
-      {"whole devices", MakeNode({Gpu(16384), Gpu(16384, 1)}), Pod(2, 0), RejectReason::kInsufficientEmptyDevices,
-       false, "needs 2 empty devices, node has 1"},
-      {"no MIG of that profile", MakeNode({Mig("3g.40gb", 40960)}), mig_pod, RejectReason::kNoMatchingDevice, true,
+      {"whole devices", NodeOf({Gpu(16384), Gpu(16384, 1)}), Pod(2, 0), RejectReason::kInsufficientEmptyDevices, false,
+       "needs 2 empty devices, node has 1"},
+      {"no MIG of that profile", NodeOf({Mig("3g.40gb", 40960)}), mig_pod, RejectReason::kNoMatchingDevice, true,
        "no device matches MIG profile 1g.10gb"},
-      {"wrong model", MakeNode({Gpu(81920)}), h100, RejectReason::kNoMatchingDevice, true,
+      {"wrong model", NodeOf({Gpu(81920)}), h100, RejectReason::kNoMatchingDevice, true,
        "no device matches any device, model H100"},
-      {"device too small", MakeNode({Gpu(16384)}), Pod(1, 20480), RejectReason::kDeviceTooSmall, true,
+      {"device too small", NodeOf({Gpu(16384)}), Pod(1, 20480), RejectReason::kDeviceTooSmall, true,
        "largest matching device has 16384 MiB in total, pod needs 20480 MiB per device"},
-      {"too few devices", MakeNode({Gpu(16384)}), Pod(2, 1024), RejectReason::kTooFewMatchingDevices, true,
+      {"too few devices", NodeOf({Gpu(16384)}), Pod(2, 1024), RejectReason::kTooFewMatchingDevices, true,
        "needs 2 distinct devices, node has 1 matching any device"},
-      {"two devices with room", MakeNode({Gpu(16384), Gpu(16384, 16000), Gpu(16384, 16000)}), Pod(2, 1024),
+      {"two devices with room", NodeOf({Gpu(16384), Gpu(16384, 16000), Gpu(16384, 16000)}), Pod(2, 1024),
        RejectReason::kInsufficientDevices, false, "needs 2 devices with 1024 MiB free, node has 1"},
-      {"no devices", MakeNode({}), Pod(1, 1024), RejectReason::kNoDevices, true, "node has no GPU devices"},
+      {"no devices", NodeOf({}), Pod(1, 1024), RejectReason::kNoDevices, true, "node has no GPU devices"},
       {"stale", stale, Pod(1, 1024), RejectReason::kNodeStale, true,
        "node inventory is stale: GPUNode heartbeat 312s old > TTL 120s"},
       {"cpu", cpu_node, Pod(1, 1024, 4000), RejectReason::kInsufficientCpu, false,
        "insufficient cpu: pod needs 4000m, node has 2000m free"},
-      {"hard isolation needs an enforcing node", MakeNode({Gpu(81920)}), hard, RejectReason::kNoMatchingDevice, true,
+      {"hard isolation needs an enforcing node", NodeOf({Gpu(81920)}), hard, RejectReason::kNoMatchingDevice, true,
        "no device matches any device, hard isolation"},
   };
   for (const auto& c : cases) {
@@ -221,7 +184,7 @@ TEST(Fit, PreciseReasons) {
 TEST(Fit, DeviceChoiceByPolicy) {
   // Free: 16384, 4096, 10240. A 4096 MiB pod: binpack takes the exact fit (slot 1), spread the
   // emptiest (slot 0).
-  Node node = MakeNode({Gpu(16384), Gpu(16384, 12288), Gpu(16384, 6144)});
+  Node node = NodeOf({Gpu(16384), Gpu(16384, 12288), Gpu(16384, 6144)});
   EXPECT_EQ(Simple(PolicyKind::kBinpack).Evaluate(node, Pod(1, 4096)).placement.containers[0].device_slots,
             std::vector<int>{1});
   EXPECT_EQ(Simple(PolicyKind::kSpread).Evaluate(node, Pod(1, 4096)).placement.containers[0].device_slots,
@@ -231,7 +194,7 @@ TEST(Fit, DeviceChoiceByPolicy) {
 }
 
 TEST(Fit, MultiDeviceContainersGetDistinctDevices) {
-  Node node = MakeNode({Gpu(16384), Gpu(16384), Gpu(16384)});
+  Node node = NodeOf({Gpu(16384), Gpu(16384), Gpu(16384)});
   NodeEvaluation e = Simple(PolicyKind::kBinpack).Evaluate(node, Pod(2, 8192));
   ASSERT_TRUE(e.verdict.fits());
   auto slots = e.placement.containers[0].device_slots;
@@ -242,7 +205,7 @@ TEST(Fit, MultiDeviceContainersGetDistinctDevices) {
 TEST(Fit, MultiContainerPodsFitJointly) {
   // Two containers of 10 GiB each on one 16 GiB GPU and one 12 GiB-free GPU: each alone fits
   // anywhere, together they need both devices.
-  Node node = MakeNode({Gpu(16384), Gpu(16384, 4096)});
+  Node node = NodeOf({Gpu(16384), Gpu(16384, 4096)});
   PodRequest pod = Pod(1, 10240);
   pod.containers.push_back(ContainerRequest{"sidecar", 1, false, 1, 10240});
   NodeEvaluation e = Simple(PolicyKind::kBinpack).Evaluate(node, pod);
@@ -257,7 +220,7 @@ TEST(Fit, MultiContainerPodsFitJointly) {
 }
 
 TEST(Fit, InitContainerReusesThePodsDevices) {
-  Node node = MakeNode({Gpu(16384)});
+  Node node = NodeOf({Gpu(16384)});
   PodRequest pod = Pod(1, 8192);
   pod.containers.push_back(ContainerRequest{"warmup", 0, true, 1, 4096});
   NodeEvaluation e = Simple(PolicyKind::kBinpack).Evaluate(node, pod);
@@ -271,7 +234,7 @@ TEST(Fit, InitContainerReusesThePodsDevices) {
 }
 
 TEST(Fit, InitContainerLargerThanTheAppGetsItsOwnDevice) {
-  Node node = MakeNode({Gpu(16384), Gpu(16384)});
+  Node node = NodeOf({Gpu(16384), Gpu(16384)});
   PodRequest pod = Pod(1, 2048);
   pod.containers.push_back(ContainerRequest{"big-init", 0, true, 1, 12288});
   NodeEvaluation e = Simple(PolicyKind::kBinpack).Evaluate(node, pod);
@@ -280,7 +243,7 @@ TEST(Fit, InitContainerLargerThanTheAppGetsItsOwnDevice) {
 }
 
 TEST(Fit, MigAndKindPreferences) {
-  Node node = MakeNode({Gpu(81920), Mig("1g.10gb", 9728), Mig("3g.40gb", 40192)});
+  Node node = NodeOf({Gpu(81920), Mig("1g.10gb", 9728), Mig("3g.40gb", 40192)});
   PodRequest pod = Pod(1, 5000);
   pod.mig_profile = "1g.10gb";
   NodeEvaluation e = Simple(PolicyKind::kBinpack).Evaluate(node, pod);
@@ -317,7 +280,7 @@ TEST(Accounting, FreeMemoryCountsCapsReserveAndForeignUse) {
 }
 
 TEST(Accounting, ApplyRefusesToOverbookAndLeavesTheNodeUnchanged) {
-  Node node = MakeNode({Gpu(16384)});
+  Node node = NodeOf({Gpu(16384)});
   Policy p = Simple(PolicyKind::kBinpack);
   PodRequest a = Pod(1, 12288);
   NodeEvaluation e = p.Evaluate(node, a);
@@ -336,7 +299,7 @@ TEST(Accounting, ApplyRefusesToOverbookAndLeavesTheNodeUnchanged) {
 }
 
 TEST(Accounting, WholeDeviceIsExclusive) {
-  Node node = MakeNode({Gpu(16384)});
+  Node node = NodeOf({Gpu(16384)});
   PodRequest whole = Pod(1, 0);
   NodeEvaluation e = Simple(PolicyKind::kFgd).Evaluate(node, whole);
   ASSERT_TRUE(e.verdict.fits());
@@ -346,7 +309,7 @@ TEST(Accounting, WholeDeviceIsExclusive) {
 }
 
 TEST(Policy, ScoreAgreesWithEvaluate) {
-  Node node = MakeNode({Gpu(1000), Gpu(1000), Gpu(1000, 500), Gpu(1000, 800)}, 16000);
+  Node node = NodeOf({Gpu(1000), Gpu(1000), Gpu(1000, 500), Gpu(1000, 800)}, 16000);
   Policy fgd = Fgd({Spec(4000, 1, 500, .5), Spec(8000, 1, 0, .3), Spec(32000, 0, 0, .2)});
   NodeSummary sum = fgd.Summarize(node);
   for (MiB mem : {100, 200, 500, 900, 0}) {
@@ -369,7 +332,7 @@ TEST(FgdScore, DeviceChoiceIsTheExactArgminOnRandomNodes) {
     const int g = 1 + static_cast<int>(rng() % 8);
     for (int i = 0; i < g; ++i)
       devices.push_back(Gpu(1000, static_cast<MiB>(rng() % 4) * static_cast<MiB>(rng() % 300)));
-    Node node = MakeNode(devices, 4000 + static_cast<int64_t>(rng() % 28) * 1000);
+    Node node = NodeOf(devices, 4000 + static_cast<int64_t>(rng() % 28) * 1000);
     const MiB mem = static_cast<MiB>(50 + rng() % 900);
     PodRequest pod = Pod(1, mem, static_cast<int64_t>(rng() % 4) * 1000);
     NodeSummary sum = fgd.Summarize(node);
@@ -415,7 +378,7 @@ TEST(FillFragmentation, CountsTheMemoryEachSpecCouldNotUse) {
       {"unlimited CPU", {Gpu(1000)}, -1, 200},
   };
   for (const Case& c : cases) {
-    EXPECT_DOUBLE_EQ(fgd.Summarize(MakeNode(c.devices, c.cpu_milli)).fill_fragmentation, c.fill) << c.name;
+    EXPECT_DOUBLE_EQ(fgd.Summarize(NodeOf(c.devices, c.cpu_milli)).fill_fragmentation, c.fill) << c.name;
   }
 }
 
@@ -424,8 +387,8 @@ TEST(FillFragmentation, CountsTheMemoryEachSpecCouldNotUse) {
 // CPU cannot feed. M = {W: 12 CPU, 1 whole, p=.6; H: 12 CPU, 1×500, p=.4}; pod: 24 CPU, 1×500.
 TEST(FillFragmentation, SeesGpusStrandedByCpuAFewPodsAhead) {
   Policy fgd = Fgd({Spec(12000, 1, 0, .6), Spec(12000, 1, 500, .4)});
-  Node lean = MakeNode({Gpu(1000), Gpu(1000), Gpu(1000), Gpu(1000)}, 48000);
-  Node rich = MakeNode({Gpu(1000), Gpu(1000), Gpu(1000), Gpu(1000)}, 96000);
+  Node lean = NodeOf({Gpu(1000), Gpu(1000), Gpu(1000), Gpu(1000)}, 48000);
+  Node rich = NodeOf({Gpu(1000), Gpu(1000), Gpu(1000), Gpu(1000)}, 96000);
   PodRequest pod = Pod(1, 500, 24000);
   NodeEvaluation on_lean = fgd.Evaluate(lean, pod);
   NodeEvaluation on_rich = fgd.Evaluate(rich, pod);
@@ -452,7 +415,7 @@ TEST(FillFragmentation, SeesGpusStrandedByHostMemory) {
   TypicalSpec w = Spec(0, 1, 0, .6), h = Spec(0, 1, 500, .4);
   w.memory_bytes = h.memory_bytes = 48 * kGiB;
   Policy fgd = Fgd({w, h});
-  Node lean = MakeNode({Gpu(1000), Gpu(1000), Gpu(1000), Gpu(1000)});
+  Node lean = NodeOf({Gpu(1000), Gpu(1000), Gpu(1000), Gpu(1000)});
   lean.memory_bytes = 192 * kGiB;
   Node rich = lean;
   rich.memory_bytes = 384 * kGiB;
@@ -495,7 +458,7 @@ TEST(FillFragmentation, ScoreIsTheExactDifferenceOnRandomNodes) {
     for (int i = 0; i < g; ++i)
       devices.push_back(Gpu(1000, static_cast<MiB>(rng() % 4) * static_cast<MiB>(rng() % 300)));
     const int64_t cpu = rng() % 4 == 0 ? -1 : 4000 + static_cast<int64_t>(rng() % 120) * 1000;
-    Node node = MakeNode(devices, cpu);
+    Node node = NodeOf(devices, cpu);
     const int k = static_cast<int>(rng() % 3);
     const MiB mem = rng() % 3 == 0 ? 0 : static_cast<MiB>(50 + rng() % 900);
     PodRequest pod = Pod(k, mem, static_cast<int64_t>(rng() % 4) * 1000);
@@ -531,7 +494,7 @@ TEST(FillFragmentation, ScoreIsTheExactDifferenceWithHostMemory) {
     const int g = 1 + static_cast<int>(rng() % 8);
     for (int i = 0; i < g; ++i)
       devices.push_back(Gpu(1000, static_cast<MiB>(rng() % 4) * static_cast<MiB>(rng() % 300)));
-    Node node = MakeNode(devices, rng() % 2 == 0 ? -1 : 8000 + static_cast<int64_t>(rng() % 120) * 1000);
+    Node node = NodeOf(devices, rng() % 2 == 0 ? -1 : 8000 + static_cast<int64_t>(rng() % 120) * 1000);
     node.memory_bytes = rng() % 4 == 0 ? -1 : static_cast<int64_t>(rng() % 400) * kGiB;
     PodRequest pod = Pod(static_cast<int>(rng() % 3), rng() % 3 == 0 ? 0 : static_cast<MiB>(50 + rng() % 900),
                          static_cast<int64_t>(rng() % 4) * 1000);
@@ -609,7 +572,7 @@ TEST(FillFragmentation, MatchesItsDefinitionOnRandomNodes) {
     for (int i = 0, g = 1 + static_cast<int>(rng() % 8); i < g; ++i) {
       devices.push_back(Gpu(1000, static_cast<MiB>(rng() % 4) * static_cast<MiB>(rng() % 300)));
     }
-    Node node = MakeNode(devices, rng() % 4 == 0 ? -1 : static_cast<int64_t>(rng() % 40) * 1000);
+    Node node = NodeOf(devices, rng() % 4 == 0 ? -1 : static_cast<int64_t>(rng() % 40) * 1000);
     node.memory_bytes = rng() % 3 == 0 ? -1 : static_cast<int64_t>(rng() % 200) * kGiB;
     const NodeSummary sum = fgd.Summarize(node);
     ASSERT_NEAR(sum.fill_fragmentation, FillByDefinition(node, fgd.workload().specs), 1e-6) << "trial " << trial;
@@ -668,7 +631,7 @@ TEST(Columns, FractionalFitCountsTheSlicesAFreeAmountHolds) {
 // Every container is placed and costed, however many the pod has (the pick order once stopped at
 // 64). 70 containers of 10 MiB share one 1000-MiB GPU: 300 MiB stay free.
 TEST(Fit, EveryContainerOfALargePodIsPlaced) {
-  Node node = MakeNode({Gpu(1000)}, -1);
+  Node node = NodeOf({Gpu(1000)}, -1);
   PodRequest pod = Pod(0, 0);
   for (int i = 0; i < 70; ++i) pod.containers.push_back(ContainerRequest{"c" + std::to_string(i), i, false, 1, 10});
   NodeEvaluation e = Simple(PolicyKind::kBinpack).Evaluate(node, pod);
@@ -686,7 +649,7 @@ TEST(Policy, ParseNames) {
 // A summary's tallies are as long as its policy's workload has specs: scoring it under a policy
 // with more specs would read past them, so Score aborts instead.
 TEST(PolicyDeathTest, ScoreRefusesASummaryOfAnotherWorkload) {
-  Node node = MakeNode({Gpu(1000), Gpu(1000)}, 16000);
+  Node node = NodeOf({Gpu(1000), Gpu(1000)}, 16000);
   Policy two = Fgd({Spec(4000, 1, 500, .5), Spec(8000, 1, 0, .5)});
   Policy three = Fgd({Spec(4000, 1, 500, .5), Spec(8000, 1, 0, .3), Spec(32000, 0, 0, .2)});
   EXPECT_EQ(three.Summarize(node).spec_count, 3);

@@ -144,9 +144,9 @@ class PolicyRefresh {
 
 // FGD's node score on its own integer scale: int(100 · σ(−ΔF / unit)), where `unit` is one
 // device's memory (the paper's 1000 milli-GPU). One level is ≈ 0.04 device of ΔF near 0.
-// Nodes on the same level are equally good: choosing among them at random packs better than
-// taking the exact minimum (docs/simulator.md: 4.80% vs 5.87% unallocated GPUs on the default
-// Alibaba trace), so the extender ranks FGD costs by this level. REQUIRES: unit_mib > 0.
+// Nodes on the same level are equally good: choosing among them packs better than taking the
+// exact minimum (the simulator's `gpupack-exact` policy measures the difference; bench/RESULTS.md
+// keeps the measurement), so the extender ranks FGD costs by this level. REQUIRES: unit_mib > 0.
 int64_t FgdScoreLevel(double delta_mib, MiB unit_mib);
 
 // The fill fragmentation's increase (NodeEvaluation::fill_cost), plus the reservation price

@@ -3,34 +3,22 @@
 #include <gtest/gtest.h>
 
 #include "placement/placement.h"
+#include "testing/builders.h"
 
 namespace gpupack::placement {
 namespace {
 
-// ---- builders ----
+// ---- builders (testing/builders.h) ----
+using builders::Spec;
+
+// Node `name` with `gpus` GPUs of 1000 MiB of `model`, each already holding `used_per_gpu` MiB of
+// another pod's, and `cpu_milli` of CPU.
 Node MakeNode(std::string name, int gpus, std::string model, int64_t cpu_milli, MiB used_per_gpu = 0) {
-  Node n;
-  n.name = std::move(name);
+  Node n = builders::GpuNode(name, gpus, 1000, model);
   n.cpu_milli = cpu_milli;
-  for (int i = 0; i < gpus; ++i) {
-    Device d;
-    d.uuid = "GPU-" + n.name + "-" + std::to_string(i);
-    d.index = i;
-    d.model = model;
-    d.capacity_mib = 1000;
-    if (used_per_gpu > 0) d.shares.push_back(DeviceShare{"other", "ns/other", "main", used_per_gpu, false});
-    n.devices.push_back(std::move(d));
-  }
+  if (used_per_gpu > 0)
+    for (Device& d : n.devices) d.shares.push_back(builders::OtherPodShare(used_per_gpu));
   return n;
-}
-TypicalSpec Spec(int64_t cpu, int k, MiB mem, double w, std::vector<std::string> models = {}) {
-  TypicalSpec s;
-  s.cpu_milli = cpu;
-  s.device_count = k;
-  s.mem_per_device_mib = mem;
-  s.gpu_models = std::move(models);
-  s.weight = w;
-  return s;
 }
 CapacityReservation Build(const std::vector<TypicalSpec>& specs, const std::vector<Node>& nodes) {
   CapacityReservation::Builder builder(TypicalWorkload{specs}, PlacementOptions{});
@@ -167,10 +155,7 @@ TEST(CapacityReservation, UnhealthyDevicesNeitherHostNorCount) {
 TEST(CapacityReservation, EvaluatePricesTheMemoryThePodTakes) {
   const std::vector<Node> nodes = MixedCluster();
   Policy fgd(PolicyKind::kFgd, TypicalWorkload{MixedWorkload()}, {}, Build(MixedWorkload(), nodes));
-  PodRequest half;
-  half.name = "half";
-  half.cpu_milli = 4000;
-  half.containers.push_back(ContainerRequest{"main", 0, false, 1, 500});
+  const PodRequest half = builders::NamedPod("half", 1, 500, 4000);
   PodRequest whole = half;
   whole.containers[0].mem_per_device_mib = 0;
   // T4 (tightness 3): 3 × 500 = 1500 and 3 × 1000 = 3000; g0 (1.5): 750; an A100 node: 0.

@@ -59,7 +59,7 @@ TypicalWorkload DefaultPriorWorkload(MiB device_mib);
 // prior_pods / (prior_pods + observed mass), so the prior fades as evidence accumulates, and then
 // keeps the heaviest specs until they cover `coverage` of the blended weight, as FGD's typical set
 // covers 95% of pods: the rarest shapes otherwise pull the policy towards keeping room for pods
-// that almost never come (docs/simulator.md measures it). 0 < coverage ≤ 1. Shapes are exact
+// that almost never come (bench/RESULTS.md keeps the measurement). 0 < coverage ≤ 1. Shapes are exact
 // (SpecOfPod); the histogram holds at most 4 × kMaxTypicalSpecs of them, dropping the lightest.
 // Not thread-safe: the owner serialises calls.
 class WorkloadLearner {

@@ -2,24 +2,21 @@
 
 #include <gtest/gtest.h>
 
+#include "testing/builders.h"
+
 namespace gpupack::placement {
 namespace {
 
-TypicalSpec S(int64_t cpu, int k, MiB mem) {
-  TypicalSpec s;
-  s.cpu_milli = cpu;
-  s.device_count = k;
-  s.mem_per_device_mib = mem;
-  return s;
-}
+using builders::Pod;
+using builders::Spec;
 
 TEST(TypicalWorkload, KeepsThePopularSpecsUpToCoverage) {
   // 10 pods: A×5, B×3, C×1, D×1. With 80% coverage: A (50%), B (80%) → stop. Weights 5/8, 3/8.
   std::vector<TypicalSpec> pods;
-  for (int i = 0; i < 5; ++i) pods.push_back(S(1000, 1, 500));
-  for (int i = 0; i < 3; ++i) pods.push_back(S(2000, 1, 0));
-  pods.push_back(S(3000, 0, 0));
-  pods.push_back(S(4000, 2, 0));
+  for (int i = 0; i < 5; ++i) pods.push_back(Spec(1000, 1, 500));
+  for (int i = 0; i < 3; ++i) pods.push_back(Spec(2000, 1, 0));
+  pods.push_back(Spec(3000, 0, 0));
+  pods.push_back(Spec(4000, 2, 0));
   TypicalWorkload w = TypicalWorkloadFromPods(pods, 0.8);
   ASSERT_EQ(w.specs.size(), 2u);
   EXPECT_EQ(w.specs[0].mem_per_device_mib, 500);
@@ -29,7 +26,7 @@ TEST(TypicalWorkload, KeepsThePopularSpecsUpToCoverage) {
 
 TEST(TypicalWorkload, EqualCountsPutTheLargerSpecFirst) {
   // C and D both 1 pod: D (4000 CPU) sorts before C (3000 CPU); 95% of 2 pods needs both.
-  TypicalWorkload w = TypicalWorkloadFromPods({S(3000, 0, 0), S(4000, 2, 0)}, 0.95);
+  TypicalWorkload w = TypicalWorkloadFromPods({Spec(3000, 0, 0), Spec(4000, 2, 0)}, 0.95);
   ASSERT_EQ(w.specs.size(), 2u);
   EXPECT_EQ(w.specs[0].cpu_milli, 4000);
 }
@@ -48,14 +45,8 @@ TEST(TypicalWorkload, PriorIsRelativeToTheDevice) {
   EXPECT_TRUE(has_cpu_only);
 }
 
-PodRequest PodOf(MiB mem) {
-  PodRequest p;
-  p.containers.push_back(ContainerRequest{"main", 0, false, 1, mem});
-  return p;
-}
-
 TEST(WorkloadLearner, PriorFadesAndOldObservationsDecay) {
-  TypicalWorkload prior{{S(0, 1, 0)}};
+  TypicalWorkload prior{{Spec(0, 1, 0)}};
   prior.specs[0].weight = 1;
   // Half-life 10 pods, prior worth 10 pods, every spec kept.
   WorkloadLearner learner(prior, 10, 10, 1.0);
@@ -63,8 +54,8 @@ TEST(WorkloadLearner, PriorFadesAndOldObservationsDecay) {
   ASSERT_EQ(cold.specs.size(), 1u);
   EXPECT_EQ(cold.specs[0].mem_per_device_mib, 0);
 
-  for (int i = 0; i < 100; ++i) learner.Observe(PodOf(3000));
-  for (int i = 0; i < 10; ++i) learner.Observe(PodOf(8192));
+  for (int i = 0; i < 100; ++i) learner.Observe(Pod(1, 3000));
+  for (int i = 0; i < 10; ++i) learner.Observe(Pod(1, 8192));
   TypicalWorkload w = learner.Snapshot();
   // Mass ≈ Σ 2^(-i/10) over 110 pods ≈ 14.9, so the prior keeps 10/(10+14.9) ≈ 40%. The last 10
   // pods (8 GiB) weigh (1 − 2^-1) = 50% of the observed mass, the 100 older ones the rest.
@@ -85,7 +76,7 @@ TEST(WorkloadLearner, CoverageDropsTheRarestShapes) {
   WorkloadLearner learner(TypicalWorkload{}, 1e9, 0, 0.9);
   const std::pair<MiB, int> counts[] = {{100, 50}, {200, 30}, {300, 15}, {400, 5}};
   for (const auto& [mem, n] : counts) {
-    for (int i = 0; i < n; ++i) learner.Observe(PodOf(mem));
+    for (int i = 0; i < n; ++i) learner.Observe(Pod(1, mem));
   }
   TypicalWorkload w = learner.Snapshot();
   ASSERT_EQ(w.specs.size(), 3u);
@@ -96,7 +87,7 @@ TEST(WorkloadLearner, CoverageDropsTheRarestShapes) {
   // Full coverage keeps the rare one too.
   WorkloadLearner all(TypicalWorkload{}, 1e9, 0, 1.0);
   for (const auto& [mem, n] : counts) {
-    for (int i = 0; i < n; ++i) all.Observe(PodOf(mem));
+    for (int i = 0; i < n; ++i) all.Observe(Pod(1, mem));
   }
   EXPECT_EQ(all.Snapshot().specs.size(), 4u);
 }
@@ -108,9 +99,9 @@ TEST(WorkloadLearner, CoverageDropsTheRarestShapes) {
 TEST(WorkloadLearner, EveryShapeKeepsWhatTheSnapshotCuts) {
   WorkloadLearner learner(TypicalWorkload{}, 1e9, 0, 1.0);
   for (int round = 0; round < 2; ++round) {
-    for (int i = 0; i < 70; ++i) learner.Observe(PodOf(100 + i));
+    for (int i = 0; i < 70; ++i) learner.Observe(Pod(1, 100 + i));
   }
-  learner.Observe(PodOf(5000));
+  learner.Observe(Pod(1, 5000));
   auto has_rare = [](const TypicalWorkload& w) {
     for (const auto& s : w.specs) {
       if (s.mem_per_device_mib == 5000) return true;
@@ -135,12 +126,12 @@ TEST(WorkloadLearner, EveryShapeKeepsWhatTheSnapshotCuts) {
 // longer fit, and every price built from the learned shapes would say so.
 TEST(WorkloadLearner, KeepsExactSizesSoShapesThatFitTogetherStillDo) {
   WorkloadLearner learner(TypicalWorkload{}, 1e9, 0, 1.0);
-  learner.Observe(PodOf(12960));
-  learner.Observe(PodOf(3040));
+  learner.Observe(Pod(1, 12960));
+  learner.Observe(Pod(1, 3040));
   MiB sum = 0;
   for (const auto& s : learner.Snapshot().specs) sum += s.mem_per_device_mib;
   EXPECT_EQ(sum, 16000);
-  EXPECT_EQ(SpecOfPod(PodOf(12960)).mem_per_device_mib, 12960);
+  EXPECT_EQ(SpecOfPod(Pod(1, 12960)).mem_per_device_mib, 12960);
 }
 
 // Host memory is a statistic of a shape, not part of it: pods that differ only in memory are one
@@ -148,7 +139,7 @@ TEST(WorkloadLearner, KeepsExactSizesSoShapesThatFitTogetherStillDo) {
 // before, so 30 MiB then 60 MiB give (1·30 + 2·60) / 3 = 50 MiB; a 2-device pod is its own shape.
 TEST(WorkloadLearner, HostMemoryIsTheShapesMeanNotItsIdentity) {
   WorkloadLearner learner(TypicalWorkload{}, 1, 0, 1.0);
-  PodRequest a = PodOf(500), b = PodOf(500), c = PodOf(500);
+  PodRequest a = Pod(1, 500), b = Pod(1, 500), c = Pod(1, 500);
   a.memory_bytes = int64_t{30} << 20;
   b.memory_bytes = int64_t{60} << 20;
   c.containers[0].device_count = 2;
@@ -162,7 +153,7 @@ TEST(WorkloadLearner, HostMemoryIsTheShapesMeanNotItsIdentity) {
     EXPECT_EQ(s.memory_bytes, (s.device_count == 1 ? int64_t{50} : int64_t{90}) << 20) << s.device_count;
   }
   // The same for FGD's typical set from a fixed list: (30 + 60) / 2 = 45 MiB.
-  TypicalSpec x = S(1000, 1, 500), y = S(1000, 1, 500);
+  TypicalSpec x = Spec(1000, 1, 500), y = Spec(1000, 1, 500);
   x.memory_bytes = int64_t{30} << 20;
   y.memory_bytes = int64_t{60} << 20;
   const TypicalWorkload fixed = TypicalWorkloadFromPods({x, y}, 1.0);
@@ -175,9 +166,9 @@ TEST(WorkloadLearner, HostMemoryIsTheShapesMeanNotItsIdentity) {
 // (the heaviest) among them.
 TEST(WorkloadLearner, BoundsTheDistinctShapes) {
   WorkloadLearner learner(TypicalWorkload{}, 1e9, 0, 1.0);
-  for (int i = 0; i < 300; ++i) learner.Observe(PodOf(1000 + i));
-  learner.Observe(PodOf(7));
-  learner.Observe(PodOf(7));
+  for (int i = 0; i < 300; ++i) learner.Observe(Pod(1, 1000 + i));
+  learner.Observe(Pod(1, 7));
+  learner.Observe(Pod(1, 7));
   const TypicalWorkload every = learner.EveryShape();
   EXPECT_EQ(every.specs.size(), static_cast<size_t>(4 * kMaxTypicalSpecs));
   EXPECT_EQ(every.specs.front().mem_per_device_mib, 7);
@@ -186,10 +177,10 @@ TEST(WorkloadLearner, BoundsTheDistinctShapes) {
 // SetPrior swaps the prior and keeps the observations: with a prior worth 1 pod and 1 pod
 // observed, each weighs one half.
 TEST(WorkloadLearner, SetPriorKeepsObservations) {
-  TypicalWorkload old_prior{{S(0, 1, 0)}};
+  TypicalWorkload old_prior{{Spec(0, 1, 0)}};
   old_prior.specs[0].weight = 1;
   WorkloadLearner learner(old_prior, 1e9, 1, 1.0);
-  learner.Observe(PodOf(500));
+  learner.Observe(Pod(1, 500));
   learner.SetPrior(DefaultPriorWorkload(16000));
   double observed = 0, whole = 0;
   for (const auto& s : learner.EveryShape().specs) {

@@ -9,7 +9,7 @@
 #
 # The cache folder is <cache>/<key>/bin, where <key> hashes go.mod, go.sum, the Go version and the
 # build flags: a changed pin builds a new folder, an unchanged one is reused in milliseconds.
-# The first build compiles Kubernetes from source: expect ~25 minutes on 2 cores (see README).
+# The first build compiles Kubernetes from source: expect ~13 minutes on 2 cores (see README).
 # Needs Go >= 1.26 (GPUPACK_GO, default /usr/local/go/bin/go) and the Go module proxy (or a warm
 # module cache); Debian's older golang-go is never used.
 set -euo pipefail

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks the shape of the code issue 14 asks for: short functions, long files explained.
+"""Checks the shape of the code: short functions in the engine, long files explained.
 
 Rule 1 (--functions FOLDER...): no function in the folders' production code (not *_test.cc, not
 test helpers) is longer than MAX_FUNCTION_LINES, counted from the line of its opening brace to

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks the include graph against the layers docs/design.md draws (issue 14).
+"""Checks the include graph against the layers docs/design.md draws.
 
 Production code (everything but tests, benchmarks and test helpers) may include only its own
 folder and the folders its layer lists below; nothing outside cmd/ includes cmd/; production code

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The fragmentation benchmark of issue 3: every policy on the FGD paper's Alibaba trace families,
+# The fragmentation benchmark: every policy on the FGD paper's Alibaba trace families,
 # with the paper's protocol (gpupack-sim defaults: inflation to 130 %, seeds 42-51).
 #
 #   scripts/fgd-benchmark.sh [--build DIR] [--seeds 42-51] [--out DIR] [--policies LIST] [TRACE...]

@@ -2,7 +2,7 @@
 # Replays the Alibaba default trace through a real gpupack-extender over HTTP (gpupack-sim
 # --extender) and in-process with the same policy (gpupack: FGD against the workload the
 # extender learns), one fresh standalone extender per seed, and prints both results at arrived
-# 100 % (issue 3 goal: within 0.2 percentage points).
+# 100 % (the goal: within 0.2 percentage points of each other).
 #
 #   scripts/sim-extender-check.sh [--build DIR] [--extender-bin FILE] [--seeds "42 43"] [--trace NAME]
 set -euo pipefail

@@ -1,7 +1,10 @@
 // Long file: the tests of one component (the HTTP server), each a socket-level scenario.
 // The server over real sockets on loopback (port 0): raw sockets where the test needs to control
-// bytes and timing (slow headers, idle connections), httplib clients elsewhere. Timeouts are
-// shortened to a few hundred milliseconds; every wait has a bound several times longer.
+// bytes and timing (slow headers, idle connections), httplib clients elsewhere. A deadline under
+// test is set to a few hundred milliseconds, and the test asserts what its passing does (the
+// connection closes, the close is counted with its reason), never how long anything took. Every
+// wait for the server is bounded far beyond the deadlines, so a loaded machine slows a test down
+// but does not fail it.
 #include "server/http_server.h"
 
 #include <arpa/inet.h>
@@ -26,6 +29,8 @@
 #include <prometheus/registry.h>
 
 #include "server/test_certs.h"
+#include "testing/eventually.h"
+#include "testing/fake_clock.h"
 #include "testing/loopback.h"
 #include "testing/temp_dir.h"
 
@@ -59,7 +64,7 @@ class RawConnection {
   }
   // Reads one response (headers, then Content-Length bytes of body) within `timeout`; "" when
   // the connection closed or the time ran out first.
-  std::string ReadResponse(milliseconds timeout = milliseconds(5000)) {
+  std::string ReadResponse(milliseconds timeout = milliseconds(10000)) {
     const auto deadline = SteadyClock::now() + timeout;
     for (;;) {
       const size_t end = pending_.find("\r\n\r\n");
@@ -151,15 +156,11 @@ std::string MetricsOf(const HttpServer& server) {
   return res ? res->body : "";
 }
 
-// Whether /metrics shows `sample` within 3 s. A client sees a connection closed before the server
-// has finished counting the close, so counters of closes are read until they settle.
-bool MetricsShowWithin(const HttpServer& server, std::string_view sample) {
-  const auto deadline = SteadyClock::now() + std::chrono::seconds(3);
-  while (MetricsOf(server).find(sample) == std::string::npos) {
-    if (SteadyClock::now() > deadline) return false;
-    std::this_thread::sleep_for(milliseconds(20));
-  }
-  return true;
+// Whether /metrics comes to show `sample` (builders::Eventually's bound). A client sees a
+// connection closed before the server has finished counting the close, so counters of closes are
+// read until they settle.
+bool MetricsEventuallyShow(const HttpServer& server, std::string_view sample) {
+  return builders::Eventually([&] { return MetricsOf(server).find(sample) != std::string::npos; });
 }
 
 TEST(HttpServer, PortZeroReportsTheBoundAddress) {
@@ -204,7 +205,7 @@ TEST(HttpServer, UnknownPathIs404AndWrongMethodIs405WithAllow) {
   EXPECT_EQ(query->body, "text/plain|3") << "the query string is not part of the path";
 }
 
-// Issue 18 item 7: curl -d @file sends application/x-www-form-urlencoded; a 10 KB JSON body must
+// curl -d @file sends application/x-www-form-urlencoded; a 10 KB JSON body must
 // reach the handler whole, whatever the content type says.
 TEST(HttpServer, BodiesReachTheHandlerWholeWhateverTheirContentType) {
   auto server = StartEcho(Quick());
@@ -285,10 +286,9 @@ TEST(HttpServer, IdleKeptAliveConnectionsCloseAfterTheIdleTimeout) {
   RawConnection c(server->port());
   c.Send(Post("/echo", "x"));
   ASSERT_NE(c.ReadResponse().find("|1"), std::string::npos);
-  const auto start = SteadyClock::now();
-  EXPECT_TRUE(c.ClosedWithin(milliseconds(3000)));
-  EXPECT_GE(SteadyClock::now() - start, milliseconds(250));
-  EXPECT_TRUE(MetricsShowWithin(*server, R"(gpupack_http_connections_closed_total{reason="idle_timeout"} 1)"));
+  EXPECT_TRUE(c.ClosedWithin(milliseconds(10000)));
+  // Closed by the idle timer, not for any other reason.
+  EXPECT_TRUE(MetricsEventuallyShow(*server, R"(gpupack_http_connections_closed_total{reason="idle_timeout"} 1)"));
 }
 
 TEST(HttpServer, SlowHeadersAreCutAtTheHeaderDeadline) {
@@ -297,18 +297,17 @@ TEST(HttpServer, SlowHeadersAreCutAtTheHeaderDeadline) {
   auto server = StartEcho(options);
   RawConnection c(server->port());
   c.Send("POST /echo HTTP/1.1\r\nHost: t\r\n");  // ... and the rest never comes
-  const auto start = SteadyClock::now();
-  EXPECT_TRUE(c.ClosedWithin(milliseconds(3000)));
-  EXPECT_GE(SteadyClock::now() - start, milliseconds(250));
-  // Trickling a byte now and then does not extend the deadline.
+  EXPECT_TRUE(c.ClosedWithin(milliseconds(10000)));
+  // Trickling a byte now and then does not extend the deadline: a deadline that each byte moved
+  // would keep this connection open for good.
   RawConnection trickle(server->port());
   bool closed = false;
-  for (int i = 0; i < 20 && !closed; ++i) {
+  for (int i = 0; i < 100 && !closed; ++i) {
     trickle.Send("X");
     closed = trickle.ClosedWithin(milliseconds(100));
   }
-  EXPECT_TRUE(closed) << "still open after 2 s of one byte per 100 ms";
-  EXPECT_TRUE(MetricsShowWithin(*server, R"(gpupack_http_connections_closed_total{reason="header_timeout"} 2)"));
+  EXPECT_TRUE(closed) << "still open after 100 bytes, one each 100 ms, against a 300 ms deadline";
+  EXPECT_TRUE(MetricsEventuallyShow(*server, R"(gpupack_http_connections_closed_total{reason="header_timeout"} 2)"));
 }
 
 TEST(HttpServer, SlowBodiesAreCutAtTheBodyDeadline) {
@@ -317,15 +316,19 @@ TEST(HttpServer, SlowBodiesAreCutAtTheBodyDeadline) {
   auto server = StartEcho(options);
   RawConnection c(server->port());
   c.Send("POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\nonly ten b");
-  EXPECT_TRUE(c.ClosedWithin(milliseconds(3000)));
-  EXPECT_TRUE(MetricsShowWithin(*server, R"(gpupack_http_connections_closed_total{reason="body_timeout"} 1)"));
+  EXPECT_TRUE(c.ClosedWithin(milliseconds(10000)));
+  EXPECT_TRUE(MetricsEventuallyShow(*server, R"(gpupack_http_connections_closed_total{reason="body_timeout"} 1)"));
 }
 
-// The issue-16 stall: with a thread per connection, a few idle keep-alive connections starved
-// the next request. Here 100 idle connections (each served once, then kept alive) and 20 that
-// never sent a byte must not delay a new client, with a single worker thread.
+// The stall of a thread-per-connection server: a few idle keep-alive connections starved the
+// next request. Here 100 idle connections (each served once, then kept alive) and 20 that
+// never sent a byte, with idle and header deadlines of an hour, so that none of them is ever let
+// go: a new client on a single worker thread is answered all the same, and they all stay usable.
 TEST(HttpServer, ManyIdleKeepAliveConnectionsDoNotDelayTheNextRequest) {
-  auto server = StartEcho(Quick());  // one worker
+  HttpServerOptions options = Quick();  // one worker
+  options.idle_timeout = std::chrono::hours(1);
+  options.header_timeout = std::chrono::hours(1);
+  auto server = StartEcho(options);
   std::vector<std::unique_ptr<RawConnection>> idle;
   for (int i = 0; i < 100; ++i) {
     idle.push_back(std::make_unique<RawConnection>(server->port()));
@@ -333,14 +336,11 @@ TEST(HttpServer, ManyIdleKeepAliveConnectionsDoNotDelayTheNextRequest) {
     ASSERT_NE(idle.back()->ReadResponse().find("|1"), std::string::npos);
   }
   for (int i = 0; i < 20; ++i) idle.push_back(std::make_unique<RawConnection>(server->port()));
-  const auto start = SteadyClock::now();
   httplib::Client client("127.0.0.1", server->port());
-  client.set_read_timeout(5);
+  client.set_read_timeout(30);  // a bound on the wait, not on the server: it would otherwise wait an hour
   httplib::Result res = client.Post("/echo", "hello", "application/json");
-  const auto took = SteadyClock::now() - start;
-  ASSERT_TRUE(res);
+  ASSERT_TRUE(res) << httplib::to_string(res.error());
   EXPECT_EQ(res->body, "application/json|5");
-  EXPECT_LT(took, milliseconds(1000)) << "the old servers made it wait 5 s";
   for (auto& c : idle) {  // and they are all still usable
     c->Send(Post("/echo", "yy"));
     EXPECT_NE(c->ReadResponse().find("|2"), std::string::npos);
@@ -353,28 +353,33 @@ TEST(HttpServer, IoThreadRoutesAndProbesAnswerWhileEveryWorkerIsBusy) {
   std::promise<void> release;
   std::shared_future<void> released = release.get_future().share();
   std::promise<void> entered;
+  std::atomic<bool> slow_returned = false, queued_ran_before = false;
   HttpServer server(Quick());  // one worker
   server.Handle("POST", "/slow", [&](const Request&) {
     entered.set_value();
     released.wait();
+    slow_returned = true;
     return Response{200, "text/plain", "slow", {}};
   });
   server.Handle("POST", "/fast", Echo(), RunOn::kIoThread);
-  server.Handle("POST", "/queued", Echo());
+  server.Handle("POST", "/queued", [&](const Request& req) {
+    queued_ran_before = !slow_returned;
+    return Echo()(req);
+  });
   ASSERT_TRUE(server.Start("127.0.0.1:0").ok());
   RawConnection busy(server.port());
   busy.Send(Post("/slow", ""));
   entered.get_future().wait();
   RawConnection other(server.port());
   other.Send(Post("/fast", "abc"));
-  EXPECT_NE(other.ReadResponse(milliseconds(2000)).find("|3"), std::string::npos);
+  EXPECT_NE(other.ReadResponse().find("|3"), std::string::npos);
   other.Send(Get("/healthz"));
-  EXPECT_NE(other.ReadResponse(milliseconds(2000)).find("ok\n"), std::string::npos);
+  EXPECT_NE(other.ReadResponse().find("ok\n"), std::string::npos);
   other.Send(Post("/queued", "abcd"));
-  EXPECT_EQ(other.ReadResponse(milliseconds(300)), "") << "the only worker is busy";
   release.set_value();
   EXPECT_NE(busy.ReadResponse().find("slow"), std::string::npos);
   EXPECT_NE(other.ReadResponse().find("|4"), std::string::npos);
+  EXPECT_FALSE(queued_ran_before) << "a worker route ran while the only worker was busy";
 }
 
 TEST(HttpServer, ProbesAndMetrics) {
@@ -451,7 +456,9 @@ TEST(HttpServer, DrainFinishesInFlightRequestsAndClosesIdleOnes) {
   std::mutex mu;
   std::condition_variable cv;
   bool entered = false, release = false;
-  HttpServer server(Quick());
+  HttpServerOptions options = Quick();
+  options.drain_timeout = std::chrono::hours(1);  // so that Drain ends only when the request does
+  HttpServer server(options);
   server.Handle("POST", "/slow", [&](const Request&) {
     std::unique_lock lock(mu);
     entered = true;
@@ -468,13 +475,19 @@ TEST(HttpServer, DrainFinishesInFlightRequestsAndClosesIdleOnes) {
   busy.Send(Post("/slow", ""));
   {
     std::unique_lock lock(mu);
-    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(5), [&] { return entered; }));
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return entered; }));
   }
-  std::future<void> drained = std::async(std::launch::async, [&] { server.Drain(); });
-  EXPECT_TRUE(idle.ClosedWithin(milliseconds(3000))) << "idle connections close at once";
-  EXPECT_EQ(drained.wait_for(milliseconds(200)), std::future_status::timeout) << "waits for the request in flight";
+  std::atomic<bool> drain_returned = false;
+  std::future<void> drained = std::async(std::launch::async, [&] {
+    server.Drain();
+    drain_returned = true;
+  });
+  EXPECT_TRUE(idle.ClosedWithin(milliseconds(10000))) << "idle connections close at once";
   RawConnection late(port);
-  EXPECT_TRUE(!late.connected() || late.ClosedWithin(milliseconds(3000))) << "no longer accepting";
+  EXPECT_TRUE(!late.connected() || late.ClosedWithin(milliseconds(10000))) << "no longer accepting";
+  // Drain has closed the idle connection and stopped accepting, and still waits for the request
+  // in flight.
+  EXPECT_FALSE(drain_returned);
   {
     std::lock_guard lock(mu);
     release = true;
@@ -483,7 +496,7 @@ TEST(HttpServer, DrainFinishesInFlightRequestsAndClosesIdleOnes) {
   const std::string response = busy.ReadResponse();
   EXPECT_NE(response.find("finished"), std::string::npos) << response;
   EXPECT_NE(response.find("Connection: close"), std::string::npos) << response;
-  EXPECT_EQ(drained.wait_for(milliseconds(5000)), std::future_status::ready);
+  EXPECT_EQ(drained.wait_for(std::chrono::seconds(30)), std::future_status::ready);
 }
 
 // A fresh TLS connection that trusts only `ca_file`: the body of /echo, or "" when the handshake
@@ -544,6 +557,9 @@ TEST(HttpServer, TlsKeepAliveAndDrain) {
   HttpServerOptions options = Quick();
   options.tls_cert_file = dir.File("tls.crt");
   options.tls_key_file = dir.File("tls.key");
+  // Deadlines of an hour: Drain returns only because it closes the idle connection at once.
+  options.idle_timeout = std::chrono::hours(1);
+  options.drain_timeout = std::chrono::hours(1);
   auto server = StartEcho(options);
   httplib::SSLClient client("127.0.0.1", server->port());
   client.set_ca_cert_path(dir.File("tls.crt").c_str());
@@ -554,9 +570,9 @@ TEST(HttpServer, TlsKeepAliveAndDrain) {
     ASSERT_TRUE(res) << httplib::to_string(res.error());
     EXPECT_EQ(res->body, "application/json|" + std::to_string(i));
   }
-  const auto start = SteadyClock::now();
-  server->Drain();  // the kept-alive TLS connection is idle: closed at once
-  EXPECT_LT(SteadyClock::now() - start, milliseconds(3000));
+  std::future<void> drained = std::async(std::launch::async, [&] { server->Drain(); });
+  EXPECT_EQ(drained.wait_for(std::chrono::seconds(30)), std::future_status::ready)
+      << "the kept-alive TLS connection is idle: Drain closes it rather than waiting for it";
 }
 
 TEST(HttpServer, RefusesToStartWithAnUnusableCertificate) {

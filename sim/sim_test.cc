@@ -12,6 +12,7 @@
 #include "sim/policy.h"
 #include "sim/replay.h"
 #include "sim/report.h"
+#include "testing/builders.h"
 #include "translate/cluster_file.h"
 
 namespace gpupack::sim {
@@ -20,48 +21,19 @@ namespace {
 // "p" + std::to_string(i) trips GCC 12's -Wrestrict false positive at -O2; append instead.
 std::string Numbered(const char* prefix, int i) { return std::string(prefix).append(std::to_string(i)); }
 
+using builders::NamedPod;
+using builders::Spec;
+
+// A node as the trace describes one: GPUs of 1000 MiB (the trace's milli-GPUs) of `model`, GPU g
+// already holding used_per_gpu[g] for another pod, `cpu_milli` of CPU and 1 TiB of host memory.
 model::Node TraceNode(const std::string& name, int64_t cpu_milli, std::vector<MiB> used_per_gpu,
                       const std::string& model = "G2") {
-  model::Node n;
-  n.name = name;
+  model::Node n = builders::GpuNode(name, static_cast<int>(used_per_gpu.size()), 1000, model);
   n.cpu_milli = cpu_milli;
   n.memory_bytes = int64_t{1} << 40;
-  for (size_t g = 0; g < used_per_gpu.size(); ++g) {
-    model::Device d;
-    d.uuid = name + "-gpu" + std::to_string(g);
-    d.index = static_cast<int>(g);
-    d.model = model;
-    d.capacity_mib = 1000;
-    if (used_per_gpu[g] > 0)
-      d.shares.push_back(model::DeviceShare{"old", "default/old", "main", used_per_gpu[g], false});
-    n.devices.push_back(d);
-  }
+  for (size_t g = 0; g < used_per_gpu.size(); ++g)
+    if (used_per_gpu[g] > 0) n.devices[g].shares.push_back(builders::OtherPodShare(used_per_gpu[g]));
   return n;
-}
-
-model::PodRequest Pod(const std::string& name, int64_t cpu_milli, int k, MiB per_device) {
-  model::PodRequest p;
-  p.ns = "default";
-  p.name = name;
-  p.uid = name;
-  p.cpu_milli = cpu_milli;
-  if (k > 0) {
-    model::ContainerRequest c;
-    c.name = "main";
-    c.device_count = k;
-    c.mem_per_device_mib = per_device;
-    p.containers.push_back(c);
-  }
-  return p;
-}
-
-placement::TypicalSpec Spec(int64_t cpu, int k, MiB mem, double w) {
-  placement::TypicalSpec s;
-  s.cpu_milli = cpu;
-  s.device_count = k;
-  s.mem_per_device_mib = mem;
-  s.weight = w;
-  return s;
 }
 
 // The FGD worked example (placement_test; docs/design.md "Sources"): free GPUs [1000, 1000, 500, 200], 16 free
@@ -78,7 +50,7 @@ TEST(ClusterState, FragmentationMatchesWorkedExample) {
   // F = .5·200 + .3·700 + .2·2700 = 100 + 210 + 540 = 850.
   EXPECT_DOUBLE_EQ(s.NodeFragmentation(0), 850);
   EXPECT_DOUBLE_EQ(s.fragmentation(), 850);
-  Demand pod = *s.DemandOf(Pod("p", 4000, 1, 500));
+  Demand pod = *s.DemandOf(NamedPod("p", 1, 500, 4000));
   const int gpu2[] = {2}, gpu0[] = {0};
   // On GPU#2 (500 → 0): .5·200 + .3·200 + .2·2200 = 600, Δ = −250.
   EXPECT_DOUBLE_EQ(s.FragmentationAfter(0, pod, gpu2), 600);
@@ -93,14 +65,14 @@ TEST(ClusterState, ApplyUpdatesTotalsIncrementally) {
   ClusterState s(ex.nodes, ex.m);
   EXPECT_EQ(s.total_capacity(), 4000);
   EXPECT_EQ(s.allocated(), 1300);
-  Demand pod = *s.DemandOf(Pod("p", 4000, 1, 500));
+  Demand pod = *s.DemandOf(NamedPod("p", 1, 500, 4000));
   s.Apply(Choice{0, {2}}, pod);
   EXPECT_EQ(s.allocated(), 1800);
   EXPECT_EQ(s.idle(), 2200);
   EXPECT_DOUBLE_EQ(s.fragmentation(), 600);
   EXPECT_EQ(s.nodes()[0].cpu_free, 12000);
   // A whole-GPU pod takes a device exclusively; then only one empty GPU is left for spec b.
-  Demand whole = *s.DemandOf(Pod("w", 8000, 1, 0));
+  Demand whole = *s.DemandOf(NamedPod("w", 1, 0, 8000));
   EXPECT_TRUE(s.Fits(0, whole));
   s.Apply(Choice{0, {0}}, whole);
   EXPECT_EQ(s.allocated(), 2800);
@@ -118,8 +90,8 @@ TEST(ClusterState, ReportedUsageCountsOnlyBeyondTheCapsLikeThePlacementCore) {
   nodes[0].devices[0].used_mib = 100;
   ClusterState s(nodes, placement::TypicalWorkload{{Spec(1000, 1, 700, 1.0)}});
   EXPECT_EQ(s.idle(), 900);
-  Demand small = *s.DemandOf(Pod("small", 1000, 1, 300));
-  Demand large = *s.DemandOf(Pod("large", 1000, 1, 700));
+  Demand small = *s.DemandOf(NamedPod("small", 1, 300, 1000));
+  Demand large = *s.DemandOf(NamedPod("large", 1, 700, 1000));
   const int gpu0[] = {0};
   // F after the small pod: 700 free, usable by the 700 MiB spec: 0; the total free it sees is 700.
   EXPECT_DOUBLE_EQ(s.FragmentationAfter(0, small, gpu0), 0);
@@ -137,14 +109,14 @@ TEST(ClusterState, ReportedUsageCountsOnlyBeyondTheCapsLikeThePlacementCore) {
   std::vector<model::Node> used{TraceNode("u", 16000, {0})};
   used[0].devices[0].used_mib = 1;
   ClusterState u(used, placement::TypicalWorkload{{Spec(1000, 1, 0, 1.0)}});
-  EXPECT_FALSE(u.Fits(0, *u.DemandOf(Pod("whole", 1000, 1, 0))));
+  EXPECT_FALSE(u.Fits(0, *u.DemandOf(NamedPod("whole", 1, 0, 1000))));
 }
 
 TEST(ClusterState, FitChecksCpuMemoryModelsAndDeviceCounts) {
   std::vector<model::Node> nodes{TraceNode("t4", 8000, {0, 900}, "T4")};
   nodes[0].memory_bytes = 1000;
   ClusterState s(nodes, placement::TypicalWorkload{});
-  model::PodRequest p = Pod("p", 1000, 1, 100);
+  model::PodRequest p = NamedPod("p", 1, 100, 1000);
   EXPECT_TRUE(s.Fits(0, *s.DemandOf(p)));
   p.memory_bytes = 1001;
   EXPECT_FALSE(s.Fits(0, *s.DemandOf(p)));
@@ -153,9 +125,9 @@ TEST(ClusterState, FitChecksCpuMemoryModelsAndDeviceCounts) {
   EXPECT_FALSE(s.Fits(0, *s.DemandOf(p)));
   p.gpu_models = {"P100", "T4"};
   EXPECT_TRUE(s.Fits(0, *s.DemandOf(p)));
-  EXPECT_FALSE(s.Fits(0, *s.DemandOf(Pod("two", 0, 2, 0))));   // only one empty GPU
-  EXPECT_TRUE(s.Fits(0, *s.DemandOf(Pod("two", 0, 2, 100))));  // 100 fits on both
-  EXPECT_FALSE(s.Fits(0, *s.DemandOf(Pod("cpu", 9000, 0, 0))));
+  EXPECT_FALSE(s.Fits(0, *s.DemandOf(NamedPod("two", 2, 0, 0))));   // only one empty GPU
+  EXPECT_TRUE(s.Fits(0, *s.DemandOf(NamedPod("two", 2, 100, 0))));  // 100 fits on both
+  EXPECT_FALSE(s.Fits(0, *s.DemandOf(NamedPod("cpu", 0, 0, 9000))));
 }
 
 struct Picked {
@@ -182,7 +154,7 @@ Picked PickWith(const std::string& policy, const std::vector<model::Node>& nodes
 
 TEST(Policy, FgdAndGpupackPickTheExactFitOfTheWorkedExample) {
   WorkedExample ex;
-  model::PodRequest pod = Pod("p", 4000, 1, 500);
+  model::PodRequest pod = NamedPod("p", 1, 500, 4000);
   EXPECT_EQ(PickWith("fgd", ex.nodes, ex.m, pod).slots, std::vector<int>{2});
   EXPECT_EQ(PickWith("gpupack", ex.nodes, ex.m, pod).slots, std::vector<int>{2});
   EXPECT_EQ(PickWith("bestfit", ex.nodes, ex.m, pod).slots, std::vector<int>{2});
@@ -192,7 +164,7 @@ TEST(Policy, NodeChoiceFollowsEachDefinition) {
   // a: 2 GPUs, one half used; b: 2 empty GPUs. CPU 64 each (the normaliser is the max, 64000).
   std::vector<model::Node> nodes{TraceNode("a", 64000, {500, 0}), TraceNode("b", 64000, {0, 0})};
   placement::TypicalWorkload m{{Spec(1000, 1, 500, 1.0)}};
-  model::PodRequest half = Pod("half", 1000, 1, 500);
+  model::PodRequest half = NamedPod("half", 1, 500, 1000);
   // BestFit: raw_a = .5·63/64 + .5·(1500−500)/2000 = .742 → 25; raw_b = .5·63/64 + .5·1500/2000 = .867 → 13.
   EXPECT_EQ(PickWith("bestfit", nodes, m, half).node, 0);
   // DotProd: a: (64/64)(1/64)+(1500/2000)(500/2000) = .203 → 89; b: .0156+.25 = .266 → 86. Smaller dot wins.
@@ -206,7 +178,7 @@ TEST(Policy, NodeChoiceFollowsEachDefinition) {
   EXPECT_EQ(PickWith("fgd", nodes, m, half).node, 0);
   EXPECT_EQ(PickWith("gpupack", nodes, m, half).node, 0);
   // Whole-GPU pods take the first empty GPU by index.
-  EXPECT_EQ(PickWith("bestfit", nodes, m, Pod("w", 1000, 1, 0)).slots, std::vector<int>{1});
+  EXPECT_EQ(PickWith("bestfit", nodes, m, NamedPod("w", 1, 0, 1000)).slots, std::vector<int>{1});
   // Ties go to the seed's node order: two empty nodes, rank puts node 1 first.
   std::vector<model::Node> twins{TraceNode("x", 64000, {0}), TraceNode("y", 64000, {0})};
   EXPECT_EQ(PickWith("fgd", twins, m, half, {1, 0}).node, 1);
@@ -222,7 +194,7 @@ TEST(Policy, LevelsTieNoiseSizedCostDifferences) {
   // rises by 480 (two copies of 500 fit the fresh GPU before, one after; level 0).
   std::vector<model::Node> nodes{TraceNode("a", 64000, {0, 970}), TraceNode("b", 64000, {0, 0})};
   placement::TypicalWorkload m{{Spec(2000, 1, 500, 1.0)}};
-  model::PodRequest pod = Pod("s", 0, 1, 20);
+  model::PodRequest pod = NamedPod("s", 1, 20, 0);
   EXPECT_EQ(PickWith("gpupack", nodes, m, pod, {1, 0}).node, 0);
   EXPECT_EQ(PickWith("gpupack", nodes, m, pod, {1, 0}).slots, std::vector<int>{1});
   EXPECT_EQ(PickWith("gpupack-pinned", nodes, m, pod, {1, 0}).node, 0);
@@ -262,7 +234,7 @@ TEST(Policy, CapacityReservationKeepsThePinnedModelsNodeForItsPods) {
   on_t4.gpu_models = {"T4"};
   on_g2.gpu_models = {"G2"};
   placement::TypicalWorkload m{{Spec(1000, 1, 500, .9), on_t4, on_g2}};
-  model::PodRequest pod = Pod("free", 1000, 1, 500);
+  model::PodRequest pod = NamedPod("free", 1, 500, 1000);
   const int picked = PickWith("gpupack-pinned", nodes, m, pod).node;
   EXPECT_GE(picked, 0);
   EXPECT_LT(picked, 4) << "a G2 node, not the T4 node the node order puts first";
@@ -279,7 +251,7 @@ TEST(Policy, CompletionLossKeepsASliceForThePodsThatCompleteIt) {
   std::vector<model::Node> nodes{TraceNode("half", 64000, {470}), TraceNode("empty", 64000, {0})};
   placement::TypicalWorkload m{
       {Spec(4000, 1, 650, .1), Spec(4000, 1, 320, .2), Spec(4000, 1, 470, .2), Spec(4000, 1, 0, .5)}};
-  model::PodRequest pod = Pod("p", 4000, 1, 320);
+  model::PodRequest pod = NamedPod("p", 1, 320, 4000);
   EXPECT_EQ(PickWith("fgd", nodes, m, pod, {0, 1}).node, 0);
   EXPECT_EQ(PickWith("gpupack-pinned", nodes, m, pod, {0, 1}).node, 1);
   EXPECT_EQ(PickWith("gpupack-pinned", nodes, m, pod, {1, 0}).node, 1);
@@ -292,7 +264,7 @@ TEST(Policy, CompletionLossKeepsASliceForThePodsThatCompleteIt) {
 TEST(Policy, NothingFitsGivesNoChoice) {
   std::vector<model::Node> nodes{TraceNode("a", 1000, {0})};
   for (const auto& name : PolicyNames()) {
-    EXPECT_EQ(PickWith(name, nodes, {}, Pod("big", 2000, 1, 0)).node, -1) << name;
+    EXPECT_EQ(PickWith(name, nodes, {}, NamedPod("big", 1, 0, 2000)).node, -1) << name;
   }
   EXPECT_FALSE(MakePolicy("tetris", {}).ok());
 }
@@ -458,9 +430,9 @@ TEST(ClusterState, PinnedPodsMatchWholeModelNames) {
   ReplayOptions opts;
   opts.tune = 0;
   opts.shuffle = false;
-  model::PodRequest pinned = Pod("p", 1, 1, 500);
+  model::PodRequest pinned = NamedPod("p", 1, 500, 1);
   pinned.gpu_models = {"A10"};
-  model::PodRequest on_a100 = Pod("q", 1, 1, 600);
+  model::PodRequest on_a100 = NamedPod("q", 1, 600, 1);
   on_a100.gpu_models = {"A100"};
   auto r = Replayer::Create({a100, a10}, {pinned, on_a100}, opts);
   ASSERT_TRUE(r.ok()) << r.status();
@@ -476,7 +448,7 @@ TEST(Replay, InflationAppendsCopiesUntilTheNextWouldPassTheTarget) {
   // 2 GPUs = 2000 MiB; target 1.3 × 2000 = 2600. Two 500 pods (1000) + copies of 500:
   // 1500, 2000, 2500; a fourth would make 3000 > 2600. So 5 arrivals.
   std::vector<model::Node> nodes{TraceNode("n", 64000, {0, 0})};
-  auto r = Replayer::Create(nodes, {Pod("a", 1, 1, 500), Pod("b", 1, 1, 500)}, ReplayOptions{});
+  auto r = Replayer::Create(nodes, {NamedPod("a", 1, 500, 1), NamedPod("b", 1, 500, 1)}, ReplayOptions{});
   ASSERT_TRUE(r.ok()) << r.status();
   Rng rng(42);
   EXPECT_EQ(r->Arrivals(rng).size(), 5u);
@@ -486,7 +458,7 @@ TEST(Replay, InflationChecksThePerDeviceRequestLikeTheArtifact) {
   // 4 GPUs, target 5200. Two 2-GPU pods = 4000; a drawn copy is tested with 1000 (per device):
   // 5000 ≤ 5200, so it is appended and the total overshoots to 6000; the next test fails.
   std::vector<model::Node> nodes{TraceNode("n", 64000, {0, 0, 0, 0})};
-  auto r = Replayer::Create(nodes, {Pod("a", 1, 2, 0), Pod("b", 1, 2, 0)}, ReplayOptions{});
+  auto r = Replayer::Create(nodes, {NamedPod("a", 2, 0, 1), NamedPod("b", 2, 0, 1)}, ReplayOptions{});
   ASSERT_TRUE(r.ok());
   Rng rng(7);
   EXPECT_EQ(r->Arrivals(rng).size(), 3u);
@@ -496,7 +468,7 @@ TEST(Replay, DeflationRemovesPodsUntilAtOrBelowTheTarget) {
   // 2 GPUs, target 2600; six whole-GPU pods (6000) shrink to two (2000).
   std::vector<model::Node> nodes{TraceNode("n", 64000, {0, 0})};
   std::vector<model::PodRequest> pods;
-  for (int i = 0; i < 6; ++i) pods.push_back(Pod(Numbered("p", i), 1, 1, 0));
+  for (int i = 0; i < 6; ++i) pods.push_back(NamedPod(Numbered("p", i), 1, 0, 1));
   auto r = Replayer::Create(nodes, pods, ReplayOptions{});
   ASSERT_TRUE(r.ok());
   Rng rng(3);
@@ -513,7 +485,7 @@ TEST(Replay, CurveIsDiscretisedByArrivedPercent) {
   ReplayOptions opts;
   opts.tune = 0;
   opts.shuffle = false;
-  auto r = Replayer::Create(nodes, {Pod("a", 1, 1, 0), Pod("b", 1, 1, 0)}, opts);
+  auto r = Replayer::Create(nodes, {NamedPod("a", 1, 0, 1), NamedPod("b", 1, 0, 1)}, opts);
   ASSERT_TRUE(r.ok());
   auto policy = MakePolicy("fgd", r->typical());
   auto run = r->RunSeed(**policy, 1);
@@ -537,7 +509,7 @@ TEST(Replay, FailedPodsCountAsArrivedButNotAllocated) {
   ReplayOptions opts;
   opts.tune = 0;
   opts.shuffle = false;
-  auto r = Replayer::Create(nodes, {Pod("a", 1, 1, 600), Pod("b", 1, 1, 600)}, opts);
+  auto r = Replayer::Create(nodes, {NamedPod("a", 1, 600, 1), NamedPod("b", 1, 600, 1)}, opts);
   ASSERT_TRUE(r.ok());
   auto policy = MakePolicy("gpupack", r->typical());
   auto run = r->RunSeed(**policy, 1);
@@ -552,7 +524,7 @@ TEST(Replay, SeedsReproduceAndDiffer) {
   std::vector<model::Node> nodes;
   for (int i = 0; i < 6; ++i) nodes.push_back(TraceNode(Numbered("n", i), 32000, {0, 0}));
   std::vector<model::PodRequest> pods;
-  for (int i = 0; i < 20; ++i) pods.push_back(Pod(Numbered("p", i), 4000, 1, 100 + 37 * i % 900));
+  for (int i = 0; i < 20; ++i) pods.push_back(NamedPod(Numbered("p", i), 1, 100 + 37 * i % 900, 4000));
   auto r = Replayer::Create(nodes, pods, ReplayOptions{});
   ASSERT_TRUE(r.ok());
   auto make = [&]() { return MakePolicy("random", r->typical()); };
@@ -589,7 +561,7 @@ TEST(Report, JsonFollowsTheContract) {
   std::vector<model::Node> nodes{TraceNode("n", 64000, {0, 0})};
   ReplayOptions opts;
   opts.tune = 0;
-  auto r = Replayer::Create(nodes, {Pod("a", 1, 1, 0), Pod("b", 1, 1, 0)}, opts);
+  auto r = Replayer::Create(nodes, {NamedPod("a", 1, 0, 1), NamedPod("b", 1, 0, 1)}, opts);
   ASSERT_TRUE(r.ok());
   auto run = r->Run("fgd", [&]() { return MakePolicy("fgd", r->typical()); }, {42, 43});
   ASSERT_TRUE(run.ok());
@@ -610,7 +582,7 @@ TEST(Report, JsonFollowsTheContract) {
 }
 
 TEST(Extender, PodJsonCarriesTheGpupackLimits) {
-  model::PodRequest p = Pod("p", 3152, 1, 810);
+  model::PodRequest p = NamedPod("p", 1, 810, 3152);
   p.gpu_models = {"T4", "P100"};
   nlohmann::json j = PodJson(p, "p-tuned-1");
   EXPECT_EQ(j["metadata"]["name"], "p-tuned-1");
@@ -618,7 +590,7 @@ TEST(Extender, PodJsonCarriesTheGpupackLimits) {
   EXPECT_EQ(j["spec"]["containers"][0]["resources"]["limits"]["gpupack.io/gpu"], "1");
   EXPECT_EQ(j["spec"]["containers"][0]["resources"]["requests"]["cpu"], "3152m");
   EXPECT_EQ(j["metadata"]["annotations"]["gpupack.io/gpu-model"], "T4|P100");
-  nlohmann::json whole = PodJson(Pod("w", 1000, 2, 0), "w");
+  nlohmann::json whole = PodJson(NamedPod("w", 2, 0, 1000), "w");
   EXPECT_FALSE(whole["spec"]["containers"][0]["resources"]["limits"].contains("gpupack.io/gpu-memory"));
   EXPECT_FALSE(MakeExtenderPolicy("ftp://x", 1).ok());
 }
@@ -629,7 +601,7 @@ TEST(Policy, PodNodePolicyOverridesTheRankingOfGpupack) {
   // 0 + 1000 = 1000, b 500 + 1000 = 1500, so b; binpack keeps a.
   std::vector<model::Node> nodes{TraceNode("a", 64000, {500, 0}), TraceNode("b", 64000, {0, 0})};
   placement::TypicalWorkload m{{Spec(1000, 1, 500, 1.0)}};
-  model::PodRequest half = Pod("half", 1000, 1, 500);
+  model::PodRequest half = NamedPod("half", 1, 500, 1000);
   EXPECT_EQ(PickWith("gpupack", nodes, m, half).node, 0);
   half.node_policy = model::PolicyKind::kSpread;
   EXPECT_EQ(PickWith("gpupack", nodes, m, half).node, 1);

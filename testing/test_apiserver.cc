@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <deque>
 #include <fstream>
+#include <functional>
 #include <list>
 #include <map>
 #include <mutex>
@@ -312,6 +313,24 @@ StatusOr<Faults> Faults::FromJson(const Json& j) {
   return f;
 }
 
+// httplib's pool with a count of the tasks it has finished: httplib serves each connection as one
+// task, to its close, so the count is the connections the server has closed.
+class CountingThreadPool final : public httplib::TaskQueue {
+ public:
+  CountingThreadPool(size_t threads, std::atomic<uint64_t>& finished) : pool_(threads), finished_(finished) {}
+  void enqueue(std::function<void()> fn) override {
+    pool_.enqueue([this, fn = std::move(fn)] {
+      fn();
+      ++finished_;
+    });
+  }
+  void shutdown() override { pool_.shutdown(); }
+
+ private:
+  httplib::ThreadPool pool_;
+  std::atomic<uint64_t>& finished_;
+};
+
 struct TestApiServer::Impl {
   explicit Impl(TestApiServerOptions o) : options(o) {}
 
@@ -319,6 +338,7 @@ struct TestApiServer::Impl {
   httplib::Server server;
   std::thread thread;
   int port = 0;
+  std::atomic<uint64_t> connections_closed = 0;
 
   mutable std::mutex mu;                                     // store, history, watchers, faults
   std::map<std::string, std::map<std::string, Json>> store;  // plural → key → object
@@ -904,7 +924,9 @@ StatusOr<int> TestApiServer::Start(const std::string& host, int port) {
   Impl* impl = impl_.get();
   GPUPACK_CHECK(!impl->thread.joinable());
   const int threads = impl->options.worker_threads;
-  impl->server.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  impl->server.new_task_queue = [impl, threads] {
+    return new CountingThreadPool(static_cast<size_t>(threads), impl->connections_closed);
+  };
   impl->server.set_keep_alive_max_count(100);
   impl->server.set_keep_alive_timeout(impl->options.keep_alive_timeout.count());
   for (const char* m : {"GET", "POST", "PUT", "PATCH", "DELETE"}) {
@@ -1011,6 +1033,8 @@ int TestApiServer::open_watches() const {
   std::lock_guard<std::mutex> l(impl_->mu);
   return static_cast<int>(impl_->watchers.size());
 }
+
+uint64_t TestApiServer::connections_closed() const { return impl_->connections_closed.load(); }
 
 Status WriteKubeconfig(const std::string& path, const std::string& server_url) {
   std::ofstream out(path);

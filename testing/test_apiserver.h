@@ -25,6 +25,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -90,6 +91,9 @@ class TestApiServer {
   int open_watches() const;
   // Every eviction request so far, in order (also GET /admin/evictions).
   std::vector<EvictionRecord> evictions() const;
+  // Connections the server has closed so far, for whatever reason (a keep-alive connection left
+  // idle past keep_alive_timeout, the client's close, Stop).
+  uint64_t connections_closed() const;
 
   struct Impl;
 

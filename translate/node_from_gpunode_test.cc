@@ -4,6 +4,7 @@
 
 #include "api/gpunode.h"
 #include "testing/builders.h"
+#include "testing/fake_clock.h"
 
 namespace gpupack::translate {
 namespace {

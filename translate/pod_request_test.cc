@@ -175,7 +175,7 @@ TEST(PodRequest, NullsAreTolerated) {
   EXPECT_EQ(r->containers[0].mem_per_device_mib, 1024);
 }
 
-// ---- issue 19: device rules, per-pod policy, spread key, whole-device charge ----
+// ---- the device controls: device rules, per-pod policy, spread key, whole-device charge ----
 
 json OneGpu() { return json::array({Container("main", {{"gpupack.io/gpu-memory", "8Gi"}})}); }
 

@@ -461,7 +461,7 @@ TEST(Mutator, WrongTypesAnywhereInThePodNeverCrash) {
   EXPECT_GT(denied, 0);  // the mutations do reach the validation
 }
 
-// ---- issue 19: the controls' annotations and the whole-device quota charge ----
+// ---- the device controls' annotations and the whole-device quota charge ----
 
 TEST(Mutator, BadControlAnnotationsAreDeniedNamingAnnotationAndValue) {
   Mutator mutator{Config{}};

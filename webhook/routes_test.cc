@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "server/test_certs.h"
+#include "testing/fake_clock.h"
 #include "testing/temp_dir.h"
 
 namespace gpupack::webhook {

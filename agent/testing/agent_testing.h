@@ -1,11 +1,14 @@
-// Test helpers for the agent (temporary directories: testing/temp_dir.h): files, fake /proc and cgroup trees, and the
-// fake NVML's state file (agent/testing/fake_nvml.cc).
+// Test helpers for the agent (temporary directories: testing/temp_dir.h): files, fake /proc and cgroup trees, the
+// fake NVML's state file (agent/testing/fake_nvml.cc), and pods as the API server lists them to the agent.
 #pragma once
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "model/model.h"
 #include "testing/temp_dir.h"
 
 namespace gpupack::agent::testing {
@@ -22,5 +25,21 @@ inline constexpr const char* kContainerB = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb
 
 // The systemd-driver cgroup path of a container of a burstable pod.
 std::string SystemdContainerPath(const std::string& pod_uid, const std::string& container_id);
+
+// A container of a pod as its status reports it: name, container id, running or terminated.
+struct TestContainer {
+  std::string name;
+  std::string id;
+  bool running = true;
+};
+
+// A pod "ml/<name>" (uid `uid`) in phase Running as the API server lists it to the agent, with
+// `containers` in order. `devices` (UUID, MiB) is the first container's allocation on node n1, in
+// the allocation annotation (none when empty; a "MIG-" UUID is a 3g.20gb instance on GPU-2);
+// `request_mib`, when not empty, is that container's memory-request annotation.
+nlohmann::json RunningPodJson(const std::string& uid, const std::string& name,
+                              const std::vector<TestContainer>& containers,
+                              const std::vector<std::pair<std::string, model::MiB>>& devices,
+                              const std::string& request_mib = "");
 
 }  // namespace gpupack::agent::testing

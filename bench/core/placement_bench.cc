@@ -1,5 +1,5 @@
 // Filter + score of one pod against N nodes × 8 GPUs with a 30-spec typical workload — the work
-// the extender does per filter/prioritize pair (issue 16: ≤ 1 ms at 5,000 nodes, every variant,
+// the extender does per filter/prioritize pair (target: ≤ 1 ms at 5,000 nodes, every variant,
 // allocs_per_node 0, and linear in nodes up to 20,000). Cases: BM_FilterScore/<nodes> with cached node
 // summaries (the extender keeps them next to each node and recomputes only changed nodes), and
 // BM_FilterScoreColdSummaries/<nodes> recomputing every summary (the worst case after a policy

@@ -1,8 +1,8 @@
-// The extender under load, as kube-scheduler drives it (targets from issue 4):
+// The extender under load, as kube-scheduler drives it, with the targets it is held to:
 //   - filter + prioritize of one pod against 1,000 and 5,000 nodes (names only, nodeCacheCapable)
 //     and 500 full Node objects (~4 KB each), over HTTP on loopback with keep-alive, with 1 and 8
 //     concurrent clients: p50 / p99 latency (µs) and requests/s (items_per_second counts one
-//     filter + prioritize pair as 2 requests; issue 16: ≥ 2,000 pairs/s at 5,000 nodes with 8
+//     filter + prioritize pair as 2 requests; target: ≥ 2,000 pairs/s at 5,000 nodes with 8
 //     clients, ≥ 1,000 with 1). The client (BenchClient) is a minimal keep-alive HTTP/1.1 client:
 //     one sendmsg per request, one reused buffer, every reply read in full and checked (status,
 //     framing, one priority per node), but not parsed as JSON. kube-scheduler's Go client also
@@ -11,9 +11,9 @@
 //     cpp-httplib client used before polled before every 4 KB read and spent about half the
 //     server's CPU per pair);
 //   - the same bodies against a null handler that only decodes them (the transport's limit);
-//   - the verbs in-process (server-side time; issue 16: p99 of the pair ≤ 2 ms at 5,000 nodes),
+//   - the verbs in-process (server-side time; target: p99 of the pair ≤ 2 ms at 5,000 nodes),
 //     from 1 and 8 threads at once (the per-request snapshot keeps them from contending);
-//   - the /20000 cases: the same on a second cluster of 20,000 nodes × 8 GPUs (issue 16: cost
+//   - the /20000 cases: the same on a second cluster of 20,000 nodes × 8 GPUs (targets: cost
 //     linear in cluster size, server-side p50 of the pair ≤ 4 ms, process RSS ≤ 300 MB; run them
 //     alone, --benchmark_filter=/20000, so that the RSS counter sees that cluster only);
 //   - resident memory with 5,000 nodes × 8 GPUs and 40,000 allocations (target ≤ 150 MB), and
@@ -45,7 +45,8 @@
 #include "scheduler/extender/extender.h"
 #include "scheduler/extender/metrics.h"
 #include "scheduler/extender/routes.h"
-#include "scheduler/extender/test_util.h"
+#include "testing/builders.h"
+#include "testing/fake_clock.h"
 #include "testing/loopback.h"
 
 namespace gpupack::extender {
@@ -122,9 +123,8 @@ struct World {
 
   explicit World(int cluster_nodes) : cluster_nodes(cluster_nodes) {
     std::vector<model::Node> nodes;
-    for (int i = 0; i < cluster_nodes; ++i) nodes.push_back(testing::GpuNode(NodeName(i), kGpusPerNode, 81920));
-    auto policy = std::make_shared<placement::Policy>(model::PolicyKind::kFgd, placement::DefaultPriorWorkload(81920),
-                                                      placement::PlacementOptions{});
+    for (int i = 0; i < cluster_nodes; ++i) nodes.push_back(builders::GpuNode(NodeName(i), kGpusPerNode, 81920));
+    auto policy = builders::PriorPolicy(model::PolicyKind::kFgd);
     state = std::make_unique<ClusterState>(policy, clock, std::chrono::seconds(0));
     backend = std::make_unique<StandaloneBackend>(std::move(nodes));
     GPUPACK_CHECK(backend->Start(*state).ok());
@@ -170,19 +170,19 @@ struct World {
     GPUPACK_CHECK(null_server->Start("127.0.0.1:0").ok());
     null_port = null_server->port();
 
-    const json pod = testing::PodJson("bench-pod", "bench-uid", "10Gi");
+    const json pod = builders::PodJson("bench-pod", "bench-uid", "10Gi");
     for (int n : {1000, 5000, 20000}) {
       if (n > cluster_nodes) continue;
       std::vector<std::string> names;
       for (int i = 0; i < n; ++i) names.push_back(NodeName(i));
-      names_body[n] = testing::FilterBody(pod, names);
+      names_body[n] = builders::FilterBody(pod, names);
     }
     {
       std::vector<std::string> names;
       for (int i = 0; i < cluster_nodes; ++i) names.push_back(NodeName(i));
       for (int s = 0; s < 64; ++s) {
-        shape_bodies.push_back(testing::FilterBody(
-            testing::PodJson("shape-pod", "shape-uid", std::to_string(1024 + 512 * s) + "Mi"), names));
+        shape_bodies.push_back(builders::FilterBody(
+            builders::PodJson("shape-pod", "shape-uid", std::to_string(1024 + 512 * s) + "Mi"), names));
       }
     }
     json items = json::array();
@@ -328,12 +328,11 @@ void BM_MemoryState(benchmark::State& state) {
   for (auto _ : state) {
     const int64_t before = RssBytes();
     FakeClock clock;
-    auto policy = std::make_shared<placement::Policy>(model::PolicyKind::kFgd, placement::DefaultPriorWorkload(81920),
-                                                      placement::PlacementOptions{});
+    auto policy = builders::PriorPolicy(model::PolicyKind::kFgd);
     ClusterState cluster(policy, clock, std::chrono::seconds(0));
     const int nodes = static_cast<int>(state.range(0));
     const int allocations = static_cast<int>(state.range(1));
-    for (int i = 0; i < nodes; ++i) cluster.UpsertNode(testing::GpuNode(NodeName(i), kGpusPerNode, 81920));
+    for (int i = 0; i < nodes; ++i) cluster.UpsertNode(builders::GpuNode(NodeName(i), kGpusPerNode, 81920));
     for (int p = 0; p < allocations; ++p) {
       const int node = p % nodes;
       const int gpu = (p / nodes) % kGpusPerNode;

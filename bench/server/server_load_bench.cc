@@ -1,4 +1,4 @@
-// The extender's HTTP server under connection load (issue 16): a filter on 5,000 nodes × 8 GPUs
+// The extender's HTTP server under connection load: a filter on 5,000 nodes × 8 GPUs
 // (names only, one client, keep-alive), first on a quiet server, then while 1,000 idle keep-alive
 // connections and 100 slow-header (slowloris) connections are held open. A slow-header
 // connection sends a partial request and one more byte every 500 ms; when the server cuts it at
@@ -28,7 +28,8 @@
 #include "scheduler/extender/config.h"
 #include "scheduler/extender/extender.h"
 #include "scheduler/extender/routes.h"
-#include "scheduler/extender/test_util.h"
+#include "testing/builders.h"
+#include "testing/fake_clock.h"
 #include "testing/loopback.h"
 
 namespace gpupack::extender {
@@ -70,11 +71,10 @@ struct World {
     std::vector<model::Node> nodes;
     std::vector<std::string> names;
     for (int i = 0; i < kNodes; ++i) {
-      nodes.push_back(testing::GpuNode(NodeName(i), 8, 81920));
+      nodes.push_back(builders::GpuNode(NodeName(i), 8, 81920));
       names.push_back(NodeName(i));
     }
-    auto policy = std::make_shared<placement::Policy>(model::PolicyKind::kFgd, placement::DefaultPriorWorkload(81920),
-                                                      placement::PlacementOptions{});
+    auto policy = builders::PriorPolicy(model::PolicyKind::kFgd);
     state = std::make_unique<ClusterState>(policy, clock, std::chrono::seconds(0));
     backend = std::make_unique<StandaloneBackend>(std::move(nodes));
     GPUPACK_CHECK(backend->Start(*state).ok());
@@ -84,7 +84,7 @@ struct World {
     http = std::make_unique<server::HttpServer>(ExtenderServerOptions(ExtenderConfig{}, *extender));
     RegisterVerbs(*http, *extender, "");
     GPUPACK_CHECK(http->Start("127.0.0.1:0").ok());
-    body = testing::FilterBody(testing::PodJson("bench-pod", "bench-uid", "10Gi"), names);
+    body = builders::FilterBody(builders::PodJson("bench-pod", "bench-uid", "10Gi"), names);
   }
 };
 

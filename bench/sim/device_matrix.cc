@@ -1,4 +1,4 @@
-// The device-size matrix (issue 15): the Alibaba trace replayed with every GPU given another
+// The device-size matrix: the Alibaba trace replayed with every GPU given another
 // memory size, gpupack at its default settings against fgd and bestfit, unallocated GPU % at
 // arrived 100 % (median over the seeds). Prints a markdown table; a measurement, not a test.
 //

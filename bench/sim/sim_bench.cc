@@ -2,7 +2,7 @@
 // after inflation to 130 %) per policy, and a synthetic 2,000-node cluster for scale.
 // The trace folder comes from GPUPACK_TRACE_DIR (environment, else the CMake default); without it
 // the trace cases report an error and the synthetic ones still run.
-// Goal (issue 3): ≤ 15 s per seed of the default trace on a 2-core machine.
+// Goal: ≤ 15 s per seed of the default trace on a 2-core machine.
 #include <cstdlib>
 #include <string>
 

@@ -15,7 +15,9 @@
 #include "placement/workload.h"
 #include "scheduler/extender/extender.h"
 #include "scheduler/extender/metrics.h"
+#include "testing/builders.h"
 #include "testing/eventually.h"
+#include "testing/fake_clock.h"
 #include "testing/test_apiserver.h"
 #include "translate/pod_request.h"
 
@@ -27,13 +29,8 @@ constexpr model::MiB kGiB = 1024;
 
 using builders::Eventually;
 
-Json PodJson(const std::string& name, const std::string& gpu_memory) {
-  return {
-      {"metadata", {{"name", name}, {"namespace", "default"}}},
-      {"spec",
-       {{"containers",
-         Json::array({{{"name", "main"}, {"resources", {{"limits", {{"gpupack.io/gpu-memory", gpu_memory}}}}}}})}}}};
-}
+// A pod of `gpu_memory` on one device, without a uid: the API server gives it one.
+Json PodJson(const std::string& name, const std::string& gpu_memory) { return builders::PodJson(name, "", gpu_memory); }
 
 // The value of the sample `name` (with its labels, as exposed) in the backend's metrics; -1 if none.
 double Sample(const KubeBackend& backend, const std::string& name) {
@@ -141,10 +138,8 @@ class KubeBackendTest : public ::testing::Test {
   }
 
   FakeClock clock_{std::chrono::time_point_cast<Clock::Duration>(std::chrono::system_clock::now())};
-  extender::ClusterState state_{
-      std::make_shared<placement::Policy>(model::PolicyKind::kBinpack, placement::DefaultPriorWorkload(80 * kGiB),
-                                          placement::PlacementOptions{}),
-      clock_, std::chrono::seconds(120)};
+  extender::ClusterState state_{builders::PriorPolicy(model::PolicyKind::kBinpack, 80 * kGiB), clock_,
+                                std::chrono::seconds(120)};
   std::unique_ptr<e2e::TestApiServer> server_;
   std::unique_ptr<kube::Client> api_;
   std::unique_ptr<KubeBackend> backend_;
@@ -168,12 +163,7 @@ TEST(PodAllocationTest, OnlyBoundLivePodsWithValidAnnotations) {
 }
 
 TEST(CheckNodeFitsTest, SumsCapsPerDeviceAndHonoursExclusive) {
-  model::Node node;
-  node.name = "n1";
-  model::Device d;
-  d.uuid = "GPU-a";
-  d.capacity_mib = 10 * kGiB;
-  node.devices.push_back(d);
+  const model::Node node = builders::NodeOf({builders::Gpu("GPU-a", 10 * kGiB)});
   auto bound = [](const std::string& uid, model::MiB mib, bool exclusive) {
     Json p = PodJson(uid, "1Gi");
     p["metadata"]["uid"] = uid;

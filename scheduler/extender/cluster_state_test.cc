@@ -5,30 +5,22 @@
 
 #include <gtest/gtest.h>
 
-#include "scheduler/extender/test_util.h"
+#include "testing/builders.h"
+#include "testing/fake_clock.h"
 
 namespace gpupack::extender {
 namespace {
 
-using testing::GpuNode;
+using builders::GpuNode;
 
+// Pod "default/p-<uid>" (uid `uid`) asking for `mib` on each of `gpus` devices (0: whole ones).
 model::PodRequest Pod(const std::string& uid, model::MiB mib, int gpus = 1) {
-  model::PodRequest pod;
-  pod.ns = "default";
-  pod.name = "p-" + uid;
+  model::PodRequest pod = builders::NamedPod("p-" + uid, gpus, mib);
   pod.uid = uid;
-  model::ContainerRequest c;
-  c.name = "main";
-  c.device_count = gpus;
-  c.mem_per_device_mib = mib;
-  pod.containers.push_back(c);
   return pod;
 }
 
-std::shared_ptr<const placement::Policy> Binpack() {
-  return std::make_shared<placement::Policy>(model::PolicyKind::kBinpack, placement::DefaultPriorWorkload(81920),
-                                             placement::PlacementOptions{});
-}
+std::shared_ptr<const placement::Policy> Binpack() { return builders::PriorPolicy(model::PolicyKind::kBinpack); }
 
 // Whether a Reserve reserved (a refusal is an OK StatusOr too).
 bool Reserved(const StatusOr<ReserveVerdict>& verdict) { return verdict.ok() && verdict->reserved(); }
@@ -423,8 +415,7 @@ TEST_F(ClusterStateTest, SetPolicyIsSeenOnEveryNodeAndDropsOldMemos) {
   const std::string shape = ClusterState::ShapeKey(pod);
   // Binpack's cost is the free memory the node keeps: 2 × 16384 − 4000.
   EXPECT_EQ(state_.Assess("n7", pod, shape)->cost, 28768);
-  state_.SetPolicy(std::make_shared<placement::Policy>(
-      model::PolicyKind::kSpread, placement::DefaultPriorWorkload(81920), placement::PlacementOptions{}));
+  state_.SetPolicy(builders::PriorPolicy(model::PolicyKind::kSpread));
   EXPECT_EQ(state_.Assess("n7", pod, shape)->cost, -28768) << "spread's cost is the negative";
   int summaries = 0;
   state_.ForEachNode([&](const model::Node& n, const placement::NodeSummary& summary, std::optional<Clock::TimePoint>) {

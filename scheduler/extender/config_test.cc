@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "testing/builders.h"
+
 namespace gpupack::extender {
 namespace {
 
@@ -124,12 +126,7 @@ TEST(ExtenderConfig, RefusesDuplicateKeysAndAReserveLargerThanTheDevicesWithTheL
 
   StatusOr<ExtenderConfig> reserve = ParseExtenderConfig("reservePerDevice: 100Gi\n");
   ASSERT_TRUE(reserve.ok()) << reserve.status();
-  model::Node node;
-  node.name = "gpu-a1";
-  model::Device device;
-  device.model = "NVIDIA A100-SXM4-80GB";
-  device.capacity_mib = 81920;
-  node.devices.push_back(device);
+  const model::Node node = builders::GpuNode("gpu-a1", 1, 81920);
   EXPECT_EQ(CheckConfigAgainstCluster(*reserve, {node}).message(),
             "config key \"reservePerDevice\": 102400 MiB is not less than the memory of device 0 (NVIDIA "
             "A100-SXM4-80GB, 81920 MiB) of node gpu-a1: nothing would ever fit on it");

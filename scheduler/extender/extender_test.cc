@@ -7,17 +7,18 @@
 #include <gtest/gtest.h>
 
 #include "api/annotations.h"
-#include "scheduler/extender/test_util.h"
+#include "testing/builders.h"
+#include "testing/fake_clock.h"
 #include "translate/pod_request.h"
 
 namespace gpupack::extender {
 namespace {
 
+using builders::BindBody;
+using builders::FilterBody;
+using builders::GpuNode;
+using builders::PodJson;
 using nlohmann::json;
-using testing::BindBody;
-using testing::FilterBody;
-using testing::GpuNode;
-using testing::PodJson;
 
 // A backend whose sync state and bind outcome a test controls; records binds like standalone.
 class ScriptedBackend final : public ClusterBackend {
@@ -58,10 +59,7 @@ class ExtenderTest : public ::testing::Test {
   }
 
   FakeClock clock_;
-  ClusterState state_{
-      std::make_shared<placement::Policy>(model::PolicyKind::kBinpack, placement::DefaultPriorWorkload(81920),
-                                          placement::PlacementOptions{}),
-      clock_, std::chrono::seconds(0)};
+  ClusterState state_{builders::PriorPolicy(model::PolicyKind::kBinpack), clock_, std::chrono::seconds(0)};
   ScriptedBackend backend_;
   ExtenderMetrics metrics_{&state_, true, BuildInfo{"0.1.0", "test"}};
   const std::vector<std::string> all_ = {"n-tight", "n-mid", "n-roomy", "n-small", "cpu-only"};
@@ -328,10 +326,7 @@ TEST(ExtenderRanking, SurvivesQuantisationAndRandomTieBreaks) {
     const bool decisive = variant % 2 == 0;
     const model::MiB level_unit = variant < 2 ? 0 : 81920;
     FakeClock clock;
-    ClusterState state(
-        std::make_shared<placement::Policy>(model::PolicyKind::kFgd, placement::DefaultPriorWorkload(81920),
-                                            placement::PlacementOptions{}),
-        clock, std::chrono::seconds(0));
+    ClusterState state(builders::PriorPolicy(model::PolicyKind::kFgd), clock, std::chrono::seconds(0));
     ScriptedBackend backend;
     std::vector<std::string> names;
     for (int i = 0; i < 24; ++i) {
@@ -400,10 +395,7 @@ TEST(ExtenderTieBreak, DecisiveFilterKeepsTheNodeOfLowestSaltedRank) {
   std::set<std::string> winners;
   for (uint64_t salt : {uint64_t{0}, uint64_t{1}, uint64_t{2}, uint64_t{3}}) {
     FakeClock clock;
-    ClusterState state(
-        std::make_shared<placement::Policy>(model::PolicyKind::kFgd, placement::DefaultPriorWorkload(81920),
-                                            placement::PlacementOptions{}),
-        clock, std::chrono::seconds(0), salt);
+    ClusterState state(builders::PriorPolicy(model::PolicyKind::kFgd), clock, std::chrono::seconds(0), salt);
     ScriptedBackend backend;
     std::vector<std::string> names;
     for (int i = 0; i < 16; ++i) {
@@ -432,10 +424,7 @@ TEST(ExtenderTieBreak, DecisiveFilterKeepsTheNodeOfLowestSaltedRank) {
 TEST(ExtenderTieBreak, NeighbouringRankFractionsStayDistinct) {
   for (uint64_t salt = 0; salt < 10; ++salt) {
     FakeClock clock;
-    ClusterState state(
-        std::make_shared<placement::Policy>(model::PolicyKind::kFgd, placement::DefaultPriorWorkload(81920),
-                                            placement::PlacementOptions{}),
-        clock, std::chrono::seconds(0), salt);
+    ClusterState state(builders::PriorPolicy(model::PolicyKind::kFgd), clock, std::chrono::seconds(0), salt);
     std::vector<std::string> names;
     for (int i = 0; i < 3000; ++i) {
       names.push_back("n" + std::to_string(i));
@@ -490,10 +479,7 @@ TEST(ExtenderTieBreak, FillLevelDecidesWithinAnFgdLevelBeforeTheNodeOrder) {
 
 // The capacity reservation's tests: FGD from the prior on four 8-GPU A100 nodes and the one 2-GPU
 // T4 node ("t0") that pods pinned to T4 depend on; 80 GiB devices throughout.
-std::shared_ptr<placement::Policy> FgdPrior() {
-  return std::make_shared<placement::Policy>(model::PolicyKind::kFgd, placement::DefaultPriorWorkload(81920),
-                                             placement::PlacementOptions{});
-}
+std::shared_ptr<placement::Policy> FgdPrior() { return builders::PriorPolicy(model::PolicyKind::kFgd); }
 std::vector<std::string> AddFourA100sAndOneT4(ClusterState& state) {
   std::vector<std::string> names;
   for (int i = 0; i < 4; ++i) {
@@ -664,7 +650,7 @@ TEST_F(ExtenderTest, MetricsCountRequestsByVerbAndResult) {
   }
 }
 
-// ---- issue 19: device rules, per-pod policy and the spread key through the verbs ----
+// ---- the device controls through the verbs: device rules, per-pod policy, the spread key ----
 
 json Annotated(json pod, json annotations) {
   pod["metadata"]["annotations"] = std::move(annotations);
@@ -698,10 +684,7 @@ TEST_F(ExtenderTest, PodNodePolicyOverridesTheClusterRanking) {
 
 TEST(ExtenderRanking, PodNodePolicyRanksExactCostsOnAnFgdCluster) {
   FakeClock clock;
-  ClusterState state(
-      std::make_shared<placement::Policy>(model::PolicyKind::kFgd, placement::DefaultPriorWorkload(81920),
-                                          placement::PlacementOptions{}),
-      clock, std::chrono::seconds(0));
+  ClusterState state(builders::PriorPolicy(model::PolicyKind::kFgd), clock, std::chrono::seconds(0));
   ScriptedBackend backend;
   ExtenderOptions options;
   options.decision.device_mib = 81920;
@@ -736,10 +719,7 @@ TEST_F(ExtenderTest, SpreadKeyKeepsReplicasApartAcrossARestart) {
 
   // A restarted extender rebuilds its ledger from the pod's allocation annotation alone.
   FakeClock clock;
-  ClusterState restarted(
-      std::make_shared<placement::Policy>(model::PolicyKind::kBinpack, placement::DefaultPriorWorkload(81920),
-                                          placement::PlacementOptions{}),
-      clock, std::chrono::seconds(0));
+  ClusterState restarted(builders::PriorPolicy(model::PolicyKind::kBinpack), clock, std::chrono::seconds(0));
   for (const auto& [n, mib] :
        std::map<std::string, model::MiB>{{"n-tight", 12288}, {"n-mid", 16384}, {"n-roomy", 81920}, {"n-small", 4096}}) {
     restarted.UpsertNode(GpuNode(n, 1, mib));

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "testing/fake_clock.h"
+
 namespace gpupack::extender {
 namespace {
 

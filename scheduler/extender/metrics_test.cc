@@ -7,12 +7,13 @@
 #include "scheduler/extender/backend.h"
 #include "scheduler/extender/cluster_state.h"
 #include "scheduler/extender/extender.h"
-#include "scheduler/extender/test_util.h"
+#include "testing/builders.h"
+#include "testing/fake_clock.h"
 
 namespace gpupack::extender {
 namespace {
 
-using testing::GpuNode;
+using builders::GpuNode;
 
 // Every line of `text` that starts with `prefix` (samples of one family), sorted: the exposition
 // order of series within a family is not part of the format.
@@ -33,10 +34,7 @@ std::vector<std::string> Samples(const std::string& text, const std::string& pre
 class ExtenderMetricsTest : public ::testing::Test {
  protected:
   FakeClock clock_{Clock::TimePoint(std::chrono::seconds(1'800'000'000))};
-  ClusterState state_{
-      std::make_shared<placement::Policy>(model::PolicyKind::kFgd, placement::DefaultPriorWorkload(81920),
-                                          placement::PlacementOptions{}),
-      clock_, std::chrono::seconds(120)};
+  ClusterState state_{builders::PriorPolicy(model::PolicyKind::kFgd), clock_, std::chrono::seconds(120)};
   ExtenderMetrics metrics_{&state_, true, BuildInfo{"0.1.0", "0123456789ab"}};
 };
 
@@ -80,13 +78,9 @@ TEST_F(ExtenderMetricsTest, ReservationTightnessOfReservedNodesOnly) {
 // Whole GPUs carry mig_profile="", MIG instances their profile, on all four device families.
 TEST_F(ExtenderMetricsTest, DeviceSeriesCarryTheMigProfile) {
   model::Node node = GpuNode("n1", 1, 81920);
-  model::Device mig;
+  model::Device mig = builders::Mig("1g.10gb", 9856);
   mig.uuid = "MIG-0f1e2d3c-aaaa-bbbb-cccc-000000000001";
   mig.index = 1;
-  mig.model = "NVIDIA A100-SXM4-80GB";
-  mig.kind = model::DeviceKind::kMig;
-  mig.mig_profile = "1g.10gb";
-  mig.capacity_mib = 9856;
   node.devices.push_back(mig);
   state_.UpsertNode(node);
   const std::string text = metrics_.Render();
@@ -126,9 +120,9 @@ TEST_F(ExtenderMetricsTest, StandaloneBindsCountAsSuccess) {
   StandaloneBackend backend({GpuNode("n1", 1, 81920)});
   ASSERT_TRUE(backend.Start(state_).ok());
   Extender ext(state_, backend, ExtenderOptions{}, clock_, &metrics_);
-  const nlohmann::json pod = testing::PodJson("p", "u1", "8Gi");
-  ext.Filter(testing::FilterBody(pod, {"n1"}));
-  ASSERT_EQ(nlohmann::json::parse(ext.Bind(testing::BindBody("p", "u1", "n1")).body)["Error"], "");
+  const nlohmann::json pod = builders::PodJson("p", "u1", "8Gi");
+  ext.Filter(builders::FilterBody(pod, {"n1"}));
+  ASSERT_EQ(nlohmann::json::parse(ext.Bind(builders::BindBody("p", "u1", "n1")).body)["Error"], "");
   EXPECT_EQ(Samples(metrics_.Render(), R"(gpupack_bind_requests_total{result="success"})"),
             std::vector<std::string>{R"(gpupack_bind_requests_total{result="success"} 1)"});
 }

@@ -2,13 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include "testing/builders.h"
+
 namespace gpupack::extender {
 namespace {
 
-std::shared_ptr<const placement::Policy> Binpack() {
-  return std::make_shared<placement::Policy>(model::PolicyKind::kBinpack, placement::DefaultPriorWorkload(81920),
-                                             placement::PlacementOptions{});
-}
+std::shared_ptr<const placement::Policy> Binpack() { return builders::PriorPolicy(model::PolicyKind::kBinpack); }
 
 std::shared_ptr<const NodeView> View(uint64_t version) {
   auto view = std::make_shared<NodeView>();

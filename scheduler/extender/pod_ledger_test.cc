@@ -2,14 +2,14 @@
 
 #include <gtest/gtest.h>
 
-#include "scheduler/extender/test_util.h"
+#include "testing/builders.h"
 
 namespace gpupack::extender {
 namespace {
 
 const Clock::TimePoint kT0{std::chrono::seconds(1'800'000'000)};
 
-// A record of `mib` MiB on device 0 of `node` ("GPU-<node>-0", as testing::GpuNode names it).
+// A record of `mib` MiB on device 0 of `node` ("GPU-<node>-0", as builders::GpuNode names it).
 PodLedger::PodRecord Record(const std::string& node, model::MiB mib, PodLedger::PodState state) {
   PodLedger::PodRecord record;
   record.node = node;
@@ -27,7 +27,7 @@ TEST(PodLedger, ReattachSharesGivesEachNodeItsPodsSharesAndHostRequests) {
   ledger.Lock().Put("a", Record("n1", 6000, PodLedger::PodState::kBound));
   ledger.Lock().Put("b", Record("n1", 2000, PodLedger::PodState::kReserved));
   ledger.Lock().Put("c", Record("n2", 4000, PodLedger::PodState::kBound));
-  model::Node n1 = testing::GpuNode("n1", 1, 16384);
+  model::Node n1 = builders::GpuNode("n1", 1, 16384);
   n1.devices[0].shares.push_back({});  // what the inventory said is replaced
   ledger.Lock().ReattachShares(n1);
   ASSERT_EQ(n1.devices[0].shares.size(), 2u);
@@ -43,7 +43,7 @@ TEST(PodLedger, PutReplacesAndMovesARecord) {
   ledger.Lock().Put("a", Record("n2", 6000, PodLedger::PodState::kBound));
   EXPECT_EQ(ledger.NodeOf("a"), "n2");
   EXPECT_EQ(ledger.ReservationCount(), 0u) << "the reservation became the bound record";
-  model::Node n1 = testing::GpuNode("n1", 1, 16384);
+  model::Node n1 = builders::GpuNode("n1", 1, 16384);
   ledger.Lock().ReattachShares(n1);
   EXPECT_TRUE(n1.devices[0].shares.empty()) << "n1 no longer lists the pod";
 }

@@ -4,7 +4,8 @@
 
 #include <gtest/gtest.h>
 
-#include "scheduler/extender/test_util.h"
+#include "testing/builders.h"
+#include "testing/fake_clock.h"
 
 namespace gpupack::extender {
 namespace {
@@ -44,10 +45,7 @@ TEST(MetricsServerOptionsTest, OneWorkerPlainHttp) {
   config.tls_cert_file = "cert.pem";
   config.tls_key_file = "key.pem";
   FakeClock clock;
-  ClusterState state{
-      std::make_shared<placement::Policy>(model::PolicyKind::kFgd, placement::DefaultPriorWorkload(81920),
-                                          placement::PlacementOptions{}),
-      clock, std::chrono::seconds(0)};
+  ClusterState state{builders::PriorPolicy(model::PolicyKind::kFgd), clock, std::chrono::seconds(0)};
   StandaloneBackend backend{{}};
   Extender extender{state, backend, ExtenderOptions{}, clock, nullptr};
   const server::HttpServerOptions verbs = ExtenderServerOptions(config, extender);
@@ -76,11 +74,8 @@ class HttpServerTest : public ::testing::Test {
   }
 
   FakeClock clock_;
-  ClusterState state_{
-      std::make_shared<placement::Policy>(model::PolicyKind::kFgd, placement::DefaultPriorWorkload(81920),
-                                          placement::PlacementOptions{}),
-      clock_, std::chrono::seconds(0)};
-  StandaloneBackend backend_{{testing::GpuNode("a", 2, 81920), testing::GpuNode("b", 1, 40960)}};
+  ClusterState state_{builders::PriorPolicy(model::PolicyKind::kFgd), clock_, std::chrono::seconds(0)};
+  StandaloneBackend backend_{{builders::GpuNode("a", 2, 81920), builders::GpuNode("b", 1, 40960)}};
   ExtenderMetrics metrics_{&state_, true, BuildInfo{"0.1.0", "test"}};
   Extender extender_{state_, backend_, ExtenderOptions{}, clock_, &metrics_};
   std::unique_ptr<server::HttpServer> server_;
@@ -94,18 +89,19 @@ TEST_F(HttpServerTest, ServesTheVerbsUnderThePrefixOverOneKeptAliveConnection) {
   Start(config);
   for (int i = 0; i < 3; ++i) {
     const std::string uid = "u" + std::to_string(i);
-    auto filter = client_->Post("/gpupack/filter", testing::FilterBody(testing::PodJson("p", uid, "10Gi"), {"a", "b"}),
-                                "application/json");
+    auto filter = client_->Post(
+        "/gpupack/filter", builders::FilterBody(builders::PodJson("p", uid, "10Gi"), {"a", "b"}), "application/json");
     ASSERT_TRUE(filter) << httplib::to_string(filter.error());
     EXPECT_EQ(filter->status, 200);
     EXPECT_EQ(filter->get_header_value("Content-Type"), "application/json");
     json f = json::parse(filter->body);
     ASSERT_FALSE(f["NodeNames"].empty()) << filter->body;
-    auto prioritize = client_->Post(
-        "/gpupack/prioritize", testing::FilterBody(testing::PodJson("p", uid, "10Gi"), {"a", "b"}), "application/json");
+    auto prioritize =
+        client_->Post("/gpupack/prioritize", builders::FilterBody(builders::PodJson("p", uid, "10Gi"), {"a", "b"}),
+                      "application/json");
     ASSERT_TRUE(prioritize);
     EXPECT_EQ(json::parse(prioritize->body).size(), 2u);
-    auto bind = client_->Post("/gpupack/bind", testing::BindBody("p", uid, f["NodeNames"][0]), "application/json");
+    auto bind = client_->Post("/gpupack/bind", builders::BindBody("p", uid, f["NodeNames"][0]), "application/json");
     ASSERT_TRUE(bind);
     EXPECT_EQ(json::parse(bind->body)["Error"], "") << bind->body;
   }
@@ -133,11 +129,11 @@ TEST_F(HttpServerTest, OversizeBodiesAreRefusedWith413AndChangeNothing) {
   ExtenderConfig config;
   config.max_body_bytes = 4096;
   Start(config);
-  std::string big = testing::FilterBody(testing::PodJson("p", "u", "10Gi"), std::vector<std::string>(2000, "a"));
+  std::string big = builders::FilterBody(builders::PodJson("p", "u", "10Gi"), std::vector<std::string>(2000, "a"));
   auto res = client_->Post("/filter", big, "application/json");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 413);
-  auto bind = client_->Post("/bind", testing::BindBody("p", "u", "a"), "application/json");
+  auto bind = client_->Post("/bind", builders::BindBody("p", "u", "a"), "application/json");
   ASSERT_TRUE(bind);
   EXPECT_NE(json::parse(bind->body)["Error"], "");
   EXPECT_EQ(state_.PodCount(), 0u);
@@ -155,13 +151,13 @@ TEST_F(HttpServerTest, MalformedJsonGetsAProtocolErrorNotACrash) {
   EXPECT_EQ(client_->Get("/healthz")->status, 200) << "still serving";
 }
 
-// Issue 18 item 7: `curl -d @args.json .../filter` sends application/x-www-form-urlencoded; a
+// `curl -d @args.json .../filter` sends application/x-www-form-urlencoded; a
 // 10 KB body is an ExtenderArgs like any other, far below the 64 MiB limit.
 TEST_F(HttpServerTest, AFormEncodedContentTypeIsDecodedAsJson) {
   Start();
   std::vector<std::string> names = {"a", "b"};
   for (int i = 0; i < 1000; ++i) names.push_back("absent-node-" + std::to_string(i));
-  const std::string body = testing::FilterBody(testing::PodJson("p", "u", "10Gi"), names);
+  const std::string body = builders::FilterBody(builders::PodJson("p", "u", "10Gi"), names);
   ASSERT_GT(body.size(), 10000u);
   auto res = client_->Post("/filter", body, "application/x-www-form-urlencoded");
   ASSERT_TRUE(res);
@@ -172,7 +168,7 @@ TEST_F(HttpServerTest, AFormEncodedContentTypeIsDecodedAsJson) {
   for (const json& name : f["NodeNames"]) EXPECT_TRUE(name == "a" || name == "b") << res->body;
 }
 
-// Issue 18 item 7: a wrong method on a verb is 405 naming the allowed one, not 404.
+// A wrong method on a verb is 405 naming the allowed one, not 404.
 TEST_F(HttpServerTest, AWrongMethodIs405WithAllow) {
   Start();
   auto res = client_->Get("/filter");

@@ -10,18 +10,18 @@
 #include <gtest/gtest.h>
 
 #include "placement/placement.h"
-#include "scheduler/extender/test_util.h"
+#include "testing/builders.h"
 #include "translate/pod_request.h"
 
 namespace gpupack::extender {
 namespace {
 
-using testing::GpuNode;
+using builders::GpuNode;
 
 // A parsed pod that sets every annotation the parser knows, so that every field has a value to
 // mutate: an 8 GiB app container, an init container on one whole device, 2 CPUs.
 model::PodRequest ParsedPod() {
-  nlohmann::json pod = testing::PodJson("train-0", "uid-0", "8Gi");
+  nlohmann::json pod = builders::PodJson("train-0", "uid-0", "8Gi");
   pod["spec"]["initContainers"] =
       nlohmann::json::array({{{"name", "warm"}, {"resources", {{"limits", {{"cpu", "1"}, {"gpupack.io/gpu", "1"}}}}}}});
   pod["spec"]["containers"][0]["resources"]["limits"]["cpu"] = "2";
