@@ -11,15 +11,14 @@ namespace {
 
 constexpr uint64_t kMiB = 1024ULL * 1024ULL;
 
-api::GpuNodeAuditFinding Finding(std::string_view kind, const std::string& device, const PodInfo* pod,
+// A finding about container `container` of `pod`.
+api::GpuNodeAuditFinding Finding(std::string_view kind, const std::string& device, const PodInfo& pod,
                                  const std::string& container, std::string message) {
   api::GpuNodeAuditFinding f;
   f.kind = std::string(kind);
   f.device = device;
-  if (pod != nullptr) {
-    f.pod_uid = pod->uid;
-    f.pod = pod->Key();
-  }
+  f.pod_uid = pod.uid;
+  f.pod = pod.Key();
   f.container = container;
   f.message = std::move(message);
   return f;
@@ -46,7 +45,7 @@ void Enforcer::Enforce(const PodInfo& pod, const PodContainer& c, const api::All
                        EnforcementPass* pass) {
   auto unenforced = [&](std::string why) {
     pass->findings.push_back(
-        Finding(api::kAuditUnenforced, d.uuid, &pod, c.name,
+        Finding(api::kAuditUnenforced, d.uuid, pod, c.name,
                 "container " + pod.Key() + "/" + c.name + " has no memory limit on " + d.uuid + ": " + why));
   };
   if (c.container_id.empty()) return;  // not started yet
@@ -111,7 +110,7 @@ EnforcementPass Enforcer::Run(const api::GpuNodeStatus& status, const std::vecto
         }
         if (cap.used_mib > d.mem_mib) {
           api::GpuNodeAuditFinding f =
-              Finding(api::kAuditOverCap, d.uuid, &pod, c.name,
+              Finding(api::kAuditOverCap, d.uuid, pod, c.name,
                       "container " + pod.Key() + "/" + c.name + " uses " + std::to_string(cap.used_mib) + " MiB on " +
                           d.uuid + ", over its cap of " + std::to_string(d.mem_mib) + " MiB");
           f.used_mib = cap.used_mib;
