@@ -14,7 +14,7 @@ std::string FindingKey(const api::GpuNodeAuditFinding& f) {
 }  // namespace
 
 Agent::Agent(AgentOptions options, GpuBackend* backend, PodLister pods, Reporter* reporter, ReportSink* events,
-             AgentMetrics* metrics, const Clock* clock)
+             AgentMetrics* metrics, const Clock* clock, PodEvictor* evictor)
     : options_(std::move(options)),
       backend_(backend),
       pods_(std::move(pods)),
@@ -22,7 +22,8 @@ Agent::Agent(AgentOptions options, GpuBackend* backend, PodLister pods, Reporter
       events_(events),
       metrics_(metrics),
       clock_(clock),
-      enforcer_(options_.cgroup_root) {}
+      enforcer_(options_.cgroup_root),
+      evictions_(options_.eviction, evictor, clock) {}
 
 StatusOr<api::GpuNodeStatus> Agent::RunOnce() {
   GPUPACK_ASSIGN_OR_RETURN(api::GpuNodeStatus status, backend_->Discover());
@@ -93,6 +94,11 @@ StatusOr<api::GpuNodeStatus> Agent::RunOnce() {
     }
   }
   announced_ = std::move(current);
+  if (pods) {
+    for (const EvictionAttempt& attempt : evictions_.Run(status.audit, *pods)) {
+      if (metrics_) metrics_->CountEviction(attempt.result);
+    }
+  }
 
   status.heartbeat_time = clock_->Now();
   if (metrics_) metrics_->Update(status, last_caps_);

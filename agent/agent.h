@@ -1,5 +1,6 @@
 // One pass of the node agent, wired from its parts: discover the GPUs, attribute processes to
-// pods and containers, enforce and audit caps, update metrics, report to the API server.
+// pods and containers, enforce and audit caps, evict pods holding foreign processes when that
+// policy is on, update metrics, report to the API server.
 // The binary (cmd/agent) runs passes on a timer; `--once --print` runs one and prints it.
 //
 // Thread safety: RunOnce is called by one thread at a time.
@@ -15,6 +16,7 @@
 
 #include "agent/discovery.h"
 #include "agent/enforcer.h"
+#include "agent/eviction.h"
 #include "agent/metrics.h"
 #include "agent/reporter.h"
 #include "common/clock.h"
@@ -33,14 +35,17 @@ struct AgentOptions {
   // annotation), read every pass; null = none. On an error the last answer is kept, so a flaky API
   // server neither returns excluded devices to the pool nor takes others out.
   std::function<StatusOr<std::vector<std::string>>()> excluded_devices;
+  // Whether (and how often) pods holding foreign processes are evicted (agent/eviction.h).
+  EvictionOptions eviction;
 };
 
 class Agent {
  public:
   // Every pointer may be null except `backend` and `clock`: no pods (discovery only), no reporter
-  // (nothing written), no sink (no events), no metrics.
+  // (nothing written), no sink (no events), no metrics, no evictor (no evictions, whatever
+  // options.eviction says).
   Agent(AgentOptions options, GpuBackend* backend, PodLister pods, Reporter* reporter, ReportSink* events,
-        AgentMetrics* metrics, const Clock* clock);
+        AgentMetrics* metrics, const Clock* clock, PodEvictor* evictor = nullptr);
 
   // The status of this pass, stamped with the current time, or the discovery error. A failed
   // report write is logged and counted, not returned (the next pass retries).
@@ -55,6 +60,7 @@ class Agent {
   AgentMetrics* metrics_;
   const Clock* clock_;
   Enforcer enforcer_;
+  ForeignPodEvictions evictions_;
   std::vector<api::GpuNodeAuditFinding> last_findings_;
   std::vector<ContainerCap> last_caps_;
   std::set<std::string> announced_;    // findings already logged and sent as events

@@ -19,6 +19,16 @@ TEST(AgentFlagsTest, DefaultsAndNodeNameFromEnvironment) {
   EXPECT_EQ(f->change_threshold_mib, 256);
   EXPECT_EQ(f->max_pods_per_device, 16);
   EXPECT_FALSE(f->once);
+  EXPECT_FALSE(f->evict_foreign_pods);
+  EXPECT_FALSE(AgentOptionsOf(*f).eviction.enabled);
+}
+
+TEST(AgentFlagsTest, ForeignPodEvictionIsOptIn) {
+  StatusOr<AgentFlags> f = ParseAgentFlags({"--evict-foreign-pods", "--foreign-eviction-interval", "2m"}, "n1");
+  ASSERT_TRUE(f.ok()) << f.status();
+  const AgentOptions options = AgentOptionsOf(*f);
+  EXPECT_TRUE(options.eviction.enabled);
+  EXPECT_EQ(options.eviction.interval, seconds(120));
 }
 
 TEST(AgentFlagsTest, ValuesOverrideDefaults) {
@@ -54,6 +64,7 @@ TEST(AgentFlagsTest, BadInputNamesTheFlag) {
       {{"--max-pods-per-device", "0"}, "n1", "--max-pods-per-device 0: invalid value"},  // 1..1024
       {{"--change-threshold-mib", "-1"}, "n1", "--change-threshold-mib -1: invalid value"},
       {{"--backend", "file:"}, "n1", "--backend file:: expected nvml or file:PATH"},
+      {{"--foreign-eviction-interval", "0s"}, "n1", "--foreign-eviction-interval 0s: invalid value"},
   };
   for (const Case& c : cases) {
     StatusOr<AgentFlags> f = ParseAgentFlags(c.args, c.env);

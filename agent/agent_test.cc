@@ -147,6 +147,79 @@ TEST_F(AgentTest, OnePassDiscoversEnforcesAuditsReportsAndExportsMetrics) {
             std::string::npos);
 }
 
+TEST_F(AgentTest, AStrayOnAnIdleDeviceIsReportedWithItsPodAndEvictedWhenThePolicyIsOn) {
+  // A pod without gpupack resources, bound here, whose container runs on GPU-2, which no gpupack
+  // pod holds.
+  Json stray = {{"metadata", {{"name", "stray"}}},
+                {"spec", {{"nodeName", "n1"}, {"containers", Json::array({Json{{"name", "main"}}})}}}};
+  auto created = client_->Create(kube::PodsResource(), "ml", stray);
+  ASSERT_TRUE(created.ok()) << created.status();
+  const std::string uid = (*created)["metadata"]["uid"];
+  (*created)["status"] = {
+      {"phase", "Running"},
+      {"containerStatuses", Json::array({Json{{"name", "main"},
+                                              {"containerID", std::string("containerd://") + kContainerB},
+                                              {"state", {{"running", Json::object()}}}}})}};
+  ASSERT_TRUE(client_->Update(kube::PodsResource(), "ml", *created, "status").ok());
+  dir_.WriteFile("proc/77/cgroup", "0::" + SystemdContainerPath(uid, kContainerB) + "\n");
+  Json h100 = {{"uuid", "GPU-1"}, {"name", "NVIDIA H100 80GB HBM3"}, {"memoryMiB", 81559}};
+  Json idle = {{"uuid", "GPU-2"}, {"name", "NVIDIA H100 80GB HBM3"}, {"memoryMiB", 81559}, {"usedMiB", 900}};
+  idle["processes"] = Json::array({Json{{"pid", 77}, {"usedMiB", 900}}});
+  SetFakeNvmlState(dir_, {{"driverVersion", "580.65"}, {"devices", Json::array({h100, idle})}});
+
+  AgentMetrics metrics("n1");
+  NvmlBackendOptions o;
+  o.library = GPUPACK_FAKE_NVML_R580;
+  o.proc_root = dir_.path() + "/proc";
+  o.cgroup_root = dir_.path() + "/cg";
+  NvmlBackend backend(o);
+  KubeSink sink(client_.get());
+  AgentOptions ao;
+  ao.node_name = "n1";
+  ao.cgroup_root = dir_.path() + "/cg";
+  ao.eviction = {true, seconds(60)};
+  auto pods = [&]() -> StatusOr<std::vector<Json>> {
+    GPUPACK_ASSIGN_OR_RETURN(kube::ListResult listed, client_->List(kube::PodsResource(), ""));
+    return listed.items;
+  };
+  Agent agent(ao, &backend, pods, nullptr, &sink, &metrics, &clock_, &sink);
+
+  auto status = agent.RunOnce();
+  ASSERT_TRUE(status.ok()) << status.status();
+  ASSERT_EQ(status->audit.size(), 1u);
+  EXPECT_EQ(status->audit[0].kind, "foreign-process");
+  EXPECT_EQ(status->audit[0].device, "GPU-2");
+  EXPECT_EQ(status->audit[0].pod, "ml/stray");
+  EXPECT_EQ(status->audit[0].container, "main");
+  EXPECT_TRUE(server_.evictions().empty()) << "the finding has not held for an interval yet";
+  const std::string text = metrics.Serialize();
+  for (const char* want : {"gpupack_agent_foreign_processes{gpu_index=\"1\",gpu_model=\"NVIDIA H100 80GB "
+                           "HBM3\",gpu_uuid=\"GPU-2\",mig_profile=\"\",node=\"n1\"} 1",
+                           "gpupack_agent_foreign_processes{gpu_index=\"0\",gpu_model=\"NVIDIA H100 80GB "
+                           "HBM3\",gpu_uuid=\"GPU-1\",mig_profile=\"\",node=\"n1\"} 0",
+                           "gpupack_agent_evictions_total{node=\"n1\",result=\"blocked_by_pdb\"} 0"}) {
+    EXPECT_NE(text.find(want), std::string::npos) << want << "\n--- in ---\n" << text;
+  }
+
+  clock_.Advance(seconds(60));
+  ASSERT_TRUE(agent.RunOnce().ok());
+  ASSERT_EQ(server_.evictions().size(), 1u);
+  EXPECT_EQ(server_.evictions()[0].pod, "stray");
+  EXPECT_EQ(server_.evictions()[0].body["deleteOptions"]["preconditions"]["uid"], uid);
+  EXPECT_EQ(server_.evictions()[0].code, 201);
+  EXPECT_NE(metrics.Serialize().find("gpupack_agent_evictions_total{node=\"n1\",result=\"evicted\"} 1"),
+            std::string::npos);
+  auto events = client_->List(kube::EventsResource(), "ml");
+  ASSERT_TRUE(events.ok());
+  std::vector<std::string> reasons;
+  for (const Json& e : events->items) reasons.push_back(e["reason"]);
+  EXPECT_EQ(reasons, (std::vector<std::string>{"GpupackForeignProcess", "GpupackForeignPodEvicted"}));
+  // Terminating now: not evicted again while its process winds down.
+  clock_.Advance(seconds(60));
+  ASSERT_TRUE(agent.RunOnce().ok());
+  EXPECT_EQ(server_.evictions().size(), 1u);
+}
+
 TEST_F(AgentTest, PodListFailureSkipsEnforcementButStillReports) {
   AgentMetrics metrics("n1");
   NvmlBackend backend(FakeNvmlOptions());

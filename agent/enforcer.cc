@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <set>
 
+#include "agent/foreign_process.h"
 #include "common/log.h"
 
 namespace gpupack::agent {
@@ -10,15 +11,14 @@ namespace {
 
 constexpr uint64_t kMiB = 1024ULL * 1024ULL;
 
-api::GpuNodeAuditFinding Finding(std::string_view kind, const std::string& device, const PodInfo* pod,
+// A finding about container `container` of `pod`.
+api::GpuNodeAuditFinding Finding(std::string_view kind, const std::string& device, const PodInfo& pod,
                                  const std::string& container, std::string message) {
   api::GpuNodeAuditFinding f;
   f.kind = std::string(kind);
   f.device = device;
-  if (pod != nullptr) {
-    f.pod_uid = pod->uid;
-    f.pod = pod->Key();
-  }
+  f.pod_uid = pod.uid;
+  f.pod = pod.Key();
   f.container = container;
   f.message = std::move(message);
   return f;
@@ -45,7 +45,7 @@ void Enforcer::Enforce(const PodInfo& pod, const PodContainer& c, const api::All
                        EnforcementPass* pass) {
   auto unenforced = [&](std::string why) {
     pass->findings.push_back(
-        Finding(api::kAuditUnenforced, d.uuid, &pod, c.name,
+        Finding(api::kAuditUnenforced, d.uuid, pod, c.name,
                 "container " + pod.Key() + "/" + c.name + " has no memory limit on " + d.uuid + ": " + why));
   };
   if (c.container_id.empty()) return;  // not started yet
@@ -96,8 +96,6 @@ EnforcementPass Enforcer::Run(const api::GpuNodeStatus& status, const std::vecto
   const ContainerCgroups cgroups = limiter != nullptr ? ScanContainerCgroups(cgroup_root_) : ContainerCgroups{};
   for (auto& [key, applied] : applied_) applied.seen = false;
 
-  // Which (pod UID, container id) may use each device; container id "" stands for the whole pod.
-  std::map<std::string, std::set<std::pair<std::string, std::string>>> allowed;
   for (const PodInfo& pod : pods) {
     if (!pod.allocation_error.empty()) {
       GPUPACK_LOG(kWarning, "enforcer") << "pod " << pod.Key() << ": ignoring its allocation: " << pod.allocation_error;
@@ -105,7 +103,6 @@ EnforcementPass Enforcer::Run(const api::GpuNodeStatus& status, const std::vecto
     if (!pod.gpupack || pod.terminating) continue;
     for (const PodContainer& c : pod.containers) {
       for (const api::AllocatedDevice& d : c.devices) {
-        allowed[d.uuid].insert({pod.uid, c.container_id});
         ContainerCap cap{pod.ns, pod.name, c.name, d.uuid, d.mem_mib, 0, false};
         if (!c.container_id.empty()) {
           auto u = used.find({pod.uid, c.container_id, d.uuid});
@@ -113,7 +110,7 @@ EnforcementPass Enforcer::Run(const api::GpuNodeStatus& status, const std::vecto
         }
         if (cap.used_mib > d.mem_mib) {
           api::GpuNodeAuditFinding f =
-              Finding(api::kAuditOverCap, d.uuid, &pod, c.name,
+              Finding(api::kAuditOverCap, d.uuid, pod, c.name,
                       "container " + pod.Key() + "/" + c.name + " uses " + std::to_string(cap.used_mib) + " MiB on " +
                           d.uuid + ", over its cap of " + std::to_string(d.mem_mib) + " MiB");
           f.used_mib = cap.used_mib;
@@ -139,29 +136,9 @@ EnforcementPass Enforcer::Run(const api::GpuNodeStatus& status, const std::vecto
     it = applied_.erase(it);
   }
 
-  for (const api::GpuNodeProcess& p : status.processes) {
-    auto a = allowed.find(p.device);
-    if (a == allowed.end()) continue;  // no gpupack allocation on this device
-    if (!p.pod_uid.empty() &&
-        (a->second.count({p.pod_uid, p.container_id}) > 0 || a->second.count({p.pod_uid, ""}) > 0)) {
-      continue;
-    }
-    const PodInfo* owner = nullptr;
-    for (const PodInfo& pod : pods) {
-      if (!p.pod_uid.empty() && pod.uid == p.pod_uid) owner = &pod;
-    }
-    std::string who = owner != nullptr    ? "pod " + owner->Key()
-                      : p.pod_uid.empty() ? std::string("no pod")
-                                          : "pod UID " + p.pod_uid;
-    api::GpuNodeAuditFinding f =
-        Finding(api::kAuditForeignProcess, p.device, owner, "",
-                "process " + std::to_string(p.pid) + " (" + who + ") uses " + std::to_string(p.used_mib) + " MiB on " +
-                    p.device + ", which holds gpupack allocations it is not part of");
-    if (owner == nullptr) f.pod_uid = p.pod_uid;
-    f.pid = p.pid;
-    f.used_mib = p.used_mib;
-    pass.findings.push_back(std::move(f));
-  }
+  std::vector<api::GpuNodeAuditFinding> foreign = ForeignProcessFindings(status, pods);
+  pass.findings.insert(pass.findings.end(), std::make_move_iterator(foreign.begin()),
+                       std::make_move_iterator(foreign.end()));
   return pass;
 }
 

@@ -12,8 +12,8 @@
 //
 // Audit (every pass, with or without a limiter): a gpupack container using more than its cap on a
 // device (over-cap); a gpupack container on a whole GPU whose limit could not be applied, on a node
-// that can enforce (unenforced); a process on a device that holds gpupack allocations but belongs
-// to no container allocated that device (foreign-process).
+// that can enforce (unenforced); a process on a device gpupack manages that belongs to no container
+// holding a gpupack allocation of that device (foreign-process, agent/foreign_process.h).
 //
 // Thread safety: not thread-safe; one agent loop drives it.
 #pragma once

@@ -21,6 +21,12 @@ const char* const kAgentUsage = R"(usage: gpupack-agent --node-name NAME [--back
   --nvml-library PATH         NVML library to dlopen (default libnvidia-ml.so.1)
   --proc-root DIR             where /proc is (default /proc; the agent needs hostPID)
   --cgroup-root DIR           cgroup v2 mount (default /sys/fs/cgroup)
+  --evict-foreign-pods        evict (Eviction API, PodDisruptionBudgets respected) a pod whose process
+                              uses a gpupack device without a gpupack allocation of it (default: off,
+                              such processes are only reported)
+  --foreign-eviction-interval DUR
+                              a foreign process must hold this long before its pod is evicted, and
+                              a pod is asked at most once per interval (default 1m)
 Durations as Go writes them (30s, 5m, 1h30m), at least 1s.
 )";
 
@@ -59,6 +65,10 @@ StatusOr<AgentFlags> ParseAgentFlags(const std::vector<std::string>& args, const
       f.print = true;
       continue;
     }
+    if (arg == "--evict-foreign-pods") {
+      f.evict_foreign_pods = true;
+      continue;
+    }
     if (i + 1 >= args.size()) return Status::InvalidArgument(arg + " needs a value\n" + kAgentUsage);
     const std::string& value = args[++i];
     bool ok = true;
@@ -82,6 +92,8 @@ StatusOr<AgentFlags> ParseAgentFlags(const std::vector<std::string>& args, const
       ok = ParseSeconds(value, &f.heartbeat);
     else if (arg == "--min-write-interval")
       ok = ParseSeconds(value, &f.min_write);
+    else if (arg == "--foreign-eviction-interval")
+      ok = ParseSeconds(value, &f.foreign_eviction_interval);
     else if (arg == "--change-threshold-mib")
       ok = ParseInt(value, 0, 1 << 30, &f.change_threshold_mib);
     else if (arg == "--max-pods-per-device")
@@ -115,6 +127,8 @@ AgentOptions AgentOptionsOf(const AgentFlags& flags) {
   options.node_name = flags.node_name;
   options.cgroup_root = flags.cgroup_root;
   options.max_pods_per_device = static_cast<int>(flags.max_pods_per_device);
+  options.eviction.enabled = flags.evict_foreign_pods;
+  options.eviction.interval = flags.foreign_eviction_interval;
   return options;
 }
 

@@ -31,6 +31,8 @@ struct AgentFlags {
   int64_t change_threshold_mib = 256;
   int64_t max_pods_per_device = 16;
   bool once = false, print = false;
+  bool evict_foreign_pods = false;  // agent/eviction.h: off, the audit only reports
+  std::chrono::seconds foreign_eviction_interval{60};
 };
 
 // `args` without the program name. On failure the status message is what the main prints after

@@ -20,6 +20,22 @@ std::string Reason(const std::string& kind) {
   return "GpupackForeignProcess";
 }
 
+// A Warning event from gpupack-agent about `involved`, recorded in namespace `ns`.
+kube::EventSpec Warning(std::string ns, Json involved, std::string reason, std::string message) {
+  kube::EventSpec event;
+  event.ns = std::move(ns);
+  event.involved_object = std::move(involved);
+  event.type = "Warning";
+  event.reason = std::move(reason);
+  event.message = std::move(message);
+  event.reporting_component = "gpupack-agent";
+  return event;
+}
+
+Json PodReference(const std::string& ns, const std::string& name, const std::string& uid) {
+  return {{"kind", "Pod"}, {"apiVersion", "v1"}, {"namespace", ns}, {"name", name}, {"uid", uid}};
+}
+
 }  // namespace
 
 Status KubeSink::WriteGpuNodeStatus(const std::string& node, const api::GpuNodeStatus& status) {
@@ -45,24 +61,22 @@ Status KubeSink::EnsureNodeCapacity(const std::string& node, const std::string& 
 }
 
 Status KubeSink::EmitAuditEvent(const std::string& node, const api::GpuNodeAuditFinding& finding) {
-  kube::EventSpec event;
   const size_t slash = finding.pod.find('/');
-  if (slash != std::string::npos) {
-    event.ns = finding.pod.substr(0, slash);
-    event.involved_object = {{"kind", "Pod"},
-                             {"apiVersion", "v1"},
-                             {"namespace", event.ns},
-                             {"name", finding.pod.substr(slash + 1)},
-                             {"uid", finding.pod_uid}};
-  } else {
-    event.ns = "default";
-    event.involved_object = {{"kind", "Node"}, {"apiVersion", "v1"}, {"name", node}};
+  if (slash == std::string::npos) {
+    return client_->CreateEvent(Warning("default", {{"kind", "Node"}, {"apiVersion", "v1"}, {"name", node}},
+                                        Reason(finding.kind), finding.message));
   }
-  event.type = "Warning";
-  event.reason = Reason(finding.kind);
-  event.message = finding.message;
-  event.reporting_component = "gpupack-agent";
-  return client_->CreateEvent(event);
+  const std::string ns = finding.pod.substr(0, slash);
+  return client_->CreateEvent(Warning(ns, PodReference(ns, finding.pod.substr(slash + 1), finding.pod_uid),
+                                      Reason(finding.kind), finding.message));
+}
+
+StatusOr<kube::EvictionAnswer> KubeSink::Evict(const PodInfo& pod) {
+  return client_->EvictPod(pod.ns, pod.name, pod.uid);
+}
+
+Status KubeSink::EmitPodWarning(const PodInfo& pod, std::string_view reason, const std::string& message) {
+  return client_->CreateEvent(Warning(pod.ns, PodReference(pod.ns, pod.name, pod.uid), std::string(reason), message));
 }
 
 }  // namespace gpupack::agent

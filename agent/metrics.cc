@@ -1,9 +1,12 @@
 #include "agent/metrics.h"
 
 #include <chrono>
+#include <set>
 
 #include <prometheus/text_serializer.h>
 
+#include "agent/eviction.h"
+#include "agent/foreign_process.h"
 #include "common/build_info_metric.h"
 
 namespace gpupack::agent {
@@ -51,6 +54,9 @@ AgentMetrics::AgentMetrics(std::string node)
                        "GPUNode status report decisions: written, skipped (nothing due) or error.")),
       actions_(Counter(*registry_, "gpupack_agent_enforcement_actions_total",
                        "Memory-limit actions on container cgroups: apply, verify, clear (soft limit zeroed), error.")),
+      evictions_(Counter(*registry_, "gpupack_agent_evictions_total",
+                         "Evictions of pods holding foreign processes on gpupack devices: evicted, blocked_by_pdb "
+                         "(a PodDisruptionBudget refused), failed.")),
       report_time_(&Gauge(*registry_, "gpupack_agent_report_timestamp_seconds",
                           "Unix time of the last successful GPUNode status write.")
                         ->Add({{"node", node_}})),
@@ -69,7 +75,14 @@ AgentMetrics::AgentMetrics(std::string node)
       mode_(Gauge(*registry_, "gpupack_agent_enforcement_mode",
                   "1 for the node's enforcement mode (cgroup-dmem, cgroup-misc, mps, none), else 0.")),
       findings_(Gauge(*registry_, "gpupack_agent_audit_findings",
-                      "Current audit findings by kind (over-cap, unenforced, foreign-process).")) {}
+                      "Current audit findings by kind (over-cap, unenforced, foreign-process).")),
+      foreign_(Gauge(*registry_, "gpupack_agent_foreign_processes",
+                     "Processes on a device gpupack manages that no gpupack allocation of it explains.")) {
+  // Every result from the start, so that a rate over them is defined before the first eviction.
+  for (std::string_view result : {kEvictionEvicted, kEvictionBlockedByPdb, kEvictionFailed}) {
+    evictions_->Add({{"node", node_}, {"result", std::string(result)}});
+  }
+}
 
 void AgentMetrics::SetBuildInfo(const BuildInfo& build) { ExportBuildInfo(*registry_, build); }
 
@@ -93,13 +106,20 @@ void AgentMetrics::CountEnforcement(const EnforcementPass& pass) {
   }
 }
 
+void AgentMetrics::CountEviction(std::string_view result) {
+  evictions_->Add({{"node", node_}, {"result", std::string(result)}}).Increment();
+}
+
 void AgentMetrics::Update(const api::GpuNodeStatus& status, const std::vector<ContainerCap>& caps) {
   std::lock_guard<std::mutex> lock(mu_);
   std::map<std::string, model::MiB> allocated;
   for (const ContainerCap& c : caps) allocated[c.device] += c.cap_mib;
-  for (GaugeSeries* g : {&total_, &used_, &allocated_, &healthy_, &cap_, &cap_used_, &enforced_, &mode_, &findings_}) {
-    g->Begin();
-  }
+  const std::set<std::string> managed = ManagedDevices(status);
+  std::map<std::string, int> foreign;
+  for (const api::GpuNodeAuditFinding& f : status.audit) foreign[f.device] += f.kind == api::kAuditForeignProcess;
+  GaugeSeries* const replaced[] = {&total_,    &used_,     &allocated_, &healthy_,  &cap_,
+                                   &cap_used_, &enforced_, &mode_,      &findings_, &foreign_};
+  for (GaugeSeries* g : replaced) g->Begin();
   auto device = [&](const std::string& uuid, int index, const std::string& model, const std::string& profile,
                     model::MiB total, model::MiB used, bool healthy) {
     const std::map<std::string, std::string> labels = {{"node", node_},
@@ -111,6 +131,7 @@ void AgentMetrics::Update(const api::GpuNodeStatus& status, const std::vector<Co
     used_.Set(labels, static_cast<double>(used) * kMiB);
     allocated_.Set(labels, static_cast<double>(allocated[uuid]) * kMiB);
     healthy_.Set(labels, healthy ? 1 : 0);
+    if (managed.count(uuid) > 0) foreign_.Set(labels, foreign[uuid]);
   };
   for (const api::GpuNodeDevice& d : status.devices) {
     if (!d.mig_enabled) {
@@ -137,9 +158,7 @@ void AgentMetrics::Update(const api::GpuNodeStatus& status, const std::vector<Co
                                          {std::string(api::kAuditForeignProcess), 0}};
   for (const api::GpuNodeAuditFinding& f : status.audit) ++per_kind[f.kind];
   for (const auto& [kind, n] : per_kind) findings_.Set({{"node", node_}, {"kind", kind}}, n);
-  for (GaugeSeries* g : {&total_, &used_, &allocated_, &healthy_, &cap_, &cap_used_, &enforced_, &mode_, &findings_}) {
-    g->End();
-  }
+  for (GaugeSeries* g : replaced) g->End();
 }
 
 std::vector<prometheus::MetricFamily> AgentMetrics::Collect() const { return registry_->Collect(); }

@@ -12,6 +12,9 @@
 //   gpupack_agent_container_memory_enforced{…same}    1 when a driver limit is in place   gauge
 //   gpupack_agent_enforcement_mode{node,mode}         1 for the node's mode, else 0       gauge
 //   gpupack_agent_audit_findings{node,kind}           current findings per kind           gauge
+//   gpupack_agent_foreign_processes{…device labels}   foreign-process findings on each    gauge
+//                                                     device gpupack manages (0 when none)
+//   gpupack_agent_evictions_total{node,result=evicted|blocked_by_pdb|failed}              counter
 //   gpupack_agent_enforcement_actions_total{node,action=apply|verify|clear|error}         counter
 //   gpupack_agent_nvml_errors_total{node,call}        failed NVML calls by function       counter
 //   gpupack_agent_reports_total{node,result=written|skipped|error}                        counter
@@ -53,6 +56,8 @@ class AgentMetrics {
   void CountReport(std::string_view result);
   void SetReportTime(Clock::TimePoint t);
   void CountEnforcement(const EnforcementPass& pass);
+  // One eviction attempt of a pod holding a foreign process; `result` is agent/eviction.h's label.
+  void CountEviction(std::string_view result);
   // Exports gpupack_build_info{version,revision} 1 (the binary's main calls it once).
   void SetBuildInfo(const BuildInfo& build);
   // Replaces the per-device, per-container, mode and audit series with this pass's values.
@@ -83,8 +88,9 @@ class AgentMetrics {
   prometheus::Family<prometheus::Counter>* nvml_errors_;
   prometheus::Family<prometheus::Counter>* reports_;
   prometheus::Family<prometheus::Counter>* actions_;
+  prometheus::Family<prometheus::Counter>* evictions_;
   prometheus::Gauge* report_time_;
-  GaugeSeries total_, used_, allocated_, healthy_, cap_, cap_used_, enforced_, mode_, findings_;
+  GaugeSeries total_, used_, allocated_, healthy_, cap_, cap_used_, enforced_, mode_, findings_, foreign_;
 };
 
 }  // namespace gpupack::agent

@@ -61,7 +61,8 @@ PodInfo PodInfoFromJson(const nlohmann::json& pod) {
   info.name = StringAt(meta, "name");
   const Json& status = ObjectAt(pod, "status");
   const std::string phase = StringAt(status, "phase");
-  info.terminating = meta.contains("deletionTimestamp") || phase == "Succeeded" || phase == "Failed";
+  info.finished = phase == "Succeeded" || phase == "Failed";
+  info.terminating = meta.contains("deletionTimestamp") || info.finished;
   AddContainers(ObjectAt(pod, "spec"), status, /*init=*/false, &info);
   AddContainers(ObjectAt(pod, "spec"), status, /*init=*/true, &info);
 

@@ -32,6 +32,8 @@ struct PodInfo {
   std::string name;
   // Being deleted (deletionTimestamp) or finished (Succeeded/Failed): its caps are released.
   bool terminating = false;
+  // Succeeded or Failed: its containers are gone, and the extender no longer counts its allocation.
+  bool finished = false;
   bool gpupack = false;          // carries a valid allocation
   std::string allocation_error;  // why the allocation annotation was refused, if it was
   std::vector<PodContainer> containers;

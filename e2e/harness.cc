@@ -80,6 +80,17 @@ StatusOr<Json> PostToExtender(const std::string& url, const std::string& path, c
   return PostJsonImpl(url, path, body);
 }
 
+StatusOr<std::string> GetText(const std::string& url, const std::string& path) {
+  auto [host, port] = HostPort(url);
+  httplib::Client c(host, port);
+  c.set_connection_timeout(2, 0);
+  c.set_read_timeout(10, 0);
+  auto res = c.Get(path);
+  if (!res) return Status::Unavailable("GET " + url + path + ": " + httplib::to_string(res.error()));
+  if (res->status != 200) return Status::Unavailable("GET " + url + path + ": HTTP " + std::to_string(res->status));
+  return res->body;
+}
+
 BinaryPaths DefaultBinaries() {
   BinaryPaths b;
 #ifdef GPUPACK_E2E_EXTENDER
@@ -87,6 +98,9 @@ BinaryPaths DefaultBinaries() {
 #endif
 #ifdef GPUPACK_E2E_AGENT
   b.agent = GPUPACK_E2E_AGENT;
+#endif
+#ifdef GPUPACK_E2E_FAKE_NVML
+  b.fake_nvml = GPUPACK_E2E_FAKE_NVML;
 #endif
   if (const std::string dir = Env("GPUPACK_E2E_BIN_DIR"); !dir.empty()) {
     b.extender = dir + "/gpupack-extender";
@@ -185,6 +199,10 @@ Status Cluster::StartAgents() {
                                   dir_ + "/agent-" + n + ".log"));
     agents_.emplace(n, std::move(p));
   }
+  return AwaitReports(nodes_);
+}
+
+Status Cluster::AwaitReports(const std::vector<std::string>& nodes) {
   for (int i = 0; i < 1000; ++i) {
     auto list = api_->List(kube::GpuNodesResource(), "");
     if (list.ok()) {
@@ -193,7 +211,7 @@ Status Cluster::StartAgents() {
         if (g.contains("status") && g["status"].contains("heartbeatTime"))
           seen.insert(kube::StringAt(g, {"metadata", "name"}));
       }
-      if (std::all_of(nodes_.begin(), nodes_.end(), [&](const std::string& n) { return seen.count(n) > 0; })) {
+      if (std::all_of(nodes.begin(), nodes.end(), [&](const std::string& n) { return seen.count(n) > 0; })) {
         return Status::Ok();
       }
     }
@@ -204,6 +222,90 @@ Status Cluster::StartAgents() {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return Status::DeadlineExceeded("agents did not report every GPUNode within 20s (logs in " + dir_ + ")");
+}
+
+StatusOr<std::string> Cluster::StartNvmlAgent(const std::string& node, const Json& nvml_state,
+                                              const std::vector<std::string>& extra_args) {
+  if (bins_.fake_nvml.empty()) return Status::FailedPrecondition("this build has no fake NVML library");
+  const std::string root = dir_ + "/node-" + node;
+  fs::create_directories(root + "/proc");
+  fs::create_directories(root + "/cgroup");
+  const std::string state = root + "/fake-nvml-state.json";
+  {
+    std::ofstream out(state);
+    out << nvml_state.dump();
+  }
+  std::vector<std::string> argv = {bins_.agent,
+                                   "--node-name",
+                                   node,
+                                   "--backend",
+                                   "nvml",
+                                   "--nvml-library",
+                                   bins_.fake_nvml,
+                                   "--proc-root",
+                                   root + "/proc",
+                                   "--cgroup-root",
+                                   root + "/cgroup",
+                                   "--kubeconfig",
+                                   kubeconfig_,
+                                   "--listen",
+                                   "127.0.0.1:0",
+                                   "--poll-interval",
+                                   "1s",
+                                   "--heartbeat-interval",
+                                   "1s",
+                                   "--min-write-interval",
+                                   "1s"};
+  argv.insert(argv.end(), extra_args.begin(), extra_args.end());
+  GPUPACK_ASSIGN_OR_RETURN(
+      Process p, Process::Start(argv, dir_ + "/agent-" + node + ".log", {{"GPUPACK_FAKE_NVML_STATE", state}}));
+  GPUPACK_ASSIGN_OR_RETURN(std::string address, p.ReadLine(std::chrono::seconds(20)));
+  agents_.insert_or_assign(node, std::move(p));
+  GPUPACK_RETURN_IF_ERROR(AwaitReports({node}));
+  return "http://" + address;
+}
+
+Status Cluster::PlaceProcess(const std::string& node, int64_t pid, const std::string& pod_uid,
+                             const std::string& container_id) {
+  const std::string dir = dir_ + "/node-" + node + "/proc/" + std::to_string(pid);
+  fs::create_directories(dir);
+  std::string path = "/system.slice/sshd.service";  // a host process
+  if (!pod_uid.empty()) {
+    // kubelet's systemd-driver layout (agent/cgroup.h).
+    std::string underscored = pod_uid;
+    std::replace(underscored.begin(), underscored.end(), '-', '_');
+    path = "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + underscored + ".slice/cri-containerd-" +
+           container_id + ".scope";
+  }
+  std::ofstream out(dir + "/cgroup");
+  out << "0::" << path << "\n";
+  out.close();
+  return out ? Status::Ok() : Status::Internal("cannot write " + dir + "/cgroup");
+}
+
+StatusOr<Json> Cluster::CreateRunningPod(const std::string& name, const std::string& node,
+                                         const std::string& container_id,
+                                         const std::map<std::string, std::string>& labels) {
+  if (!server_) return Status::FailedPrecondition("a running pod without a kubelet needs the test API server");
+  Json pod = {{"apiVersion", "v1"},
+              {"kind", "Pod"},
+              {"metadata", {{"name", name}, {"namespace", ns_}, {"labels", Json::object()}}},
+              {"spec",
+               {{"nodeName", node},
+                {"containers", Json::array({{{"name", "main"}, {"image", "registry.k8s.io/pause:3.9"}}})}}}};
+  for (const auto& [k, v] : labels) pod["metadata"]["labels"][k] = v;
+  GPUPACK_RETURN_IF_ERROR(api_->Create(kube::PodsResource(), ns_, pod).status());
+  GPUPACK_RETURN_IF_ERROR(MarkRunning(name, container_id));
+  return api_->GetPod(ns_, name);
+}
+
+Status Cluster::MarkRunning(const std::string& name, const std::string& container_id) {
+  const Json status = {{"status",
+                        {{"phase", "Running"},
+                         {"containerStatuses", Json::array({{{"name", "main"},
+                                                             {"containerID", "containerd://" + container_id},
+                                                             {"state", {{"running", Json::object()}}}}})}}}};
+  return api_->Patch(kube::PodsResource(), ns_, name, kube::PatchType::kMerge, status, "status").status();
 }
 
 void Cluster::KillAgent(const std::string& node) {

@@ -34,6 +34,9 @@ using Json = nlohmann::json;
 struct BinaryPaths {
   std::string extender;
   std::string agent;
+  // The fake libnvidia-ml.so.1 the tests build (agent/testing/fake_nvml.cc), for agents on the NVML
+  // backend; empty where the build has none.
+  std::string fake_nvml;
 };
 
 // A running gpupack-extender.
@@ -62,6 +65,25 @@ class Cluster {
   Status StartAgents();
   // kill -9 of one node's agent: its heartbeat stops.
   void KillAgent(const std::string& node);
+  // Starts `node`'s agent on the NVML backend with the fake NVML library in `nvml_state` (its
+  // devices and the processes on them, agent/testing/fake_nvml.cc), a /proc of its own where
+  // PlaceProcess put the processes' cgroups, and `extra_args`; waits until its GPUNode reports and
+  // returns the agent's /metrics URL. The fake library reads its state once, when the agent loads
+  // it: place processes first. KillAgent stops it.
+  StatusOr<std::string> StartNvmlAgent(const std::string& node, const Json& nvml_state,
+                                       const std::vector<std::string>& extra_args = {});
+  // Makes process `pid` on `node` belong to container `container_id` of pod `pod_uid` (or to the
+  // host when `pod_uid` is empty) in what that node's NVML agent reads from /proc.
+  Status PlaceProcess(const std::string& node, int64_t pid, const std::string& pod_uid,
+                      const std::string& container_id);
+  // A pod without gpupack resources, created bound to `node` and running container "main" with
+  // runtime id `container_id`, as its kubelet would report it (the test server only: no kubelet
+  // runs it). It is not a pod of the run's ledger (no gpupack-e2e-run label): CheckLedger leaves
+  // it out.
+  StatusOr<Json> CreateRunningPod(const std::string& name, const std::string& node, const std::string& container_id,
+                                  const std::map<std::string, std::string>& labels = {});
+  // Reports pod `name`'s container "main" running as `container_id`, as its kubelet would.
+  Status MarkRunning(const std::string& name, const std::string& container_id);
   // Starts an extender with `extra_config` YAML appended to the defaults and waits for /readyz.
   StatusOr<ExtenderProcess> StartExtender(const std::string& extra_config = "");
 
@@ -85,6 +107,9 @@ class Cluster {
   std::unique_ptr<TestApiServer> server_;
   std::unique_ptr<kube::Client> api_;
   std::vector<std::string> nodes_;
+  // Waits until every node in `nodes` has a GPUNode with a heartbeat, or an agent exits.
+  Status AwaitReports(const std::vector<std::string>& nodes);
+
   std::map<std::string, Process> agents_;
   int extenders_started_ = 0;
 };
@@ -160,6 +185,8 @@ class FakeKubeScheduler {
 // POSTs a JSON body to an extender verb ("/filter", "/bind"); Unavailable for transport errors and
 // non-200 answers.
 StatusOr<Json> PostToExtender(const std::string& url, const std::string& path, const Json& body);
+// GETs `path` of a binary's HTTP endpoint ("/metrics"); the body of a 200, else Unavailable.
+StatusOr<std::string> GetText(const std::string& url, const std::string& path);
 
 // The binaries the e2e tests run (from CMake, overridable with GPUPACK_E2E_BIN_DIR).
 BinaryPaths DefaultBinaries();

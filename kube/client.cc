@@ -5,6 +5,7 @@
 #include <httplib.h>
 #include <poll.h>
 
+#include <algorithm>
 #include <cctype>
 #include <fstream>
 #include <random>
@@ -60,6 +61,27 @@ std::chrono::milliseconds Jittered(std::chrono::milliseconds d) {
   thread_local std::mt19937_64 rng{std::random_device{}()};
   std::uniform_real_distribution<double> jitter(0.5, 1.5);
   return std::chrono::milliseconds(static_cast<int64_t>(static_cast<double>(d.count()) * jitter(rng)));
+}
+
+bool IsSuccess(int http_status) { return http_status >= 200 && http_status < 300; }
+
+// The message of the cause with reason "DisruptionBudget" (policyv1.DisruptionBudgetCause) in a 429
+// Status: how a PodDisruptionBudget refuses an eviction. nullopt for any other answer, a 429
+// without that cause (the API server throttling the client) included.
+std::optional<std::string> DisruptionBudgetRefusal(int http_status, const std::string& body) {
+  if (http_status != 429) return std::nullopt;
+  const Json status = Json::parse(body, nullptr, false);
+  if (!status.is_object() || !status.contains("details") || !status["details"].is_object()) return std::nullopt;
+  const Json causes = status["details"].value("causes", Json::array());
+  if (!causes.is_array()) return std::nullopt;
+  for (const Json& cause : causes) {
+    if (!cause.is_object() || cause.value("reason", Json()) != "DisruptionBudget") continue;
+    for (const Json& message : {cause.value("message", Json()), status.value("message", Json())}) {
+      if (message.is_string() && !message.get<std::string>().empty()) return message.get<std::string>();
+    }
+    return "refused by a PodDisruptionBudget";
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -446,8 +468,9 @@ StatusOr<Client::Response> Client::Once(std::string_view method, const std::stri
   Die("unreachable: reconnect loop");
 }
 
-StatusOr<Json> Client::Call(std::string_view method, const std::string& path, const std::string& body,
-                            std::string_view content_type) {
+StatusOr<Client::Response> Client::Exchange(std::string_view method, const std::string& path, const std::string& body,
+                                            std::string_view content_type,
+                                            const std::function<bool(const Response&)>& is_answer) {
   const auto deadline = std::chrono::steady_clock::now() + policy_.call_timeout;
   std::chrono::milliseconds backoff = policy_.initial_backoff;
   const std::string what = std::string(method) + " " + path;
@@ -458,12 +481,7 @@ StatusOr<Json> Client::Call(std::string_view method, const std::string& path, co
     if (left.count() <= 0) break;
     auto r = Once(method, path, body, content_type, left);
     if (r.ok()) {
-      if (r->status >= 200 && r->status < 300) {
-        if (r->body.empty()) return Json::object();
-        Json parsed = Json::parse(r->body, nullptr, false);
-        if (parsed.is_discarded()) return Status::Internal(what + ": response is not JSON");
-        return parsed;
-      }
+      if (is_answer(*r)) return r;
       last = StatusFromHttp(r->status, r->body, what);
     } else {
       last = r.status();
@@ -480,6 +498,16 @@ StatusOr<Json> Client::Call(std::string_view method, const std::string& path, co
   }
   if (last.ok()) return Status::DeadlineExceeded(what + ": call deadline passed");
   return last;
+}
+
+StatusOr<Json> Client::Call(std::string_view method, const std::string& path, const std::string& body,
+                            std::string_view content_type) {
+  GPUPACK_ASSIGN_OR_RETURN(Response r, Exchange(method, path, body, content_type,
+                                                [](const Response& response) { return IsSuccess(response.status); }));
+  if (r.body.empty()) return Json::object();
+  Json parsed = Json::parse(r.body, nullptr, false);
+  if (parsed.is_discarded()) return Status::Internal(std::string(method) + " " + path + ": response is not JSON");
+  return parsed;
 }
 
 StatusOr<Json> Client::Get(const Resource& r, std::string_view ns, std::string_view name) {
@@ -679,6 +707,30 @@ StatusOr<Json> Client::UpsertGpuNodeStatus(std::string_view name, const Json& st
     last = updated.status();
   }
   return last;
+}
+
+StatusOr<EvictionAnswer> Client::EvictPod(std::string_view ns, std::string_view pod_name, std::string_view pod_uid) {
+  Json eviction = {
+      {"apiVersion", "policy/v1"},
+      {"kind", "Eviction"},
+      {"metadata", {{"name", pod_name}, {"namespace", ns}}},
+  };
+  if (!pod_uid.empty()) eviction["deleteOptions"] = {{"preconditions", {{"uid", pod_uid}}}};
+  GPUPACK_ASSIGN_OR_RETURN(Response r,
+                           Exchange("POST", PodsResource().ObjectPath(ns, pod_name, "eviction"), eviction.dump(),
+                                    "application/json", [](const Response& response) {
+                                      return IsSuccess(response.status) ||
+                                             DisruptionBudgetRefusal(response.status, response.body).has_value();
+                                    }));
+  EvictionAnswer answer;
+  answer.evicted = IsSuccess(r.status);
+  if (answer.evicted) {
+    const Json status = Json::parse(r.body, nullptr, false);
+    if (status.is_object() && status.value("message", Json()).is_string()) answer.message = status["message"];
+  } else {
+    answer.message = *DisruptionBudgetRefusal(r.status, r.body);
+  }
+  return answer;
 }
 
 Status Client::CreateEvent(const EventSpec& event) {

@@ -124,6 +124,16 @@ struct RetryPolicy {
 
 enum class PatchType { kMerge, kStrategicMerge, kJsonPatch };
 
+// What the API server answered to an eviction it did not refuse with an error.
+struct EvictionAnswer {
+  // true: 201, the pod is being deleted gracefully. false: 429 with a DisruptionBudget cause, a
+  // PodDisruptionBudget allows no disruption now.
+  bool evicted = false;
+  // For a refusal, the budget's cause as the API server words it ("The disruption budget web needs
+  // 2 healthy pods and has 2 currently"), else its Status message.
+  std::string message;
+};
+
 // A core/v1 Event, reduced to what gpupack emits.
 struct EventSpec {
   std::string ns;
@@ -185,6 +195,14 @@ class Client {
   StatusOr<Json> GetGpuNode(std::string_view name);
   StatusOr<Json> UpsertGpuNodeStatus(std::string_view name, const Json& status);
   Status CreateEvent(const EventSpec& event);
+  // POST /api/v1/namespaces/{ns}/pods/{name}/eviction: a policy/v1 Eviction with `pod_uid` as the
+  // deletion's UID precondition (a re-created pod of the same name is not evicted). The API server
+  // deletes the pod gracefully when every PodDisruptionBudget covering it allows a disruption
+  // (evicted), and answers 429 with a "DisruptionBudget" cause when one does not: that answer is
+  // returned at once, not retried, because the caller decides when to ask again (as `kubectl drain`
+  // does). Every other answer maps as for any call (a 429 without that cause is throttling, so
+  // retried). The pod is never deleted any other way.
+  StatusOr<EvictionAnswer> EvictPod(std::string_view ns, std::string_view pod_name, std::string_view pod_uid);
 
  private:
   struct Response {
@@ -192,7 +210,11 @@ class Client {
     std::string body;
   };
   Client(Config config, RetryPolicy policy, const Clock* clock);
-  // One request with retries; maps the final HTTP status to Status.
+  // One request with retries: a response `is_answer` accepts is returned as it is; any other maps
+  // to a Status (retried while Unavailable).
+  StatusOr<Response> Exchange(std::string_view method, const std::string& path, const std::string& body,
+                              std::string_view content_type, const std::function<bool(const Response&)>& is_answer);
+  // Exchange answering 2xx only, with the body parsed.
   StatusOr<Json> Call(std::string_view method, const std::string& path, const std::string& body,
                       std::string_view content_type);
   StatusOr<Response> Once(std::string_view method, const std::string& path, const std::string& body,

@@ -206,6 +206,70 @@ TEST_F(ClientTest, CreateEvent) {
   EXPECT_EQ(events->items[0]["involvedObject"]["name"], "train");
 }
 
+TEST_F(ClientTest, EvictPodPostsAPolicyV1EvictionWithTheUidPrecondition) {
+  auto created = client_->Create(PodsResource(), "ml", Pod("stray", "n1"));
+  ASSERT_TRUE(created.ok()) << created.status();
+  const std::string uid = (*created)["metadata"]["uid"];
+  auto answer = client_->EvictPod("ml", "stray", uid);
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  EXPECT_TRUE(answer->evicted);
+  ASSERT_EQ(server_.evictions().size(), 1u);
+  const e2e::EvictionRecord sent = server_.evictions()[0];
+  EXPECT_EQ(sent.code, 201);
+  EXPECT_EQ(sent.body, (Json{{"apiVersion", "policy/v1"},
+                             {"kind", "Eviction"},
+                             {"metadata", {{"name", "stray"}, {"namespace", "ml"}}},
+                             {"deleteOptions", {{"preconditions", {{"uid", uid}}}}}}));
+  // A pod on a node is deleted gracefully, as its kubelet would finish it.
+  auto pod = client_->GetPod("ml", "stray");
+  ASSERT_TRUE(pod.ok());
+  EXPECT_TRUE((*pod)["metadata"].contains("deletionTimestamp"));
+  // A re-created pod of the same name is not the one that was meant.
+  EXPECT_EQ(client_->EvictPod("ml", "stray", "another-uid").status().code(), StatusCode::kConflict);
+  EXPECT_EQ(client_->EvictPod("ml", "gone", "").status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(ClientTest, EvictionRefusedByADisruptionBudgetIsAnAnswerNotRetried) {
+  ASSERT_TRUE(client_->Create(PodsResource(), "ml", Pod("web-0", "n1")).ok());
+  const Resource pdbs{"policy", "v1", "poddisruptionbudgets", true};
+  auto pdb = client_->Create(
+      pdbs, "ml", Json{{"metadata", {{"name", "web"}}}, {"spec", {{"selector", {{"matchLabels", {{"app", "x"}}}}}}}});
+  ASSERT_TRUE(pdb.ok()) << pdb.status();
+  (*pdb)["status"] = {{"disruptionsAllowed", 0}};
+  ASSERT_TRUE(client_->Update(pdbs, "ml", *pdb, "status").ok());
+  auto answer = client_->EvictPod("ml", "web-0", "");
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  EXPECT_FALSE(answer->evicted);
+  EXPECT_NE(answer->message.find("The disruption budget web"), std::string::npos) << answer->message;
+  EXPECT_EQ(server_.evictions().size(), 1u) << "a budget's refusal is not retried";
+  auto pod = client_->GetPod("ml", "web-0");
+  ASSERT_TRUE(pod.ok());
+  EXPECT_FALSE((*pod)["metadata"].contains("deletionTimestamp"));
+}
+
+// A 429 without a DisruptionBudget cause is the API server's throttling: retried like a 5xx.
+TEST(ClientEvictionTest, ThrottlingIsRetried) {
+  httplib::Server server;
+  std::atomic<int> calls{0};
+  server.Post(R"(/api/v1/namespaces/ml/pods/p/eviction)", [&](const httplib::Request&, httplib::Response& res) {
+    res.status = ++calls == 1 ? 429 : 201;
+    res.set_content(R"({"kind":"Status","status":"Failure","reason":"TooManyRequests","message":"slow down"})",
+                    "application/json");
+  });
+  const int port = server.bind_to_any_port("127.0.0.1");
+  std::thread serving([&] { server.listen_after_bind(); });
+  RetryPolicy policy = FastRetries();
+  policy.idle_connections = 0;  // no kept-alive connection for the server's stop to wait out
+  auto client = ClientOf("http://127.0.0.1:" + std::to_string(port), policy);
+  ASSERT_TRUE(client.ok());
+  auto answer = (*client)->EvictPod("ml", "p", "u");
+  server.stop();
+  serving.join();
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  EXPECT_TRUE(answer->evicted);
+  EXPECT_EQ(calls, 2);
+}
+
 TEST_F(ClientTest, ServerErrorsAreRetriedThenReportedUnavailable) {
   e2e::Faults f;
   f.error_rate = 1.0;

@@ -11,7 +11,8 @@
 
 namespace gpupack::e2e {
 
-StatusOr<Process> Process::Start(const std::vector<std::string>& argv, const std::string& stderr_path) {
+StatusOr<Process> Process::Start(const std::vector<std::string>& argv, const std::string& stderr_path,
+                                 const std::map<std::string, std::string>& env) {
   if (argv.empty()) return Status::InvalidArgument("Process::Start: empty argv");
   if (::access(argv[0].c_str(), X_OK) != 0) return Status::NotFound("binary " + argv[0] + " is not executable");
   int out[2];
@@ -25,13 +26,24 @@ StatusOr<Process> Process::Start(const std::vector<std::string>& argv, const std
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  // Built before fork: between fork and exec a child of a threaded process may only make
+  // async-signal-safe calls, and setenv is not one.
+  std::vector<std::string> entries;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry = *e;
+    if (env.count(entry.substr(0, entry.find('='))) == 0) entries.push_back(entry);
+  }
+  for (const auto& [name, value] : env) entries.push_back(name + "=" + value);
+  std::vector<char*> envp;
+  for (const std::string& e : entries) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
   const pid_t pid = ::fork();
   if (pid < 0) return Status::Internal(std::string("fork: ") + std::strerror(errno));
   if (pid == 0) {
     ::dup2(out[1], STDOUT_FILENO);
     ::dup2(err_fd, STDERR_FILENO);
     ::setpgid(0, 0);  // its own group, so a test's kill never reaches the test runner
-    ::execv(args[0], args.data());
+    ::execve(args[0], args.data(), envp.data());
     _exit(127);
   }
   ::close(out[1]);

@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -17,8 +18,10 @@ namespace gpupack::e2e {
 
 class Process {
  public:
-  // Starts `argv[0]` (a path) with `argv`. stderr goes to `stderr_path` (appended).
-  static StatusOr<Process> Start(const std::vector<std::string>& argv, const std::string& stderr_path);
+  // Starts `argv[0]` (a path) with `argv`, in this process's environment plus `env` (which wins
+  // over a variable of the same name). stderr goes to `stderr_path` (appended).
+  static StatusOr<Process> Start(const std::vector<std::string>& argv, const std::string& stderr_path,
+                                 const std::map<std::string, std::string>& env = {});
   Process() = default;  // no process: Kill and Running are no-ops
   Process(Process&& other) noexcept;
   Process& operator=(Process&& other) noexcept;

@@ -48,8 +48,16 @@ const std::vector<ResourceType>& Types() {
       {"coordination.k8s.io", "v1", "leases", "Lease", true, false},
       {"gpupack.io", "v1alpha1", "gpunodes", "GPUNode", false, true},
       {"", "v1", "resourcequotas", "ResourceQuota", true, true},
+      {"policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", true, true},
   };
   return types;
+}
+
+const ResourceType* TypeOf(const std::string& plural) {
+  for (const ResourceType& rt : Types()) {
+    if (rt.plural == plural) return &rt;
+  }
+  Die("test API server: no resource type " + plural);
 }
 
 // A parsed request path.
@@ -57,7 +65,7 @@ struct Target {
   const ResourceType* type = nullptr;
   std::string ns;           // empty: all namespaces (collections) or cluster-scoped
   std::string name;         // empty: the collection
-  std::string subresource;  // "", "status", "binding"
+  std::string subresource;  // "", "status", "binding", "eviction"
 };
 
 std::vector<std::string> Split(const std::string& s, char sep) {
@@ -106,9 +114,12 @@ std::optional<Target> ParsePath(const std::string& path) {
   if (i < seg.size()) t.name = seg[i++];
   if (i < seg.size()) t.subresource = seg[i++];
   if (i < seg.size() || (t.name.empty() && !t.subresource.empty())) return std::nullopt;
-  if (!t.subresource.empty() && t.subresource != "status" && t.subresource != "binding") return std::nullopt;
+  if (!t.subresource.empty() && t.subresource != "status" && t.subresource != "binding" &&
+      t.subresource != "eviction") {
+    return std::nullopt;
+  }
   if (t.subresource == "status" && !t.type->status_subresource) return std::nullopt;
-  if (t.subresource == "binding" && t.type->plural != "pods") return std::nullopt;
+  if ((t.subresource == "binding" || t.subresource == "eviction") && t.type->plural != "pods") return std::nullopt;
   return t;
 }
 
@@ -336,6 +347,7 @@ struct TestApiServer::Impl {
   std::deque<HistoryEntry> history;
   std::list<std::shared_ptr<Watcher>> watchers;
   Faults faults;
+  std::vector<EvictionRecord> evictions;
   bool stopping = false;
   std::mt19937_64 rng{12345};
 
@@ -640,6 +652,94 @@ struct TestApiServer::Impl {
     return {201, StatusBody(201, "", "")};
   }
 
+  // The PodDisruptionBudgets of the pod's namespace whose spec.selector.matchLabels the pod's
+  // labels satisfy (an empty selector selects every pod, as in policy/v1). REQUIRES: mu held.
+  std::vector<Json*> BudgetsOf(const Json& pod) {
+    std::vector<Json*> out;
+    const std::string ns = FieldValue(pod, "metadata.namespace");
+    const Json labels = pod["metadata"].value("labels", Json::object());
+    for (auto& [key, pdb] : store["poddisruptionbudgets"]) {
+      if (FieldValue(pdb, "metadata.namespace") != ns) continue;
+      const Json selector = pdb.contains("spec") ? pdb["spec"].value("selector", Json::object()) : Json::object();
+      const Json match = selector.value("matchLabels", Json::object());
+      bool selected = match.is_object();
+      for (const auto& [k, v] : match.items()) {
+        selected = selected && labels.is_object() && labels.contains(k) && labels[k] == v;
+      }
+      if (selected) out.push_back(&pdb);
+    }
+    return out;
+  }
+
+  // policy/v1 Eviction, as the real subresource decides it: the pod's one PodDisruptionBudget must
+  // allow a disruption (status.disruptionsAllowed > 0, which the eviction then spends; the test
+  // sets it, there is no disruption controller), else 429 with a DisruptionBudget cause. A pod on a
+  // node is then deleted gracefully (deletionTimestamp set, as until its kubelet confirms; nothing
+  // here confirms), one on no node at once.
+  Reply Evict(const Target& t, const Json& eviction) {
+    Reply r = EvictOnce(t, eviction);
+    evictions.push_back({t.ns, t.name, eviction, r.code});
+    return r;
+  }
+
+  Reply EvictOnce(const Target& t, const Json& eviction) {
+    if (!eviction.is_object() || eviction.value("kind", "") != "Eviction" ||
+        eviction.value("apiVersion", "") != "policy/v1") {
+      return Error(400, "BadRequest", "the body of an eviction must be a policy/v1 Eviction");
+    }
+    const Json md = eviction.value("metadata", Json::object());
+    if (md.value("name", "") != t.name) {
+      return Error(400, "BadRequest", "name in URL does not match name in Eviction object");
+    }
+    Json* pod = Find(t);
+    if (pod == nullptr) return NotFound(t);
+    const std::string uid = FieldValue(eviction, "deleteOptions.preconditions.uid");
+    if (!uid.empty() && uid != FieldValue(*pod, "metadata.uid")) {
+      return Error(409, "Conflict",
+                   "Operation cannot be fulfilled on pods \"" + t.name +
+                       "\": Precondition failed: UID in precondition: " + uid +
+                       ", UID in object meta: " + FieldValue(*pod, "metadata.uid"));
+    }
+    if ((*pod)["metadata"].contains("deletionTimestamp")) return {201, StatusBody(201, "", "")};
+    std::vector<Json*> budgets = BudgetsOf(*pod);
+    if (budgets.size() > 1) {
+      return Error(500, "InternalError",
+                   "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.");
+    }
+    if (budgets.size() == 1) {
+      Json& pdb = *budgets[0];
+      const Json allowed = pdb.contains("status") ? pdb["status"].value("disruptionsAllowed", Json(0)) : Json(0);
+      const int64_t left = allowed.is_number_integer() ? allowed.get<int64_t>() : 0;
+      const std::string pdb_name = FieldValue(pdb, "metadata.name");
+      if (left <= 0) {
+        Reply refused =
+            Error(429, "TooManyRequests", "Cannot evict pod as it would violate the pod's disruption budget.");
+        refused.body["details"] = {
+            {"causes", Json::array({Json{{"reason", "DisruptionBudget"},
+                                         {"message", "The disruption budget " + pdb_name +
+                                                         " does not allow a disruption now (disruptionsAllowed: " +
+                                                         std::to_string(left) + ")"}}})},
+            {"retryAfterSeconds", 10}};
+        return refused;
+      }
+      Json old = pdb;
+      pdb["status"]["disruptionsAllowed"] = left - 1;
+      NextRv(pdb);
+      Commit(TypeOf("poddisruptionbudgets"), "MODIFIED", std::move(old), pdb);
+    }
+    if (FieldValue(*pod, "spec.nodeName").empty()) {
+      Delete(t);
+    } else {
+      Json old = *pod;
+      const Json grace = (*pod)["spec"].value("terminationGracePeriodSeconds", Json(30));
+      (*pod)["metadata"]["deletionTimestamp"] = FormatRfc3339(SystemClock::Instance().Now());
+      (*pod)["metadata"]["deletionGracePeriodSeconds"] = grace.is_number_integer() ? grace : Json(30);
+      NextRv(*pod);
+      Commit(t.type, "MODIFIED", std::move(old), *pod);
+    }
+    return {201, StatusBody(201, "", "")};
+  }
+
   // ---- HTTP ----
 
   void Send(httplib::Response& res, const Reply& r) {
@@ -700,14 +800,16 @@ struct TestApiServer::Impl {
         r = t->name.empty() ? List(*t, req) : Get(*t);
       else if (method == "POST" && t->subresource == "binding")
         r = Bind(*t, body);
+      else if (method == "POST" && t->subresource == "eviction")
+        r = Evict(*t, body);
       else if (method == "POST" && t->name.empty()) {
         if (t->type->namespaced && t->ns.empty())
           r = Error(405, "MethodNotAllowed", "create needs a namespace");
         else
           r = Create(*t, std::move(body));
-      } else if (method == "PUT" && !t->name.empty() && t->subresource != "binding")
+      } else if (method == "PUT" && !t->name.empty() && t->subresource != "binding" && t->subresource != "eviction")
         r = Update(*t, std::move(body));
-      else if (method == "PATCH" && !t->name.empty() && t->subresource != "binding") {
+      else if (method == "PATCH" && !t->name.empty() && t->subresource != "binding" && t->subresource != "eviction") {
         r = Patch(*t, req.get_header_value("Content-Type"), req.body);
       } else if (method == "DELETE" && !t->name.empty() && t->subresource.empty())
         r = Delete(*t);
@@ -862,6 +964,13 @@ StatusOr<int> TestApiServer::Start(const std::string& host, int port) {
     CompactHistory();
     res.set_content("{}", "application/json");
   });
+  impl->server.Get("/admin/evictions", [this](const httplib::Request&, httplib::Response& res) {
+    Json out = Json::array();
+    for (const EvictionRecord& e : evictions()) {
+      out.push_back({{"namespace", e.ns}, {"pod", e.pod}, {"body", e.body}, {"code", e.code}});
+    }
+    res.set_content(out.dump(), "application/json");
+  });
   impl->server.Get("/admin/stats", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(Json{{"resourceVersion", resource_version()}, {"openWatches", open_watches()}}.dump(),
                     "application/json");
@@ -913,6 +1022,11 @@ void TestApiServer::CompactHistory() {
 int64_t TestApiServer::resource_version() const {
   std::lock_guard<std::mutex> l(impl_->mu);
   return impl_->rv;
+}
+
+std::vector<EvictionRecord> TestApiServer::evictions() const {
+  std::lock_guard<std::mutex> l(impl_->mu);
+  return impl_->evictions;
 }
 
 int TestApiServer::open_watches() const {

@@ -3,8 +3,9 @@
 // (extender, agent) and the kube client can be exercised end to end without a cluster.
 //
 // Covered (see docs/e2e.md for the exact list and what is NOT covered):
-//   core/v1 pods (+ binding, status), nodes (+ status), events; coordination.k8s.io/v1 leases;
-//   gpupack.io/v1alpha1 gpunodes (+ status); core/v1 resourcequotas, whose spec.hard
+//   core/v1 pods (+ binding, status, eviction), nodes (+ status), events; coordination.k8s.io/v1
+//   leases; policy/v1 poddisruptionbudgets (+ status); gpupack.io/v1alpha1 gpunodes (+ status);
+//   core/v1 resourcequotas, whose spec.hard
 //   "requests.<resource>" entries are enforced when a pod is created (403 "exceeded quota: …",
 //   as the real quota admission answers; status.used is not maintained). Verbs: get, list, watch, create, update (PUT),
 //   patch (merge, strategic-merge treated as merge, JSON patch), delete.
@@ -13,6 +14,9 @@
 //   PUT with a stale resourceVersion and PATCH that sets a stale one → 409; the status
 //   subresource separates spec and status writes; Binding sets spec.nodeName, merges the
 //   Binding's annotations into the pod and fails 409 if the pod is bound or its UID differs.
+//   An Eviction answers 429 with a DisruptionBudget cause when the pod's PodDisruptionBudget
+//   (matchLabels) has status.disruptionsAllowed 0, which the test sets (no disruption controller),
+//   else spends one and deletes the pod: gracefully (deletionTimestamp) when it is on a node.
 //   Field selectors (=, ==, != on any dotted path) and label selectors (k=v, k!=v, k, !k).
 // Faults (admin API or SetFaults): a fraction of calls answered 500 before (or after) applying,
 // or 403 (as RBAC would), a fraction of writes answered 409, added latency, and dropping every open watch at once.
@@ -24,6 +28,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -42,6 +47,13 @@ struct Faults {
 
   nlohmann::json ToJson() const;
   static StatusOr<Faults> FromJson(const nlohmann::json& j);
+};
+
+// One eviction request as it arrived, and the HTTP status it was answered with.
+struct EvictionRecord {
+  std::string ns, pod;  // from the URL
+  nlohmann::json body;
+  int code = 0;
 };
 
 struct TestApiServerOptions {
@@ -77,6 +89,8 @@ class TestApiServer {
   int64_t resource_version() const;
   // Number of watch streams currently open.
   int open_watches() const;
+  // Every eviction request so far, in order (also GET /admin/evictions).
+  std::vector<EvictionRecord> evictions() const;
   // Connections the server has closed so far, for whatever reason (a keep-alive connection left
   // idle past keep_alive_timeout, the client's close, Stop).
   uint64_t connections_closed() const;

@@ -83,7 +83,7 @@ int main(int argc, char** argv) {
     GPUPACK_ASSIGN_OR_RETURN(nlohmann::json node, (*client)->GetNode(node_name));
     return api::ExcludedDevicesOfNode(node);
   };
-  agent::Agent agent(options, backend.get(), lister, &reporter, &sink, &metrics, &SystemClock::Instance());
+  agent::Agent agent(options, backend.get(), lister, &reporter, &sink, &metrics, &SystemClock::Instance(), &sink);
 
   if (flags.once) {
     pods.Start();
@@ -116,7 +116,11 @@ int main(int argc, char** argv) {
   // Enforcement waits for the pod list; discovery and reporting do not wait long for it.
   pods.WaitForSync(std::chrono::seconds(5));
   GPUPACK_LOG(kInfo, "agent") << "node " << node_name << ", backend " << flags.backend << ", poll "
-                              << flags.poll.count() << "s, heartbeat " << flags.heartbeat.count() << "s";
+                              << flags.poll.count() << "s, heartbeat " << flags.heartbeat.count() << "s, "
+                              << (flags.evict_foreign_pods
+                                      ? "evicting pods with foreign processes after " +
+                                            std::to_string(flags.foreign_eviction_interval.count()) + "s"
+                                      : std::string("foreign processes reported, not evicted"));
   loop.Run([&agent] {
     auto status = agent.RunOnce();
     if (!status.ok()) GPUPACK_LOG(kError, "agent") << "discovery failed (retrying): " << status.status();
