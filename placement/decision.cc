@@ -70,6 +70,14 @@ RankKey RankOf(const RankInputs& in, MiB unit_mib, const DecisionOptions& option
 
 namespace {
 constexpr MiB kUnknownDeviceMiB = 81920;  // an 80 GB card, until the cluster is known
+
+// Whether `workload` holds the same shapes as `shapes`, whatever their weights and order.
+bool SameShapes(const TypicalWorkload& workload, const std::vector<TypicalSpec>& shapes) {
+  if (workload.specs.size() != shapes.size()) return false;
+  return std::all_of(workload.specs.begin(), workload.specs.end(), [&](const TypicalSpec& spec) {
+    return std::any_of(shapes.begin(), shapes.end(), [&](const TypicalSpec& s) { return SameShape(s, spec); });
+  });
+}
 }  // namespace
 
 Decision::Decision(PolicyKind kind, PlacementOptions placement, DecisionOptions options,
@@ -97,12 +105,26 @@ Policy Decision::InitialPolicy(MiB device_mib) const {
 
 bool Decision::Observe(const PodRequest& pod) {
   if (!learning()) return false;
+  if (!pod.uid.empty()) {
+    if (!counted_.insert(pod.uid).second) return false;
+    counted_order_.push_back(pod.uid);
+    if (counted_order_.size() > kCountedUids) {
+      counted_.erase(counted_order_.front());
+      counted_order_.pop_front();
+    }
+  }
   learner_.Observe(pod);
-  return ++binds_since_refresh_ >= options_.refresh_pods;
+  ++seen_;
+  ++since_refresh_;
+  const int64_t gap = std::clamp<int64_t>(seen_at_refresh_, 1, options_.refresh_pods);
+  if (since_refresh_ >= gap) return true;
+  return since_refresh_ >= std::max<int64_t>(1, gap / 8) && !SameShapes(learner_.Snapshot(), refreshed_shapes_);
 }
 
 Policy Decision::Refresh(const NodeVisitor& for_each_node) {
-  binds_since_refresh_ = 0;
+  since_refresh_ = 0;
+  seen_at_refresh_ = seen_;
+  refreshed_shapes_ = learner_.Snapshot().specs;
   if (options_.device_mib <= 0) {
     DeviceMemory memory;
     for_each_node([&](const Node& node) { Tally(node, memory); });

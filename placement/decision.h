@@ -7,9 +7,13 @@
 //   * RankOf: the rank key of a node for a pod, lower first: the completion loss level, the fill
 //     level (ΔF̂ plus the capacity reservation's price, in half devices), FGD's integer level,
 //     then a fixed pseudo-random node order (docs/placement.md, "From cost to choice").
-//   * Decision: the workload learner and its refresh. Every bound pod is observed; every
-//     `refresh_pods` binds the policy is rebuilt (PolicyRefresh) from the learner and the nodes
-//     as they are then. The device size that scales the keys and the cold-start prior is the
+//   * Decision: the workload learner and its refresh. Every pod is evidence once, at its first
+//     sighting (asked about in filter, bound, found holding devices or waiting after a restart),
+//     keyed by its UID. The prior keeps a fixed share of the learned workload however few pods
+//     were seen (the evidence rule), and the policy is rebuilt (PolicyRefresh) from the learner and the
+//     nodes as they are when that can change its mind: after 1, 2, 4, 8, … pods, then every
+//     `refresh_pods`, and sooner when the typical set gains or loses a shape (docs/placement.md,
+//     "The evidence rule"). The device size that scales the keys and the cold-start prior is the
 //     cluster's own (TypicalDeviceMiB), found again at every refresh, so nothing needs setting.
 //
 // Pure: values in, values out. Decision is not thread-safe (the owner serialises calls).
@@ -17,9 +21,13 @@
 
 #include <compare>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <optional>
 #include <span>
+#include <string>
+#include <unordered_set>
+#include <vector>
 
 #include "placement/placement.h"
 #include "placement/vocabulary.h"
@@ -38,8 +46,11 @@ struct DecisionOptions {
   bool rank_by_fill = true;             // ΔF̂ is in the fill level (false: the reservation price alone)
   bool reserve_scarce_capacity = true;  // the capacity reservation's price is in the fill level
   bool fixed_tie_break = true;          // the last key is the node order (false: ties stay ties)
-  // The learner (WorkloadLearner): half-life and prior weight in pods, the typical set's
-  // coverage, and how many binds between refreshes (0: never learn, keep the starting policy).
+  // The learner (WorkloadLearner): half-life in pods; the prior's weight in pods once the
+  // evidence reaches its steady state, and the same share of the blend before (6.5 % at these
+  // defaults, so a handful of pods of a new mix outweigh it); the typical set's coverage; and the
+  // most pods between refreshes once the doubling schedule reaches it (0: never learn, keep the
+  // starting policy).
   double half_life_pods = 1000;
   double prior_pods = 100;
   double coverage = 0.95;
@@ -99,8 +110,18 @@ class Decision {
   // The starting policy for a cluster of devices of `device_mib` (the prior, nothing priced).
   Policy InitialPolicy(MiB device_mib) const;
 
-  // Records a bound pod. True when a refresh is due (Refresh then).
+  // Records a pod as evidence: one asked about (demand, whether it fits or not), bound, held or
+  // waiting. A pod with a UID counts once, however often it is asked about or bound (the last
+  // kCountedUids UIDs are remembered; an older one counts again). True when a refresh is due
+  // (Refresh then): `gap` pods since the last one, gap = the pods seen by then clamped to
+  // [1, refresh_pods] (so after 1, 2, 4, 8, … pods), or max(1, gap / 8) pods when the typical
+  // set's shapes are no longer those of the last refresh.
   bool Observe(const PodRequest& pod);
+  // True while the refresh schedule still doubles (fewer than refresh_pods pods seen by the last
+  // refresh): the few refreshes (about log2(refresh_pods)) where more evidence, such as the pods
+  // waiting to be scheduled, changes the policy most and costs least to gather.
+  bool early() const { return seen_at_refresh_ < options_.refresh_pods; }
+  static constexpr size_t kCountedUids = size_t{1} << 16;
 
   // Rebuilds the policy from the learner and the nodes as they are now. `for_each_node(visit)`
   // must call visit once per node; it is called twice (the device size, then the prices).
@@ -117,7 +138,12 @@ class Decision {
   MiB unit_mib_;
   MiB prior_mib_;  // the device size the learner's prior is relative to
   WorkloadLearner learner_;
-  int binds_since_refresh_ = 0;
+  int64_t seen_ = 0;                           // pods observed, undecayed
+  int64_t seen_at_refresh_ = 0;                // seen_ at the last refresh
+  int64_t since_refresh_ = 0;                  // pods observed since the last refresh
+  std::vector<TypicalSpec> refreshed_shapes_;  // the typical set's shapes at the last refresh
+  std::unordered_set<std::string> counted_;    // UIDs already observed, the last kCountedUids
+  std::deque<std::string> counted_order_;      // the same, oldest first
 };
 
 }  // namespace gpupack::placement

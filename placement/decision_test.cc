@@ -1,5 +1,7 @@
 #include "placement/decision.h"
 
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 #include "testing/builders.h"
@@ -8,7 +10,11 @@ namespace gpupack::placement {
 namespace {
 
 Node NodeOf(const std::string& name, int devices, MiB mib) { return builders::GpuNode(name, devices, mib); }
-PodRequest PodOf(MiB mem, int64_t cpu_milli = 1000) { return builders::Pod(1, mem, cpu_milli); }
+// Each call is another pod, with a UID of its own: the decision counts a UID once.
+PodRequest PodOf(MiB mem, int64_t cpu_milli = 1000) {
+  static int pods = 0;
+  return builders::NamedPod("p" + std::to_string(++pods), 1, mem, cpu_milli);
+}
 
 // The device size holding the most memory: 2 × 80 GiB (160 GiB) outweighs 7 × 10 GiB (70 GiB),
 // though the small ones are more; equal memory goes to the larger size; no device: the fallback.
@@ -72,13 +78,11 @@ TEST(RankOf, TheNodeOrderBreaksTies) {
             RankOf({0, 0, 0, 0, uint64_t{1} << 62}, 1000, options));
 }
 
-// Observe says when a refresh is due (every refresh_pods binds), and a refresh finds the
-// cluster's device size and rebuilds the prior relative to it: 16000 MiB GPUs give the prior's
-// half-device shape 8000 MiB.
-TEST(Decision, RefreshesEveryRefreshPodsAndFindsTheDeviceSize) {
+// A refresh finds the cluster's device size and rebuilds the prior relative to it: 16000 MiB GPUs
+// give the prior's half-device shape 8000 MiB. The first pod after it is due a refresh at once.
+TEST(Decision, RefreshFindsTheDeviceSizeAndLearnsExactShapes) {
   DecisionOptions options;
   options.refresh_pods = 3;
-  options.prior_pods = 1;  // so three pods outweigh the prior
   Decision decision(PolicyKind::kFgd, PlacementOptions{}, options);
   EXPECT_EQ(decision.unit_mib(), 81920) << "an 80 GB card until the cluster is known";
   const std::vector<Node> nodes = {NodeOf("a", 8, 16000), NodeOf("b", 4, 16000)};
@@ -91,8 +95,8 @@ TEST(Decision, RefreshesEveryRefreshPodsAndFindsTheDeviceSize) {
   for (const TypicalSpec& s : policy.workload().specs) half = half || s.mem_per_device_mib == 8000;
   EXPECT_TRUE(half);
   EXPECT_FALSE(policy.completion().empty()) << "the completion value is built at the refresh";
-  EXPECT_FALSE(decision.Observe(PodOf(12960)));
-  EXPECT_FALSE(decision.Observe(PodOf(3040)));
+  EXPECT_TRUE(decision.Observe(PodOf(12960))) << "one pod after a refresh made with none";
+  decision.Refresh(each);
   EXPECT_TRUE(decision.Observe(PodOf(3040)));
   policy = decision.Refresh(each);
   // The learned shapes are exact: 12960 + 3040 = 16000 still fills a device.
@@ -102,7 +106,82 @@ TEST(Decision, RefreshesEveryRefreshPodsAndFindsTheDeviceSize) {
     small = small || s.mem_per_device_mib == 3040;
   }
   EXPECT_TRUE(big && small);
-  EXPECT_FALSE(decision.Observe(PodOf(100))) << "the count restarts at the refresh";
+}
+
+PodRequest PodWithUid(MiB mem, const std::string& uid) {
+  PodRequest p = PodOf(mem);
+  p.uid = uid;
+  return p;
+}
+
+// The schedule: a refresh is due once the pods since the last one reach the pods seen by then,
+// clamped to [1, refresh_pods], so with refresh_pods 50 the refreshes fall after 1, 2, 4, 8, 16,
+// 32, 64 pods and then every 50 (114, 164). The prior is the one shape observed, so the typical
+// set never changes and only the schedule speaks. A pod asked about again (filter retries, then
+// its bind) is the same UID and counts once.
+TEST(Decision, RefreshesAfterOneTwoFourPodsThenEveryRefreshPods) {
+  DecisionOptions options;
+  Decision decision(PolicyKind::kFgd, PlacementOptions{}, options, TypicalWorkload{{SpecOfPod(PodOf(20480))}});
+  const std::vector<Node> nodes = {NodeOf("a", 2, 81920)};
+  auto each = [&](const std::function<void(const Node&)>& visit) { visit(nodes[0]); };
+  decision.Refresh(each);
+  std::vector<int> refreshed_at;
+  for (int pod = 1; pod <= 164; ++pod) {
+    const std::string uid = "uid-" + std::to_string(pod);
+    const bool due = decision.Observe(PodWithUid(20480, uid));
+    EXPECT_FALSE(decision.Observe(PodWithUid(20480, uid))) << "pod " << pod << " asked about twice counts once";
+    if (due) {
+      refreshed_at.push_back(pod);
+      decision.Refresh(each);
+    }
+  }
+  EXPECT_EQ(refreshed_at, (std::vector<int>{1, 2, 4, 8, 16, 32, 64, 114, 164}));
+  EXPECT_FALSE(decision.Observe(PodWithUid(20480, "uid-7"))) << "a UID seen long ago is still known";
+}
+
+// The mix change: 964 pods of 10 GiB, then 40 GiB pods, on 80 GiB devices. Half-life 1000 pods,
+// r = 2^(-1/1000); prior 100 pods, so its share is s = 100(1 − r) / (1 + 100(1 − r)) = 6.48 %
+// (whole devices 30 % of it = 1.94 %, halves 1.30 %, the rest below; the prior's shapes ask 4
+// CPUs, these pods 1, so none is the same shape); coverage 0.95; refresh_pods 50. The last
+// refresh was at the 964th pod, so the schedule's next is 50 pods later, and a change of the
+// typical set is due once max(1, 50 / 8) = 6 pods have come since the last refresh.
+//   after n large pods: small S = r^n·(1 − r^964)/(1 − r) = 703.36·r^n, large L = (1 − r^n)/(1 − r),
+//   small's share (1 − s)·S/(S + L), large's (1 − s)·L/(S + L)
+//   n = 0: small 0.9352 + whole 0.0194 = 0.9546 ≥ 0.95: the typical set is {10 GiB, whole}
+//   n = 4: S = 701.42, L = 4.00, small 0.9299; + whole 0.9493 < 0.95, so the prior's half
+//          device joins: {10 GiB, whole, 40 GiB of the prior}; 4 < 6 pods since the refresh
+//   n = 6: the set differs from the last refresh's: refresh due; large is 0.0079, not in it
+//   n = 10: S = 698.51, L = 9.97, large 0.0132 > the prior's half 0.0130, and the set becomes
+//          {10 GiB, whole, 40 GiB of 1 CPU}; 4 < 6 pods since the refresh at n = 6
+//   n = 12: 6 pods since: refresh due, and the policy knows the 40 GiB pods from the 13th on.
+// The schedule alone would refresh at the 50th. Before the evidence rule (the prior as 100 pods
+// against the count seen, a refresh every 50 binds) the policy saw them at the 50th.
+TEST(Decision, AMixChangeRefreshesAsSoonAsTheNewShapeIsTypical) {
+  DecisionOptions options;
+  Decision decision(PolicyKind::kFgd, PlacementOptions{}, options);
+  const std::vector<Node> nodes = {NodeOf("a", 8, 81920)};
+  auto each = [&](const std::function<void(const Node&)>& visit) { visit(nodes[0]); };
+  decision.Refresh(each);
+  for (int pod = 1; pod <= 964; ++pod) {
+    if (decision.Observe(PodOf(10240))) decision.Refresh(each);
+  }
+  decision.Refresh(each);  // the last refresh at the 964th pod
+  auto has_large = [](const Policy& policy) {
+    return std::any_of(policy.workload().specs.begin(), policy.workload().specs.end(),
+                       [](const TypicalSpec& s) { return s.mem_per_device_mib == 40960 && s.cpu_milli == 1000; });
+  };
+  std::vector<int> refreshed_at;
+  std::vector<bool> knew_large;
+  for (int n = 1; n <= 50; ++n) {
+    if (!decision.Observe(PodOf(40960))) continue;
+    refreshed_at.push_back(n);
+    knew_large.push_back(has_large(decision.Refresh(each)));
+  }
+  ASSERT_GE(refreshed_at.size(), 2u);
+  EXPECT_EQ(refreshed_at[0], 6);
+  EXPECT_FALSE(knew_large[0]);
+  EXPECT_EQ(refreshed_at[1], 12);
+  EXPECT_TRUE(knew_large[1]);
 }
 
 // A configured device size is kept whatever the cluster holds; refresh_pods 0 never learns.

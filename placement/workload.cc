@@ -41,14 +41,13 @@ TypicalSpec SpecOfPod(const PodRequest& pod) {
   return spec;
 }
 
-namespace {
-// The same shape: everything but the popularity and the host memory, which are its statistics.
 bool SameShape(const TypicalSpec& a, const TypicalSpec& b) {
   return a.cpu_milli == b.cpu_milli && a.device_count == b.device_count &&
          a.mem_per_device_mib == b.mem_per_device_mib && a.device_kind == b.device_kind &&
          a.mig_profile == b.mig_profile && a.gpu_models == b.gpu_models;
 }
 
+namespace {
 // Orders specs "larger first" on equal counts, as FGD's GetTypicalPods does (cpu, gpu share,
 // device count, then the constraint text).
 auto SpecKey(const TypicalSpec& s) {
@@ -113,10 +112,17 @@ TypicalWorkload DefaultPriorWorkload(MiB device_mib) {
   return w;
 }
 
+double WorkloadLearner::PriorShare(double prior_pods, double decay) {
+  // The prior weighs prior_pods · (1 − decay) · m against the observed mass m: prior_pods pods
+  // once m reaches its steady state 1 / (1 − decay), proportionally less before.
+  const double weight_per_pod = prior_pods * (1.0 - decay);
+  return weight_per_pod / (1.0 + weight_per_pod);
+}
+
 WorkloadLearner::WorkloadLearner(TypicalWorkload prior, double half_life_pods, double prior_pods, double coverage)
     : prior_(std::move(prior)),
       decay_(std::pow(2.0, -1.0 / std::max(1.0, half_life_pods))),
-      prior_pods_(std::max(0.0, prior_pods)),
+      prior_share_(PriorShare(std::max(0.0, prior_pods), decay_)),
       coverage_(std::clamp(coverage, 1e-9, 1.0)) {
   prior_.Normalize();
 }
@@ -172,7 +178,7 @@ TypicalWorkload WorkloadLearner::EveryShape() const {
   TypicalWorkload out;
   double observed_total = 0;
   for (const auto& b : buckets_) observed_total += b.weight;
-  const double prior_share = prior_pods_ / (prior_pods_ + mass_);
+  const double prior_share = mass_ > 0 ? prior_share_ : 1.0;
   if (prior_share > 0) {
     for (auto s : prior_.specs) {
       s.weight *= prior_share;

@@ -28,6 +28,9 @@ struct TypicalSpec {
   bool operator==(const TypicalSpec&) const = default;
 };
 
+// The same shape: everything but the popularity and the host memory, which are its statistics.
+bool SameShape(const TypicalSpec& a, const TypicalSpec& b);
+
 // At most kMaxTypicalSpecs shapes, so per-device match sets fit a 64-bit mask in the hot loop.
 inline constexpr int kMaxTypicalSpecs = 64;
 
@@ -55,9 +58,12 @@ TypicalWorkload TypicalWorkloadFromPods(const std::vector<TypicalSpec>& pod_spec
 TypicalWorkload DefaultPriorWorkload(MiB device_mib);
 
 // Exponentially decayed histogram of observed pod shapes. Each observation multiplies earlier
-// weights by 2^(-1/half_life_pods). The snapshot blends the prior with weight
-// prior_pods / (prior_pods + observed mass), so the prior fades as evidence accumulates, and then
-// keeps the heaviest specs until they cover `coverage` of the blended weight, as FGD's typical set
+// weights by 2^(-1/half_life_pods). The snapshot blends the prior with the observations at a
+// fixed share (the evidence rule, docs/placement.md): the prior weighs as `prior_pods` pods
+// against the observed mass once that mass has reached its steady state (1 / (1 − decay), 1,443
+// pods at a half-life of 1,000), and as the same share before, so a handful of pods of a new mix
+// already outweigh it; with nothing observed it is the whole estimate. The snapshot then keeps the
+// heaviest specs until they cover `coverage` of the blended weight, as FGD's typical set
 // covers 95% of pods: the rarest shapes otherwise pull the policy towards keeping room for pods
 // that almost never come (bench/RESULTS.md keeps the measurement). 0 < coverage ≤ 1. Shapes are exact
 // (SpecOfPod); the histogram holds at most 4 × kMaxTypicalSpecs of them, dropping the lightest.
@@ -78,6 +84,10 @@ class WorkloadLearner {
   // rare large shape seen once must not lose its place to common ones. Not a Policy's workload.
   TypicalWorkload EveryShape() const;
   double observed_mass() const { return mass_; }
+  // The prior's share of the blend once anything is observed:
+  // prior_pods·(1 − decay) / (1 + prior_pods·(1 − decay)); 6.5 % at 100 pods and half-life 1,000.
+  double prior_share() const { return prior_share_; }
+  static double PriorShare(double prior_pods, double decay);
 
  private:
   struct Bucket {
@@ -87,7 +97,7 @@ class WorkloadLearner {
   };
   TypicalWorkload prior_;
   double decay_;
-  double prior_pods_;
+  double prior_share_;
   double coverage_;
   double scale_ = 1.0;  // current weight of an observation made now, relative to storage units
   double mass_ = 0;     // decayed count of observations

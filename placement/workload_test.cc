@@ -45,20 +45,27 @@ TEST(TypicalWorkload, PriorIsRelativeToTheDevice) {
   EXPECT_TRUE(has_cpu_only);
 }
 
-TEST(WorkloadLearner, PriorFadesAndOldObservationsDecay) {
+// The evidence rule: half-life 10 pods (r = 2^-0.1, 1 − r = 0.066967), prior worth 10 pods at
+// the steady state, every spec kept. The prior's share is 10·0.066967 / (1 + 10·0.066967) =
+// 0.66967 / 1.66967 = 40.1 %, the same after one pod as after 110.
+TEST(WorkloadLearner, PriorKeepsAFixedShareAndOldObservationsDecay) {
   TypicalWorkload prior{{Spec(0, 1, 0)}};
   prior.specs[0].weight = 1;
-  // Half-life 10 pods, prior worth 10 pods, every spec kept.
   WorkloadLearner learner(prior, 10, 10, 1.0);
   TypicalWorkload cold = learner.Snapshot();
   ASSERT_EQ(cold.specs.size(), 1u);
   EXPECT_EQ(cold.specs[0].mem_per_device_mib, 0);
+  EXPECT_NEAR(learner.prior_share(), 0.401, 0.001);
+  learner.Observe(Pod(1, 3000));
+  double first = 0;
+  for (const auto& s : learner.Snapshot().specs) first += s.mem_per_device_mib == 3000 ? s.weight : 0;
+  EXPECT_NEAR(first, 1 - 0.401, 0.001) << "one pod already outweighs the prior";
 
-  for (int i = 0; i < 100; ++i) learner.Observe(Pod(1, 3000));
+  for (int i = 0; i < 99; ++i) learner.Observe(Pod(1, 3000));
   for (int i = 0; i < 10; ++i) learner.Observe(Pod(1, 8192));
   TypicalWorkload w = learner.Snapshot();
-  // Mass ≈ Σ 2^(-i/10) over 110 pods ≈ 14.9, so the prior keeps 10/(10+14.9) ≈ 40%. The last 10
-  // pods (8 GiB) weigh (1 − 2^-1) = 50% of the observed mass, the 100 older ones the rest.
+  // The prior keeps 40 %. The last 10 pods (8 GiB) weigh (1 − 2^-1) = 50 % of the observed mass
+  // (≈ Σ 2^(-i/10) over 110 pods ≈ 14.9), the 100 older ones the rest.
   double w8 = 0, w3 = 0, wp = 0;
   for (const auto& s : w.specs) {
     if (s.mem_per_device_mib == 8192) w8 = s.weight;
@@ -174,12 +181,12 @@ TEST(WorkloadLearner, BoundsTheDistinctShapes) {
   EXPECT_EQ(every.specs.front().mem_per_device_mib, 7);
 }
 
-// SetPrior swaps the prior and keeps the observations: with a prior worth 1 pod and 1 pod
-// observed, each weighs one half.
+// SetPrior swaps the prior and keeps the observations: half-life 1 pod (1 − r = 0.5) and a prior
+// worth 2 pods give the prior 2·0.5 / (1 + 2·0.5) = one half, the one pod observed the other.
 TEST(WorkloadLearner, SetPriorKeepsObservations) {
   TypicalWorkload old_prior{{Spec(0, 1, 0)}};
   old_prior.specs[0].weight = 1;
-  WorkloadLearner learner(old_prior, 1e9, 1, 1.0);
+  WorkloadLearner learner(old_prior, 1, 2, 1.0);
   learner.Observe(Pod(1, 500));
   learner.SetPrior(DefaultPriorWorkload(16000));
   double observed = 0, whole = 0;

@@ -28,7 +28,7 @@ class ExtenderPolicy final : public SimPolicy {
 
   Status Start(const ClusterState&, const std::vector<model::Node>& nodes, std::span<const int>) override {
     // Mirror the extender's decision with its default settings: the same module, fed the same
-    // binds, refreshed at the same binds (the first time before the first pod, as the extender
+    // pods, refreshed at the same pods (the first time before the first pod, as the extender
     // does at its first filter).
     decision_.emplace(model::PolicyKind::kFgd, placement::PlacementOptions{}, placement::DecisionOptions{});
     nodes_ = nodes;
@@ -37,6 +37,9 @@ class ExtenderPolicy final : public SimPolicy {
   }
 
   StatusOr<std::optional<Choice>> Choose(const ClusterState& s, const SimPod& pod, Rng& rng) override {
+    // The extender counts the pod at this filter, before it ranks it (once per UID: not again at
+    // the bind).
+    if (decision_->Observe(ArrivalRequest(pod))) RebuildMirror();
     api::ExtenderArgs args;
     args.pod = PodJson(*pod.request, pod.name);
     std::vector<std::string> names;
@@ -113,13 +116,9 @@ class ExtenderPolicy final : public SimPolicy {
   }
 
   void Committed(const SimPod& pod, const Choice& choice) override {
-    model::PodRequest request = *pod.request;
-    request.name = pod.name;
-    request.uid = pod.name;
-    Status st = placement::ApplyPlacement(nodes_[choice.node], request, pending_, mirror_->options());
+    Status st = placement::ApplyPlacement(nodes_[choice.node], ArrivalRequest(pod), pending_, mirror_->options());
     GPUPACK_CHECK(st.ok());
     summaries_[choice.node] = mirror_->Summarize(nodes_[choice.node]);
-    if (decision_->Observe(request)) RebuildMirror();
   }
 
  private:

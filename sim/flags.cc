@@ -32,6 +32,9 @@ std::string SimUsage() {
          policies + R"(
   --seeds LIST         e.g. 42-51 (default) or 42,43
   --tune R             inflate the workload to R x cluster GPU capacity (default 1.3; 0 = off)
+  --fill-pods N        the early window: per seed, replay on a random sample of the nodes that
+                       the seed's first N pods fill (a fresh cluster; at arrived 100 % about N
+                       pods have come, all a learner has seen)
   --keep-order         replay pods in file order (default: sort by name, shuffle per seed)
   --extender URL       replay through a running gpupack-extender (policy name: extender), as
                        kube-scheduler would (filter, prioritize, bind over HTTP); with --policy,
@@ -82,6 +85,14 @@ StatusOr<SimFlags> ParseSimFlags(const std::vector<std::string>& args) {
       if (!value(f.extender_url)) return Status::InvalidArgument("--extender needs a URL");
     } else if (arg == "--write-cluster") {
       if (!value(f.write_cluster)) return Status::InvalidArgument("--write-cluster needs a file");
+    } else if (arg == "--fill-pods") {
+      if (!value(v)) return Status::InvalidArgument("--fill-pods needs a number of pods");
+      char* end = nullptr;
+      const long n = std::strtol(v.c_str(), &end, 10);
+      if (end == v.c_str() || *end != '\0' || n < 1 || n > 1000000) {
+        return Status::InvalidArgument("--fill-pods: \"" + v + "\" is not a number of pods in 1..1000000");
+      }
+      f.options.fill_pods = static_cast<int>(n);
     } else if (arg == "--tune" || arg == "--extender-weight") {
       if (!value(v)) return Status::InvalidArgument(arg + " needs a number");
       char* end = nullptr;

@@ -13,6 +13,7 @@ TEST(SimFlagsTest, Defaults) {
   EXPECT_EQ(f->seeds_text, "42-51");
   EXPECT_EQ(f->options.tune, 1.3);
   EXPECT_TRUE(f->options.shuffle);
+  EXPECT_EQ(f->options.fill_pods, 0) << "the whole cluster";
   EXPECT_EQ(PoliciesToRun(*f), std::vector<std::string>{"gpupack"});
 }
 
@@ -41,6 +42,8 @@ TEST(SimFlagsTest, BadInputNamesTheFlag) {
       {{"--cluster", "c", "--tune", "abc"}, "--tune: \"abc\" is not a number in 0..100"},
       {{"--cluster", "c", "--tune", "101"}, "--tune: \"101\" is not a number in 0..100"},
       {{"--cluster", "c", "--extender-weight", "0.5"}, "--extender-weight must be at least 1"},
+      {{"--cluster", "c", "--fill-pods", "0"}, "--fill-pods: \"0\" is not a number of pods in 1..1000000"},
+      {{"--cluster", "c", "--fill-pods", "5x"}, "--fill-pods: \"5x\" is not a number of pods in 1..1000000"},
   };
   for (const Case& c : cases) {
     StatusOr<SimFlags> f = ParseSimFlags(c.args);

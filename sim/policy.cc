@@ -11,6 +11,13 @@
 
 namespace gpupack::sim {
 
+model::PodRequest ArrivalRequest(const SimPod& pod) {
+  model::PodRequest request = *pod.request;
+  request.name = pod.name;
+  request.uid = pod.name;
+  return request;
+}
+
 uint64_t Rng::Below(uint64_t n) {
   // Rejection sampling: the largest multiple of n that fits keeps every residue equally likely.
   const uint64_t limit = std::numeric_limits<uint64_t>::max() - std::numeric_limits<uint64_t>::max() % n;
@@ -219,11 +226,11 @@ class BaselinePolicy final : public SimPolicy {
 };
 
 // gpupack's own placement, exactly as the extender runs it: the decision module (placement::Decision)
-// learns the typical workload from bound pods and rebuilds the policy every refresh_pods binds
-// from the cluster as it is; each node is ranked by placement::RankOf, its tie-break rank the
-// extender's (placement::NodeTieBreakRank with the default salt 0), and the lowest key wins (nodes
-// with equal keys, possible only with exact costs: the lower tie-break rank). The variants are
-// other placement::DecisionOptions, or a pinned workload.
+// learns the typical workload from the pods as they arrive and rebuilds the policy when its
+// schedule says (Decision::Observe) from the cluster as it is; each node is ranked by placement::RankOf, its tie-break
+// rank the extender's (placement::NodeTieBreakRank with the default salt 0), and the lowest key wins (nodes with equal
+// keys, possible only with exact costs: the lower tie-break rank). The variants are other placement::DecisionOptions,
+// or a pinned workload.
 class CorePolicy final : public SimPolicy {
  public:
   CorePolicy(model::PolicyKind kind, placement::DecisionOptions options,
@@ -243,6 +250,8 @@ class CorePolicy final : public SimPolicy {
   }
 
   StatusOr<std::optional<Choice>> Choose(const ClusterState& s, const SimPod& pod, Rng&) override {
+    // The extender counts a pod when kube-scheduler first asks about it, before ranking it.
+    if (decision_->Observe(ArrivalRequest(pod))) RefreshPolicy();
     const placement::DecisionOptions& rank_options = decision_->options();
     const model::MiB unit = decision_->unit_mib();
     const bool levels = kind_ == model::PolicyKind::kFgd && rank_options.fgd_levels;
@@ -281,7 +290,6 @@ class CorePolicy final : public SimPolicy {
     Status st = placement::ApplyPlacement(node, *pod.request, pending_, policy_->options());
     GPUPACK_CHECK(st.ok());
     summaries_[choice.node] = policy_->Summarize(node);
-    if (decision_->Observe(*pod.request)) RefreshPolicy();
   }
 
  private:

@@ -49,6 +49,10 @@ struct SimPod {
   std::string name;  // unique per arrival (copies made by inflation get "-tuned-<i>")
 };
 
+// The pod's request as the extender sees this arrival: named, with the name as its UID (PodJson),
+// so a copy made by inflation is a pod of its own, as it is to the extender's learner.
+model::PodRequest ArrivalRequest(const SimPod& pod);
+
 class SimPolicy {
  public:
   virtual ~SimPolicy() = default;

@@ -25,13 +25,18 @@ StatusOr<Replayer> Replayer::Create(std::vector<model::Node> nodes, std::vector<
   return Replayer(std::move(nodes), std::move(pods), options, std::move(typical), std::move(base), std::move(demands));
 }
 
-std::vector<int> Replayer::Arrivals(Rng& rng) const {
+std::vector<int> Replayer::Order(Rng& rng) const {
   std::vector<int> order(pods_.size());
   std::iota(order.begin(), order.end(), 0);
   if (options_.shuffle) {
     std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return pods_[a].name < pods_[b].name; });
     rng.Shuffle(order);
   }
+  return order;
+}
+
+std::vector<int> Replayer::Arrivals(Rng& rng) const {
+  std::vector<int> order = Order(rng);
   if (options_.tune <= 0) return order;
   const double target = options_.tune * static_cast<double>(base_.total_capacity());
   double total = 0;
@@ -58,16 +63,50 @@ std::vector<int> Replayer::Arrivals(Rng& rng) const {
   return order;
 }
 
+StatusOr<Replayer::SeedCluster> Replayer::ClusterOfSeed(Rng& rng) const {
+  if (options_.fill_pods <= 0) return SeedCluster{nodes_, base_, demands_, Arrivals(rng)};
+  const std::vector<int> order = Order(rng);
+  std::vector<int> node_order(nodes_.size());
+  std::iota(node_order.begin(), node_order.end(), 0);
+  rng.Shuffle(node_order);
+  double demand = 0;
+  for (size_t i = 0; i < order.size() && i < static_cast<size_t>(options_.fill_pods); ++i) {
+    demand += static_cast<double>(base_.ArrivedOf(demands_[order[i]]));
+  }
+  SeedCluster out{{}, base_, {}, {}};
+  double capacity = 0;
+  for (int n : node_order) {
+    if (capacity >= demand) break;
+    out.nodes.push_back(nodes_[n]);
+    for (const model::Device& d : nodes_[n].devices) capacity += static_cast<double>(d.capacity_mib);
+  }
+  out.state = ClusterState(out.nodes, typical_);
+  out.demands.reserve(pods_.size());
+  for (const auto& pod : pods_) {
+    GPUPACK_ASSIGN_OR_RETURN(Demand d, out.state.DemandOf(pod));
+    out.demands.push_back(d);
+  }
+  const double target = options_.tune * static_cast<double>(out.state.total_capacity());
+  double arrived = 0;
+  for (int i : order) {
+    if (arrived >= target) break;
+    out.arrivals.push_back(i);
+    arrived += static_cast<double>(out.state.ArrivedOf(out.demands[i]));
+  }
+  return out;
+}
+
 StatusOr<SeedRun> Replayer::RunSeed(SimPolicy& policy, uint64_t seed) const {
   const auto started = std::chrono::steady_clock::now();
   Rng rng(seed);
-  const std::vector<int> arrivals = Arrivals(rng);
-  std::vector<int> rank(nodes_.size());
+  GPUPACK_ASSIGN_OR_RETURN(SeedCluster cluster, ClusterOfSeed(rng));
+  const std::vector<int>& arrivals = cluster.arrivals;
+  std::vector<int> rank(cluster.nodes.size());
   std::iota(rank.begin(), rank.end(), 0);
   rng.Shuffle(rank);
 
-  ClusterState state = base_;
-  GPUPACK_RETURN_IF_ERROR(policy.Start(state, nodes_, rank));
+  ClusterState& state = cluster.state;
+  GPUPACK_RETURN_IF_ERROR(policy.Start(state, cluster.nodes, rank));
 
   const double capacity = static_cast<double>(state.total_capacity());
   struct Bucket {
@@ -82,7 +121,7 @@ StatusOr<SeedRun> Replayer::RunSeed(SimPolicy& policy, uint64_t seed) const {
   SimPod pod;
   for (int index : arrivals) {
     pod.request = &pods_[index];
-    pod.demand = demands_[index];
+    pod.demand = cluster.demands[index];
     const int copy = copies[index]++;
     pod.name = copy == 0 ? pods_[index].name : pods_[index].name + "-tuned-" + std::to_string(copy);
     GPUPACK_ASSIGN_OR_RETURN(std::optional<Choice> choice, policy.Choose(state, pod, rng));

@@ -9,6 +9,11 @@
 //  5. after every pod record arrived GPU, allocated GPU, F(M) and idle GPU;
 //  6. discretise by x = round(arrived %) (mean per x; an empty x takes the mean over x−1..x+1);
 //  7. aggregate seeds: median, mean and sample SD per x.
+// With `fill_pods` N > 0 (the early window: how a policy packs a fresh cluster from its first
+// pods), step 3 changes: per seed, the nodes are taken in the seed's random node order until
+// their GPU capacity holds the GPU demand of the seed's first N pods, and that cluster replays the
+// seed's order as it comes (no copies) up to `tune` × its capacity; at arrived 100 % about N
+// pods have come, so whatever a policy learns it learns from them.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +33,7 @@ struct ReplayOptions {
   double tune = 1.3;       // inflate to this × GPU capacity; <= 0 disables inflation
   bool shuffle = true;     // false keeps the workload's own order (no sort, no shuffle)
   double coverage = 0.95;  // share of pods the typical set M must cover
+  int fill_pods = 0;       // > 0: per seed, a cluster that the first fill_pods pods fill (above)
 };
 
 // One integer arrived-percentage point of one seed.
@@ -79,6 +85,14 @@ class Replayer {
 
   // The seed's arrival list: indices into pods(), copies included.
   std::vector<int> Arrivals(Rng& rng) const;
+  // The cluster one seed replays on: every node, or with fill_pods the seed's sample (above).
+  struct SeedCluster {
+    std::vector<model::Node> nodes;
+    ClusterState state;
+    std::vector<Demand> demands;  // per pod, against `state`
+    std::vector<int> arrivals;
+  };
+  StatusOr<SeedCluster> ClusterOfSeed(Rng& rng) const;
 
   // One replay of `seed` with `policy` (Start is called on it first).
   StatusOr<SeedRun> RunSeed(SimPolicy& policy, uint64_t seed) const;
@@ -96,6 +110,9 @@ class Replayer {
         typical_(std::move(typical)),
         base_(std::move(base)),
         demands_(std::move(demands)) {}
+
+  // The seed's order of the pods, before inflation: by name, then shuffled (or the file's order).
+  std::vector<int> Order(Rng& rng) const;
 
   std::vector<model::Node> nodes_;
   std::vector<model::PodRequest> pods_;

@@ -190,14 +190,13 @@ TEST(Policy, LevelsTieNoiseSizedCostDifferences) {
   // M = {2 CPU × 500 MiB}. A 20 MiB pod into a's 30 MiB fragment: ΔF = −20; onto an empty GPU of
   // b: ΔF = 0 (980 still holds a 500). Exact costs prefer a; on FGD's levels both score
   // int(100·σ(0.02)) = 50 = int(100·σ(0)), so the fgd baseline's node order (b first) decides.
-  // gpupack's second key, the fill level, prefers a: there F̂ falls by 20 (level −1), on b it
-  // rises by 480 (two copies of 500 fit the fresh GPU before, one after; level 0).
+  // gpupack-pinned (M as its workload) ranks by the fill level second, which prefers a: there F̂ falls by 20 (level −1),
+  // on b it rises by 480 (two copies of 500 fit the fresh GPU before, one after; level 0).
   std::vector<model::Node> nodes{TraceNode("a", 64000, {0, 970}), TraceNode("b", 64000, {0, 0})};
   placement::TypicalWorkload m{{Spec(2000, 1, 500, 1.0)}};
   model::PodRequest pod = NamedPod("s", 1, 20, 0);
-  EXPECT_EQ(PickWith("gpupack", nodes, m, pod, {1, 0}).node, 0);
-  EXPECT_EQ(PickWith("gpupack", nodes, m, pod, {1, 0}).slots, std::vector<int>{1});
   EXPECT_EQ(PickWith("gpupack-pinned", nodes, m, pod, {1, 0}).node, 0);
+  EXPECT_EQ(PickWith("gpupack-pinned", nodes, m, pod, {1, 0}).slots, std::vector<int>{1});
   EXPECT_EQ(PickWith("fgd", nodes, m, pod, {1, 0}).node, 1);
   // Twins tie on both keys: the extender's fixed node order decides, whatever the seed's order.
   std::vector<model::Node> twins{TraceNode("b", 64000, {0, 0}), TraceNode("b2", 64000, {0, 0})};
@@ -538,6 +537,28 @@ TEST(Replay, SeedsReproduceAndDiffer) {
   }
   Rng r1(1), r2(2);
   EXPECT_NE(r->Arrivals(r1), r->Arrivals(r2));
+}
+
+// The early window: 10 nodes × 2 GPUs of 1000 MiB, 20 whole-GPU pods, fill_pods 4. The first 4
+// pods ask 4 × 1000 = 4000 MiB, so the seed's cluster is its first 2 nodes in random order (4
+// GPUs, 4000 MiB); the order then plays while arrived < 1.3 × 4000 = 5200: 6 pods (5000 < 5200
+// admits the sixth), 4 bound, 2 failed, nothing unallocated at arrived 100 %.
+TEST(Replay, FillPodsReplaysOnAClusterTheFirstPodsFill) {
+  std::vector<model::Node> nodes;
+  for (int i = 0; i < 10; ++i) nodes.push_back(TraceNode(Numbered("n", i), 64000, {0, 0}));
+  std::vector<model::PodRequest> pods;
+  for (int i = 0; i < 20; ++i) pods.push_back(NamedPod(Numbered("p", i), 1, 0, 1));
+  ReplayOptions opts;
+  opts.fill_pods = 4;
+  auto r = Replayer::Create(nodes, pods, opts);
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto policy = MakePolicy("gpupack", r->typical());
+  auto run = r->RunSeed(**policy, 5);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->pods, 6);
+  EXPECT_EQ(run->failed, 2);
+  ASSERT_GT(run->curve.size(), 100u);
+  EXPECT_DOUBLE_EQ(run->curve[100].unallocated_pct, 0);
 }
 
 TEST(Replay, StatisticsAreMedianMeanAndSampleSd) {

@@ -89,10 +89,13 @@ TEST(ExtenderBinary, ServesStandaloneAndStopsOnSigterm) {
   ASSERT_TRUE(filter);
   ASSERT_EQ(filter->status, 200);
   json f = json::parse(filter->body);
-  // FGD puts 8 GiB on the 10 GiB MIG instance rather than breaking into an 80 GiB GPU.
-  EXPECT_EQ(f["NodeNames"], json({"gpu-b1"})) << filter->body;
+  // The learner has seen this one pod (filter counts it) and weighs it at 93.5 % against the
+  // prior's 6.5 %: 8 GiB on the 10 GiB MIG instance strands 2 GiB that no 8 GiB pod can use
+  // (0.98 · 2 GiB), while the 72 GiB an A100 keeps holds nine more and is lost only to whole-GPU
+  // pods (the prior's 30 % of 6.5 %: 0.02 · 72 GiB = 1.47 GiB). FGD takes the A100.
+  EXPECT_EQ(f["NodeNames"], json({"gpu-a1"})) << filter->body;
   auto bind = client.Post("/gpupack/bind",
-                          json{{"PodName", "p"}, {"PodNamespace", "ml"}, {"PodUID", "u-1"}, {"Node", "gpu-b1"}}.dump(),
+                          json{{"PodName", "p"}, {"PodNamespace", "ml"}, {"PodUID", "u-1"}, {"Node", "gpu-a1"}}.dump(),
                           "application/json");
   ASSERT_TRUE(bind);
   EXPECT_EQ(json::parse(bind->body)["Error"], "");

@@ -224,30 +224,44 @@ void KubeBackend::OnPodDeleted(const Json& pod) {
 
 bool KubeBackend::Tombstoned(const std::string& uid) const { return tombstones_.count(uid) > 0; }
 
-std::vector<model::PodRequest> KubeBackend::HeldPodRequests() const {
-  struct Held {
+std::vector<model::PodRequest> KubeBackend::PodRequestsWhere(const std::function<bool(const Json&)>& keep) const {
+  struct Listed {
     Clock::TimePoint created;
     std::string key;
     model::PodRequest request;
   };
-  std::vector<Held> held;
+  std::vector<Listed> listed;
   if (!pods_) return {};
   for (const Json& pod : pods_->List()) {
-    StatusOr<std::optional<api::Allocation>> alloc = PodAllocation(pod);
-    if (!alloc.ok() || !alloc->has_value()) continue;
+    if (!keep(pod)) continue;
     StatusOr<model::PodRequest> request = translate::ParsePodRequest(pod, config_.max_devices_per_container);
     if (!request.ok()) continue;  // OnPod already counted and logged what is wrong with it
     StatusOr<Clock::TimePoint> created = ParseRfc3339(kube::StringAt(pod, {"metadata", "creationTimestamp"}));
-    held.push_back(
-        Held{created.ok() ? *created : Clock::TimePoint{}, kube::ObjectKey(pod), std::move(request).value()});
+    listed.push_back(
+        Listed{created.ok() ? *created : Clock::TimePoint{}, kube::ObjectKey(pod), std::move(request).value()});
   }
-  std::sort(held.begin(), held.end(), [](const Held& a, const Held& b) {
+  std::sort(listed.begin(), listed.end(), [](const Listed& a, const Listed& b) {
     return a.created != b.created ? a.created < b.created : a.key < b.key;
   });
   std::vector<model::PodRequest> out;
-  out.reserve(held.size());
-  for (Held& h : held) out.push_back(std::move(h.request));
+  out.reserve(listed.size());
+  for (Listed& l : listed) out.push_back(std::move(l.request));
   return out;
+}
+
+std::vector<model::PodRequest> KubeBackend::HeldPodRequests() const {
+  return PodRequestsWhere([](const Json& pod) {
+    StatusOr<std::optional<api::Allocation>> alloc = PodAllocation(pod);
+    return alloc.ok() && alloc->has_value();
+  });
+}
+
+std::vector<model::PodRequest> KubeBackend::WaitingPodRequests() const {
+  return PodRequestsWhere([](const Json& pod) {
+    const std::string phase = kube::StringAt(pod, {"status", "phase"});
+    return kube::StringAt(pod, {"spec", "nodeName"}).empty() && phase != "Succeeded" && phase != "Failed" &&
+           kube::StringAt(pod, {"metadata", "deletionTimestamp"}).empty();
+  });
 }
 
 StatusOr<model::PodRequest> KubeBackend::LookupPod(const extender::BindTarget& target) {

@@ -37,6 +37,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -109,6 +110,8 @@ class KubeBackend final : public extender::ClusterBackend {
   StatusOr<model::PodRequest> LookupPod(const extender::BindTarget& pod) override;
   // From the pod informer's cache, by metadata.creationTimestamp (then namespace/name).
   std::vector<model::PodRequest> HeldPodRequests() const override;
+  // The same cache's unbound, unfinished pods that are not being deleted, in the same order.
+  std::vector<model::PodRequest> WaitingPodRequests() const override;
   Status Bind(const extender::BindTarget& pod, const std::string& node,
               const std::map<std::string, std::string>& annotations) override;
   void Stop() override;
@@ -124,6 +127,8 @@ class KubeBackend final : public extender::ClusterBackend {
 
  private:
   void OnPod(const nlohmann::json& pod);
+  // The requests of the cached pods `keep` accepts whose request parses, oldest first.
+  std::vector<model::PodRequest> PodRequestsWhere(const std::function<bool(const nlohmann::json&)>& keep) const;
   void OnPodDeleted(const nlohmann::json& pod);
   void OnGpuNode(const nlohmann::json& gpunode);
   // A node's fence as this replica last wrote or read it; `mu` orders this replica's fence

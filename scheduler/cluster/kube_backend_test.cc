@@ -218,6 +218,26 @@ TEST_F(KubeBackendTest, HeldPodRequestsAreTheBoundPodsWithAllocations) {
   EXPECT_EQ(mib, (std::vector<model::MiB>{10 * kGiB, 20 * kGiB}));
 }
 
+// What the learner counts as demand: the unbound pods, with their UIDs, oldest first, including
+// one created after the backend synced (the pod watch delivers it), not the bound ones nor a
+// finished one.
+TEST_F(KubeBackendTest, WaitingPodRequestsAreTheUnboundLivePods) {
+  CreateBoundPod("bound", 10 * kGiB);
+  const std::string early = CreatePod("early", 5 * kGiB);
+  CreatePod("done", 6 * kGiB);
+  ASSERT_TRUE(api_->Patch(kube::PodsResource(), "default", "done", kube::PatchType::kMerge,
+                          {{"status", {{"phase", "Failed"}}}}, "status")
+                  .ok());
+  StartBackend();
+  const std::string late = CreatePod("late", 7 * kGiB);
+  ASSERT_TRUE(Eventually([&] { return backend_->WaitingPodRequests().size() == 2; }));
+  std::vector<model::PodRequest> waiting = backend_->WaitingPodRequests();
+  EXPECT_EQ(waiting[0].uid, early);
+  EXPECT_EQ(waiting[0].containers[0].mem_per_device_mib, 5 * kGiB);
+  EXPECT_EQ(waiting[1].uid, late);
+  EXPECT_EQ(waiting[1].containers[0].mem_per_device_mib, 7 * kGiB);
+}
+
 TEST_F(KubeBackendTest, MetricsNameEachInformer) {
   StartBackend();
   // Synced means listed; each informer opens its watch after that. Dropping the watches before

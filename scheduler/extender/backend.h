@@ -59,6 +59,10 @@ class ClusterBackend {
   // again from the prior. Meaningful once Synced(); pods whose request does not parse are left
   // out. Default: none (standalone starts with an empty ledger).
   virtual std::vector<model::PodRequest> HeldPodRequests() const { return {}; }
+  // The requests of the gpupack pods waiting to be scheduled (not bound, not finished), oldest
+  // first, with their UIDs: what kube-scheduler will ask about, so the learner counts it before it
+  // is asked. Meaningful once Synced(). Default: none (standalone knows only what it is asked).
+  virtual std::vector<model::PodRequest> WaitingPodRequests() const { return {}; }
   // The backend's own metric families (e.g. watch restarts, relists, sync age), collected at
   // scrape time for the extender's /metrics. None by default.
   virtual std::vector<prometheus::MetricFamily> Metrics() const { return {}; }

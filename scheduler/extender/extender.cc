@@ -131,7 +131,14 @@ Extender::Extender(ClusterState& state, ClusterBackend& backend, ExtenderOptions
 void Extender::Learn(const model::PodRequest& request) {
   if (!decision_.learning()) return;
   std::lock_guard lock(learner_mu_);
-  if (decision_.Observe(request)) RefreshPolicyLocked();
+  if (!decision_.Observe(request)) return;
+  // A burst that reaches a running extender is asked about pod by pod; at an early refresh the
+  // pods waiting with this one count too (each UID once), so the first refresh already knows the
+  // burst's sizes and the policy keeps room for them.
+  if (decision_.early()) {
+    for (const model::PodRequest& waiting : backend_.WaitingPodRequests()) decision_.Observe(waiting);
+  }
+  RefreshPolicyLocked();
 }
 
 void Extender::LearnHeldPods() {
@@ -141,11 +148,16 @@ void Extender::LearnHeldPods() {
   learned_held_pods_.store(true);
   const std::vector<model::PodRequest> held = backend_.HeldPodRequests();
   for (const model::PodRequest& request : held) decision_.Observe(request);
+  const std::vector<model::PodRequest> waiting = backend_.WaitingPodRequests();
+  for (const model::PodRequest& request : waiting) decision_.Observe(request);
   // Even with nothing running: the device size, the reservation and the completion value need
   // the cluster, which is known only now, so the first refresh is here rather than after the
   // first refreshPods binds.
   RefreshPolicyLocked();
-  if (!held.empty()) GPUPACK_LOG(kInfo, "extender") << "learned the workload of " << held.size() << " running pod(s)";
+  if (!held.empty() || !waiting.empty()) {
+    GPUPACK_LOG(kInfo, "extender") << "learned the workload of " << held.size() << " running and " << waiting.size()
+                                   << " waiting pod(s)";
+  }
 }
 
 void Extender::RefreshPolicyLocked() {
@@ -297,6 +309,7 @@ Reply Extender::Filter(std::string_view body) {
     return finish();
   }
   Remember(*pod);
+  Learn(*pod);  // demand is evidence, counted once per UID (placement::Decision::Observe)
   if (!pod->WantsDevices()) {
     std::fill(passes.begin(), passes.end(), true);
     return finish();

@@ -109,10 +109,13 @@ class Extender {
   StatusOr<model::PodRequest> ParsePod(const nlohmann::json& pod) const;
   void Remember(const model::PodRequest& request);
   std::optional<model::PodRequest> Recall(const std::string& uid);
-  // Feeds a bound pod to the workload learner; may replace the state's policy.
+  // Feeds a pod asked about or bound to the workload learner (once per UID), and at an early
+  // refresh (placement::Decision::early) the backend's waiting pods as well; may replace the
+  // state's policy.
   void Learn(const model::PodRequest& request);
-  // Once the backend has synced, feeds it the pods already holding devices and rebuilds the
-  // policy, once: a restart or a failover keeps the learned workload (and so the reservation).
+  // Once the backend has synced, feeds it the pods already holding devices and those waiting to be
+  // scheduled, and rebuilds the policy, once: a restart or a failover keeps the learned workload
+  // (and so the reservation) and knows at once what is waiting.
   // Maintain and the first filter after the sync call it; afterwards it is one atomic load.
   void LearnHeldPods();
   // Rebuilds the policy from the learner and the nodes (placement::Decision::Refresh).
