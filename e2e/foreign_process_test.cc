@@ -7,9 +7,14 @@
 #include "api/annotations.h"
 #include "api/gpunode.h"
 #include "e2e/harness.h"
+#include "testing/eventually.h"
 
 namespace gpupack::e2e {
 namespace {
+
+using builders::Eventually;
+// The agent audits and evicts on its own intervals: waits on them get longer than the default.
+constexpr std::chrono::seconds kAgentLoops(30);
 
 // One node of two whole GPUs for the agent on the fake NVML library.
 constexpr char kTwoGpuNode[] = R"(nodes:
@@ -35,15 +40,6 @@ Json TwoGpus(const std::map<std::string, Json>& processes) {
     devices.push_back(d);
   }
   return {{"driverVersion", "580.65.06"}, {"devices", devices}};
-}
-
-// Polls `done` every 50 ms for up to `limit`.
-bool WaitFor(const std::function<bool()>& done, std::chrono::seconds limit = std::chrono::seconds(30)) {
-  for (auto end = std::chrono::steady_clock::now() + limit; std::chrono::steady_clock::now() < end;) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return done();
 }
 
 // The agent catches what slipped through: a pod without gpupack resources whose process uses a GPU
@@ -115,7 +111,7 @@ TEST_F(ForeignProcessScenario, StrayOnAnIdleDeviceIsReportedWithItsPodAndEvicted
     for (const api::GpuNodeAuditFinding& f : Audit()) pids.insert(f.pid);
     return pids == std::set<int64_t>{200, 300};
   };
-  ASSERT_TRUE(WaitFor(reported)) << "audit never settled on the stray and the host process";
+  ASSERT_TRUE(Eventually(reported, kAgentLoops)) << "audit never settled on the stray and the host process";
   for (const api::GpuNodeAuditFinding& f : Audit()) {
     EXPECT_EQ(f.kind, "foreign-process");
     EXPECT_EQ(f.device, kIdle);
@@ -132,7 +128,7 @@ TEST_F(ForeignProcessScenario, StrayOnAnIdleDeviceIsReportedWithItsPodAndEvicted
   // Evicted through the Eviction API, with the pod's UID as precondition; the API server marks it
   // for deletion, and the agent does not ask again while it terminates.
   TestApiServer& server = *cluster_->server();
-  ASSERT_TRUE(WaitFor([&] { return !server.evictions().empty(); })) << "no eviction arrived";
+  ASSERT_TRUE(Eventually([&] { return !server.evictions().empty(); }, kAgentLoops)) << "no eviction arrived";
   const EvictionRecord sent = server.evictions()[0];
   EXPECT_EQ(sent.pod, "stray");
   EXPECT_EQ(sent.code, 201);
@@ -143,14 +139,19 @@ TEST_F(ForeignProcessScenario, StrayOnAnIdleDeviceIsReportedWithItsPodAndEvicted
   auto pod = cluster_->api().GetPod(cluster_->ns(), "stray");
   ASSERT_TRUE(pod.ok()) << pod.status();
   EXPECT_TRUE((*pod)["metadata"].contains("deletionTimestamp"));
-  EXPECT_TRUE(WaitFor([&] {
-    const std::vector<std::string> reasons = EventReasons("stray");
-    return reasons == std::vector<std::string>{"GpupackForeignProcess", "GpupackForeignPodEvicted"};
-  })) << "events on the stray pod";
-  EXPECT_TRUE(WaitFor([&] {
-    return Metrics(*agent).find("gpupack_agent_evictions_total{node=\"gpu-1\",result=\"evicted\"} 1") !=
-           std::string::npos;
-  }));
+  EXPECT_TRUE(Eventually(
+      [&] {
+        const std::vector<std::string> reasons = EventReasons("stray");
+        return reasons == std::vector<std::string>{"GpupackForeignProcess", "GpupackForeignPodEvicted"};
+      },
+      kAgentLoops))
+      << "events on the stray pod";
+  EXPECT_TRUE(Eventually(
+      [&] {
+        return Metrics(*agent).find("gpupack_agent_evictions_total{node=\"gpu-1\",result=\"evicted\"} 1") !=
+               std::string::npos;
+      },
+      kAgentLoops));
   const std::string metrics = Metrics(*agent);
   EXPECT_NE(metrics.find("gpu_uuid=\"" + std::string(kIdle) + "\",mig_profile=\"\",node=\"gpu-1\"} 2"),
             std::string::npos)
@@ -185,31 +186,36 @@ TEST_F(ForeignProcessScenario, DisruptionBudgetBlocksTheEvictionAndTheAgentAsksA
   ASSERT_TRUE(agent.ok()) << agent.status();
 
   TestApiServer& server = *cluster_->server();
-  ASSERT_TRUE(WaitFor([&] { return server.evictions().size() >= 3; })) << "the agent did not ask again";
+  ASSERT_TRUE(Eventually([&] { return server.evictions().size() >= 3; }, kAgentLoops)) << "the agent did not ask again";
   for (const EvictionRecord& e : server.evictions()) EXPECT_EQ(e.code, 429);
   auto pod = cluster_->api().GetPod(cluster_->ns(), "web-0");
   ASSERT_TRUE(pod.ok()) << "the pod was deleted despite its budget: " << pod.status();
   EXPECT_FALSE((*pod)["metadata"].contains("deletionTimestamp"));
   EXPECT_EQ(EventReasons("web-0"), (std::vector<std::string>{"GpupackForeignProcess", "GpupackEvictionBlocked"}))
       << "the refusal is told once, not at every attempt";
-  EXPECT_TRUE(WaitFor([&] {
-    return Metrics(*agent).find("gpupack_agent_evictions_total{node=\"gpu-1\",result=\"blocked_by_pdb\"} ") !=
-           std::string::npos;
-  }));
+  EXPECT_TRUE(Eventually(
+      [&] {
+        return Metrics(*agent).find("gpupack_agent_evictions_total{node=\"gpu-1\",result=\"blocked_by_pdb\"} ") !=
+               std::string::npos;
+      },
+      kAgentLoops));
 
   // The budget allows one disruption: the next attempt evicts.
   auto latest = cluster_->api().Get(pdbs, cluster_->ns(), "web");
   ASSERT_TRUE(latest.ok());
   (*latest)["status"]["disruptionsAllowed"] = 1;
   ASSERT_TRUE(cluster_->api().Update(pdbs, cluster_->ns(), *latest, "status").ok());
-  ASSERT_TRUE(WaitFor([&] { return server.evictions().back().code == 201; })) << "never evicted once allowed";
+  ASSERT_TRUE(Eventually([&] { return server.evictions().back().code == 201; }, kAgentLoops))
+      << "never evicted once allowed";
   pod = cluster_->api().GetPod(cluster_->ns(), "web-0");
   ASSERT_TRUE(pod.ok());
   EXPECT_TRUE((*pod)["metadata"].contains("deletionTimestamp"));
-  EXPECT_TRUE(WaitFor([&] {
-    const std::vector<std::string> reasons = EventReasons("web-0");
-    return !reasons.empty() && reasons.back() == "GpupackForeignPodEvicted";
-  }));
+  EXPECT_TRUE(Eventually(
+      [&] {
+        const std::vector<std::string> reasons = EventReasons("web-0");
+        return !reasons.empty() && reasons.back() == "GpupackForeignPodEvicted";
+      },
+      kAgentLoops));
 }
 
 }  // namespace
