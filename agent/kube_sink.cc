@@ -43,18 +43,21 @@ Status KubeSink::WriteGpuNodeStatus(const std::string& node, const api::GpuNodeS
   return written.ok() ? Status::Ok() : written.status();
 }
 
-Status KubeSink::EnsureNodeCapacity(const std::string& node, const std::string& gpu_memory, int64_t gpus) {
+Status KubeSink::EnsureNodeCapacity(const std::string& node, const std::string& gpu_memory, int64_t gpus,
+                                    int64_t gpu_compute) {
   GPUPACK_ASSIGN_OR_RETURN(Json current, client_->GetNode(node));
   const std::string memory_key(api::kResourceGpuMemory);
   const std::string gpu_key(api::kResourceGpu);
+  const std::string compute_key(api::kResourceGpuCompute);
   const std::string gpu_count = std::to_string(gpus);
+  const std::string compute = std::to_string(gpu_compute);
   bool up_to_date = true;
   for (const char* field : {"capacity", "allocatable"}) {
-    up_to_date =
-        up_to_date && Holds(current, field, memory_key, gpu_memory) && Holds(current, field, gpu_key, gpu_count);
+    up_to_date = up_to_date && Holds(current, field, memory_key, gpu_memory) &&
+                 Holds(current, field, gpu_key, gpu_count) && Holds(current, field, compute_key, compute);
   }
   if (up_to_date) return Status::Ok();
-  const Json resources = {{memory_key, gpu_memory}, {gpu_key, gpu_count}};
+  const Json resources = {{memory_key, gpu_memory}, {gpu_key, gpu_count}, {compute_key, compute}};
   auto patched =
       client_->PatchNodeStatus(node, Json{{"status", {{"capacity", resources}, {"allocatable", resources}}}});
   return patched.ok() ? Status::Ok() : patched.status();

@@ -18,7 +18,8 @@ class KubeSink final : public ReportSink, public PodEvictor {
   explicit KubeSink(kube::Client* client) : client_(client) {}
 
   Status WriteGpuNodeStatus(const std::string& node, const api::GpuNodeStatus& status) override;
-  Status EnsureNodeCapacity(const std::string& node, const std::string& gpu_memory, int64_t gpus) override;
+  Status EnsureNodeCapacity(const std::string& node, const std::string& gpu_memory, int64_t gpus,
+                            int64_t gpu_compute) override;
   Status EmitAuditEvent(const std::string& node, const api::GpuNodeAuditFinding& finding) override;
 
   StatusOr<kube::EvictionAnswer> Evict(const PodInfo& pod) override;

@@ -67,7 +67,7 @@ void Reporter::MaybeEnsureCapacity(const api::GpuNodeStatus& status) {
   if (capacity_ && *capacity_ == want && now - capacity_checked_ < options_.capacity_recheck_interval) return;
   const std::string memory = std::to_string(want.memory_mib) + "Mi";
   const int64_t gpus = want.devices * options_.max_pods_per_device;
-  Status s = sink_->EnsureNodeCapacity(options_.node_name, memory, gpus);
+  Status s = sink_->EnsureNodeCapacity(options_.node_name, memory, gpus, want.devices * model::kDeviceComputePct);
   if (!s.ok()) {
     GPUPACK_LOG(kWarning, "reporter") << "node capacity not updated (will retry): " << s;
     capacity_.reset();

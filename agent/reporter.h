@@ -29,8 +29,10 @@ class ReportSink {
   virtual ~ReportSink() = default;
   virtual Status WriteGpuNodeStatus(const std::string& node, const api::GpuNodeStatus& status) = 0;
   // Makes the node's capacity and allocatable carry these values (reads first; writes only when
-  // they differ). `gpu_memory` is a quantity string such as "81559Mi".
-  virtual Status EnsureNodeCapacity(const std::string& node, const std::string& gpu_memory, int64_t gpus) = 0;
+  // they differ). `gpu_memory` is a quantity string such as "81559Mi"; `gpu_compute` is 100 per
+  // device (gpupack.io/gpu-compute, so kubelet admits the compute shares the extender placed).
+  virtual Status EnsureNodeCapacity(const std::string& node, const std::string& gpu_memory, int64_t gpus,
+                                    int64_t gpu_compute) = 0;
   // A Kubernetes event about an audit finding (best effort).
   virtual Status EmitAuditEvent(const std::string& node, const api::GpuNodeAuditFinding& finding) = 0;
 };

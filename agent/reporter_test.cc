@@ -16,9 +16,10 @@ class RecordingSink : public ReportSink {
     writes.push_back({node, status});
     return Status::Ok();
   }
-  Status EnsureNodeCapacity(const std::string& node, const std::string& gpu_memory, int64_t gpus) override {
+  Status EnsureNodeCapacity(const std::string& node, const std::string& gpu_memory, int64_t gpus,
+                            int64_t gpu_compute) override {
     if (!fail_capacity.ok()) return fail_capacity;
-    capacity.push_back({node, gpu_memory, gpus});
+    capacity.push_back({node, gpu_memory, gpus, gpu_compute});
     return Status::Ok();
   }
   Status EmitAuditEvent(const std::string&, const api::GpuNodeAuditFinding&) override { return Status::Ok(); }
@@ -26,6 +27,7 @@ class RecordingSink : public ReportSink {
   struct Capacity {
     std::string node, memory;
     int64_t gpus;
+    int64_t compute;
   };
   std::vector<std::pair<std::string, api::GpuNodeStatus>> writes;
   std::vector<Capacity> capacity;
@@ -82,6 +84,7 @@ TEST_F(ReporterTest, FirstReportWritesStatusAndCapacity) {
   ASSERT_EQ(sink_.capacity.size(), 1u);
   EXPECT_EQ(sink_.capacity[0].memory, "106391Mi");
   EXPECT_EQ(sink_.capacity[0].gpus, 12);
+  EXPECT_EQ(sink_.capacity[0].compute, 3 * 100);  // 100 % for each of the 3 devices
 }
 
 TEST_F(ReporterTest, SmallUsageChangesWaitForTheHeartbeat) {

@@ -47,6 +47,7 @@ std::string EncodeAllocation(const Allocation& allocation) {
     ojson devices = ojson::array();
     for (const AllocatedDevice& d : c.devices) {
       ojson dj = {{"uuid", d.uuid}, {"index", d.index}, {"memMiB", d.mem_mib}};
+      if (d.compute_pct != kComputeNotRecorded) dj["computePct"] = d.compute_pct;
       if (!d.parent_uuid.empty()) dj["parent"] = d.parent_uuid;
       if (!d.profile.empty()) dj["profile"] = d.profile;
       devices.push_back(std::move(dj));
@@ -99,6 +100,8 @@ StatusOr<Allocation> DecodeAllocation(std::string_view text) {
       if (d.uuid.empty()) return Bad(dwhere + ".uuid", "missing or empty");
       GPUPACK_RETURN_IF_ERROR(ReadField(dj, "index", dwhere, d.index));
       GPUPACK_RETURN_IF_ERROR(ReadField(dj, "memMiB", dwhere, d.mem_mib));
+      GPUPACK_RETURN_IF_ERROR(ReadField(dj, "computePct", dwhere, d.compute_pct));
+      if (d.compute_pct > model::kDeviceComputePct) return Bad(dwhere + ".computePct", "must be at most 100");
       GPUPACK_RETURN_IF_ERROR(ReadField(dj, "parent", dwhere, d.parent_uuid));
       GPUPACK_RETURN_IF_ERROR(ReadField(dj, "profile", dwhere, d.profile));
       c.devices.push_back(std::move(d));

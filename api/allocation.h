@@ -3,14 +3,17 @@
 // which an extender rebuilds its whole ledger after a restart.
 //
 //   {"v":1,"node":"n1","containers":[{"name":"main","index":0,"devices":
-//     [{"uuid":"GPU-…","index":0,"memMiB":8192}]}]}
+//     [{"uuid":"GPU-…","index":0,"memMiB":8192,"computePct":10}]}]}
 //
 // Container fields: "name", "index" (position in spec.containers, or spec.initContainers when
 // "init":true), "exclusive":true for whole-device requests, "withinPod":true for an init container
 // that reuses devices the pod's app containers hold (it adds nothing to the ledger). Device fields: "uuid", "index"
-// (device index on the node), "memMiB" (the cap), and for MIG instances "parent" and "profile". Top-level "spreadKey":
-// the pod's gpupack.io/spread-key, when it has one. Optional fields are omitted when they hold their default. Decoding
-// accepts any key order, ignores unknown keys (forward compatibility within v1) and refuses other versions.
+// (device index on the node), "memMiB" (the cap), "computePct" (the compute share reserved on the device, percent
+// of its SMs: the container's gpupack.io/gpu-compute, else its memory's share rounded down; 100 when exclusive;
+// absent in allocations written before compute shares existed), and for MIG instances "parent" and "profile". Top-level
+// "spreadKey": the pod's gpupack.io/spread-key, when it has one. Optional fields are omitted when they hold their
+// default. Decoding accepts any key order, ignores unknown keys (forward compatibility within v1) and refuses other
+// versions.
 //
 // Thread safety: plain values and pure functions.
 #pragma once
@@ -26,13 +29,16 @@
 namespace gpupack::api {
 
 inline constexpr int kAllocationVersion = 1;
+// AllocatedDevice::compute_pct of an allocation written before compute shares existed.
+inline constexpr int kComputeNotRecorded = -1;
 
 struct AllocatedDevice {
   std::string uuid;
   int index = 0;
   model::MiB mem_mib = 0;
-  std::string parent_uuid;  // MIG only
-  std::string profile;      // MIG only
+  std::string parent_uuid;                // MIG only
+  std::string profile;                    // MIG only
+  int compute_pct = kComputeNotRecorded;  // "computePct"
 
   bool operator==(const AllocatedDevice&) const = default;
 };

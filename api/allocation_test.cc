@@ -19,6 +19,25 @@ TEST(Allocation, EncodesTheDesignFormat) {
       R"({"v":1,"node":"n1","containers":[{"name":"main","index":0,"devices":[{"uuid":"GPU-1","index":0,"memMiB":8192}]}]})");
 }
 
+TEST(Allocation, CarriesEachDevicesComputeShare) {
+  Allocation a;
+  a.node = "n1";
+  a.containers.push_back(
+      {"main", 0, false, false, false, {{"GPU-1", 0, 8192, "", "", 30}, {"GPU-2", 1, 8192, "", "", 0}}});
+  const std::string text = EncodeAllocation(a);
+  EXPECT_EQ(text, R"({"v":1,"node":"n1","containers":[{"name":"main","index":0,"devices":[)"
+                  R"({"uuid":"GPU-1","index":0,"memMiB":8192,"computePct":30},)"
+                  R"({"uuid":"GPU-2","index":1,"memMiB":8192,"computePct":0}]}]})");
+  StatusOr<Allocation> back = DecodeAllocation(text);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, a);
+  // Written before compute shares existed: not recorded.
+  StatusOr<Allocation> old = DecodeAllocation(
+      R"({"v":1,"node":"n1","containers":[{"name":"main","devices":[{"uuid":"GPU-1","memMiB":8192}]}]})");
+  ASSERT_TRUE(old.ok());
+  EXPECT_EQ(old->containers[0].devices[0].compute_pct, kComputeNotRecorded);
+}
+
 TEST(Allocation, RoundTrips) {
   const Allocation a = TwoContainerAllocation();
   StatusOr<Allocation> back = DecodeAllocation(EncodeAllocation(a));
@@ -52,6 +71,10 @@ TEST(Allocation, RefusesMalformedInputNamingTheField) {
        "containers[0].devices[0].memMiB"},
       {R"({"v":1,"node":"n1","containers":[{"name":7,"devices":[]}]})", "containers[0].name"},
       {R"({"v":1,"node":"n1","containers":[{"name":"m","devices":[{"uuid":"G","memMiB":1.5}]}]})", "memMiB"},
+      {R"({"v":1,"node":"n1","containers":[{"name":"m","devices":[{"uuid":"G","computePct":101}]}]})",
+       "containers[0].devices[0].computePct: must be at most 100"},
+      {R"({"v":1,"node":"n1","containers":[{"name":"m","devices":[{"uuid":"G","computePct":-1}]}]})",
+       "containers[0].devices[0].computePct: must not be negative"},
       // Two containers without indexes would both write c0-*: one would run with the other's cap.
       {R"({"v":1,"node":"n1","containers":[{"name":"a","devices":[]},{"name":"b","devices":[]}]})",
        "containers[1].index: app container index 0 appears twice (also containers[0])"},

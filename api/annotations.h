@@ -13,6 +13,9 @@ namespace gpupack::api {
 // Extended resources a container asks for in resources.limits (or requests).
 inline constexpr std::string_view kResourceGpuMemory = "gpupack.io/gpu-memory";
 inline constexpr std::string_view kResourceGpu = "gpupack.io/gpu";
+// A container's compute share of each of its devices: whole percent of the device's SMs (of a MIG
+// instance's own), 1–100, beside gpupack.io/gpu-memory (docs/annotations.md, "Compute").
+inline constexpr std::string_view kResourceGpuCompute = "gpupack.io/gpu-compute";
 // The device plugin resource gpupack refuses to mix with its own in one container.
 inline constexpr std::string_view kResourceNvidiaGpu = "nvidia.com/gpu";
 
@@ -48,7 +51,7 @@ inline constexpr std::string_view kAnnotationAllocation = "gpupack.io/allocation
 // gpupack.io/gpu-mem and the extender reports such a pod unschedulable with the same message
 // (a misspelt name would otherwise ask for nothing and pass silently). A new annotation goes here.
 inline constexpr std::string_view kGpupackPrefix = "gpupack.io/";
-inline constexpr std::string_view kKnownResources[] = {kResourceGpuMemory, kResourceGpu};
+inline constexpr std::string_view kKnownResources[] = {kResourceGpuMemory, kResourceGpu, kResourceGpuCompute};
 inline constexpr std::string_view kUserAnnotations[] = {
     kAnnotationDeviceKind,      kAnnotationMigProfile, kAnnotationGpuModel,        kAnnotationIsolation,
     kAnnotationGpuModelExclude, kAnnotationGpuUuids,   kAnnotationGpuUuidsExclude, kAnnotationNodePolicy,

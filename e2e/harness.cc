@@ -367,6 +367,7 @@ StatusOr<LedgerReport> CheckLedger(kube::Client& api, const std::string& ns, con
     int64_t used = 0;
     bool exclusive = false;
     std::set<std::string> pods;
+    int compute_pct = 0;
   };
   std::map<std::string, Dev> devices;
   GPUPACK_ASSIGN_OR_RETURN(kube::ListResult gpunodes, api.List(kube::GpuNodesResource(), ""));
@@ -409,6 +410,7 @@ StatusOr<LedgerReport> CheckLedger(kube::Client& api, const std::string& ns, con
         return Status::Internal("pod " + kube::ObjectKey(pod) + " on " + node + " holds device " + uuid + " of node " +
                                 it->second.node);
       it->second.used += share.mem_mib;
+      it->second.compute_pct += share.compute_pct;
       it->second.exclusive = it->second.exclusive || share.exclusive;
       it->second.pods.insert(kube::ObjectKey(pod));
     }
@@ -422,6 +424,10 @@ StatusOr<LedgerReport> CheckLedger(kube::Client& api, const std::string& ns, con
     if (d.used > d.capacity) {
       return Status::Internal("device " + uuid + " on " + d.node + " overbooked: " + std::to_string(d.used) +
                               " MiB of " + std::to_string(d.capacity) + " by" + holders);
+    }
+    if (d.compute_pct > model::kDeviceComputePct) {
+      return Status::Internal("device " + uuid + " on " + d.node + " overbooked: " + std::to_string(d.compute_pct) +
+                              " % compute by" + holders);
     }
     if (d.exclusive && d.pods.size() > 1) return Status::Internal("exclusive device " + uuid + " shared by" + holders);
   }

@@ -126,8 +126,8 @@ struct LedgerReport {
 
 // The device ledger invariant from the API server's truth: for every live pod of the run with a
 // gpupack.io/allocation, every device exists on the pod's node (per its GPUNode), Σ caps ≤
-// capacity per device, an exclusive holder is alone, and the annotation's node is spec.nodeName;
-// a bound gpupack pod without an allocation is an error too. Returns the first violation.
+// capacity and Σ compute shares ≤ 100 % per device, an exclusive holder is alone, and the annotation's node is
+// spec.nodeName; a bound gpupack pod without an allocation is an error too. Returns the first violation.
 StatusOr<LedgerReport> CheckLedger(kube::Client& api, const std::string& ns, const std::string& run_label);
 
 struct SchedulerOptions {

@@ -10,6 +10,33 @@ MiB PodRequest::TotalMemMiB() const {
   return total;
 }
 
+bool PodRequest::WantsCompute() const {
+  for (const auto& c : containers) {
+    if (c.compute_pct > 0) return true;
+  }
+  return false;
+}
+
+int ProportionalComputePct(MiB mem_mib, MiB capacity_mib) {
+  if (capacity_mib <= 0 || mem_mib <= 0) return 0;
+  if (mem_mib >= capacity_mib) return kDeviceComputePct;
+  return static_cast<int>(mem_mib * kDeviceComputePct / capacity_mib);
+}
+
+int AllocatedComputePct(const Device& device) {
+  int allocated = 0;
+  for (const auto& s : device.shares) {
+    if (s.exclusive) return kDeviceComputePct;
+    allocated += s.compute_pct;
+  }
+  return allocated;
+}
+
+int ShareComputePct(const ContainerPlacement& cp, size_t i, const Device& device) {
+  if (i < cp.compute_pct.size()) return cp.compute_pct[i];
+  return cp.exclusive ? kDeviceComputePct : ProportionalComputePct(cp.mem_per_device_mib, device.capacity_mib);
+}
+
 namespace {
 
 bool IsWordSeparator(char c) { return c == ' ' || c == '-'; }

@@ -2,7 +2,8 @@
 // placements. Everything here is a plain value (standard library only: no sockets, threads,
 // clocks or third-party types), so the wire types, the placement library, the extender, the
 // agent, the simulator and the benchmarks share one vocabulary. Memory is in MiB
-// throughout (int64); CPU in milli-cores; host memory in bytes.
+// throughout (int64); CPU in milli-cores; host memory in bytes; a device's compute in whole percent
+// of its SMs (of a MIG instance's own SMs for an instance).
 //
 // Thread safety: plain values; concurrent const access is safe.
 #pragma once
@@ -21,6 +22,15 @@ inline constexpr int kMaxDevicesPerNode = 64;
 
 using MiB = int64_t;
 
+// Every device (a whole GPU or one MIG instance) has this much compute: shares are whole percent
+// of its streaming multiprocessors.
+inline constexpr int kDeviceComputePct = 100;
+
+// The compute share a container that asks for none reserves on a device (docs/annotations.md):
+// ⌊100 · mem / capacity⌋ percent, its share of the device's memory rounded down, so the memory-only
+// shares on a device never sum over 100 %. 0 for a device without capacity.
+int ProportionalComputePct(MiB mem_mib, MiB capacity_mib);
+
 // What a pod's memory lands on: a whole GPU (not in MIG mode) or one MIG instance.
 enum class DeviceKind : uint8_t { kGpu, kMig };
 
@@ -32,6 +42,9 @@ struct DeviceShare {
   MiB mem_mib = 0;         // the cap
   bool exclusive = false;  // whole-device request: nobody else may share the device
   std::string spread_key;  // the pod's gpupack.io/spread-key ("" = none): its replicas avoid this device
+  // The compute share reserved, percent of the device's SMs: the container's gpupack.io/gpu-compute,
+  // else ProportionalComputePct of its cap; kDeviceComputePct when exclusive.
+  int compute_pct = 0;
 };
 
 struct Device {
@@ -55,6 +68,9 @@ struct Device {
   bool hard_isolation = false;
   std::vector<DeviceShare> shares;  // current allocations (bound and reserved)
 };
+
+// Σ compute_pct of the device's shares (kDeviceComputePct once any share is exclusive).
+int AllocatedComputePct(const Device& device);
 
 struct Node {
   std::string name;
@@ -85,6 +101,9 @@ struct ContainerRequest {
   int device_count = 0;  // k distinct devices; 0 = no gpupack devices
   // Per-device cap. 0 = whole devices taken exclusively (gpupack.io/gpu without gpu-memory).
   MiB mem_per_device_mib = 0;
+  // Per-device compute share in percent (gpupack.io/gpu-compute, 1–100); 0 = none asked: the
+  // container reserves ProportionalComputePct of its memory on each device.
+  int compute_pct = 0;
   bool whole_device() const { return device_count > 0 && mem_per_device_mib == 0; }
 };
 
@@ -114,6 +133,8 @@ struct PodRequest {
   bool spread_across_nodes = false;
 
   bool WantsDevices() const { return !containers.empty(); }
+  // Some container asks for a compute share (gpupack.io/gpu-compute).
+  bool WantsCompute() const;
   std::string Key() const { return ns + "/" + name; }
   // Σ over app containers of k × per-device memory (whole devices count their k only).
   MiB TotalMemMiB() const;
@@ -134,6 +155,8 @@ struct ContainerPlacement {
   bool init = false;
   std::vector<int> device_slots;
   MiB mem_per_device_mib = 0;  // the cap written on each device (for whole devices: its capacity)
+  // The compute share reserved on each device, in device_slots' order (DeviceShare::compute_pct).
+  std::vector<int> compute_pct;
   bool exclusive = false;
   // Init containers run before the app containers, so one that fits inside devices the pod
   // already holds reuses them and adds no memory to the ledger (Kubernetes' max(init, sum(app))).
@@ -143,5 +166,9 @@ struct ContainerPlacement {
 struct Placement {
   std::vector<ContainerPlacement> containers;
 };
+
+// The compute share container placement `cp` reserves on its i-th device: cp.compute_pct[i], or for
+// a placement without them (built by hand) all of it when exclusive, else its memory's share.
+int ShareComputePct(const ContainerPlacement& cp, size_t i, const Device& device);
 
 }  // namespace gpupack::model

@@ -25,9 +25,12 @@ struct Columns {
   int n_fractional = 0;  // specs [0, n_fractional) ask for part of a device
   int n_device = 0;      // specs [n_fractional, n_device) ask for whole devices; the rest CPU only
   double total_weight = 0;
-  int64_t max_cpu = 0;                            // the largest spec CPU: a node with more free never lacks CPU
-  uint64_t multi_whole = 0;                       // bit m: spec m asks for several whole devices
-  std::array<MiB, kMaxTypicalSpecs> mem{};        // per-device need; 0 = whole device
+  int64_t max_cpu = 0;                      // the largest spec CPU: a node with more free never lacks CPU
+  uint64_t multi_whole = 0;                 // bit m: spec m asks for several whole devices
+  std::array<MiB, kMaxTypicalSpecs> mem{};  // per-device need; 0 = whole device
+  // Per-device compute share, percent; 0 = proportional to mem (TypicalSpec::compute_pct).
+  std::array<int16_t, kMaxTypicalSpecs> compute{};
+  bool any_compute = false;                       // some spec names a compute share: Score measures in two dimensions
   std::array<int32_t, kMaxTypicalSpecs> count{};  // devices needed; CPU-only specs: never satisfiable
   std::array<double, kMaxTypicalSpecs> weight{};
   std::array<int64_t, kMaxTypicalSpecs> cpu{};

@@ -93,6 +93,7 @@ Demand DemandOfSpec(const TypicalSpec& s) {
   Demand d;
   d.count = s.device_count;
   d.mem = s.mem_per_device_mib;
+  d.compute = s.compute_pct;
   d.kind = s.device_kind;
   d.mig_profile = &s.mig_profile;
   d.models = &s.gpu_models;
@@ -103,6 +104,7 @@ Demand DemandOfContainer(const PodRequest& pod, const ContainerRequest& c) {
   Demand d;
   d.count = c.device_count;
   d.mem = c.mem_per_device_mib;
+  d.compute = c.compute_pct;
   d.kind = pod.device_kind;
   d.mig_profile = &pod.mig_profile;
   d.models = &pod.gpu_models;

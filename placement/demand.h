@@ -14,8 +14,9 @@ namespace gpupack::placement {
 
 // A device demand in the shape both typical specs and pod containers share.
 struct Demand {
-  int count = 0;  // distinct devices
-  MiB mem = 0;    // per device; 0 = whole device
+  int count = 0;    // distinct devices
+  MiB mem = 0;      // per device; 0 = whole device
+  int compute = 0;  // per-device compute share in percent; 0 = ProportionalComputePct of `mem`
   DeviceKindPreference kind = DeviceKindPreference::kAny;
   const std::string* mig_profile = nullptr;          // empty or null = any
   const std::vector<std::string>* models = nullptr;  // null or empty = any
@@ -59,6 +60,13 @@ std::string DescribeSort(const Demand& d);
 // Whole-device demands, and hard isolation on a MIG instance, take the device exclusively.
 inline bool TakesExclusively(const Device& d, const Demand& demand) {
   return demand.mem == 0 || (demand.hard_isolation && d.kind == DeviceKind::kMig);
+}
+
+// The compute share, percent, the demand reserves on device `d`: all of it when taken exclusively,
+// its own share when it names one, else its memory's share of the device (ProportionalComputePct).
+inline int ComputeNeedPct(const Device& d, const Demand& demand, bool exclusive) {
+  if (exclusive) return model::kDeviceComputePct;
+  return demand.compute > 0 ? demand.compute : model::ProportionalComputePct(demand.mem, d.capacity_mib);
 }
 
 Demand DemandOfSpec(const TypicalSpec& s);

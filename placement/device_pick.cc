@@ -9,6 +9,7 @@
 #include <string>
 
 #include "model/rule_names.h"
+#include "placement/compute_cost.h"
 #include "placement/demand.h"
 
 namespace gpupack::placement {
@@ -45,12 +46,14 @@ Verdict NodeVerdict(const Node& node, const NodeSummary& sum, const PodRequest& 
 }
 
 // Why a demand cannot be placed on the node in its current tentative state. Distinguishes what
-// no amount of eviction fixes (unresolvable) from a shortage of free memory / devices.
-Verdict ShortageVerdict(const Node& node, const MiB* free, const bool* empty, const Demand& demand,
-                        const PlacementOptions& o) {
-  int sort_matching = 0, matching = 0, large_enough = 0, usable_now = 0;
+// no amount of eviction fixes (unresolvable) from a shortage of free memory / devices / compute.
+// `free_compute` null: compute is not short anywhere (NodeSummary::compute_slack).
+Verdict ShortageVerdict(const Node& node, const MiB* free, const bool* empty, const int16_t* free_compute,
+                        const Demand& demand, const PlacementOptions& o) {
+  int sort_matching = 0, matching = 0, large_enough = 0, usable_now = 0, memory_now = 0;
   std::array<int, static_cast<int>(Rule::kCount)> refused{};
   MiB largest_capacity = 0, largest_free = 0;
+  int compute_need = 0, largest_compute = 0;
   const int n = static_cast<int>(node.devices.size());
   for (int g = 0; g < n; ++g) {
     const Device& d = node.devices[g];
@@ -64,9 +67,16 @@ Verdict ShortageVerdict(const Node& node, const MiB* free, const bool* empty, co
     largest_capacity = std::max(largest_capacity, DeviceUsableMiB(d, o));
     if (demand.mem == 0 || DeviceUsableMiB(d, o) >= demand.mem) ++large_enough;
     largest_free = std::max(largest_free, free[g]);
-    bool ok =
-        TakesExclusively(d, demand) ? empty[g] && (demand.mem == 0 || free[g] >= demand.mem) : free[g] >= demand.mem;
-    if (ok) ++usable_now;
+    const bool exclusive = TakesExclusively(d, demand);
+    const bool ok = exclusive ? empty[g] && (demand.mem == 0 || free[g] >= demand.mem) : free[g] >= demand.mem;
+    if (!ok) continue;
+    ++memory_now;
+    if (free_compute != nullptr && free_compute[g] < ComputeNeedPct(d, demand, exclusive)) {
+      compute_need = std::max(compute_need, ComputeNeedPct(d, demand, exclusive));
+      largest_compute = std::max<int>(largest_compute, free_compute[g]);
+      continue;
+    }
+    ++usable_now;
   }
   if (sort_matching == 0) return Verdict::Reject(RejectReason::kNoMatchingDevice, true, 0, 0, DescribeSort(demand));
   const std::string rules = DescribeRules(refused, demand);
@@ -78,6 +88,11 @@ Verdict ShortageVerdict(const Node& node, const MiB* free, const bool* empty, co
   if (large_enough < demand.count) {
     return Verdict::Reject(RejectReason::kTooFewMatchingDevices, true, demand.count, large_enough,
                            DescribeSort(demand) + (rules.empty() ? "" : " (" + rules + ")"));
+  }
+  if (memory_now >= demand.count) {
+    // The memory is there; the compute shares are not.
+    return Verdict::Reject(RejectReason::kInsufficientDeviceCompute, false, compute_need, largest_compute,
+                           demand.count == 1 ? "" : std::to_string(demand.count) + " devices");
   }
   if (demand.mem == 0) return Verdict::Reject(RejectReason::kInsufficientEmptyDevices, false, demand.count, usable_now);
   if (demand.count == 1)
@@ -94,6 +109,7 @@ struct Pick {
   int64_t loss = 0;
   double loss_mib = 0;
   MiB new_free = 0;
+  int compute = 0;  // the share the pick reserves (tracked only where compute can be short)
 };
 
 // The node as the pod's picks so far leave it, and the costs they add up to. Lives on the
@@ -114,6 +130,9 @@ class TentativePlacement {
   bool ReuseHeldDevices(const ContainerRequest& c, const Demand& demand, ContainerPlacement* cp) const;
   // `taken` bit g: the container already has device g.
   Pick BestDevice(const Demand& demand, uint64_t taken) const;
+  // The same in two dimensions (compute_mode_): every device the memory and the compute share
+  // fit, priced by the two-dimensional ΔF under FGD.
+  Pick BestDeviceWithCompute(const Demand& demand, uint64_t taken) const;
   bool SameStateSeen(const std::array<int, kMaxDevicesPerNode>& seen, int seen_n, int g, const Demand& demand,
                      bool exclusive) const;
   Pick Candidate(int g, const Demand& demand, bool exclusive) const;
@@ -170,7 +189,19 @@ class TentativePlacement {
   double completion_loss_ = 0;
   const bool constrained_;
   int picks_left_;
+  // Two dimensions: the pod or a typical shape names a compute share, so FGD's ΔF is the
+  // two-dimensional one (compute_cost.h) and F̂ and the completion value, which measure memory
+  // alone, are left out of the costs.
+  const bool compute_mode_;
+  // The devices' free compute is followed: in compute_mode_, or where a share on the node
+  // reserves more compute than its memory's share, so a memory-only pick can find it short.
+  const bool track_compute_;
+  std::array<int16_t, kMaxDevicesPerNode> free_compute_;
+  std::array<int16_t, kMaxDevicesPerNode> pod_compute_;  // the pod's share on each device it holds
+  ComputeFragmentation compute_fgd_;
 };
+
+bool InComputeMode(const EvaluationInputs& in) { return in.cols.any_compute || in.pod.pod->WantsCompute(); }
 
 TentativePlacement::TentativePlacement(const EvaluationInputs& in, NodeScore& out, Placement* placement)
     : node_(in.node),
@@ -191,12 +222,17 @@ TentativePlacement::TentativePlacement(const EvaluationInputs& in, NodeScore& ou
       fill_usable_free_now_(in.sum.fill_usable_free()),
       fill_total_free_(in.sum.total_free),
       multi_whole_(in.cols.multi_whole),
-      with_completion_(device_kind_ == PolicyKind::kFgd && !in.completion.empty()),
+      with_completion_(device_kind_ == PolicyKind::kFgd && !in.completion.empty() && !InComputeMode(in)),
       constrained_(in.pod.constrained),
-      picks_left_(in.pod.picks) {
+      picks_left_(in.pod.picks),
+      compute_mode_(InComputeMode(in)),
+      track_compute_(compute_mode_ || !in.sum.compute_slack) {
   for (int g = 0; g < n_; ++g) {
     st_.free[g] = sum_.devices()[g].free;
     st_.empty[g] = sum_.devices()[g].empty;
+  }
+  if (track_compute_) {
+    for (int g = 0; g < n_; ++g) free_compute_[g] = sum_.devices()[g].free_compute;
   }
   st_.total_free = sum_.total_free;
   st_.free_cpu = sum_.free_cpu_milli < 0 ? -1 : sum_.free_cpu_milli - pod_.cpu_milli;
@@ -209,6 +245,19 @@ TentativePlacement::TentativePlacement(const EvaluationInputs& in, NodeScore& ou
 
 // F's change from the pod's CPU alone, before any device pick.
 void TentativePlacement::StartFgd() {
+  if (compute_mode_) {
+    std::array<ComputeDevice, kMaxDevicesPerNode> devices;
+    for (int g = 0; g < n_; ++g) {
+      const NodeSummary::DeviceSlot& slot = sum_.devices()[g];
+      devices[g] =
+          ComputeDevice{slot.free, slot.free_compute, slot.empty, slot.spec_match, node_.devices[g].capacity_mib};
+    }
+    compute_fgd_.Start(cols_, devices.data(), n_, sum_.cpu_short);
+    const double before = compute_fgd_.Value();
+    if (cpu_short_ != sum_.cpu_short) compute_fgd_.Start(cols_, devices.data(), n_, cpu_short_);
+    fgd_cost_ = compute_fgd_.Value() - before;
+    return;
+  }
   if (cpu_short_ != sum_.cpu_short) {
     WorkState cpu_only;  // the node's devices as they are, with the pod's CPU taken
     std::copy_n(sum_.usable(), cols_.n, cpu_only.usable.begin());
@@ -228,19 +277,25 @@ bool TentativePlacement::PlaceContainer(const ContainerRequest& c, const Demand&
   // picks several devices (most pick one).
   std::array<MiB, kMaxDevicesPerNode> free_copy;
   std::array<bool, kMaxDevicesPerNode> empty_copy;
+  std::array<int16_t, kMaxDevicesPerNode> compute_copy;
   const MiB* free_before = st_.free.data();
   const bool* empty_before = st_.empty.data();
+  const int16_t* compute_before = track_compute_ ? free_compute_.data() : nullptr;
   if (c.device_count > 1) {
     std::copy_n(st_.free.begin(), n_, free_copy.begin());
     std::copy_n(st_.empty.begin(), n_, empty_copy.begin());
     free_before = free_copy.data();
     empty_before = empty_copy.data();
+    if (track_compute_) {
+      std::copy_n(free_compute_.begin(), n_, compute_copy.begin());
+      compute_before = compute_copy.data();
+    }
   }
   for (int round = 0; round < c.device_count; ++round) {
     const Pick pick = BestDevice(demand, taken);
     if (pick.slot < 0) {
       // Report the shortage as the container found the node, not after its own partial picks.
-      out_.verdict = ShortageVerdict(node_, free_before, empty_before, demand, options_);
+      out_.verdict = ShortageVerdict(node_, free_before, empty_before, compute_before, demand, options_);
       if (placement_ != nullptr) placement_->containers.clear();
       return false;
     }
@@ -260,7 +315,8 @@ bool TentativePlacement::ReuseHeldDevices(const ContainerRequest& c, const Deman
     if (!((pod_holds_ >> g) & 1) || !SortMatches(node_.devices[g], demand)) continue;
     const bool ok = c.mem_per_device_mib == 0 ? pod_cap_[g] >= DeviceUsableMiB(node_.devices[g], options_)
                                               : pod_cap_[g] >= c.mem_per_device_mib;
-    if (ok) held[held_n++] = g;
+    // A share of its own must be within the pod's (a proportional one is, with the memory).
+    if (ok && (demand.compute == 0 || pod_compute_[g] >= demand.compute)) held[held_n++] = g;
   }
   if (held_n < c.device_count) return false;
   if (cp != nullptr) {
@@ -268,6 +324,7 @@ bool TentativePlacement::ReuseHeldDevices(const ContainerRequest& c, const Deman
     cp->mem_per_device_mib = c.mem_per_device_mib;
     for (int i = 0; i < c.device_count; ++i) {
       cp->device_slots.push_back(held[i]);
+      cp->compute_pct.push_back(ComputeNeedPct(node_.devices[held[i]], demand, c.mem_per_device_mib == 0));
       if (c.mem_per_device_mib == 0) cp->mem_per_device_mib = std::max(cp->mem_per_device_mib, pod_cap_[held[i]]);
     }
   }
@@ -278,11 +335,13 @@ bool TentativePlacement::ReuseHeldDevices(const ContainerRequest& c, const Deman
 // such device in slot order. The loss is one table lookup and ranks first, so FGD's ΔF is
 // computed only for a device whose loss does not already lose to the best so far.
 Pick TentativePlacement::BestDevice(const Demand& demand, uint64_t taken) const {
+  if (compute_mode_) return BestDeviceWithCompute(demand, taken);
   DeltaEvaluator delta(cols_, sum_, st_, tally_usable_, tally_unusable_, feasible_);
   Pick best;
   // Devices in identical states give identical costs: evaluate each state once. Before the pod's
-  // first pick, the summary knows them for a pod without device rules.
-  const bool distinct_known = !constrained_ && pod_holds_ == 0;
+  // first pick, the summary knows them for a pod without device rules, on a node where memory
+  // alone decides (its twins may differ in compute).
+  const bool distinct_known = !constrained_ && pod_holds_ == 0 && !track_compute_;
   const uint64_t every = n_ >= 64 ? ~uint64_t{0} : (uint64_t{1} << n_) - 1;
   std::array<int, kMaxDevicesPerNode> seen;
   int seen_n = 0;
@@ -297,11 +356,14 @@ Pick TentativePlacement::BestDevice(const Demand& demand, uint64_t taken) const 
     } else if (st_.free[g] < demand.mem) {
       continue;
     }
+    const int compute = track_compute_ ? ComputeNeedPct(node_.devices[g], demand, exclusive) : 0;
+    if (track_compute_ && compute > free_compute_[g]) continue;
     if (!distinct_known) {
       if (SameStateSeen(seen, seen_n, g, demand, exclusive)) continue;
       seen[seen_n++] = g;
     }
     Pick candidate = Candidate(g, demand, exclusive);
+    candidate.compute = compute;
     if (best.slot >= 0 && candidate.loss > best.loss) continue;
     if (device_kind_ == PolicyKind::kFgd) {
       candidate.fgd_delta = delta.Delta(g, candidate.new_free);
@@ -312,6 +374,35 @@ Pick TentativePlacement::BestDevice(const Demand& demand, uint64_t taken) const 
   // Under another device policy, FGD's tallies are still followed when the node policy is FGD.
   if (best.slot >= 0 && fgd_ && device_kind_ != PolicyKind::kFgd)
     best.fgd_delta = delta.Delta(best.slot, best.new_free);
+  return best;
+}
+
+Pick TentativePlacement::BestDeviceWithCompute(const Demand& demand, uint64_t taken) const {
+  Pick best;
+  for (int g = 0; g < n_; ++g) {
+    if ((taken >> g) & 1) continue;
+    const Device& d = node_.devices[g];
+    if (constrained_ ? !Allowed(d, demand) : !InPool(d)) continue;
+    const bool exclusive = constrained_ ? TakesExclusively(d, demand) : demand.mem == 0;
+    if (exclusive ? !st_.empty[g] || (demand.mem > 0 && st_.free[g] < demand.mem) : st_.free[g] < demand.mem) continue;
+    const int compute = ComputeNeedPct(d, demand, exclusive);
+    if (compute > free_compute_[g]) continue;
+    Pick candidate;
+    candidate.slot = g;
+    candidate.compute = compute;
+    candidate.new_free = exclusive ? 0 : st_.free[g] - demand.mem;
+    const int new_compute = free_compute_[g] - compute;
+    if (device_kind_ == PolicyKind::kFgd) {
+      candidate.fgd_delta = compute_fgd_.Delta(g, candidate.new_free, new_compute);
+      candidate.cost = candidate.fgd_delta;
+    } else {
+      const double left = static_cast<double>(candidate.new_free);
+      candidate.cost = device_kind_ == PolicyKind::kBinpack ? left : -left;
+    }
+    if (best.slot < 0 || candidate.cost < best.cost) best = candidate;
+  }
+  if (best.slot >= 0 && fgd_ && device_kind_ != PolicyKind::kFgd)
+    best.fgd_delta = compute_fgd_.Delta(best.slot, best.new_free, free_compute_[best.slot] - best.compute);
   return best;
 }
 
@@ -364,7 +455,16 @@ Pick TentativePlacement::Candidate(int g, const Demand& demand, bool exclusive) 
 void TentativePlacement::Take(const Pick& pick, const Demand& demand, ContainerPlacement* cp) {
   const int best = pick.slot;
   --picks_left_;
-  if (fgd_) {
+  if (compute_mode_) {
+    if (fgd_) {
+      fgd_cost_ += pick.fgd_delta;
+      compute_fgd_.Apply(best, pick.new_free, free_compute_[best] - pick.compute);
+    }
+    fill_total_free_ += pick.new_free - st_.free[best];
+    st_.total_free += pick.new_free - st_.free[best];
+    st_.free[best] = pick.new_free;
+    st_.empty[best] = false;
+  } else if (fgd_) {
     TakeFgd(pick);
   } else {
     st_.total_free += pick.new_free - st_.free[best];
@@ -374,10 +474,16 @@ void TentativePlacement::Take(const Pick& pick, const Demand& demand, ContainerP
   const Device& d = node_.devices[best];
   const bool exclusive = TakesExclusively(d, demand);
   const MiB cap = exclusive && demand.mem == 0 ? d.capacity_mib : demand.mem;
-  pod_cap_[best] = (((pod_holds_ >> best) & 1) ? pod_cap_[best] : 0) + cap;
+  // Untracked, the share is only written into the placement.
+  const int compute = track_compute_ || cp == nullptr ? pick.compute : ComputeNeedPct(d, demand, exclusive);
+  if (track_compute_) free_compute_[best] = static_cast<int16_t>(free_compute_[best] - compute);
+  const bool held = (pod_holds_ >> best) & 1;
+  pod_cap_[best] = (held ? pod_cap_[best] : 0) + cap;
+  pod_compute_[best] = static_cast<int16_t>((held ? pod_compute_[best] : 0) + compute);
   pod_holds_ |= uint64_t{1} << best;
   if (cp != nullptr) {
     cp->device_slots.push_back(best);
+    cp->compute_pct.push_back(compute);
     cp->mem_per_device_mib = cap;
     cp->exclusive = exclusive;
   }
@@ -463,7 +569,7 @@ double TentativePlacement::FillCost() const {
 void TentativePlacement::FinishCost() {
   if (node_kind_ == PolicyKind::kFgd) {
     out_.cost = fgd_cost_;
-    out_.fill_cost = FillCost();
+    out_.fill_cost = compute_mode_ ? 0 : FillCost();
     out_.reservation_cost = sum_.reservation_tightness * static_cast<double>(sum_.total_free - fill_total_free_);
     out_.completion_loss = completion_loss_;
   } else if (!pod_.WantsDevices()) {

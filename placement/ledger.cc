@@ -9,16 +9,19 @@ namespace gpupack::placement {
 Status ApplyPlacement(Node& node, const PodRequest& pod, const Placement& placement, const PlacementOptions& options) {
   // Check everything first, so a failure leaves the node untouched.
   std::array<MiB, kMaxDevicesPerNode> add{};
+  std::array<int, kMaxDevicesPerNode> add_compute{};
   std::array<bool, kMaxDevicesPerNode> excl{};
   const int n = static_cast<int>(node.devices.size());
   for (const auto& cp : placement.containers) {
     if (cp.within_pod_devices) continue;
-    for (int slot : cp.device_slots) {
+    for (size_t i = 0; i < cp.device_slots.size(); ++i) {
+      const int slot = cp.device_slots[i];
       if (slot < 0 || slot >= n || slot >= kMaxDevicesPerNode) {
         return Status::FailedPrecondition("placement names device slot " + std::to_string(slot) + " but node " +
                                           node.name + " has " + std::to_string(n) + " devices");
       }
       add[slot] += cp.mem_per_device_mib;
+      add_compute[slot] += model::ShareComputePct(cp, i, node.devices[slot]);
       excl[slot] = excl[slot] || cp.exclusive;
     }
   }
@@ -34,12 +37,19 @@ Status ApplyPlacement(Node& node, const PodRequest& pod, const Placement& placem
       return Status::FailedPrecondition("device " + d.uuid + " on " + node.name + " has " + std::to_string(free) +
                                         " MiB free, placement needs " + std::to_string(need) + " MiB");
     }
+    if (add_compute[g] > DeviceFreeComputePct(d)) {
+      return Status::FailedPrecondition("device " + d.uuid + " on " + node.name + " has " +
+                                        std::to_string(DeviceFreeComputePct(d)) + " % compute free, placement needs " +
+                                        std::to_string(add_compute[g]) + " %");
+    }
   }
   for (const auto& cp : placement.containers) {
     if (cp.within_pod_devices) continue;
-    for (int slot : cp.device_slots) {
-      node.devices[slot].shares.push_back(
-          DeviceShare{pod.uid, pod.Key(), cp.container, cp.mem_per_device_mib, cp.exclusive, pod.spread_key});
+    for (size_t i = 0; i < cp.device_slots.size(); ++i) {
+      const int slot = cp.device_slots[i];
+      node.devices[slot].shares.push_back(DeviceShare{pod.uid, pod.Key(), cp.container, cp.mem_per_device_mib,
+                                                      cp.exclusive, pod.spread_key,
+                                                      model::ShareComputePct(cp, i, node.devices[slot])});
     }
   }
   node.requested_cpu_milli += pod.cpu_milli;
@@ -61,10 +71,16 @@ int RemovePod(Node& node, std::string_view pod_uid) {
 Status CheckLedgerInvariant(const Node& node) {
   for (const auto& d : node.devices) {
     MiB caps = 0;
+    int compute = 0;
     bool exclusive = false;
     for (const auto& s : d.shares) {
       caps += s.mem_mib;
+      compute += s.compute_pct;
       exclusive = exclusive || s.exclusive;
+    }
+    if (compute > model::kDeviceComputePct) {
+      return Status::Internal("device " + d.uuid + " on " + node.name + ": compute shares " + std::to_string(compute) +
+                              " % exceed " + std::to_string(model::kDeviceComputePct) + " %");
     }
     if (caps > d.capacity_mib) {
       return Status::Internal("device " + d.uuid + " on " + node.name + ": caps " + std::to_string(caps) +

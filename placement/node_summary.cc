@@ -25,6 +25,11 @@ MiB DeviceFreeMiB(const Device& d, const PlacementOptions& o) {
   return std::max<MiB>(0, d.capacity_mib - o.reserve_mib_per_device - caps - foreign);
 }
 
+int DeviceFreeComputePct(const Device& d) {
+  if (!InPool(d)) return 0;
+  return std::max(0, model::kDeviceComputePct - model::AllocatedComputePct(d));
+}
+
 bool CanHost(const Node& node, const TypicalSpec& spec, const PlacementOptions& options) {
   if (node.cpu_milli >= 0 && node.cpu_milli < spec.cpu_milli) return false;
   if (spec.device_count == 0) return true;
@@ -73,6 +78,9 @@ void SummarizeDevices(const Node& node, const Columns& cols, const std::vector<T
     slot.completion_table = static_cast<int16_t>(completion.TableFor(DeviceUsableMiB(d, options)));
     slot.completion_value = slot.completion_table < 0 ? 0 : completion.Value(slot.completion_table, slot.free);
     slot.fractional_fit = static_cast<int8_t>(cols.FractionalFit(slot.free));
+    slot.free_compute = static_cast<int8_t>(DeviceFreeComputePct(d));
+    sum.compute_slack =
+        sum.compute_slack && slot.free_compute >= model::ProportionalComputePct(slot.free, d.capacity_mib);
     // A node's GPUs are usually identical, so compute the mask once per sort.
     slot.spec_match =
         g > 0 && SameSort(node.devices[g - 1], d) ? slots[g - 1].spec_match : SpecMatch(d, specs, options);

@@ -23,6 +23,9 @@ struct PlacementOptions {
 MiB DeviceFreeMiB(const Device& device, const PlacementOptions& options);
 // A device's capacity less the reserve, floored at 0: its free memory when nothing holds it.
 MiB DeviceUsableMiB(const Device& device, const PlacementOptions& options);
+// Free compute of a device, percent: kDeviceComputePct − AllocatedComputePct, floored at 0; a
+// device out of the pool has none.
+int DeviceFreeComputePct(const Device& device);
 
 // Whether the node, were it empty, could host one pod of the spec: enough allocatable CPU and
 // enough healthy devices of a matching sort with the usable capacity the spec asks for. The
@@ -36,9 +39,14 @@ bool CanHost(const Node& node, const TypicalSpec& spec, const PlacementOptions& 
 // arrays of the maxima took 3.5 KB: 5,000 nodes' summaries then fit in a last-level cache).
 struct NodeSummary {
   int device_count = 0;
-  int spec_count = 0;           // the policy's: the length of every per-spec tally
-  int fractional_count = 0;     // the policy's fractional specs: the prefix sums have one more
-  bool stale = false;           // node.stale_reason is set: Score reads the Node only to explain it
+  int spec_count = 0;        // the policy's: the length of every per-spec tally
+  int fractional_count = 0;  // the policy's fractional specs: the prefix sums have one more
+  bool stale = false;        // node.stale_reason is set: Score reads the Node only to explain it
+  // On every device the free compute covers the proportional share of all its free memory
+  // (≥ ProportionalComputePct(free, capacity)), so a demand without a compute share of its own
+  // that fits a device's memory fits its compute too: the memory-only arithmetic is exact. True
+  // whenever no share on the node names a compute share larger than its memory's.
+  bool compute_slack = true;
   MiB total_free = 0;           // R_n
   int64_t free_cpu_milli = -1;  // -1 = unlimited
   int64_t free_memory_bytes = -1;
@@ -70,7 +78,8 @@ struct NodeSummary {
     // Columns::FractionalFit(free), kept because every candidate's ΔF reads it, so that it is
     // computed once per summary rather than once per candidate.
     int8_t fractional_fit = 0;
-    bool empty = false;  // healthy, in the pool, no shares, no foreign use
+    bool empty = false;       // healthy, in the pool, no shares, no foreign use
+    int8_t free_compute = 0;  // DeviceFreeComputePct
   };
 
   // Sizes the block for `devices` slots, `specs` tallies and `fractional` specs' prefix sums, all

@@ -106,6 +106,8 @@ Columns Columns::Of(const std::vector<TypicalSpec>& specs) {
   for (int m = 0; m < c.n; ++m) {
     const TypicalSpec& s = specs[m];
     c.mem[m] = s.mem_per_device_mib;
+    c.compute[m] = static_cast<int16_t>(s.compute_pct);
+    c.any_compute = c.any_compute || (s.device_count > 0 && s.compute_pct > 0);
     // A CPU-only spec uses no device, so every idle device is a fragment for it (FGD): make it
     // never "satisfied".
     c.count[m] = s.device_count == 0 ? std::numeric_limits<int32_t>::max() : s.device_count;

@@ -18,6 +18,8 @@ std::string_view RejectReasonLabel(RejectReason reason) {
       return "too_few_matching_devices";
     case RejectReason::kInsufficientDeviceMemory:
       return "insufficient_device_memory";
+    case RejectReason::kInsufficientDeviceCompute:
+      return "insufficient_device_compute";
     case RejectReason::kInsufficientEmptyDevices:
       return "insufficient_empty_devices";
     case RejectReason::kInsufficientDevices:
@@ -51,6 +53,10 @@ std::string Verdict::Message() const {
       return "needs " + n(need) + " distinct devices, node has " + n(have) + " matching " + detail;
     case RejectReason::kInsufficientDeviceMemory:
       return "largest free device has " + n(have) + " MiB, pod needs " + n(need) + " MiB per device";
+    case RejectReason::kInsufficientDeviceCompute:
+      // `detail`, for several devices: how many have the memory and the share.
+      return "needs " + n(need) + " % compute" + (detail.empty() ? "" : " on each of " + detail) +
+             ", largest free share " + n(have) + " %";
     case RejectReason::kInsufficientEmptyDevices:
       return "needs " + n(need) + " empty device" + (need == 1 ? "" : "s") + ", node has " + n(have);
     case RejectReason::kInsufficientDevices:

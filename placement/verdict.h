@@ -10,14 +10,15 @@ namespace gpupack::placement {
 // Bounded set (used as a metric label). Order is not significant.
 enum class RejectReason : uint8_t {
   kNone = 0,
-  kNodeStale,                 // inventory too old (agent heartbeat past TTL)
-  kNoDevices,                 // node has no GPU devices at all                      (unresolvable)
-  kNoMatchingDevice,          // no device of the wanted model / kind / MIG profile  (unresolvable)
-  kDeviceTooSmall,            // every matching device's capacity < per-device need  (unresolvable)
-  kTooFewMatchingDevices,     // fewer matching devices than distinct devices needed (unresolvable)
-  kInsufficientDeviceMemory,  // largest free slice < per-device need
-  kInsufficientEmptyDevices,  // whole-device request: not enough empty devices
-  kInsufficientDevices,       // not enough distinct devices with room for the per-device need
+  kNodeStale,                  // inventory too old (agent heartbeat past TTL)
+  kNoDevices,                  // node has no GPU devices at all                      (unresolvable)
+  kNoMatchingDevice,           // no device of the wanted model / kind / MIG profile  (unresolvable)
+  kDeviceTooSmall,             // every matching device's capacity < per-device need  (unresolvable)
+  kTooFewMatchingDevices,      // fewer matching devices than distinct devices needed (unresolvable)
+  kInsufficientDeviceMemory,   // largest free slice < per-device need
+  kInsufficientDeviceCompute,  // devices with the memory lack the compute share (need %, have %)
+  kInsufficientEmptyDevices,   // whole-device request: not enough empty devices
+  kInsufficientDevices,        // not enough distinct devices with room for the per-device need
   kInsufficientCpu,
   kInsufficientMemory,
   kInvalidRequest,  // the pod's request itself is malformed               (unresolvable)
@@ -38,7 +39,8 @@ struct Verdict {
 
   bool fits() const { return reason == RejectReason::kNone; }
   // A precise, human-readable message, e.g.
-  // "largest free device has 6144 MiB, pod needs 8192 MiB per device".
+  // "largest free device has 6144 MiB, pod needs 8192 MiB per device", or
+  // "needs 30 % compute, largest free share 20 %".
   std::string Message() const;
 
   static Verdict Fits() { return {}; }

@@ -30,21 +30,23 @@ TypicalSpec SpecOfPod(const PodRequest& pod) {
   for (const auto& c : pod.containers) {
     if (c.init || c.device_count == 0) continue;
     auto size = [](const ContainerRequest& x) {
-      return std::make_pair(x.mem_per_device_mib == 0 ? INT64_MAX : x.mem_per_device_mib, x.device_count);
+      return std::make_tuple(x.mem_per_device_mib == 0 ? INT64_MAX : x.mem_per_device_mib, x.device_count,
+                             x.compute_pct);
     };
     if (largest == nullptr || size(c) > size(*largest)) largest = &c;
   }
   if (largest != nullptr) {
     spec.device_count = largest->device_count;
     spec.mem_per_device_mib = largest->mem_per_device_mib;
+    spec.compute_pct = largest->compute_pct;
   }
   return spec;
 }
 
 bool SameShape(const TypicalSpec& a, const TypicalSpec& b) {
   return a.cpu_milli == b.cpu_milli && a.device_count == b.device_count &&
-         a.mem_per_device_mib == b.mem_per_device_mib && a.device_kind == b.device_kind &&
-         a.mig_profile == b.mig_profile && a.gpu_models == b.gpu_models;
+         a.mem_per_device_mib == b.mem_per_device_mib && a.compute_pct == b.compute_pct &&
+         a.device_kind == b.device_kind && a.mig_profile == b.mig_profile && a.gpu_models == b.gpu_models;
 }
 
 namespace {
@@ -54,7 +56,8 @@ auto SpecKey(const TypicalSpec& s) {
   MiB mem = s.device_count > 0 && s.mem_per_device_mib == 0 ? INT64_MAX : s.mem_per_device_mib;
   std::string models;
   for (const auto& m : s.gpu_models) models += m + "|";
-  return std::make_tuple(s.cpu_milli, mem, s.device_count, models, s.mig_profile, static_cast<int>(s.device_kind));
+  return std::make_tuple(s.cpu_milli, mem, s.device_count, models, s.mig_profile, static_cast<int>(s.device_kind),
+                         s.compute_pct);
 }
 }  // namespace
 

@@ -24,6 +24,9 @@ struct TypicalSpec {
   // known, no limit). Not part of the shape's identity (pods that differ only in memory are one
   // shape, so the typical set is the same); the fill fragmentation reads it.
   int64_t memory_bytes = 0;
+  // Per-device compute share in percent; 0 = none asked (its memory's share, ProportionalComputePct).
+  // Part of the shape.
+  int compute_pct = 0;
 
   bool operator==(const TypicalSpec&) const = default;
 };

@@ -25,7 +25,7 @@ namespace gpupack::builders {
 inline constexpr char kA100[] = "NVIDIA A100-SXM4-80GB";
 
 // A share of `mem_mib` on a device, held by another pod: uid "other", pod "ns/other", container
-// "main", not exclusive, no spread key.
+// "main", not exclusive, no spread key, reserving no compute.
 model::DeviceShare OtherPodShare(model::MiB mem_mib);
 
 // A healthy whole GPU named `uuid` with `capacity_mib` of memory, index 0 (NodeOf numbers it);

@@ -14,13 +14,15 @@ api::Allocation AllocationFromPlacement(const model::Node& node, const model::Pl
     c.init = cp.init;
     c.exclusive = cp.exclusive;
     c.within_pod = cp.within_pod_devices;
-    for (int slot : cp.device_slots) {
+    for (size_t i = 0; i < cp.device_slots.size(); ++i) {
+      const int slot = cp.device_slots[i];
       GPUPACK_CHECK(slot >= 0 && static_cast<size_t>(slot) < node.devices.size());
       const model::Device& dev = node.devices[slot];
       api::AllocatedDevice d;
       d.uuid = dev.uuid;
       d.index = dev.index;
       d.mem_mib = cp.mem_per_device_mib;
+      d.compute_pct = model::ShareComputePct(cp, i, dev);
       if (dev.kind == model::DeviceKind::kMig) {
         d.parent_uuid = dev.parent_uuid;
         d.profile = dev.mig_profile;
@@ -34,8 +36,17 @@ api::Allocation AllocationFromPlacement(const model::Node& node, const model::Pl
 
 std::vector<std::pair<std::string, model::DeviceShare>> AllocationShares(const api::Allocation& allocation,
                                                                          std::string_view pod_uid,
-                                                                         std::string_view pod_key) {
+                                                                         std::string_view pod_key,
+                                                                         const model::Node* node) {
   std::vector<std::pair<std::string, model::DeviceShare>> out;
+  // An allocation that predates compute shares reserves its memory's share of the device.
+  auto capacity = [&](const std::string& uuid) -> model::MiB {
+    if (node == nullptr) return 0;
+    for (const model::Device& d : node->devices) {
+      if (d.uuid == uuid) return d.capacity_mib;
+    }
+    return 0;
+  };
   for (const api::ContainerAllocation& c : allocation.containers) {
     if (c.within_pod) continue;
     for (const api::AllocatedDevice& d : c.devices) {
@@ -46,6 +57,12 @@ std::vector<std::pair<std::string, model::DeviceShare>> AllocationShares(const a
       share.mem_mib = d.mem_mib;
       share.exclusive = c.exclusive;
       share.spread_key = allocation.spread_key;
+      if (d.compute_pct != api::kComputeNotRecorded) {
+        share.compute_pct = d.compute_pct;
+      } else {
+        share.compute_pct =
+            c.exclusive ? model::kDeviceComputePct : model::ProportionalComputePct(d.mem_mib, capacity(d.uuid));
+      }
       out.emplace_back(d.uuid, std::move(share));
     }
   }

@@ -20,8 +20,11 @@ api::Allocation AllocationFromPlacement(const model::Node& node, const model::Pl
 
 // The ledger entries an allocation puts on the node's devices: for each device UUID, the shares.
 // Used to rebuild the ledger from pods listed from the API server. Containers within_pod add none.
+// A device without "computePct" (an allocation from before compute shares) reserves its memory's
+// share (ProportionalComputePct) of that device's capacity on `node`, or none without the node.
 std::vector<std::pair<std::string, model::DeviceShare>> AllocationShares(const api::Allocation& allocation,
                                                                          std::string_view pod_uid,
-                                                                         std::string_view pod_key);
+                                                                         std::string_view pod_key,
+                                                                         const model::Node* node = nullptr);
 
 }  // namespace gpupack::translate

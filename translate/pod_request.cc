@@ -105,6 +105,24 @@ Status HostRequests(const json& container, const std::string& where, int64_t* cp
   return Status::Ok();
 }
 
+// gpupack.io/gpu-compute: a whole percent of each device's SMs, 1–100, beside a memory share
+// (`with_memory`); a whole device has all its compute already.
+StatusOr<int> ParseComputeShare(const std::string& text, bool with_memory, const std::string& where) {
+  const std::string name(api::kResourceGpuCompute);
+  StatusOr<int64_t> pct = ParseCount(text, where + ": " + name);
+  if (!pct.ok() || *pct < 1 || *pct > model::kDeviceComputePct) {
+    return Status::InvalidArgument(where + ": " + name + " \"" + text +
+                                   "\" is not a whole percent of the device's SMs from 1 to 100");
+  }
+  if (!with_memory) {
+    return Status::InvalidArgument(where + ": " + name + " needs " + std::string(api::kResourceGpuMemory) +
+                                   " in the same container: it is a share of each device the memory is on (a whole "
+                                   "device, " +
+                                   std::string(api::kResourceGpu) + " alone, has all of its compute)");
+  }
+  return static_cast<int>(*pct);
+}
+
 // `charged`: the webhook added this container's gpupack.io/gpu-memory to a whole-device request
 // for the namespace's quota (kAnnotationWholeDeviceCharge); the container still takes whole devices.
 StatusOr<model::ContainerRequest> ParseContainer(const json& c, int index, bool init, int max_devices, bool charged) {
@@ -122,6 +140,10 @@ StatusOr<model::ContainerRequest> ParseContainer(const json& c, int index, bool 
   GPUPACK_RETURN_IF_ERROR(CheckResourceNames(c, where));
   GPUPACK_ASSIGN_OR_RETURN(auto memory, ResourceValue(c, api::kResourceGpuMemory, where));
   GPUPACK_ASSIGN_OR_RETURN(auto count, ResourceValue(c, api::kResourceGpu, where));
+  GPUPACK_ASSIGN_OR_RETURN(auto compute, ResourceValue(c, api::kResourceGpuCompute, where));
+  if (compute) {
+    GPUPACK_ASSIGN_OR_RETURN(out.compute_pct, ParseComputeShare(*compute, memory.has_value() && !charged, where));
+  }
   if (!memory && !count) return out;
   GPUPACK_ASSIGN_OR_RETURN(auto nvidia, ResourceValue(c, api::kResourceNvidiaGpu, where));
   if (nvidia) {

@@ -41,6 +41,50 @@ TEST(PodRequest, DefaultsAndWholeDevices) {
   EXPECT_EQ(whole->containers[0].device_count, 2);
 }
 
+TEST(PodRequest, ComputeShareIsAWholePercentOfEachDevice) {
+  // 30 % of each of 2 devices, beside 20Gi over both (10240 MiB each); requests may repeat it.
+  auto r = ParsePodRequest(PodWith(
+      {Container("main", {{"gpupack.io/gpu-memory", "20Gi"}, {"gpupack.io/gpu", "2"}, {"gpupack.io/gpu-compute", "30"}},
+                 {{"gpupack.io/gpu-compute", "30"}})}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->containers[0].compute_pct, 30);
+  EXPECT_EQ(r->containers[0].mem_per_device_mib, 10240);
+  EXPECT_TRUE(r->WantsCompute());
+  auto memory_only = ParsePodRequest(PodWith({Container("main", {{"gpupack.io/gpu-memory", "8Gi"}})}));
+  ASSERT_TRUE(memory_only.ok());
+  EXPECT_EQ(memory_only->containers[0].compute_pct, 0);
+  EXPECT_FALSE(memory_only->WantsCompute());
+  // Bounds: 1 and 100 are accepted.
+  for (const char* ok : {"1", "100"}) {
+    auto b = ParsePodRequest(
+        PodWith({Container("main", {{"gpupack.io/gpu-memory", "8Gi"}, {"gpupack.io/gpu-compute", ok}})}));
+    EXPECT_TRUE(b.ok()) << ok << ": " << b.status();
+  }
+}
+
+TEST(PodRequest, ComputeShareErrorsSayWhatIsWanted) {
+  const std::string range = "container \"main\": gpupack.io/gpu-compute \"";
+  const std::string why = "\" is not a whole percent of the device's SMs from 1 to 100";
+  for (const char* bad : {"0", "101", "30%", "0.5", "-5", "1k"}) {
+    auto r = ParsePodRequest(
+        PodWith({Container("main", {{"gpupack.io/gpu-memory", "8Gi"}, {"gpupack.io/gpu-compute", bad}})}));
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().message(), range + bad + why);
+  }
+  const std::string alone =
+      "container \"main\": gpupack.io/gpu-compute needs gpupack.io/gpu-memory in the same container: it is a share of "
+      "each device the memory is on (a whole device, gpupack.io/gpu alone, has all of its compute)";
+  auto without_memory = ParsePodRequest(PodWith({Container("main", {{"gpupack.io/gpu-compute", "30"}})}));
+  EXPECT_EQ(without_memory.status().message(), alone);
+  auto whole =
+      ParsePodRequest(PodWith({Container("main", {{"gpupack.io/gpu", "1"}, {"gpupack.io/gpu-compute", "30"}})}));
+  EXPECT_EQ(whole.status().message(), alone);
+  auto disagree =
+      ParsePodRequest(PodWith({Container("main", {{"gpupack.io/gpu-memory", "8Gi"}, {"gpupack.io/gpu-compute", "30"}},
+                                         {{"gpupack.io/gpu-compute", "20"}})}));
+  EXPECT_FALSE(disagree.ok());
+}
+
 TEST(PodRequest, NonGpupackPodHasNoContainers) {
   json pod = PodWith({Container("web", {{"cpu", "2"}, {"memory", "1Gi"}})});
   EXPECT_FALSE(PodAsksForGpupack(pod));
@@ -96,7 +140,7 @@ TEST(PodRequest, UnknownGpupackNamesAreRefusedNamingTheValidOnes) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(),
             "container \"main\": resources.limits[gpupack.io/gpu-mem]: unknown gpupack resource; the resources are "
-            "gpupack.io/gpu-memory, gpupack.io/gpu");
+            "gpupack.io/gpu-memory, gpupack.io/gpu, gpupack.io/gpu-compute");
   auto annotated =
       ParsePodRequest(PodWith({Container("main", {{"gpupack.io/gpu-memory", "8Gi"}})}, {{"gpupack.io/foo", "x"}}));
   ASSERT_FALSE(annotated.ok());

@@ -333,6 +333,26 @@ TEST(Mutator, InvalidRequestsAreDeniedWithMessagesNamingContainerAndField) {
   EXPECT_NE(d.message.find("gpupack.io/mig-profile"), std::string::npos) << d.message;
 }
 
+// A compute share is validated at admission like memory: a bad value never reaches the scheduler.
+TEST(Mutator, DeniesABadComputeShareNamingTheContainer) {
+  Mutator mutator{Config{}};
+  json over = PodWith(json::array({GpuContainer("main", "8Gi")}));
+  over["spec"]["containers"][0]["resources"]["limits"]["gpupack.io/gpu-compute"] = "150";
+  Denial d = DenialOf(mutator, over);
+  EXPECT_EQ(d.code, 400);
+  EXPECT_NE(d.message.find("container \"main\": gpupack.io/gpu-compute \"150\" is not a whole percent of the "
+                           "device's SMs from 1 to 100"),
+            std::string::npos)
+      << d.message;
+  json alone = PodWith(
+      json::array({{{"name", "main"}, {"image", "x"}, {"resources", {{"limits", {{"gpupack.io/gpu-compute", "30"}}}}}}}));
+  d = DenialOf(mutator, alone);
+  EXPECT_EQ(d.code, 400);
+  EXPECT_NE(d.message.find("gpupack.io/gpu-compute needs gpupack.io/gpu-memory in the same container"),
+            std::string::npos)
+      << d.message;
+}
+
 // docs/webhook.md promised it; a typo (gpupack.io/gpu-mem) used to be skipped as a pod that asks
 // for nothing, and gpupack.io/foo was admitted.
 TEST(Mutator, DeniesUnknownGpupackNamesListingTheValidOnesAndLogsTheDenial) {
@@ -344,7 +364,7 @@ TEST(Mutator, DeniesUnknownGpupackNamesListingTheValidOnesAndLogsTheDenial) {
   const std::string log = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(d.code, 400);
   EXPECT_NE(d.message.find("resources.limits[gpupack.io/gpu-mem]: unknown gpupack resource; the resources are "
-                           "gpupack.io/gpu-memory, gpupack.io/gpu"),
+                           "gpupack.io/gpu-memory, gpupack.io/gpu, gpupack.io/gpu-compute"),
             std::string::npos)
       << d.message;
   EXPECT_NE(log.find("INFO webhook: denied pod ml/p (uid " + std::string(kCapturedUid) + "): container \"main\""),

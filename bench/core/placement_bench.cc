@@ -3,7 +3,8 @@
 // allocs_per_node 0, and linear in nodes up to 20,000). Cases: BM_FilterScore/<nodes> with cached node
 // summaries (the extender keeps them next to each node and recomputes only changed nodes), and
 // BM_FilterScoreColdSummaries/<nodes> recomputing every summary (the worst case after a policy
-// snapshot swap). Allocation counts per iteration are reported as a counter.
+// snapshot swap); BM_FilterScoreWithCompute/<nodes> the same pod asking for a compute share, so
+// scored in two dimensions. Allocation counts per iteration are reported as a counter.
 // BM_RefreshReservation/<nodes> is the extra work of a policy refresh with capacity reservation:
 // building it over every node, on a cluster where one node in eight has T4 GPUs that four pinned
 // shapes depend on; BM_RefreshSummaries/<nodes>/<reserve> re-summarises every node under the new
@@ -143,6 +144,31 @@ BENCHMARK(BM_FilterScore)
     ->Args({20000, 0})
     ->Args({20000, 1})
     ->Unit(benchmark::kMicrosecond);
+
+// The same pod asking for 30 % compute: every node is evaluated in two dimensions
+// (placement/compute_cost.h), on the same cluster, whose shares reserve no compute.
+void BM_FilterScoreWithCompute(benchmark::State& state) {
+  const int nodes = static_cast<int>(state.range(0));
+  std::vector<Node> cluster = MakeCluster(nodes);
+  Policy policy(PolicyKind::kFgd, ThirtySpecs(), {});
+  std::vector<NodeSummary> summaries;
+  for (const auto& n : cluster) summaries.push_back(policy.Summarize(n));
+  PodRequest request = TheIncomingPod();
+  request.containers[0].compute_pct = 30;
+  const PreparedPod pod(request);
+  for (auto _ : state) {
+    double best = 1e300;
+    for (int i = 0; i < nodes; ++i) {
+      if (i + kPrefetchAhead < nodes) summaries[i + kPrefetchAhead].Prefetch();
+      NodeScore e = policy.Score(cluster[i], summaries[i], pod);
+      if (e.verdict.fits()) best = std::min(best, e.cost);
+    }
+    benchmark::DoNotOptimize(best);
+  }
+  state.counters["ns_per_node"] = benchmark::Counter(
+      static_cast<double>(nodes), benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_FilterScoreWithCompute)->Arg(5000)->Unit(benchmark::kMicrosecond);
 
 void BM_FilterScoreColdSummaries(benchmark::State& state) {
   const int nodes = static_cast<int>(state.range(0));

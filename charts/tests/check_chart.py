@@ -66,7 +66,7 @@ MANAGED_KEYS = {"name", "ignoredByScheduler"}
 # The extender's routes (docs/extender.md "Endpoints"): POST {prefix}/<verb>.
 EXTENDER_ROUTES = {"filterVerb": "filter", "prioritizeVerb": "prioritize", "bindVerb": "bind",
                    "preemptVerb": "preempt"}
-GPUPACK_RESOURCES = {"gpupack.io/gpu-memory", "gpupack.io/gpu"}
+GPUPACK_RESOURCES = {"gpupack.io/gpu-memory", "gpupack.io/gpu", "gpupack.io/gpu-compute"}
 
 # Keys gpupack-webhook's config accepts (webhook/config.cc); checked live when the binary exists.
 WEBHOOK_CONFIG_KEYS = {"schedulerName", "allowCustomSchedulerName", "failurePolicy", "userDeviceEnv",

@@ -67,14 +67,16 @@ Status CheckNodeFits(const model::Node& node, const std::vector<Json>& pods, std
                      const api::Allocation& ours) {
   struct Use {
     model::MiB mib = 0;
+    int compute_pct = 0;
     bool exclusive = false;
     std::set<std::string> pods;
   };
   std::map<std::string, Use> use;
   auto add = [&](const api::Allocation& a, const std::string& uid, const std::string& key) {
-    for (const auto& [uuid, share] : translate::AllocationShares(a, uid, key)) {
+    for (const auto& [uuid, share] : translate::AllocationShares(a, uid, key, &node)) {
       Use& u = use[uuid];
       u.mib += share.mem_mib;
+      u.compute_pct += share.compute_pct;
       u.exclusive = u.exclusive || share.exclusive;
       u.pods.insert(key);
     }
@@ -91,11 +93,12 @@ Status CheckNodeFits(const model::Node& node, const std::vector<Json>& pods, std
     auto it = use.find(d.uuid);
     if (it == use.end()) continue;
     const Use& u = it->second;
-    const bool over = u.mib > d.capacity_mib || (u.exclusive && u.pods.size() > 1);
+    const bool over =
+        u.mib > d.capacity_mib || u.compute_pct > model::kDeviceComputePct || (u.exclusive && u.pods.size() > 1);
     if (!over) continue;
     std::ostringstream msg;
     msg << "device " << d.uuid << " on node " << node.name << " would be overbooked (" << u.mib << " MiB of "
-        << d.capacity_mib << (u.exclusive ? ", exclusive" : "") << ") by pods";
+        << d.capacity_mib << ", " << u.compute_pct << " % compute" << (u.exclusive ? ", exclusive" : "") << ") by pods";
     for (const std::string& p : u.pods) msg << " " << p;
     msg << ": an allocation this extender had not yet seen (another replica's bind?); retry";
     return Status::Conflict(msg.str());

@@ -50,7 +50,7 @@ void PodLedger::Locked::ReattachShares(model::Node& node) const {
     const PodRecord& record = ledger_.pods_.at(uid);
     node.requested_cpu_milli += record.cpu_milli;
     node.requested_memory_bytes += record.memory_bytes;
-    for (auto& [uuid, share] : translate::AllocationShares(record.allocation, uid, record.pod_key)) {
+    for (auto& [uuid, share] : translate::AllocationShares(record.allocation, uid, record.pod_key, &node)) {
       auto device = by_uuid.find(uuid);
       if (device != by_uuid.end()) device->second->shares.push_back(std::move(share));
     }

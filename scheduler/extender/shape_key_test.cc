@@ -19,13 +19,14 @@ namespace {
 using builders::GpuNode;
 
 // A parsed pod that sets every annotation the parser knows, so that every field has a value to
-// mutate: an 8 GiB app container, an init container on one whole device, 2 CPUs.
+// mutate: an 8 GiB app container at 30 % compute, an init container on one whole device, 2 CPUs.
 model::PodRequest ParsedPod() {
   nlohmann::json pod = builders::PodJson("train-0", "uid-0", "8Gi");
   pod["spec"]["initContainers"] =
       nlohmann::json::array({{{"name", "warm"}, {"resources", {{"limits", {{"cpu", "1"}, {"gpupack.io/gpu", "1"}}}}}}});
   pod["spec"]["containers"][0]["resources"]["limits"]["cpu"] = "2";
   pod["spec"]["containers"][0]["resources"]["limits"]["memory"] = "4Gi";
+  pod["spec"]["containers"][0]["resources"]["limits"]["gpupack.io/gpu-compute"] = "30";
   pod["metadata"]["annotations"] = {
       {"gpupack.io/device-kind", "gpu"},         {"gpupack.io/gpu-model", "A100|H100"},
       {"gpupack.io/isolation", "best-effort"},   {"gpupack.io/gpu-uuids", "GPU-a100-0,GPU-a100-1,GPU-t4-0"},
@@ -69,8 +70,8 @@ auto FieldsOf(model::PodRequest& pod) {
 }
 // The same for a container.
 auto FieldsOf(model::ContainerRequest& container) {
-  auto& [name, index, init, device_count, mem_per_device_mib] = container;
-  return std::tie(name, index, init, device_count, mem_per_device_mib);
+  auto& [name, index, init, device_count, mem_per_device_mib, compute_pct] = container;
+  return std::tie(name, index, init, device_count, mem_per_device_mib, compute_pct);
 }
 
 void Mutate(std::vector<model::ContainerRequest>& v) { v.push_back(v.front()); }
@@ -97,12 +98,13 @@ constexpr std::array<Label, 17> kPodFields = {{
     {"spread_key", false},
     {"spread_across_nodes", false},
 }};
-constexpr std::array<Label, 5> kContainerFields = {{
+constexpr std::array<Label, 6> kContainerFields = {{
     {"name", true},
     {"index", false},
     {"init", false},
     {"device_count", false},
     {"mem_per_device_mib", false},
+    {"compute_pct", false},
 }};
 static_assert(kPodFields.size() == std::tuple_size_v<decltype(FieldsOf(std::declval<model::PodRequest&>()))>);
 static_assert(kContainerFields.size() ==

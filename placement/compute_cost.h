@@ -1,0 +1,59 @@
+// Internal to placement/ (not for callers outside it): FGD's expected fragmentation F_n(M) in two
+// dimensions, memory and compute, for the evaluations that need it (a pod or a typical shape that
+// names a compute share, device_pick.cc).
+//
+// A device can hold one copy of spec m when it matches m's sort and, for a fractional spec, has
+// m's memory free and m's compute share free (the spec's own, else ProportionalComputePct of its
+// memory on that device); a whole-device spec needs the device empty. Then, as in one dimension,
+// F_n(m) = R_n when the node cannot host m (fewer such devices than m needs, or too little CPU),
+// else the free memory of the devices that cannot hold m, and F_n(M) = Σ_m p_m · F_n(m) in MiB. So
+// the free memory of a device whose compute is gone is a fragment for every spec that needs
+// compute. On a node whose shares all reserve their memory's share (NodeSummary::compute_slack)
+// and specs without compute shares of their own it equals the one-dimensional F (fgd_cost.h).
+//
+// O(specs) per candidate device and per pick, O(devices × specs) to start.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "placement/columns.h"
+#include "placement/vocabulary.h"
+
+namespace gpupack::placement {
+
+// One device as the two-dimensional tallies see it.
+struct ComputeDevice {
+  MiB free = 0;
+  int free_compute = 0;
+  bool empty = false;
+  uint64_t spec_match = 0;  // NodeSummary::DeviceSlot::spec_match
+  MiB capacity = 0;         // Device::capacity_mib, for the proportional shares
+};
+
+class ComputeFragmentation {
+ public:
+  // The tallies of `devices` (n of them) with the node's CPU short of the specs in `cpu_short`.
+  void Start(const Columns& c, const ComputeDevice* devices, int n, uint64_t cpu_short);
+  // F_n(M) of the current state.
+  double Value() const { return value_; }
+  // F after device `g` goes to (new_free, new_compute), no longer empty, less F now.
+  double Delta(int g, MiB new_free, int new_compute) const;
+  // Applies that change.
+  void Apply(int g, MiB new_free, int new_compute);
+
+ private:
+  bool Usable(int m, const ComputeDevice& d) const;
+  double Term(int m, int usable, MiB unusable_free, MiB total_free) const;
+
+  const Columns* c_ = nullptr;
+  int n_ = 0;
+  uint64_t cpu_short_ = 0;
+  MiB total_free_ = 0;
+  double value_ = 0;
+  std::array<ComputeDevice, kMaxDevicesPerNode> devices_;
+  std::array<int16_t, kMaxTypicalSpecs> usable_;
+  std::array<MiB, kMaxTypicalSpecs> unusable_free_;
+};
+
+}  // namespace gpupack::placement

@@ -1,0 +1,193 @@
+// The compute dimension (docs/placement.md, "Compute"): the proportional share, the fit and its
+// verdict, the two-dimensional fragmentation and device pick, and the ledger, with the sums
+// written out.
+#include <gtest/gtest.h>
+
+#include "placement/placement.h"
+#include "testing/builders.h"
+
+namespace gpupack::placement {
+namespace {
+
+using builders::Gpu;
+using builders::Mig;
+using builders::NodeOf;
+using builders::Pod;
+using builders::Spec;
+
+// A pod of one container asking `mem` MiB and `compute` % on each of `devices` devices.
+PodRequest ComputePod(int devices, MiB mem, int compute) {
+  PodRequest pod = Pod(devices, mem);
+  pod.containers[0].compute_pct = compute;
+  return pod;
+}
+
+// A device holding another pod's share of `mem` MiB that reserves `compute` %.
+Device GpuWithShare(MiB capacity, MiB mem, int compute) {
+  Device d = Gpu(capacity, mem);
+  d.shares[0].compute_pct = compute;
+  return d;
+}
+
+TypicalSpec ComputeSpec(MiB mem, int compute, double weight) {
+  TypicalSpec s = Spec(0, 1, mem, weight);
+  s.compute_pct = compute;
+  return s;
+}
+
+Policy Fgd(std::vector<TypicalSpec> specs) { return Policy(PolicyKind::kFgd, TypicalWorkload{std::move(specs)}, {}); }
+
+TEST(Compute, ProportionalShareIsTheMemoryShareRoundedDown) {
+  struct Case {
+    MiB mem, capacity;
+    int pct;
+  };
+  const Case cases[] = {
+      {20480, 81920, 25},                     // 100 · 20480 / 81920 = 25
+      {1000, 81920, 1},                       // 100 · 1000 / 81920 = 1.22 → 1
+      {500, 81920, 0},                        // 0.61 → 0: under 1 % of the memory reserves no compute
+      {81920, 81920, 100}, {4864, 9728, 50},  // half a 1g.10gb MIG instance: half of the instance's SMs
+      {100, 0, 0},                            // no capacity
+  };
+  for (const Case& c : cases) EXPECT_EQ(model::ProportionalComputePct(c.mem, c.capacity), c.pct) << c.mem;
+  // Memory-only shares never sum over 100 %: three thirds of 1000 MiB plus one MiB are
+  // 33 + 33 + 33 = 99 %.
+  EXPECT_EQ(3 * model::ProportionalComputePct(333, 1000), 99);
+}
+
+TEST(Compute, FitNeedsTheShareFreeAndSaysWhatIsLargest) {
+  // 80 GiB GPU holding 8 GiB at 70 %: 72 GiB but only 30 % free. 10 GiB at 40 % does not fit.
+  Node node = NodeOf({GpuWithShare(81920, 8192, 70)});
+  Policy fgd = Fgd({Spec(0, 1, 10240, 1)});
+  NodeEvaluation e = fgd.Evaluate(node, ComputePod(1, 10240, 40));
+  EXPECT_EQ(e.verdict.reason, RejectReason::kInsufficientDeviceCompute);
+  EXPECT_FALSE(e.verdict.unresolvable);
+  EXPECT_EQ(e.verdict.Message(), "needs 40 % compute, largest free share 30 %");
+  // 30 % fits: 70 + 30 = 100.
+  EXPECT_TRUE(fgd.Evaluate(node, ComputePod(1, 10240, 30)).verdict.fits());
+  // Two devices at 40 %, on two such GPUs.
+  Node two = NodeOf({GpuWithShare(81920, 8192, 70), GpuWithShare(81920, 8192, 80)});
+  EXPECT_EQ(fgd.Evaluate(two, ComputePod(2, 10240, 40)).verdict.Message(),
+            "needs 40 % compute on each of 2 devices, largest free share 30 %");
+}
+
+TEST(Compute, MemoryOnlyPodReservesItsMemoryShare) {
+  // GPU 0 holds 8 GiB at 90 %: 10 % free. A memory-only 20 GiB pod reserves 25 % (20480 / 81920),
+  // so it fits only GPU 1, although GPU 0 has more memory free for best fit, and under a policy
+  // that knows nothing of compute.
+  Node node = NodeOf({GpuWithShare(81920, 8192, 90), Gpu(81920, 40960)});
+  Policy binpack(PolicyKind::kBinpack, TypicalWorkload{{Spec(0, 1, 0, 1)}}, {});
+  NodeEvaluation e = binpack.Evaluate(node, Pod(1, 20480));
+  ASSERT_TRUE(e.verdict.fits()) << e.verdict.Message();
+  EXPECT_EQ(e.placement.containers[0].device_slots, std::vector<int>{1});
+  EXPECT_EQ(e.placement.containers[0].compute_pct, std::vector<int>{25});
+  // 80 GiB: on GPU 0 only 10 % is left. The memory is there, the compute is not.
+  Node one = NodeOf({GpuWithShare(81920, 8192, 90)});
+  EXPECT_EQ(binpack.Evaluate(one, Pod(1, 40960)).verdict.Message(), "needs 50 % compute, largest free share 10 %");
+}
+
+TEST(Compute, ShareAppliesWithinAMigInstance) {
+  // A 1g.10gb instance of 9728 MiB with another pod's 4864 MiB at 50 % of the instance's SMs:
+  // 60 % does not fit, 50 % does.
+  Device mig = Mig("1g.10gb", 9728);
+  mig.shares.push_back(builders::OtherPodShare(4864));
+  mig.shares[0].compute_pct = 50;
+  Node node = NodeOf({mig});
+  Policy fgd = Fgd({Spec(0, 1, 4864, 1)});
+  EXPECT_EQ(fgd.Evaluate(node, ComputePod(1, 4864, 60)).verdict.Message(),
+            "needs 60 % compute, largest free share 50 %");
+  EXPECT_TRUE(fgd.Evaluate(node, ComputePod(1, 4864, 50)).verdict.fits());
+}
+
+// The paper's worked example (placement_test.cc, FgdScore.WorkedExampleFromThePaperArtifact) with
+// the pod asking for its memory's share as compute: nothing is short of compute, so the
+// two-dimensional F is the one-dimensional one, ΔF = −250 on GPU#2.
+TEST(Compute, TwoDimensionalFragmentationIsTheMemoryOneWhenComputeIsAmple) {
+  Node node = NodeOf({Gpu(1000), Gpu(1000), Gpu(1000, 500), Gpu(1000, 800)}, 16000);
+  Policy fgd = Fgd({Spec(4000, 1, 500, .5), Spec(8000, 1, 0, .3), Spec(32000, 0, 0, .2)});
+  PodRequest pod = ComputePod(1, 500, 50);
+  pod.cpu_milli = 4000;
+  NodeEvaluation e = fgd.Evaluate(node, pod);
+  ASSERT_TRUE(e.verdict.fits());
+  EXPECT_DOUBLE_EQ(e.cost, -250);
+  EXPECT_EQ(e.placement.containers[0].device_slots, std::vector<int>{2});
+  EXPECT_EQ(e.placement.containers[0].compute_pct, std::vector<int>{50});
+}
+
+// Free memory on a device without compute is a fragment. Two 1000-MiB GPUs: GPU 0 holds 500 MiB at
+// 90 % (500 MiB, 10 % free), GPU 1 is empty. M = {a: 1×500 MiB at 50 %, p=.5; b: 1×200 MiB, its
+// memory's share 20 %, p=.5}.
+//   Now: a cannot use GPU 0 (10 < 50), b neither (10 < 20); both use GPU 1:
+//        F = .5·500 + .5·500 = 500 (in one dimension it would be 0).
+//   Pod 1×200 MiB at 10 % on GPU 0 (→ 300 MiB, 0 %): R = 300 + 1000; a and b still only use GPU 1:
+//        F = .5·300 + .5·300 = 300, ΔF = −200.
+//   On GPU 1 (→ 800 MiB, 90 %): both still use GPU 1 (800 ≥ 500, 90 ≥ 50): F = .5·500 + .5·500 = 500,
+//        ΔF = 0.
+// So the pod goes where the compute is already short, and fills that fragment.
+TEST(Compute, MemoryOnADeviceWithoutComputeIsAFragment) {
+  Node node = NodeOf({GpuWithShare(1000, 500, 90), Gpu(1000)});
+  Policy fgd = Fgd({ComputeSpec(500, 50, .5), Spec(0, 1, 200, .5)});
+  NodeEvaluation e = fgd.Evaluate(node, ComputePod(1, 200, 10));
+  ASSERT_TRUE(e.verdict.fits()) << e.verdict.Message();
+  EXPECT_DOUBLE_EQ(e.cost, -200);
+  EXPECT_EQ(e.placement.containers[0].device_slots, std::vector<int>{0});
+  EXPECT_EQ(e.placement.containers[0].compute_pct, std::vector<int>{10});
+  // Score computes the same cost without the placement, and the two-dimensional costs leave the
+  // memory-only fill fragmentation and completion value out.
+  NodeScore score = fgd.Score(node, fgd.Summarize(node), ComputePod(1, 200, 10));
+  EXPECT_DOUBLE_EQ(score.cost, -200);
+  EXPECT_DOUBLE_EQ(score.fill_cost, 0);
+  EXPECT_DOUBLE_EQ(score.completion_loss, 0);
+}
+
+TEST(Compute, SummaryKnowsWhenMemoryAloneDecides) {
+  // Memory-only shares (no share, or one at its memory's share) leave the compute slack; a share
+  // above its memory's share does not: 8192 MiB is 10 % of 81920, free 90 % ≥ ⌊100 · 73728 / 81920⌋
+  // = 90 holds exactly, 11 % reserved leaves 89 < 90.
+  Policy fgd = Fgd({Spec(0, 1, 8192, 1)});
+  EXPECT_TRUE(fgd.Summarize(NodeOf({Gpu(81920, 8192)})).compute_slack);
+  EXPECT_TRUE(fgd.Summarize(NodeOf({GpuWithShare(81920, 8192, 10)})).compute_slack);
+  EXPECT_FALSE(fgd.Summarize(NodeOf({GpuWithShare(81920, 8192, 11)})).compute_slack);
+}
+
+TEST(Compute, LedgerKeepsSharesWithinTheDevice) {
+  Node node = NodeOf({GpuWithShare(81920, 8192, 70)});
+  Policy fgd = Fgd({Spec(0, 1, 8192, 1)});
+  const PodRequest pod = ComputePod(1, 8192, 30);
+  NodeEvaluation e = fgd.Evaluate(node, pod);
+  ASSERT_TRUE(e.verdict.fits());
+  ASSERT_TRUE(ApplyPlacement(node, pod, e.placement, {}).ok());
+  EXPECT_EQ(node.devices[0].shares.back().compute_pct, 30);
+  EXPECT_EQ(model::AllocatedComputePct(node.devices[0]), 100);
+  EXPECT_TRUE(CheckLedgerInvariant(node).ok());
+  // The same placement again would make 130 %: refused, the node unchanged.
+  Status again = ApplyPlacement(node, pod, e.placement, {});
+  EXPECT_EQ(again.code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(again.message(), "device GPU-81920-8192 on n1 has 0 % compute free, placement needs 30 %");
+  EXPECT_EQ(node.devices[0].shares.size(), 2u);
+  // A ledger changed by hand past 100 % breaks the invariant.
+  node.devices[0].shares[0].compute_pct = 71;
+  EXPECT_EQ(CheckLedgerInvariant(node).message(), "device GPU-81920-8192 on n1: compute shares 101 % exceed 100 %");
+}
+
+TEST(Compute, WholeDeviceReservesAllOfIt) {
+  Node node = NodeOf({Gpu(81920)});
+  Policy fgd = Fgd({Spec(0, 1, 0, 1)});
+  const PodRequest pod = Pod(1, 0);
+  NodeEvaluation e = fgd.Evaluate(node, pod);
+  ASSERT_TRUE(e.verdict.fits());
+  EXPECT_EQ(e.placement.containers[0].compute_pct, std::vector<int>{100});
+  ASSERT_TRUE(ApplyPlacement(node, pod, e.placement, {}).ok());
+  EXPECT_EQ(model::AllocatedComputePct(node.devices[0]), 100);
+}
+
+TEST(Compute, LearnedShapesCarryTheShare) {
+  const TypicalSpec spec = SpecOfPod(ComputePod(1, 10240, 30));
+  EXPECT_EQ(spec.compute_pct, 30);
+  EXPECT_EQ(spec.mem_per_device_mib, 10240);
+  EXPECT_FALSE(SameShape(spec, SpecOfPod(Pod(1, 10240))));
+  EXPECT_TRUE(SameShape(spec, SpecOfPod(ComputePod(1, 10240, 30))));
+}
+
+}  // namespace
+}  // namespace gpupack::placement
