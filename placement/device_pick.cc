@@ -6,6 +6,7 @@
 #include <bit>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <string>
 
 #include "model/rule_names.h"
@@ -198,10 +199,12 @@ class TentativePlacement {
   const bool track_compute_;
   std::array<int16_t, kMaxDevicesPerNode> free_compute_;
   std::array<int16_t, kMaxDevicesPerNode> pod_compute_;  // the pod's share on each device it holds
-  ComputeFragmentation compute_fgd_;
+  // Constructed only in compute_mode_ under FGD: its per-device array would otherwise be
+  // initialised on every node's evaluation.
+  std::optional<ComputeFragmentation> compute_fgd_;
 };
 
-bool InComputeMode(const EvaluationInputs& in) { return in.cols.any_compute || in.pod.pod->WantsCompute(); }
+bool InComputeMode(const EvaluationInputs& in) { return in.cols.any_compute || in.pod.wants_compute; }
 
 TentativePlacement::TentativePlacement(const EvaluationInputs& in, NodeScore& out, Placement* placement)
     : node_(in.node),
@@ -252,10 +255,11 @@ void TentativePlacement::StartFgd() {
       devices[g] =
           ComputeDevice{slot.free, slot.free_compute, slot.empty, slot.spec_match, node_.devices[g].capacity_mib};
     }
-    compute_fgd_.Start(cols_, devices.data(), n_, sum_.cpu_short);
-    const double before = compute_fgd_.Value();
-    if (cpu_short_ != sum_.cpu_short) compute_fgd_.Start(cols_, devices.data(), n_, cpu_short_);
-    fgd_cost_ = compute_fgd_.Value() - before;
+    compute_fgd_.emplace();
+    compute_fgd_->Start(cols_, devices.data(), n_, sum_.cpu_short);
+    const double before = compute_fgd_->Value();
+    if (cpu_short_ != sum_.cpu_short) compute_fgd_->Start(cols_, devices.data(), n_, cpu_short_);
+    fgd_cost_ = compute_fgd_->Value() - before;
     return;
   }
   if (cpu_short_ != sum_.cpu_short) {
@@ -393,7 +397,7 @@ Pick TentativePlacement::BestDeviceWithCompute(const Demand& demand, uint64_t ta
     candidate.new_free = exclusive ? 0 : st_.free[g] - demand.mem;
     const int new_compute = free_compute_[g] - compute;
     if (device_kind_ == PolicyKind::kFgd) {
-      candidate.fgd_delta = compute_fgd_.Delta(g, candidate.new_free, new_compute);
+      candidate.fgd_delta = compute_fgd_->Delta(g, candidate.new_free, new_compute);
       candidate.cost = candidate.fgd_delta;
     } else {
       const double left = static_cast<double>(candidate.new_free);
@@ -402,7 +406,7 @@ Pick TentativePlacement::BestDeviceWithCompute(const Demand& demand, uint64_t ta
     if (best.slot < 0 || candidate.cost < best.cost) best = candidate;
   }
   if (best.slot >= 0 && fgd_ && device_kind_ != PolicyKind::kFgd)
-    best.fgd_delta = compute_fgd_.Delta(best.slot, best.new_free, free_compute_[best.slot] - best.compute);
+    best.fgd_delta = compute_fgd_->Delta(best.slot, best.new_free, free_compute_[best.slot] - best.compute);
   return best;
 }
 
@@ -458,7 +462,7 @@ void TentativePlacement::Take(const Pick& pick, const Demand& demand, ContainerP
   if (compute_mode_) {
     if (fgd_) {
       fgd_cost_ += pick.fgd_delta;
-      compute_fgd_.Apply(best, pick.new_free, free_compute_[best] - pick.compute);
+      compute_fgd_->Apply(best, pick.new_free, free_compute_[best] - pick.compute);
     }
     fill_total_free_ += pick.new_free - st_.free[best];
     st_.total_free += pick.new_free - st_.free[best];
@@ -602,6 +606,7 @@ PreparedPod::PreparedPod(const PodRequest& request)
   demands.reserve(order.size());
   for (int i : order) demands.push_back(DemandOfContainer(request, containers[i]));
   for (const auto& c : containers) picks += c.device_count;
+  wants_compute = request.WantsCompute();
 }
 
 void EvaluatePlacement(const EvaluationInputs& in, NodeScore& out, Placement* placement) {

@@ -73,6 +73,7 @@ struct PreparedPod {
   std::vector<Demand> demands;  // demands[i] is containers[order[i]]'s
   bool constrained;             // some kind, profile, model, isolation or device rule
   int picks = 0;                // devices the containers pick in all
+  bool wants_compute = false;   // PodRequest::WantsCompute
 };
 
 StatusOr<PolicyKind> ParsePolicyKind(std::string_view name);  // "fgd" | "binpack" | "spread"

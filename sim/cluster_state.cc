@@ -68,6 +68,9 @@ ClusterState::ClusterState(const std::vector<model::Node>& nodes, const placemen
       sd.shares = static_cast<int>(d.shares.size());
       sd.exclusive = !d.healthy || std::any_of(d.shares.begin(), d.shares.end(),
                                                [](const model::DeviceShare& s) { return s.exclusive; });
+      sd.compute_free = placement::DeviceFreeComputePct(d);
+      compute_capacity_ += model::kDeviceComputePct;
+      compute_allocated_ += model::kDeviceComputePct - sd.compute_free;
       auto it = std::find_if(device_types_.begin(), device_types_.end(),
                              [&](const model::Device& t) { return SameType(t, d); });
       sd.type = static_cast<int>(it - device_types_.begin());
@@ -128,20 +131,26 @@ StatusOr<Demand> ClusterState::DemandOf(const model::PodRequest& pod) {
   if (shape != nullptr) {
     d.device_count = shape->device_count;
     d.mem_per_device = shape->mem_per_device_mib;
+    d.compute = shape->compute_pct;
   }
   d.constraint =
       InternConstraint(ConstraintKey{pod.gpu_models, pod.device_kind, pod.mig_profile, pod.hard_isolation, d.whole()});
   return d;
 }
 
-bool ClusterState::UsableForShape(const SimDevice& dev, const Demand& shape) const {
+int ClusterState::ComputeNeed(const SimDevice& dev, const Demand& d) {
+  if (d.whole()) return model::kDeviceComputePct;
+  return d.compute > 0 ? d.compute : model::ProportionalComputePct(d.mem_per_device, dev.capacity);
+}
+
+bool ClusterState::UsableForShape(const SimDevice& dev, const Demand& shape, bool check_compute) const {
   if (dev.exclusive || !TypeAllowed(shape.constraint, dev.type)) return false;
   if (shape.whole()) return dev.shares == 0 && dev.free == dev.capacity;
-  return dev.free >= shape.mem_per_device;
+  return dev.free >= shape.mem_per_device && (!check_compute || dev.compute_free >= ComputeNeed(dev, shape));
 }
 
 bool ClusterState::DeviceFits(int n, int slot, const Demand& d) const {
-  return UsableForShape(nodes_[n].devices[slot], d);
+  return UsableForShape(nodes_[n].devices[slot], d, true);
 }
 
 bool ClusterState::Fits(int n, const Demand& d) const {
@@ -150,7 +159,7 @@ bool ClusterState::Fits(int n, const Demand& d) const {
   if (d.device_count == 0) return true;
   int usable = 0;
   for (const SimDevice& dev : node.devices) {
-    if (UsableForShape(dev, d) && ++usable >= d.device_count) return true;
+    if (UsableForShape(dev, d, true) && ++usable >= d.device_count) return true;
   }
   return false;
 }
@@ -232,6 +241,9 @@ void ClusterState::Apply(const Choice& choice, const Demand& d) {
       free_after = FreeWithCaps(dev, dev.caps);
     }
     const MiB taken = dev.free - free_after;
+    const int compute = ComputeNeed(dev, d);
+    dev.compute_free -= compute;
+    compute_allocated_ += compute;
     dev.free = free_after;
     node.total_free -= taken;
     total_free_ -= taken;

@@ -35,6 +35,7 @@ struct Demand {
   int device_count = 0;    // 0 = CPU-only
   MiB mem_per_device = 0;  // 0 with device_count > 0 = whole devices, taken exclusively
   int constraint = 0;      // index into ClusterState's interned device constraints
+  int compute = 0;         // per-device compute share, percent; 0 = its memory's share
   bool whole() const { return device_count > 0 && mem_per_device == 0; }
 };
 
@@ -46,9 +47,10 @@ struct SimDevice {
   // room, so a reported 1 GiB stops counting once 1 GiB of caps is placed.
   MiB caps = 0;
   MiB used = 0;
-  int shares = 0;          // pods on the device
-  bool exclusive = false;  // held whole (or unhealthy): nothing else may land here
-  int type = 0;            // interned (model, kind, profile, isolation)
+  int shares = 0;                               // pods on the device
+  bool exclusive = false;                       // held whole (or unhealthy): nothing else may land here
+  int type = 0;                                 // interned (model, kind, profile, isolation)
+  int compute_free = model::kDeviceComputePct;  // percent of the device's SMs no share reserves
 };
 
 struct SimNode {
@@ -93,8 +95,12 @@ class ClusterState {
   int64_t max_node_cpu() const { return max_node_cpu_; }
   MiB max_node_capacity() const { return max_node_capacity_; }
 
-  // Whether device `slot` of node `n` may be chosen for one of `d`'s devices right now.
+  // Whether device `slot` of node `n` may be chosen for one of `d`'s devices right now: its
+  // memory and, as the placement core counts it, its compute share (ComputeNeed).
   bool DeviceFits(int n, int slot, const Demand& d) const;
+  // The compute share one of `d`'s devices reserves on `dev` (placement's rule: all of it whole,
+  // the pod's own share, else its memory's share).
+  static int ComputeNeed(const SimDevice& dev, const Demand& d);
   // kube-scheduler's NodeResourcesFit plus the device fit: CPU, host memory, model/kind, and
   // enough devices with room (whole requests: enough empty devices).
   bool Fits(int n, const Demand& d) const;
@@ -110,6 +116,9 @@ class ClusterState {
 
   // Cluster totals, kept incrementally.
   MiB allocated() const { return total_capacity_ - total_free_; }
+  // Compute: reserved and total, in percent-of-a-device units (100 per device).
+  int64_t compute_allocated() const { return compute_allocated_; }
+  int64_t compute_capacity() const { return compute_capacity_; }
   MiB idle() const { return total_free_; }
   double fragmentation() const { return total_frag_; }
 
@@ -118,7 +127,9 @@ class ClusterState {
 
  private:
   bool TypeAllowed(int constraint, int type) const { return allowed_[constraint][type] != 0; }
-  bool UsableForShape(const SimDevice& dev, const Demand& shape) const;
+  // With `check_compute`, the compute share must be free too (a pod's fit); FGD's shapes measure
+  // memory alone (the "fgd" baseline is FGD on memory with a compute fit check).
+  bool UsableForShape(const SimDevice& dev, const Demand& shape, bool check_compute = false) const;
   double ShapeFrag(int m, int usable, MiB unusable_free, MiB total_free, int64_t cpu_free) const;
   void Resummarize(int n);
 
@@ -144,6 +155,8 @@ class ClusterState {
   MiB unit_mib_ = 1000;
   MiB total_capacity_ = 0;
   MiB total_free_ = 0;
+  int64_t compute_allocated_ = 0;
+  int64_t compute_capacity_ = 0;
   double total_frag_ = 0;
   int64_t max_node_cpu_ = 0;
   MiB max_node_capacity_ = 0;

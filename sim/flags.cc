@@ -35,6 +35,9 @@ std::string SimUsage() {
   --fill-pods N        the early window: per seed, replay on a random sample of the nodes that
                        the seed's first N pods fill (a fresh cluster; at arrived 100 % about N
                        pods have come, all a learner has seen)
+  --compute-rho R      the two-dimensional family: gpu_milli as the compute share, memory drawn
+                       with correlation R (-1..1) to it (docs/simulator.md, "Compute"); the
+                       table adds unallocated compute %
   --keep-order         replay pods in file order (default: sort by name, shuffle per seed)
   --extender URL       replay through a running gpupack-extender (policy name: extender), as
                        kube-scheduler would (filter, prioritize, bind over HTTP); with --policy,
@@ -93,6 +96,14 @@ StatusOr<SimFlags> ParseSimFlags(const std::vector<std::string>& args) {
         return Status::InvalidArgument("--fill-pods: \"" + v + "\" is not a number of pods in 1..1000000");
       }
       f.options.fill_pods = static_cast<int>(n);
+    } else if (arg == "--compute-rho") {
+      if (!value(v)) return Status::InvalidArgument("--compute-rho needs a correlation");
+      char* end = nullptr;
+      const double rho = std::strtod(v.c_str(), &end);
+      if (end == v.c_str() || *end != '\0' || !(rho >= -1) || rho > 1) {
+        return Status::InvalidArgument("--compute-rho: \"" + v + "\" is not a correlation in -1..1");
+      }
+      f.compute_rho = rho;
     } else if (arg == "--tune" || arg == "--extender-weight") {
       if (!value(v)) return Status::InvalidArgument(arg + " needs a number");
       char* end = nullptr;

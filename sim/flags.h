@@ -2,6 +2,7 @@
 // apart from the main so that each rule has a unit test.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,9 @@ struct SimFlags {
   int extender_weight = 1;
   bool policies_given = false;
   bool json = false;
+  // --compute-rho: replay the trace's two-dimensional family with this correlation
+  // (sim/compute_family.h); nullopt = the one-dimensional workload as it is.
+  std::optional<double> compute_rho;
 };
 
 // `args` without the program name. On failure the status message is what the main prints after

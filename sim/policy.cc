@@ -225,6 +225,86 @@ class BaselinePolicy final : public SimPolicy {
   std::vector<int> scratch_;
 };
 
+// The two-dimensional baselines (docs/simulator.md, "Compute"), on each device's free memory and
+// free compute as fractions of the device:
+//  * "drf": best fit on the dominant share. The pod's dominant resource on a device is the one it
+//    asks the larger fraction of (memory or compute); the device, and the node, where the least of
+//    that resource is left after the pod wins.
+//  * "tetris": the alignment score of Tetris (Grandl et al., SIGCOMM '14): the dot product of the
+//    pod's demand and the free resources, CPU as a fraction of the largest node's and each device's
+//    memory and compute as fractions of the device; the largest wins.
+// Whole-device and multi-device pods take the default devices (the first empty ones, or best fit
+// by memory); ties go to the seed's node order.
+class VectorPolicy final : public SimPolicy {
+ public:
+  explicit VectorPolicy(bool tetris) : tetris_(tetris) {}
+
+  Status Start(const ClusterState&, const std::vector<model::Node>&, std::span<const int> rank) override {
+    rank_.assign(rank.begin(), rank.end());
+    return Status::Ok();
+  }
+
+  StatusOr<std::optional<Choice>> Choose(const ClusterState& s, const SimPod& pod, Rng&) override {
+    const Demand& d = pod.demand;
+    Choice best;
+    double best_score = 0;
+    std::vector<int> slots;
+    for (int n = 0; n < static_cast<int>(s.nodes().size()); ++n) {
+      if (!s.Fits(n, d)) continue;
+      const double score = NodeScore(s, n, d, slots);
+      if (best.node < 0 || score > best_score || (score == best_score && rank_[n] < rank_[best.node])) {
+        best.node = n;
+        best.slots = slots;
+        best_score = score;
+      }
+    }
+    if (best.node < 0) return std::optional<Choice>();
+    return std::optional<Choice>(std::move(best));
+  }
+
+  void Committed(const SimPod&, const Choice&) override {}
+
+ private:
+  // Higher is better; `slots` gets the devices that earn it.
+  double NodeScore(const ClusterState& s, int n, const Demand& d, std::vector<int>& slots) const {
+    const SimNode& node = s.nodes()[n];
+    const double cpu_norm = static_cast<double>(s.max_node_cpu());
+    const double cpu_free = static_cast<double>(std::min<int64_t>(node.cpu_free, s.max_node_cpu()));
+    const double cpu_align = (static_cast<double>(d.cpu_milli) / cpu_norm) * (cpu_free / cpu_norm);
+    if (d.device_count != 1 || d.whole()) {
+      DefaultDevices(s, n, d, slots);
+      double score = tetris_ ? cpu_align : 0;
+      for (int g : slots) score += DeviceScore(node.devices[g], d);
+      return score;
+    }
+    double best = -1e300;
+    slots.assign(1, -1);
+    for (int g = 0; g < static_cast<int>(node.devices.size()); ++g) {
+      if (!s.DeviceFits(n, g, d)) continue;
+      const double score = DeviceScore(node.devices[g], d);
+      if (score > best) {
+        best = score;
+        slots[0] = g;
+      }
+    }
+    return best + (tetris_ ? cpu_align : 0);
+  }
+
+  double DeviceScore(const SimDevice& dev, const Demand& d) const {
+    const double capacity = static_cast<double>(std::max<MiB>(1, dev.capacity));
+    const double mem = d.whole() ? 1.0 : static_cast<double>(d.mem_per_device) / capacity;
+    const double compute = ClusterState::ComputeNeed(dev, d) / 100.0;
+    const double free_mem = static_cast<double>(dev.free) / capacity;
+    const double free_compute = dev.compute_free / 100.0;
+    if (tetris_) return mem * free_mem + compute * free_compute;
+    // DRF best fit: the least of the dominant resource left (negated: higher is better).
+    return -(mem >= compute ? free_mem - mem : free_compute - compute);
+  }
+
+  bool tetris_;
+  std::vector<int> rank_;
+};
+
 // gpupack's own placement, exactly as the extender runs it: the decision module (placement::Decision)
 // learns the typical workload from the pods as they arrive and rebuilds the policy when its
 // schedule says (Decision::Observe) from the cluster as it is; each node is ranked by placement::RankOf, its tie-break
@@ -315,9 +395,23 @@ class CorePolicy final : public SimPolicy {
 }  // namespace
 
 std::vector<std::string> PolicyNames() {
-  return {"gpupack",       "gpupack-nocompletion", "gpupack-nofill",  "gpupack-noreserve", "gpupack-pinned",
-          "gpupack-exact", "gpupack-pinned-exact", "gpupack-binpack", "gpupack-spread",    "random",
-          "dotprod",       "clustering",           "packing",         "bestfit",           "fgd"};
+  return {"gpupack",
+          "gpupack-nocompletion",
+          "gpupack-nofill",
+          "gpupack-noreserve",
+          "gpupack-pinned",
+          "gpupack-exact",
+          "gpupack-pinned-exact",
+          "gpupack-binpack",
+          "gpupack-spread",
+          "random",
+          "dotprod",
+          "clustering",
+          "packing",
+          "bestfit",
+          "fgd",
+          "drf",
+          "tetris"};
 }
 
 StatusOr<std::unique_ptr<SimPolicy>> MakePolicy(std::string_view name, const placement::TypicalWorkload& typical) {
@@ -349,6 +443,7 @@ StatusOr<std::unique_ptr<SimPolicy>> MakePolicy(std::string_view name, const pla
   for (const auto& [label, kind] : kBaselines) {
     if (name == label) return std::unique_ptr<SimPolicy>(new BaselinePolicy(kind));
   }
+  if (name == "drf" || name == "tetris") return std::unique_ptr<SimPolicy>(new VectorPolicy(name == "tetris"));
   std::string known;
   for (const auto& p : PolicyNames()) known += (known.empty() ? "" : ", ") + p;
   return Status::InvalidArgument("unknown policy \"" + std::string(name) + "\" (known: " + known + ")");

@@ -80,7 +80,9 @@ std::vector<std::string> PolicyNames();
 // "gpupack-pinned" / "gpupack-pinned-exact" (FGD against the trace's own typical set `typical`
 // instead of the learned one), "gpupack-binpack" and "gpupack-spread" (the core's simple
 // policies), and the baselines "random", "dotprod", "clustering", "packing",
-// "bestfit", "fgd". InvalidArgument for anything else.
+// "bestfit", "fgd" (which, like every baseline, checks the compute share in its fit), and the
+// two-dimensional baselines "drf" (best fit on the dominant share) and "tetris" (Tetris's
+// alignment score). InvalidArgument for anything else.
 StatusOr<std::unique_ptr<SimPolicy>> MakePolicy(std::string_view name, const placement::TypicalWorkload& typical);
 
 }  // namespace gpupack::sim

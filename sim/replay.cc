@@ -110,7 +110,7 @@ StatusOr<SeedRun> Replayer::RunSeed(SimPolicy& policy, uint64_t seed) const {
 
   const double capacity = static_cast<double>(state.total_capacity());
   struct Bucket {
-    double unallocated = 0, frag_rate = 0, frag_amount = 0;
+    double unallocated = 0, unallocated_compute = 0, frag_rate = 0, frag_amount = 0;
     int events = 0;
   };
   std::vector<Bucket> buckets;
@@ -138,6 +138,8 @@ StatusOr<SeedRun> Replayer::RunSeed(SimPolicy& policy, uint64_t seed) const {
     Bucket& b = buckets[x];
     const double idle = static_cast<double>(state.idle());
     b.unallocated += 100.0 - 100.0 * static_cast<double>(state.allocated()) / capacity;
+    b.unallocated_compute += 100.0 - 100.0 * static_cast<double>(state.compute_allocated()) /
+                                         static_cast<double>(std::max<int64_t>(1, state.compute_capacity()));
     b.frag_rate += idle > 0 ? 100.0 * state.fragmentation() / idle : 0.0;
     b.frag_amount += 100.0 * state.fragmentation() / capacity;
     ++b.events;
@@ -149,6 +151,7 @@ StatusOr<SeedRun> Replayer::RunSeed(SimPolicy& policy, uint64_t seed) const {
     } else {
       for (int y = std::max(0, x - 1); y <= x + 1 && y < static_cast<int>(buckets.size()); ++y) {
         sum.unallocated += buckets[y].unallocated;
+        sum.unallocated_compute += buckets[y].unallocated_compute;
         sum.frag_rate += buckets[y].frag_rate;
         sum.frag_amount += buckets[y].frag_amount;
         sum.events += buckets[y].events;
@@ -158,6 +161,7 @@ StatusOr<SeedRun> Replayer::RunSeed(SimPolicy& policy, uint64_t seed) const {
     p.arrived_pct = x;
     if (sum.events > 0) {
       p.unallocated_pct = sum.unallocated / sum.events;
+      p.unallocated_compute_pct = sum.unallocated_compute / sum.events;
       p.frag_rate_pct = sum.frag_rate / sum.events;
       p.frag_amount_pct = sum.frag_amount / sum.events;
     } else if (!run.curve.empty()) {
@@ -166,6 +170,7 @@ StatusOr<SeedRun> Replayer::RunSeed(SimPolicy& policy, uint64_t seed) const {
       p.arrived_pct = x;
     } else {
       p.unallocated_pct = 100;
+      p.unallocated_compute_pct = 100;
     }
     run.curve.push_back(p);
   }
@@ -208,10 +213,11 @@ std::vector<AggregatePoint> Aggregate(const std::vector<SeedRun>& seeds) {
   for (const auto& s : seeds) longest = std::max(longest, s.curve.size());
   std::vector<AggregatePoint> out;
   for (size_t x = 0; x < longest; ++x) {
-    std::vector<double> unalloc, rate, amount;
+    std::vector<double> unalloc, unalloc_compute, rate, amount;
     for (const auto& s : seeds) {
       if (x >= s.curve.size()) continue;
       unalloc.push_back(s.curve[x].unallocated_pct);
+      unalloc_compute.push_back(s.curve[x].unallocated_compute_pct);
       rate.push_back(s.curve[x].frag_rate_pct);
       amount.push_back(s.curve[x].frag_amount_pct);
     }
@@ -219,6 +225,7 @@ std::vector<AggregatePoint> Aggregate(const std::vector<SeedRun>& seeds) {
     p.arrived_pct = static_cast<int>(x);
     p.seeds = static_cast<int>(unalloc.size());
     p.unallocated_pct = Summarize(unalloc);
+    p.unallocated_compute_pct = Summarize(unalloc_compute);
     p.frag_rate_pct = Summarize(rate);
     p.frag_amount_pct = Summarize(amount);
     out.push_back(p);

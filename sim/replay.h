@@ -39,9 +39,10 @@ struct ReplayOptions {
 // One integer arrived-percentage point of one seed.
 struct SeedPoint {
   int arrived_pct = 0;
-  double unallocated_pct = 0;  // 100 − allocated GPU % of capacity
-  double frag_rate_pct = 0;    // F(M) / idle GPU
-  double frag_amount_pct = 0;  // F(M) / capacity
+  double unallocated_pct = 0;          // 100 − allocated GPU % of capacity
+  double unallocated_compute_pct = 0;  // 100 − reserved compute % of all devices' compute
+  double frag_rate_pct = 0;            // F(M) / idle GPU
+  double frag_amount_pct = 0;          // F(M) / capacity
 };
 
 struct SeedRun {
@@ -59,7 +60,7 @@ struct Stat {
 struct AggregatePoint {
   int arrived_pct = 0;
   int seeds = 0;  // seeds that reached this point
-  Stat unallocated_pct, frag_rate_pct, frag_amount_pct;
+  Stat unallocated_pct, unallocated_compute_pct, frag_rate_pct, frag_amount_pct;
 };
 
 struct PolicyRun {

@@ -83,7 +83,7 @@ nlohmann::json RunJson(const PolicyRun& run) {
           {"failedPods", failed}, {"curve", curve}, {"seconds", std::round(run.seconds * 1000.0) / 1000.0}};
 }
 
-std::string FormatTable(const std::vector<PolicyRun>& runs) {
+std::string FormatTable(const std::vector<PolicyRun>& runs, bool compute) {
   static const int kLevels[] = {80, 90, 95, 100, 110, 120, 130};
   std::ostringstream out;
   out << "unallocated GPU % (median over seeds) at arrived workload % of GPU capacity\n";
@@ -109,6 +109,19 @@ std::string FormatTable(const std::vector<PolicyRun>& runs) {
     for (const auto& s : run.seeds) failed += s.failed;
     const double n = run.seeds.empty() ? 1.0 : static_cast<double>(run.seeds.size());
     std::snprintf(line, sizeof(line), "   %-13s %7.0f %7.2f\n", at100.c_str(), failed / n, run.seconds / n);
+    out << line;
+  }
+  if (!compute) return out.str();
+  out << "\nat arrived 100 %: unallocated memory % and unallocated compute % (median, mean±sd over seeds)\n";
+  std::snprintf(line, sizeof(line), "%-22s %8s %13s %8s %13s\n", "policy", "memory", "mean±sd", "compute", "mean±sd");
+  out << line;
+  for (const auto& run : runs) {
+    const AggregatePoint* p = PointAt(run, 100);
+    auto cell = [&](const Stat& s) { return Fixed(s.mean, 2) + "±" + Fixed(s.sd, 2); };
+    std::snprintf(line, sizeof(line), "%-22s %8s %13s %8s %13s\n", run.policy.c_str(),
+                  p ? Fixed(p->unallocated_pct.median, 2).c_str() : "-", p ? cell(p->unallocated_pct).c_str() : "-",
+                  p ? Fixed(p->unallocated_compute_pct.median, 2).c_str() : "-",
+                  p ? cell(p->unallocated_compute_pct).c_str() : "-");
     out << line;
   }
   return out.str();

@@ -18,7 +18,9 @@ nlohmann::json RunJson(const PolicyRun& run);
 
 // One row per policy: median unallocated GPU % at the arrived levels the runs reached among
 // 80, 90, 95, 100, 110, 120, 130, then mean ± SD at 100, failed pods and seconds per seed.
-std::string FormatTable(const std::vector<PolicyRun>& runs);
+// With `compute`, then one row per policy of unallocated compute % at 100 % arrived (median,
+// mean ± SD over seeds) beside the unallocated GPU memory % there.
+std::string FormatTable(const std::vector<PolicyRun>& runs, bool compute = false);
 
 // Median unallocated GPU % (with the 25–75 % band of seeds) against arrived %, one line per policy.
 std::string SvgChart(const std::vector<PolicyRun>& runs, const std::string& title);

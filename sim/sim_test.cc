@@ -265,7 +265,7 @@ TEST(Policy, NothingFitsGivesNoChoice) {
   for (const auto& name : PolicyNames()) {
     EXPECT_EQ(PickWith(name, nodes, {}, NamedPod("big", 1, 0, 2000)).node, -1) << name;
   }
-  EXPECT_FALSE(MakePolicy("tetris", {}).ok());
+  EXPECT_FALSE(MakePolicy("knapsack", {}).ok());
 }
 
 TEST(Inputs, AlibabaNodesModelEachGpuWith1000MiB) {

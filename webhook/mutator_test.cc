@@ -344,8 +344,8 @@ TEST(Mutator, DeniesABadComputeShareNamingTheContainer) {
                            "device's SMs from 1 to 100"),
             std::string::npos)
       << d.message;
-  json alone = PodWith(
-      json::array({{{"name", "main"}, {"image", "x"}, {"resources", {{"limits", {{"gpupack.io/gpu-compute", "30"}}}}}}}));
+  json alone = PodWith(json::array(
+      {{{"name", "main"}, {"image", "x"}, {"resources", {{"limits", {{"gpupack.io/gpu-compute", "30"}}}}}}}));
   d = DenialOf(mutator, alone);
   EXPECT_EQ(d.code, 400);
   EXPECT_NE(d.message.find("gpupack.io/gpu-compute needs gpupack.io/gpu-memory in the same container"),

@@ -10,6 +10,7 @@
 #include "common/cli.h"
 #include "common/signal_policy.h"
 #include "sim/compare.h"
+#include "sim/compute_family.h"
 #include "sim/flags.h"
 #include "sim/inputs.h"
 #include "sim/replay.h"
@@ -47,6 +48,8 @@ int main(int argc, char** argv) {
   if (flags.workload_path.empty()) return Fail("--workload is required\n" + sim::SimUsage());
   auto pods = sim::LoadWorkload(flags.workload_path);
   if (!pods.ok()) return Fail(pods.status().message());
+  // One draw of the family's memory (seed 1) for every replay seed: the seeds vary the order.
+  if (flags.compute_rho) sim::ApplyComputeFamily(*pods, *flags.compute_rho, 1);
   auto seeds = sim::ParseSeeds(flags.seeds_text);
   if (!seeds.ok()) return Fail(seeds.status().message());
   if (seeds->empty()) return Fail("--seeds: no seeds");
@@ -78,7 +81,7 @@ int main(int argc, char** argv) {
       std::cout << nlohmann::json{{"runs", all}}.dump() << "\n";
     }
   } else {
-    std::cout << sim::FormatTable(*runs);
+    std::cout << sim::FormatTable(*runs, flags.compute_rho.has_value());
     if (!report_path.empty()) std::cout << "report: " << report_path << "\n";
   }
   return 0;
