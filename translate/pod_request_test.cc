@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "api/annotations.h"
 #include "api/pod_annotations.h"
 #include "api/testing/pod_annotation_cases.h"
 
@@ -104,10 +105,8 @@ TEST(PodRequest, UnknownGpupackNamesAreRefusedNamingTheValidOnes) {
       ParsePodRequest(PodWith({Container("main", {{"gpupack.io/gpu-memory", "8Gi"}})}, {{"gpupack.io/foo", "x"}}));
   ASSERT_FALSE(annotated.ok());
   EXPECT_EQ(annotated.status().message(),
-            "metadata.annotations[\"gpupack.io/foo\"]: unknown gpupack annotation; the annotations a pod may set are "
-            "gpupack.io/device-kind, gpupack.io/mig-profile, gpupack.io/gpu-model, gpupack.io/isolation, "
-            "gpupack.io/gpu-model-exclude, gpupack.io/gpu-uuids, gpupack.io/gpu-uuids-exclude, gpupack.io/node-policy, "
-            "gpupack.io/device-policy, gpupack.io/spread-key, gpupack.io/spread-scope");
+            "metadata.annotations[\"gpupack.io/foo\"]: unknown gpupack annotation; the annotations a pod may set are " +
+                api::JoinNames(api::UserAnnotationNames()));
   // What the scheduler writes at bind is known: a bound pod parses again (the extender's restart).
   auto bound = ParsePodRequest(
       PodWith({Container("main", {{"gpupack.io/gpu-memory", "8Gi"}})}, {{"gpupack.io/allocation", "{}"},
