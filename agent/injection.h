@@ -3,9 +3,10 @@
 // the pod spec, an envFrom ConfigMap, the image or a skipped webhook put into its env.
 //
 // The NRI plugin (agent/nri/) hands this function what the runtime hands it at CreateContainer:
-// the pod's annotations (kubelet copies them onto the sandbox), the container's name (unique among
-// a pod's app, init and ephemeral containers) and its final env, so a restarted plugin decides
-// exactly as before and keeps no state. This is the one place that decides which env a container
+// the pod's annotations (kubelet copies them onto the sandbox), the container's Kubernetes name
+// (containerd and CRI-O take it from the container's CRI metadata; unique among a pod's app, init
+// and ephemeral containers) and its final env, so a restarted plugin decides exactly as before and
+// keeps no state. This is the one place that decides which env a container
 // gets; the plugin only applies it.
 //
 // Thread safety: pure functions.
