@@ -30,6 +30,7 @@ import (
 // status is what /metrics and /readyz report.
 type status struct {
 	mu            sync.Mutex
+	socketChecked bool // no gpupack_nri_socket_present before the first check
 	socketPresent bool
 	connected     bool
 	containers    map[string]int64 // by result: adjusted, exempt, refused
@@ -38,6 +39,7 @@ type status struct {
 func (s *status) setSocketPresent(v bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.socketChecked = true
 	s.socketPresent = v
 }
 
@@ -64,8 +66,10 @@ func (s *status) serveMetrics(w http.ResponseWriter, _ *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-	fmt.Fprintf(w, "# HELP gpupack_nri_socket_present 1 when the runtime's NRI socket exists at --socket.\n"+
-		"# TYPE gpupack_nri_socket_present gauge\ngpupack_nri_socket_present %d\n", gauge(s.socketPresent))
+	if s.socketChecked {
+		fmt.Fprintf(w, "# HELP gpupack_nri_socket_present 1 when the runtime's NRI socket exists at --socket.\n"+
+			"# TYPE gpupack_nri_socket_present gauge\ngpupack_nri_socket_present %d\n", gauge(s.socketPresent))
+	}
 	fmt.Fprintf(w, "# HELP gpupack_nri_connected 1 while the plugin is registered with the runtime.\n"+
 		"# TYPE gpupack_nri_connected gauge\ngpupack_nri_connected %d\n", gauge(s.connected))
 	fmt.Fprintf(w, "# HELP gpupack_nri_containers_total Container creations decided, by result.\n"+
@@ -107,10 +111,10 @@ func run(ctx context.Context, o options, st *status) {
 	missing := false
 	for ctx.Err() == nil {
 		if _, err := os.Stat(o.socket); err != nil {
-			st.setSocketPresent(false)
 			if !missing {
 				log.Printf("NRI socket %s: %v: %s; checking again every %s", o.socket, err, socketHint, o.retry)
 			}
+			st.setSocketPresent(false) // after the log, so whoever sees the metric finds the reason logged
 			missing = true
 			sleep(ctx, o.retry)
 			continue
@@ -151,7 +155,8 @@ func main() {
 	flag.StringVar(&o.name, "name", "gpupack", "the plugin's name in NRI registration")
 	flag.StringVar(&o.index, "index", "90", "the plugin's two-digit NRI index: plugins run in index order, "+
 		"so a late index lets gpupack's decision see (and override) what earlier plugins set")
-	flag.StringVar(&o.listen, "listen", ":9466", "address of /metrics, /healthz and /readyz (empty: none)")
+	flag.StringVar(&o.listen, "listen", ":9466", "address of /metrics, /healthz and /readyz, printed first on "+
+		"stdout once bound (port 0: a free one; empty: none)")
 	flag.DurationVar(&o.retry, "retry", 5*time.Second, "wait between checks of the socket and between registrations")
 	flag.Func("exempt-namespace", "a namespace whose pods keep the env they were created with "+
 		"(GPU infrastructure that takes every GPU itself); repeat for each", func(ns string) error {
@@ -170,6 +175,9 @@ func main() {
 		if err != nil {
 			log.Fatalf("--listen %s: %v", o.listen, err)
 		}
+		// The bound address first on stdout, as the C++ binaries print theirs, so a test can ask
+		// for port 0 (docs/design.md "Command lines").
+		fmt.Println(listener.Addr().String())
 		mux := http.NewServeMux()
 		mux.HandleFunc("/metrics", st.serveMetrics)
 		mux.HandleFunc("/readyz", st.serveReady)

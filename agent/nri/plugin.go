@@ -36,6 +36,9 @@ func (p *plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	adjust := &api.ContainerAdjustment{}
 	set := make([]string, 0, len(d.Set))
 	for _, kv := range d.Set {
+		// Removed first, so that a value an earlier plugin set is replaced rather than a conflict
+		// that fails the creation (NRI lets a plugin touch what another set once it removed it).
+		adjust.RemoveEnv(kv[0])
 		adjust.AddEnv(kv[0], kv[1])
 		set = append(set, kv[0]+"="+kv[1])
 	}

@@ -8,10 +8,10 @@ package main
 // pkg/adaptation passes it on after gpupack's adjustment: the env the container is created with.
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -75,6 +75,7 @@ func startRuntime(t *testing.T, dir string) *testRuntime {
 		t.Fatal(err)
 	}
 	t.Cleanup(r.nri.Stop)
+	r.waitSynced(t) // Start synchronizes the pre-installed plugins (none) once
 	return r
 }
 
@@ -104,6 +105,15 @@ func (r *testRuntime) createContainer(pod *api.PodSandbox, ctr *api.Container) (
 	return r.nri.CreateContainer(context.Background(), &api.CreateContainerRequest{Pod: pod, Container: ctr})
 }
 
+// earlier is a plugin before gpupack (index 10) that hands every container every GPU.
+type earlier struct{}
+
+func (earlier) CreateContainer(context.Context, *api.PodSandbox, *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
+	adjust := &api.ContainerAdjustment{}
+	adjust.AddEnv("NVIDIA_VISIBLE_DEVICES", "all")
+	return adjust, nil, nil
+}
+
 // observer is the plugin after gpupack: it records the env each container reaches it with.
 type observer struct {
 	mu  sync.Mutex
@@ -123,9 +133,9 @@ func (o *observer) envOf(id string) []string {
 	return o.env[id]
 }
 
-func startObserver(t *testing.T, r *testRuntime) *observer {
-	o := &observer{env: map[string][]string{}}
-	s, err := stub.New(o, stub.WithPluginName("observer"), stub.WithPluginIdx("99"), stub.WithSocketPath(r.socket))
+// startStubPlugin registers `p` (on pkg/stub, in this process) with the runtime.
+func startStubPlugin(t *testing.T, r *testRuntime, p stub.Plugin, name, index string) {
+	s, err := stub.New(p, stub.WithPluginName(name), stub.WithPluginIdx(index), stub.WithSocketPath(r.socket))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,6 +144,11 @@ func startObserver(t *testing.T, r *testRuntime) *observer {
 	}
 	t.Cleanup(s.Stop)
 	r.waitSynced(t)
+}
+
+func startObserver(t *testing.T, r *testRuntime) *observer {
+	o := &observer{env: map[string][]string{}}
+	startStubPlugin(t, r, o, "observer", "99")
 	return o
 }
 
@@ -168,16 +183,14 @@ func startPlugin(t *testing.T, socket string) *gpupackPlugin {
 	if bin == "" {
 		t.Fatal("GPUPACK_NRI must name the gpupack-nri binary (CTest sets it)")
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p := &gpupackPlugin{log: &syncBuffer{}}
+	p.cmd = exec.Command(bin, "--socket", socket, "--listen", "127.0.0.1:0", "--retry", "100ms",
+		"--exempt-namespace", "kube-system", "--exempt-namespace", "gpu-operator")
+	p.cmd.Stderr = p.log
+	stdout, err := p.cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := l.Addr().String()
-	l.Close()
-	p := &gpupackPlugin{listen: addr, log: &syncBuffer{}}
-	p.cmd = exec.Command(bin, "--socket", socket, "--listen", addr, "--retry", "100ms",
-		"--exempt-namespace", "kube-system", "--exempt-namespace", "gpu-operator")
-	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -185,6 +198,14 @@ func startPlugin(t *testing.T, socket string) *gpupackPlugin {
 		p.stop()
 		t.Logf("gpupack-nri log:\n%s", p.log)
 	})
+	// The first stdout line is the address it bound (docs/design.md "Command lines").
+	lines := bufio.NewReader(stdout)
+	addr, err := lines.ReadString('\n')
+	if err != nil {
+		t.Fatalf("gpupack-nri printed no address: %v\n%s", err, p.log)
+	}
+	p.listen = strings.TrimSpace(addr)
+	go io.Copy(p.log, lines)
 	return p
 }
 
@@ -360,6 +381,29 @@ func TestPluginRestartBetweenSandboxAndContainerLosesNothing(t *testing.T) {
 	expectEnv(t, "the env after gpupack", o.envOf("c-main"), mainEnv)
 }
 
+// A plugin before gpupack that sets a device variable is overridden, not a conflict that fails
+// the creation.
+func TestAnEarlierPluginsDeviceEnvIsOverridden(t *testing.T) {
+	r := startRuntime(t, shortTempDir(t))
+	startStubPlugin(t, r, earlier{}, "every-gpu", "10")
+	o := startObserver(t, r)
+	startPlugin(t, r.socket)
+	r.waitSynced(t)
+	pod := boundPod("p1")
+	r.runPod(t, pod)
+	for _, c := range []struct {
+		name string
+		want []string
+	}{{"main", mainEnv}, {"log", []string{"NVIDIA_VISIBLE_DEVICES=void"}}} {
+		resp, err := r.createContainer(pod, &api.Container{Id: "c-" + c.name, Name: c.name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		expectEnv(t, c.name+": the adjustment the runtime applies", adjustedEnv(resp), c.want)
+		expectEnv(t, c.name+": the env after gpupack", o.envOf("c-"+c.name), c.want)
+	}
+}
+
 // Without the runtime's socket the plugin says so in its log and in /metrics, and is not ready;
 // it registers once the socket appears.
 func TestMissingSocketIsReportedNotSilent(t *testing.T) {
@@ -370,8 +414,12 @@ func TestMissingSocketIsReportedNotSilent(t *testing.T) {
 		t.Errorf("/readyz answered %d without a socket, want 503", code)
 	}
 	p.waitFor(t, "/healthz", "ok")
-	if log := p.log.String(); !strings.Contains(log, "nri.sock") || !strings.Contains(log, "containerd 1.7 needs disable = false") {
-		t.Errorf("the log does not say which socket is missing and how to turn NRI on:\n%s", log)
+	deadline := time.Now().Add(waitLimit)
+	for log := p.log.String(); !strings.Contains(log, dir+"/nri.sock") || !strings.Contains(log, "containerd 1.7 needs disable = false"); log = p.log.String() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the log does not say which socket is missing and how to turn NRI on:\n%s", log)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 
 	r := startRuntime(t, dir)
