@@ -56,7 +56,8 @@ StatusOr<EnvAdjustment> DecideContainerEnv(const PodOrigin& origin,
                                            std::string_view container, std::span<const std::string> env) {
   EnvAdjustment out;
   const std::vector<std::string>& exempt = origin.exempt_namespaces;
-  if (std::find(exempt.begin(), exempt.end(), origin.pod_namespace) != exempt.end()) return out;
+  out.exempt = std::find(exempt.begin(), exempt.end(), origin.pod_namespace) != exempt.end();
+  if (out.exempt) return out;
   std::string devices;  // the allocated container's UUIDs, empty for any other
   if (auto it = annotations.find(std::string(api::kAnnotationAllocation)); it != annotations.end()) {
     StatusOr<api::Allocation> allocation = api::DecodeAllocation(it->second);

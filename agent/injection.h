@@ -31,6 +31,8 @@ struct EnvAdjustment {
   // container already has to the plugins after it but not to the runtime, so only a set reaches
   // the container (agent/nri/plugin_test.go shows it).
   std::vector<std::pair<std::string, std::string>> set;
+  // The pod's namespace is exempt (PodOrigin): nothing is set.
+  bool exempt = false;
 
   bool operator==(const EnvAdjustment&) const = default;
 };

@@ -35,7 +35,7 @@ json Decide(const char* request, size_t size) {
   if (!decided.ok()) return {{"error", decided.status().message()}};
   json set = json::array();
   for (const auto& [name, value] : decided->set) set.push_back({name, value});
-  return {{"set", std::move(set)}};
+  return {{"set", std::move(set)}, {"exempt", decided->exempt}};
 }
 
 }  // namespace

@@ -14,7 +14,7 @@ extern "C" {
 //   {"namespace": "ml", "exemptNamespaces": ["gpu-operator", …],
 //    "annotations": {"gpupack.io/allocation": "…", …}, "container": "main", "env": ["NAME=value", …]}.
 // Returns NUL-terminated JSON that the caller releases with free():
-//   {"set": [["NAME", "value"], …]}
+//   {"set": [["NAME", "value"], …], "exempt": false}
 // or, when no decision can be made (a malformed request, an allocation that does not decode),
 //   {"error": "…"}.
 // NULL only when memory runs out.

@@ -148,6 +148,7 @@ TEST(Injection, DecidesTheEnvFromTheAllocationAlone) {
     StatusOr<EnvAdjustment> got = DecideContainerEnv(kTenant, c.annotations, c.container, c.env);
     ASSERT_TRUE(got.ok()) << c.what << ": " << got.status();
     EXPECT_EQ(got->set, c.set) << c.what;
+    EXPECT_FALSE(got->exempt) << c.what;
   }
 }
 
@@ -162,6 +163,7 @@ TEST(Injection, LeavesExemptNamespacesAlone) {
           DecideContainerEnv(infrastructure, annotations, "main", Env{"NVIDIA_VISIBLE_DEVICES=all"});
       ASSERT_TRUE(got.ok()) << got.status();
       EXPECT_EQ(got->set, Set{}) << ns;
+      EXPECT_TRUE(got->exempt) << ns;
     }
   }
   // A namespace is exempt by its exact name only.
@@ -170,6 +172,7 @@ TEST(Injection, LeavesExemptNamespacesAlone) {
   StatusOr<EnvAdjustment> got = DecideContainerEnv(lookalike, {}, "app", Env{"NVIDIA_VISIBLE_DEVICES=all"});
   ASSERT_TRUE(got.ok());
   EXPECT_EQ(got->set, kVoid);
+  EXPECT_FALSE(got->exempt);
 }
 
 TEST(Injection, RefusesAnAllocationItCannotRead) {
@@ -195,13 +198,13 @@ TEST(Injection, CEntryCarriesTheDecisionAsJson) {
       {"annotations", BoundAnnotations()}, {"container", "main"}, {"env", {"CUDA_VISIBLE_DEVICES=3"}}};
   EXPECT_EQ(call(request.dump()), nlohmann::json::parse(R"({"set": [["NVIDIA_VISIBLE_DEVICES", "GPU-a,GPU-b"],
       ["NVIDIA_GPU_MEMORY_LIMIT", "8192"], ["NVIDIA_GPU_MEMORY_REQUEST", "4096"],
-      ["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "0=8192M,1=8192M"], ["CUDA_VISIBLE_DEVICES", "GPU-a,GPU-b"]]})"));
+      ["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "0=8192M,1=8192M"], ["CUDA_VISIBLE_DEVICES", "GPU-a,GPU-b"]], "exempt": false})"));
   // Absent or null (Go's nil map and slice): empty.
   EXPECT_EQ(call(R"({"namespace": "gpu-operator", "exemptNamespaces": ["gpu-operator"], "container": "app",
                       "env": ["NVIDIA_VISIBLE_DEVICES=all"]})"),
-            nlohmann::json::parse(R"({"set": []})"));
+            nlohmann::json::parse(R"({"set": [], "exempt": true})"));
   EXPECT_EQ(call(R"({"container": "app", "annotations": null, "env": null})"),
-            nlohmann::json::parse(R"({"set": [["NVIDIA_VISIBLE_DEVICES", "void"]]})"));
+            nlohmann::json::parse(R"({"set": [["NVIDIA_VISIBLE_DEVICES", "void"]], "exempt": false})"));
   EXPECT_EQ(call("[1]").value("error", ""), "the request is not a JSON object");
   EXPECT_EQ(call("{").value("error", ""), "the request is not a JSON object");
   EXPECT_EQ(call(R"({"env": [7]})").value("error", "").rfind("malformed request: ", 0), 0u);

@@ -20,8 +20,9 @@ import (
 
 // envDecision is what the C++ decision answers for one container.
 type envDecision struct {
-	Set   [][2]string `json:"set"`   // NAME, value: set, replacing a variable of that name
-	Error string      `json:"error"` // set when no decision can be made
+	Set    [][2]string `json:"set"`    // NAME, value: set, replacing a variable of that name
+	Exempt bool        `json:"exempt"` // the pod's namespace is exempt: nothing set
+	Error  string      `json:"error"`  // set when no decision can be made
 }
 
 type decisionRequest struct {

@@ -33,7 +33,7 @@ type status struct {
 	socketChecked bool // no gpupack_nri_socket_present before the first check
 	socketPresent bool
 	connected     bool
-	containers    map[string]int64 // by result: adjusted, exempt, refused
+	containers    map[string]int64 // by result: adjusted, unchanged, exempt, refused
 }
 
 func (s *status) setSocketPresent(v bool) {
@@ -74,7 +74,7 @@ func (s *status) serveMetrics(w http.ResponseWriter, _ *http.Request) {
 		"# TYPE gpupack_nri_connected gauge\ngpupack_nri_connected %d\n", gauge(s.connected))
 	fmt.Fprintf(w, "# HELP gpupack_nri_containers_total Container creations decided, by result.\n"+
 		"# TYPE gpupack_nri_containers_total counter\n")
-	for _, result := range []string{"adjusted", "exempt", "refused"} {
+	for _, result := range []string{"adjusted", "unchanged", "exempt", "refused"} {
 		fmt.Fprintf(w, "gpupack_nri_containers_total{result=%q} %d\n", result, s.containers[result])
 	}
 }

@@ -42,8 +42,12 @@ func (p *plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 		adjust.AddEnv(kv[0], kv[1])
 		set = append(set, kv[0]+"="+kv[1])
 	}
-	if len(set) == 0 {
+	switch {
+	case d.Exempt:
 		p.status.countContainer("exempt")
+		return nil, nil, nil
+	case len(set) == 0: // its env already gives no device
+		p.status.countContainer("unchanged")
 		return nil, nil, nil
 	}
 	p.status.countContainer("adjusted")

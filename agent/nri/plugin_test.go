@@ -317,6 +317,14 @@ func TestContainerEnvIsDecidedOnTheNode(t *testing.T) {
 		}
 		expectEnv(t, "the env after gpupack", o.envOf("c-plain"),
 			[]string{"NVIDIA_VISIBLE_DEVICES=void", "NVIDIA_GPU_MEMORY_LIMIT=", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT="})
+
+		// A container that says itself it takes no device keeps that: nothing to set.
+		resp, err = r.createContainer(plain, &api.Container{Id: "c-none", Name: "tools", Env: []string{"NVIDIA_VISIBLE_DEVICES=none"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		expectEnv(t, "the adjustment the runtime applies", adjustedEnv(resp), nil)
+		expectEnv(t, "the env after gpupack", o.envOf("c-none"), []string{"NVIDIA_VISIBLE_DEVICES=none"})
 	})
 
 	t.Run("GPU infrastructure in an exempt namespace keeps its env", func(t *testing.T) {
@@ -345,7 +353,7 @@ func TestContainerEnvIsDecidedOnTheNode(t *testing.T) {
 
 	code, body := p.get("/metrics")
 	for _, want := range []string{"gpupack_nri_socket_present 1", `gpupack_nri_containers_total{result="adjusted"} 3`,
-		`gpupack_nri_containers_total{result="exempt"} 1`, `gpupack_nri_containers_total{result="refused"} 1`} {
+		`gpupack_nri_containers_total{result="unchanged"} 1`, `gpupack_nri_containers_total{result="exempt"} 1`, `gpupack_nri_containers_total{result="refused"} 1`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics (%d) lacks %q:\n%s", code, want, body)
 		}
