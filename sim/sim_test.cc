@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "api/pod_annotations.h"
+#include "api/testing/pod_annotation_cases.h"
 #include "placement/placement.h"
 #include "sim/cluster_state.h"
 #include "sim/extender_policy.h"
@@ -655,7 +657,49 @@ TEST(Inputs, WorkloadYamlCarriesThePodControls) {
   auto bad = ParseWorkloadYaml("pods:\n  - {name: a, gpus: 1, nodePolicy: tight}\n", "w.yaml");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().message(),
-            "w.yaml:2:5: annotation gpupack.io/node-policy: \"tight\" is not binpack, spread, fgd or default");
+            "w.yaml:2:36: annotation gpupack.io/node-policy: \"tight\" is not binpack, spread, fgd or default");
+}
+
+// The workload entry `{name: a, KEY: "VALUE", ...}` that sets `set` under the rows' workload keys;
+// `value_column` gets the (1-based) column of the last one's value in table order, the one a
+// refused case refuses. False when a row of `set` has no workload key.
+bool WorkloadEntry(const api::testing::Annotations& set, std::string* line, int* value_column) {
+  *line = "  - {name: a";
+  size_t found = 0;
+  for (const api::PodAnnotation& row : api::PodAnnotations()) {
+    auto it = set.find(std::string(row.name));
+    if (it == set.end() || row.workload_key.empty()) continue;
+    *line += ", " + std::string(row.workload_key) + ": ";
+    *value_column = static_cast<int>(line->size()) + 1;
+    *line += "\"" + it->second + "\"";
+    ++found;
+  }
+  *line += "}\n";
+  return found == set.size();
+}
+
+// The workload file reads its annotation keys through the table's rows, as the pod parser reads a
+// pod's annotations: every shared case holds for it, and a refusal comes with the parser's message
+// after the position of the refused value. Before, the simulator read deviceKind, migProfile,
+// gpuModel and isolation itself, and took "A100||H100", a profile "small" and migProfile beside
+// deviceKind gpu.
+TEST(Inputs, WorkloadYamlReadsTheAnnotationsAsThePodParserDoes) {
+  std::string line;
+  int column = 0;
+  for (const api::testing::AcceptedCase& c : api::testing::kAcceptedCases) {
+    if (!WorkloadEntry(c.set, &line, &column)) continue;
+    SCOPED_TRACE(line);
+    auto pods = ParseWorkloadYaml("pods:\n" + line, "w.yaml");
+    ASSERT_TRUE(pods.ok()) << pods.status();
+    EXPECT_EQ(api::WritePodAnnotations((*pods)[0]), c.written);
+  }
+  for (const api::testing::RefusedCase& c : api::testing::kRefusedCases) {
+    if (!WorkloadEntry(c.set, &line, &column)) continue;
+    SCOPED_TRACE(line);
+    auto pods = ParseWorkloadYaml("pods:\n" + line, "w.yaml");
+    ASSERT_FALSE(pods.ok());
+    EXPECT_EQ(pods.status().message(), "w.yaml:2:" + std::to_string(column) + ": " + c.message);
+  }
 }
 
 }  // namespace
