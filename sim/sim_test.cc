@@ -9,6 +9,7 @@
 #include "api/testing/pod_annotation_cases.h"
 #include "placement/placement.h"
 #include "sim/cluster_state.h"
+#include "sim/compute_family.h"
 #include "sim/extender_policy.h"
 #include "sim/inputs.h"
 #include "sim/policy.h"
@@ -268,6 +269,30 @@ TEST(Policy, NothingFitsGivesNoChoice) {
     EXPECT_EQ(PickWith(name, nodes, {}, NamedPod("big", 1, 0, 2000)).node, -1) << name;
   }
   EXPECT_FALSE(MakePolicy("knapsack", {}).ok());
+}
+
+// Three sharing pods of 200, 500 and 800 milli-GPU and a whole-GPU pod. ρ = 1 keeps each pod's
+// memory and adds its compute (⌊milli / 10⌋ %); ρ = −1 hands the largest compute the smallest
+// memory; the whole-GPU pod is untouched.
+TEST(ComputeFamily, CorrelationOneKeepsTheTraceAndMinusOneReversesIt) {
+  auto pods = [] {
+    return std::vector<model::PodRequest>{NamedPod("a", 1, 200), NamedPod("b", 1, 500), NamedPod("c", 1, 800),
+                                          NamedPod("w", 1, 0)};
+  };
+  std::vector<model::PodRequest> same = pods();
+  ApplyComputeFamily(same, 1.0, 1);
+  std::vector<model::PodRequest> reversed = pods();
+  ApplyComputeFamily(reversed, -1.0, 1);
+  const model::MiB kept[] = {200, 500, 800}, flipped[] = {800, 500, 200};
+  const int compute[] = {20, 50, 80};
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(same[i].containers[0].mem_per_device_mib, kept[i]);
+    EXPECT_EQ(same[i].containers[0].compute_pct, compute[i]);
+    EXPECT_EQ(reversed[i].containers[0].mem_per_device_mib, flipped[i]);
+    EXPECT_EQ(reversed[i].containers[0].compute_pct, compute[i]);
+  }
+  EXPECT_EQ(same[3].containers[0].compute_pct, 0);
+  EXPECT_EQ(reversed[3].containers[0].mem_per_device_mib, 0);
 }
 
 TEST(Inputs, AlibabaNodesModelEachGpuWith1000MiB) {
