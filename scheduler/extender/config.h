@@ -46,6 +46,7 @@ struct ExtenderConfig {
   std::chrono::nanoseconds heartbeat_ttl = std::chrono::seconds(120);  // 0 = nodes never go stale
   double request_ratio = 1.0;
   std::chrono::nanoseconds reservation_ttl = std::chrono::minutes(2);
+  std::chrono::nanoseconds filter_hold_ttl = std::chrono::seconds(30);  // 0 = the filter holds nothing
   int64_t remembered_pods = 10000;
   std::chrono::nanoseconds remembered_ttl = std::chrono::minutes(10);
   int64_t max_body_bytes = 64ll << 20;

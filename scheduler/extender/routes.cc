@@ -36,6 +36,7 @@ ExtenderOptions ExtenderOptionsOf(const ExtenderConfig& config) {
   options.remembered_pods = static_cast<size_t>(config.remembered_pods);
   options.remembered_ttl = config.remembered_ttl;
   options.reservation_ttl = config.reservation_ttl;
+  options.filter_hold_ttl = config.filter_hold_ttl;
   return options;
 }
 
