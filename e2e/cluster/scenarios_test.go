@@ -925,6 +925,11 @@ func metricsOf(port int) (map[string]float64, error) {
 	if err != nil {
 		return nil, err
 	}
+	return parseMetrics(body)
+}
+
+// parseMetrics reads the Prometheus text format into sample (name with its labels) → value.
+func parseMetrics(body []byte) (map[string]float64, error) {
 	out := map[string]float64{}
 	for _, line := range strings.Split(string(body), "\n") {
 		if line == "" || strings.HasPrefix(line, "#") {

@@ -408,6 +408,32 @@ TEST_F(KubeBackendTest, ConcurrentBindsToOneNodeAllLandOnKeptAliveConnections) {
   EXPECT_LE(opened, 2.0 * kPods);
 }
 
+// Binds to one node share fence writes: while one write is out (here held 100 ms by the API
+// server), the binds that arrive queue and the next write carries all their intents, with one
+// fresh read for them. Eight binds at once need two writes in the best case, never eight.
+TEST_F(KubeBackendTest, ConcurrentBindsToOneNodeShareFenceWrites) {
+  StartBackend();
+  constexpr int kPods = 8;
+  std::vector<std::string> uids;
+  for (int i = 0; i < kPods; ++i) uids.push_back(CreatePod("p" + std::to_string(i), 10 * kGiB));
+  e2e::Faults slow_fence;
+  slow_fence.path_contains = "/leases";
+  slow_fence.latency_ms = 100;
+  server_->SetFaults(slow_fence);
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0};
+  for (int i = 0; i < kPods; ++i) {
+    threads.emplace_back([&, i] { ok += ExtenderBind("p" + std::to_string(i), uids[i]).ok(); });
+  }
+  for (std::thread& t : threads) t.join();
+  server_->SetFaults({});
+  EXPECT_EQ(ok.load(), kPods);
+  EXPECT_FALSE(Fits(1)) << "all eight are booked";
+  const KubeBackendStats stats = backend_->stats();
+  EXPECT_LT(stats.fence_writes, static_cast<uint64_t>(kPods)) << "no write carried two binds";
+  EXPECT_GE(stats.fence_writes, 1u);
+}
+
 // RBAC forbids the fence: binds go on with the fresh read, and the backend says so everywhere:
 // Problem() (so /readyz), gpupack_bind_fence_up 0 and a Warning Event on the pod; once the
 // permission is granted the fence works again at the next try.

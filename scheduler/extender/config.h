@@ -51,6 +51,7 @@ struct ExtenderConfig {
   std::chrono::nanoseconds remembered_ttl = std::chrono::minutes(10);
   int64_t max_body_bytes = 64ll << 20;
   int threads = 4;
+  int bind_threads = 32;  // binds in flight at once (each waits on the API server)
   bool per_device_metrics = true;
   int max_devices_per_container = 16;
   std::string tls_cert_file;  // both set: serve HTTPS (kube-scheduler's enableHTTPS)

@@ -44,6 +44,7 @@ TEST(ExtenderOptionsOfTest, CopiesEveryKnob) {
 TEST(MetricsServerOptionsTest, OneWorkerPlainHttp) {
   ExtenderConfig config;
   config.threads = 8;
+  config.bind_threads = 48;
   config.tls_cert_file = "cert.pem";
   config.tls_key_file = "key.pem";
   FakeClock clock;
@@ -53,6 +54,7 @@ TEST(MetricsServerOptionsTest, OneWorkerPlainHttp) {
   const server::HttpServerOptions verbs = ExtenderServerOptions(config, extender);
   const server::HttpServerOptions metrics = MetricsServerOptions(config, extender);
   EXPECT_EQ(verbs.worker_threads, 8);
+  EXPECT_EQ(verbs.waiting_threads, 48);
   EXPECT_EQ(verbs.tls_cert_file, "cert.pem");
   EXPECT_EQ(metrics.worker_threads, 1);
   EXPECT_EQ(metrics.tls_cert_file, "");
