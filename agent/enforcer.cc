@@ -56,7 +56,7 @@ void Enforcer::Enforce(const PodInfo& pod, const PodContainer& c, const api::All
   }
   const std::string& dir = dir_it->second;
   const uint64_t hard = static_cast<uint64_t>(d.mem_mib) * kMiB;
-  const model::MiB request = c.request_mib > 0 && c.request_mib <= d.mem_mib ? c.request_mib : d.mem_mib;
+  const model::MiB request = api::SoftLimitMiB(c.request_mib, d.mem_mib);
   const uint64_t soft = static_cast<uint64_t>(request) * kMiB;
   auto current = limiter->GetLimits(d.uuid, dir);
   if (current.ok() && current->has_value() && (*current)->hard_bytes == hard && (*current)->soft_bytes == soft) {

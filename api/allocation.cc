@@ -146,4 +146,8 @@ std::map<std::string, std::string> AllocationAnnotations(const Allocation& alloc
   return out;
 }
 
+model::MiB SoftLimitMiB(model::MiB request_mib, model::MiB cap_mib) {
+  return request_mib >= 1 && request_mib <= cap_mib ? request_mib : cap_mib;
+}
+
 }  // namespace gpupack::api

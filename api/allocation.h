@@ -70,4 +70,10 @@ StatusOr<Allocation> DecodeAllocation(std::string_view text);
 // MPS string ("0=8192M,1=8192M", ordinals within the visible set).
 std::map<std::string, std::string> AllocationAnnotations(const Allocation& allocation, double request_ratio = 1.0);
 
+// The per-device soft limit (NVIDIA_GPU_MEMORY_REQUEST) of a container whose cap is `cap_mib`, from
+// `request_mib`, the value of its …-memory-request-mib annotation (0 when it has none or it is not a
+// count): that value when it is in [1, cap_mib], else the cap (no soft limit below the hard one).
+// The agent's enforcer and node-side injection both apply it, so both set the same soft limit.
+model::MiB SoftLimitMiB(model::MiB request_mib, model::MiB cap_mib);
+
 }  // namespace gpupack::api

@@ -76,6 +76,21 @@ TEST(Allocation, AnnotationsCarryPerContainerKeys) {
   EXPECT_EQ(ann.size(), 1u + 2 * 4);
 }
 
+// The soft limit is what the bind wrote when 1 ≤ it ≤ the cap, else the cap itself.
+TEST(Allocation, SoftLimitIsTheWrittenRequestWithinTheCap) {
+  struct Case {
+    model::MiB request, cap, want;
+  } cases[] = {
+      {4096, 8192, 4096},  // cap × 0.5, as the bind writes it with requestRatio 0.5
+      {8192, 8192, 8192},  // requestRatio 1.0: soft = hard
+      {1, 8192, 1},        // the bind's floor: at least 1 MiB
+      {0, 8192, 8192},     // no annotation (or not a count): the cap
+      {9000, 8192, 8192},  // above the cap: never a soft limit over the hard one
+      {-5, 8192, 8192},
+  };
+  for (const Case& c : cases) EXPECT_EQ(SoftLimitMiB(c.request, c.cap), c.want) << c.request << " of " << c.cap;
+}
+
 TEST(Allocation, CarriesTheSpreadKeyIntoTheRebuiltLedger) {
   Allocation a = TwoContainerAllocation();
   a.spread_key = "web";

@@ -98,6 +98,24 @@ StatusOr<int64_t> Integer(const CsvRow& row, int col, const std::string& name, c
   return v;
 }
 
+// The workload file's keys for a pod's name, count and size.
+constexpr std::string_view kPodKeys[] = {"name", "count", "gpuMemory", "gpus", "cpu", "memory"};
+// Its keys for the pod annotations of docs/annotations.md. Their values go through the pod parser
+// itself (translate::ParsePodRequest), so the simulator accepts and refuses exactly what the
+// webhook and the extender do, with the same messages.
+constexpr std::pair<std::string_view, std::string_view> kAnnotationKeys[] = {
+    {"deviceKind", api::kAnnotationDeviceKind},
+    {"migProfile", api::kAnnotationMigProfile},
+    {"gpuModel", api::kAnnotationGpuModel},
+    {"isolation", api::kAnnotationIsolation},
+    {"gpuModelExclude", api::kAnnotationGpuModelExclude},
+    {"gpuUuids", api::kAnnotationGpuUuids},
+    {"gpuUuidsExclude", api::kAnnotationGpuUuidsExclude},
+    {"nodePolicy", api::kAnnotationNodePolicy},
+    {"devicePolicy", api::kAnnotationDevicePolicy},
+    {"spreadKey", api::kAnnotationSpreadKey},
+    {"spreadScope", api::kAnnotationSpreadScope}};
+
 std::string Mark(const std::string& where, const YAML::Node& n) {
   const YAML::Mark m = n.Mark();
   if (m.line < 0) return where + ": ";
@@ -208,41 +226,38 @@ StatusOr<std::vector<model::PodRequest>> ParseWorkloadYaml(std::string_view text
   if (!root.IsMap() || !root["pods"] || !root["pods"].IsSequence()) {
     return Status::InvalidArgument(where + ": expected a map with a \"pods\" list");
   }
-  static const char* kKeys[] = {"name",
-                                "count",
-                                "gpuMemory",
-                                "gpus",
-                                "cpu",
-                                "memory",
-                                "migProfile",
-                                "gpuModel",
-                                "deviceKind",
-                                "isolation",
-                                "gpuModelExclude",
-                                "gpuUuids",
-                                "gpuUuidsExclude",
-                                "nodePolicy",
-                                "devicePolicy",
-                                "spreadKey",
-                                "spreadScope"};
   std::vector<model::PodRequest> pods;
   std::map<std::string, std::string> names;
   for (const YAML::Node& entry : root["pods"]) {
     if (!entry.IsMap()) return Status::InvalidArgument(Mark(where, entry) + "each pod must be a map");
     for (const auto& kv : entry) {
       const std::string key = kv.first.as<std::string>();
-      if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys)) {
+      const bool known = std::find(std::begin(kPodKeys), std::end(kPodKeys), key) != std::end(kPodKeys) ||
+                         std::any_of(std::begin(kAnnotationKeys), std::end(kAnnotationKeys),
+                                     [&](const auto& k) { return k.first == key; });
+      if (!known) {
         return Status::InvalidArgument(Mark(where, kv.first) + "unknown key \"" + key + "\"");
       }
       if (!kv.second.IsScalar()) return Status::InvalidArgument(Mark(where, kv.second) + key + ": must be a scalar");
     }
-    auto scalar = [&](const char* key) { return entry[key] ? entry[key].as<std::string>() : std::string(); };
+    auto scalar = [&](std::string_view key) {
+      const YAML::Node value = entry[std::string(key)];
+      return value ? value.as<std::string>() : std::string();
+    };
     const std::string name = scalar("name");
     if (name.empty()) return Status::InvalidArgument(Mark(where, entry) + "name: required");
     if (Status valid = CheckDns1123Subdomain(name, "name"); !valid.ok()) {
       return Status::InvalidArgument(Mark(where, entry["name"]) + valid.message());
     }
-    model::PodRequest base;
+    nlohmann::json annotations = nlohmann::json::object();
+    for (const auto& [key, annotation] : kAnnotationKeys) {
+      if (entry[std::string(key)]) annotations[std::string(annotation)] = scalar(key);
+    }
+    const nlohmann::json annotated = {{"metadata", {{"annotations", annotations}}},
+                                      {"spec", {{"containers", nlohmann::json::array()}}}};
+    StatusOr<model::PodRequest> parsed = translate::ParsePodRequest(annotated);
+    if (!parsed.ok()) return Status::InvalidArgument(Mark(where, entry) + parsed.status().message());
+    model::PodRequest base = std::move(*parsed);
     base.ns = "default";
     int64_t count = 1;
     if (entry["count"]) {
@@ -285,57 +300,6 @@ StatusOr<std::vector<model::PodRequest>> ParseWorkloadYaml(std::string_view text
       auto mem = ParseBytes(scalar("memory"), "memory");
       if (!mem.ok()) return Status::InvalidArgument(Mark(where, entry["memory"]) + mem.status().message());
       base.memory_bytes = *mem;
-    }
-    base.mig_profile = scalar("migProfile");
-    const std::string models = scalar("gpuModel");
-    for (size_t start = 0; !models.empty() && start <= models.size();) {
-      size_t bar = models.find('|', start);
-      if (bar == std::string::npos) bar = models.size();
-      if (bar > start) base.gpu_models.push_back(models.substr(start, bar - start));
-      start = bar + 1;
-    }
-    const std::string kind = scalar("deviceKind");
-    if (kind == "gpu") {
-      base.device_kind = model::DeviceKindPreference::kGpu;
-    } else if (kind == "mig") {
-      base.device_kind = model::DeviceKindPreference::kMig;
-    } else if (!kind.empty() && kind != "any") {
-      return Status::InvalidArgument(Mark(where, entry["deviceKind"]) + "deviceKind: want gpu, mig or any, got \"" +
-                                     kind + "\"");
-    }
-    // The pod annotations of docs/annotations.md, under the api's own parser, so the simulator
-    // accepts and refuses exactly what the webhook does.
-    static const std::pair<const char*, std::string_view> kAnnotationKeys[] = {
-        {"gpuModelExclude", api::kAnnotationGpuModelExclude}, {"gpuUuids", api::kAnnotationGpuUuids},
-        {"gpuUuidsExclude", api::kAnnotationGpuUuidsExclude}, {"nodePolicy", api::kAnnotationNodePolicy},
-        {"devicePolicy", api::kAnnotationDevicePolicy},       {"spreadKey", api::kAnnotationSpreadKey},
-        {"spreadScope", api::kAnnotationSpreadScope}};
-    nlohmann::json annotations = nlohmann::json::object();
-    for (const auto& [key, annotation] : kAnnotationKeys) {
-      if (entry[key]) annotations[std::string(annotation)] = scalar(key);
-    }
-    if (!annotations.empty()) {
-      const nlohmann::json pod = {{"metadata", {{"annotations", annotations}}},
-                                  {"spec", {{"containers", nlohmann::json::array()}}}};
-      StatusOr<model::PodRequest> parsed = translate::ParsePodRequest(pod);
-      if (!parsed.ok()) return Status::InvalidArgument(Mark(where, entry) + parsed.status().message());
-      base.excluded_gpu_models = parsed->excluded_gpu_models;
-      base.gpu_uuids = parsed->gpu_uuids;
-      base.excluded_gpu_uuids = parsed->excluded_gpu_uuids;
-      base.node_policy = parsed->node_policy;
-      base.device_policy = parsed->device_policy;
-      base.spread_key = parsed->spread_key;
-      base.spread_across_nodes = parsed->spread_across_nodes;
-    }
-    const std::string isolation = scalar("isolation");
-    if (isolation == "hard") {
-      base.hard_isolation = true;
-    } else if (!isolation.empty() && isolation != "best-effort") {
-      return Status::InvalidArgument(Mark(where, entry["isolation"]) + "isolation: want hard or best-effort, got \"" +
-                                     isolation + "\"");
-    }
-    if (!base.mig_profile.empty() && base.device_kind == model::DeviceKindPreference::kGpu) {
-      return Status::InvalidArgument(Mark(where, entry) + "migProfile with deviceKind gpu can never fit");
     }
     for (int64_t i = 0; i < count; ++i) {
       model::PodRequest pod = base;

@@ -27,10 +27,11 @@ StatusOr<std::vector<model::PodRequest>> ParseAlibabaPods(std::string_view csv, 
 // Our workload file:
 //   pods:
 //     - {name: infer, gpuMemory: 10Gi, gpus: 1, cpu: "4", memory: 16Gi, count: 20}
-// Keys: name (required), count, gpuMemory (total per pod, split evenly over `gpus`), gpus,
-// cpu, memory, migProfile, gpuModel ("A|B"), deviceKind (gpu|mig|any), isolation (hard|best-effort).
-// A pod with neither gpuMemory nor gpus asks for no device. Entries with count > 1 are named
-// name-0 … name-(count−1).
+// Keys (docs/cluster-file.md): name (required), count, gpuMemory (total per pod, split evenly over
+// `gpus`), gpus, cpu, memory, and the pod annotations under camel-case keys (deviceKind for
+// gpupack.io/device-kind, ...), whose values translate::ParsePodRequest reads, refusing what it
+// refuses with its message after the entry's position. A pod with neither gpuMemory nor gpus asks
+// for no device. Entries with count > 1 are named name-0 … name-(count−1).
 StatusOr<std::vector<model::PodRequest>> ParseWorkloadYaml(std::string_view yaml, const std::string& where);
 
 // By content: a file whose first line starts with "sn," / "name," is an Alibaba CSV, anything else

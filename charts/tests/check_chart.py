@@ -668,6 +668,8 @@ def check_agent(m, values):
     if spec.get("hostNetwork") or spec.get("hostIPC"):
         errs.append("agent: hostNetwork/hostIPC are not needed")
     allowed = {"/sys/fs/cgroup"} | ({"/dev", av["driverLibraryPath"]} if not av["runtimeClassName"] else set())
+    if av["nri"]["enabled"]:
+        allowed.add(os.path.dirname(av["nri"]["socket"]))
     for v in spec.get("volumes", []):
         if "hostPath" in v and v["hostPath"]["path"] not in allowed:
             errs.append(f"agent: hostPath {v['hostPath']['path']} is more host access than NVML and cgroups need")
@@ -688,10 +690,35 @@ def check_agent(m, values):
     env = {e["name"]: e for e in c.get("env", [])}
     if env.get("NODE_NAME", {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") != "spec.nodeName":
         errs.append("agent: NODE_NAME must come from the downward API (spec.nodeName)")
+    errs += check_agent_nri(spec, values)
     if not spec.get("nodeSelector") and not spec.get("affinity"):
         errs.append("agent: no nodeSelector/affinity: it would run on every node")
     if not any(t.get("key") == "nvidia.com/gpu" for t in spec.get("tolerations", [])) and av["tolerations"]:
         errs.append("agent: GPU taint not tolerated")
+    return errs
+
+
+def check_agent_nri(spec, values):
+    """The gpupack-nri container follows agent.nri: its socket mounted, every namespace the webhook
+    leaves alone left alone by the plugin too, readiness on its registration."""
+    nri = values["agent"]["nri"]
+    nc = next((c for c in spec["containers"] if c["name"] == "nri"), None)
+    if nc is None:
+        return ["agent: agent.nri.enabled but no nri container"] if nri["enabled"] else []
+    if not nri["enabled"]:
+        return ["agent: an nri container without agent.nri.enabled"]
+    errs = []
+    cmd = nc["command"]
+    if cmd[0] != "gpupack-nri" or arg_after(cmd, "--socket") != nri["socket"] or arg_after(cmd, "--index") != nri["index"]:
+        errs.append(f"agent: nri command {cmd} lacks --socket {nri['socket']} --index {nri['index']}")
+    exempt = {cmd[i + 1] for i, a in enumerate(cmd[:-1]) if a == "--exempt-namespace"}
+    want = {"kube-system", NAMESPACE} | set(values["webhook"]["exemptNamespaces"]) | set(nri["exemptNamespaces"])
+    if exempt != want:
+        errs.append(f"agent: nri exempts {sorted(exempt)}, want {sorted(want)} (the webhook's, the release's, kube-system)")
+    if os.path.dirname(nri["socket"]) not in {vm["mountPath"] for vm in nc.get("volumeMounts", [])}:
+        errs.append(f"agent: nri does not mount the socket's directory {os.path.dirname(nri['socket'])}")
+    if nc.get("readinessProbe", {}).get("httpGet", {}).get("path") != "/readyz":
+        errs.append("agent: nri must be ready only while registered (/readyz)")
     return errs
 
 

@@ -148,7 +148,9 @@ def check_board(path, catalog):
 
 
 def rule_exprs(renderer):
-    docs, _ = renderer.render_docs([], sets=["prometheus.rules.enabled=true"], api_versions=chartlib.CI_API_VERSIONS)
+    # agent.nri on too, so the alert on gpupack-nri is checked with the others.
+    docs, _ = renderer.render_docs([], sets=["prometheus.rules.enabled=true", "agent.nri.enabled=true"],
+                                   api_versions=chartlib.CI_API_VERSIONS)
     out = []
     for d in docs:
         if d.get("kind") == "PrometheusRule":

@@ -1,0 +1,217 @@
+#include "agent/injection.h"
+
+#include <cstdlib>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "agent/injection_c.h"
+#include "api/allocation.h"
+
+namespace gpupack::agent {
+namespace {
+
+using Annotations = std::map<std::string, std::string>;
+using Env = std::vector<std::string>;
+using Set = std::vector<std::pair<std::string, std::string>>;
+
+// The pod the extender bound: app container "main" (spec.containers[0]) on GPU-a and GPU-b with an
+// 8192-MiB cap each, init container "warmup" (spec.initContainers[0]) on MIG-x with 5120 MiB,
+// and a sidecar "log" (spec.containers[1]) without gpupack resources.
+api::Allocation Bound() {
+  api::Allocation a;
+  a.node = "n1";
+  a.containers.push_back({"main", 0, false, false, false, {{"GPU-a", 0, 8192, "", ""}, {"GPU-b", 1, 8192, "", ""}}});
+  a.containers.push_back({"warmup", 0, true, false, false, {{"MIG-x", 2, 5120, "GPU-c", "1g.10gb"}}});
+  return a;
+}
+
+// Exactly the annotations the bind writes with requestRatio 0.5: soft = 8192 × 0.5 = 4096 for
+// "main", 5120 × 0.5 = 2560 for "warmup".
+Annotations BoundAnnotations() { return api::AllocationAnnotations(Bound(), 0.5); }
+
+Annotations With(Annotations a, const std::string& key, const std::string& value) {
+  a[key] = value;
+  return a;
+}
+
+Annotations Without(Annotations a, const std::string& key) {
+  a.erase(key);
+  return a;
+}
+
+const std::string kMainRequest = "gpupack.io/c0-memory-request-mib";
+const std::string kMainDevices = "gpupack.io/c0-visible-devices";
+
+Set MainEnv(const std::string& request) {
+  return {{"NVIDIA_VISIBLE_DEVICES", "GPU-a,GPU-b"},
+          {"NVIDIA_GPU_MEMORY_LIMIT", "8192"},
+          {"NVIDIA_GPU_MEMORY_REQUEST", request},
+          {"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "0=8192M,1=8192M"}};
+}
+
+const Set kVoid = {{"NVIDIA_VISIBLE_DEVICES", "void"}};
+
+// A tenant's namespace, with the chart's default exemptions.
+const PodOrigin kTenant = {"ml", {"kube-system", "gpupack-system", "gpu-operator"}};
+
+Set Plus(Set a, const Set& more) {
+  a.insert(a.end(), more.begin(), more.end());
+  return a;
+}
+
+TEST(Injection, DecidesTheEnvFromTheAllocationAlone) {
+  struct Case {
+    const char* what;
+    Annotations annotations;
+    std::string container;
+    Env env;
+    Set set;
+  } cases[] = {
+      {"allocated: the bind's env; the image's `all` is replaced, an envFrom MPS pipe emptied, driver "
+       "capabilities (not a device variable) untouched",
+       BoundAnnotations(),
+       "main",
+       {"PATH=/usr/bin", "NVIDIA_VISIBLE_DEVICES=all", "NVIDIA_DRIVER_CAPABILITIES=compute,utility",
+        "CUDA_MPS_PIPE_DIRECTORY=/tmp/other-server"},
+       Plus(MainEnv("4096"), {{"CUDA_MPS_PIPE_DIRECTORY", ""}})},
+      {"allocated, the webhook's env already resolved by kubelet: set again to the same values",
+       BoundAnnotations(),
+       "main",
+       {"NVIDIA_VISIBLE_DEVICES=GPU-a,GPU-b", "NVIDIA_GPU_MEMORY_LIMIT=8192", "NVIDIA_GPU_MEMORY_REQUEST=4096",
+        "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=8192M,1=8192M"},
+       MainEnv("4096")},
+      {"allocated: a raised cap goes; a device subset becomes the container's own devices", BoundAnnotations(), "main",
+       Env{"NVIDIA_GPU_MEMORY_LIMIT=999999", "CUDA_VISIBLE_DEVICES=1"},
+       Plus(MainEnv("4096"), {{"CUDA_VISIBLE_DEVICES", "GPU-a,GPU-b"}})},
+      {"allocated init container (MIG): its own devices and cap, soft 5120 × 0.5 = 2560",
+       BoundAnnotations(),
+       "warmup",
+       {},
+       {{"NVIDIA_VISIBLE_DEVICES", "MIG-x"},
+        {"NVIDIA_GPU_MEMORY_LIMIT", "5120"},
+        {"NVIDIA_GPU_MEMORY_REQUEST", "2560"},
+        {"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "0=5120M"}}},
+      {"request annotation missing: soft = cap = 8192",
+       Without(BoundAnnotations(), kMainRequest),
+       "main",
+       {},
+       MainEnv("8192")},
+      {"request annotation above the cap (9000 > 8192): soft = cap",
+       With(BoundAnnotations(), kMainRequest, "9000"),
+       "main",
+       {},
+       MainEnv("8192")},
+      {"request annotation not a count: soft = cap",
+       With(BoundAnnotations(), kMainRequest, "lots"),
+       "main",
+       {},
+       MainEnv("8192")},
+      {"devices annotation changed after bind: the allocation decides",
+       With(BoundAnnotations(), kMainDevices, "GPU-a,GPU-b,GPU-z"),
+       "main",
+       {},
+       MainEnv("4096")},
+      {"sidecar of a gpupack pod that sets `all` itself: void", BoundAnnotations(), "log",
+       Env{"NVIDIA_VISIBLE_DEVICES=all"}, kVoid},
+      {"no gpupack resources, cap variables set: void, each emptied",
+       {},
+       "app",
+       {"NVIDIA_GPU_MEMORY_LIMIT=999999", "HOME=/root", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=999999M"},
+       Plus(kVoid, {{"NVIDIA_GPU_MEMORY_LIMIT", ""}, {"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", ""}})},
+      {"no env at all: void, so the toolkit's unset-means-runc is explicit", {}, "app", {}, kVoid},
+      {"a forged per-container annotation without an allocation gives nothing",
+       {{kMainDevices, "GPU-a"}},
+       "main",
+       Env{"NVIDIA_VISIBLE_DEVICES=GPU-a"},
+       kVoid},
+      {"an allocation entry without devices gives nothing",
+       {{"gpupack.io/allocation", R"({"v":1,"node":"n1","containers":[{"name":"main","index":0,"devices":[]}]})"}},
+       "main",
+       {},
+       kVoid},
+      {"values that give no device stay: none (driver libraries only), CUDA -1",
+       {},
+       "app",
+       Env{"NVIDIA_VISIBLE_DEVICES=none", "CUDA_VISIBLE_DEVICES=-1"},
+       {}},
+      {"allocated: its own CUDA -1 (it hides its GPUs from itself) stays", BoundAnnotations(), "main",
+       Env{"CUDA_VISIBLE_DEVICES=-1"}, MainEnv("4096")},
+      {"a second entry that gives a device: each name set once, CUDA to no device",
+       {},
+       "app",
+       {"NVIDIA_VISIBLE_DEVICES=void", "CUDA_VISIBLE_DEVICES=0", "NVIDIA_VISIBLE_DEVICES=all",
+        "CUDA_VISIBLE_DEVICES=1"},
+       Plus(kVoid, {{"CUDA_VISIBLE_DEVICES", ""}})},
+  };
+  for (const Case& c : cases) {
+    StatusOr<EnvAdjustment> got = DecideContainerEnv(kTenant, c.annotations, c.container, c.env);
+    ASSERT_TRUE(got.ok()) << c.what << ": " << got.status();
+    EXPECT_EQ(got->set, c.set) << c.what;
+    EXPECT_FALSE(got->exempt) << c.what;
+  }
+}
+
+// GPU infrastructure keeps its own env, allocation or not (the agent itself sets
+// NVIDIA_VISIBLE_DEVICES=all to see every GPU through NVML).
+TEST(Injection, LeavesExemptNamespacesAlone) {
+  for (const std::string ns : {"gpupack-system", "gpu-operator"}) {
+    PodOrigin infrastructure = kTenant;
+    infrastructure.pod_namespace = ns;
+    for (const Annotations& annotations : {Annotations{}, BoundAnnotations()}) {
+      StatusOr<EnvAdjustment> got =
+          DecideContainerEnv(infrastructure, annotations, "main", Env{"NVIDIA_VISIBLE_DEVICES=all"});
+      ASSERT_TRUE(got.ok()) << got.status();
+      EXPECT_EQ(got->set, Set{}) << ns;
+      EXPECT_TRUE(got->exempt) << ns;
+    }
+  }
+  // A namespace is exempt by its exact name only.
+  PodOrigin lookalike = kTenant;
+  lookalike.pod_namespace = "gpu-operator-tenant";
+  StatusOr<EnvAdjustment> got = DecideContainerEnv(lookalike, {}, "app", Env{"NVIDIA_VISIBLE_DEVICES=all"});
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->set, kVoid);
+  EXPECT_FALSE(got->exempt);
+}
+
+TEST(Injection, RefusesAnAllocationItCannotRead) {
+  for (std::string text : {"{", R"({"v":2,"node":"n1","containers":[]})"}) {
+    StatusOr<EnvAdjustment> got =
+        DecideContainerEnv(kTenant, {{"gpupack.io/allocation", text}}, "main", Env{"NVIDIA_VISIBLE_DEVICES=all"});
+    ASSERT_FALSE(got.ok()) << text;
+    EXPECT_EQ(got.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(got.status().message().rfind("gpupack.io/allocation: ", 0), 0u) << got.status();
+  }
+}
+
+// The C entry the NRI plugin calls carries the same decision as JSON, and every bad request as an error.
+TEST(Injection, CEntryCarriesTheDecisionAsJson) {
+  auto call = [](const std::string& request) {
+    char* out = gpupack_decide_container_env(request.data(), request.size());
+    EXPECT_NE(out, nullptr);
+    nlohmann::json reply = nlohmann::json::parse(out);
+    std::free(out);
+    return reply;
+  };
+  nlohmann::json request = {
+      {"annotations", BoundAnnotations()}, {"container", "main"}, {"env", {"CUDA_VISIBLE_DEVICES=3"}}};
+  EXPECT_EQ(call(request.dump()), nlohmann::json::parse(R"({"set": [["NVIDIA_VISIBLE_DEVICES", "GPU-a,GPU-b"],
+      ["NVIDIA_GPU_MEMORY_LIMIT", "8192"], ["NVIDIA_GPU_MEMORY_REQUEST", "4096"],
+      ["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "0=8192M,1=8192M"], ["CUDA_VISIBLE_DEVICES", "GPU-a,GPU-b"]], "exempt": false})"));
+  // Absent or null (Go's nil map and slice): empty.
+  EXPECT_EQ(call(R"({"namespace": "gpu-operator", "exemptNamespaces": ["gpu-operator"], "container": "app",
+                      "env": ["NVIDIA_VISIBLE_DEVICES=all"]})"),
+            nlohmann::json::parse(R"({"set": [], "exempt": true})"));
+  EXPECT_EQ(call(R"({"container": "app", "annotations": null, "env": null})"),
+            nlohmann::json::parse(R"({"set": [["NVIDIA_VISIBLE_DEVICES", "void"]], "exempt": false})"));
+  EXPECT_EQ(call("[1]").value("error", ""), "the request is not a JSON object");
+  EXPECT_EQ(call("{").value("error", ""), "the request is not a JSON object");
+  EXPECT_EQ(call(R"({"env": [7]})").value("error", "").rfind("malformed request: ", 0), 0u);
+  EXPECT_EQ(
+      call(R"({"annotations": {"gpupack.io/allocation": "{"}})").value("error", "").rfind("gpupack.io/allocation: ", 0),
+      0u);
+}
+
+}  // namespace
+}  // namespace gpupack::agent
