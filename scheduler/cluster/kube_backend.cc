@@ -314,6 +314,17 @@ StatusOr<Json> KubeBackend::ReadFence(const std::string& lease_ns, const std::st
   return got;
 }
 
+bool KubeBackend::GoneOrBoundPerApi(const std::string& uid, const Json& intent, const std::string& node) {
+  const std::string key = intent.value("pod", "");
+  if (!pods_ || pods_->Get(key)) return false;  // the informer knows the pod: BoundHere decided
+  const size_t slash = key.find('/');
+  if (slash == std::string::npos) return false;
+  StatusOr<Json> pod = bind_client_->GetPod(key.substr(0, slash), key.substr(slash + 1));
+  if (!pod.ok()) return pod.status().code() == StatusCode::kNotFound;  // gone: its Binding cannot land
+  return kube::StringAt(*pod, {"metadata", "uid"}) != uid ||           // recreated: the intent's pod is gone
+         kube::StringAt(*pod, {"spec", "nodeName"}) == node;           // bound: every later fresh read lists it
+}
+
 bool KubeBackend::BoundHere(const std::string& uid, const Json& intent, const std::string& node) const {
   if (!pods_) return false;
   std::optional<Json> pod = pods_->Get(intent.value("pod", ""));
@@ -384,6 +395,7 @@ KubeBackend::FenceRound KubeBackend::WriteFence(const std::string& node, const s
         if (Tombstoned(uid)) continue;  // deleted: its bind can no longer land
       }
       if (BoundHere(uid, intent, node)) continue;
+      if (GoneOrBoundPerApi(uid, intent, node)) continue;
       in_flight[uid] = intent;
     }
   }

@@ -20,7 +20,8 @@
 //   5. posts the Binding.
 // An intent is dropped by the next fence write once the pod informer shows its pod bound on N (its
 // Binding committed before that write, so every later fresh read lists it), once its pod is
-// deleted, or after `intent_ttl`. Binds of this replica to N share steps 1–3: one write at a time
+// deleted (seen by the watch, or, for a pod the informer does not know, by a GET), or after
+// `intent_ttl`. Binds of this replica to N share steps 1–3: one write at a time
 // carries the intents of every bind that queued for it, with one fresh read for them all (each
 // bind's step 4 counts the others' intents too); binds to different nodes never wait for each
 // other. When the fence cannot work (RBAC
@@ -167,6 +168,10 @@ class KubeBackend final : public extender::ClusterBackend {
   StatusOr<nlohmann::json> ReadFence(const std::string& lease_ns, const std::string& lease_name, bool& unusable);
   // True when the pod informer shows the intent's pod (same UID) bound on `node`.
   bool BoundHere(const std::string& uid, const nlohmann::json& intent, const std::string& node) const;
+  // For an intent whose pod the informer does not know (an extender started after the pod was
+  // deleted, or before its watch caught up): a quorum GET shows the pod gone, recreated under
+  // another UID, or bound on `node`. Each proves the intent's Binding cannot land unseen.
+  bool GoneOrBoundPerApi(const std::string& uid, const nlohmann::json& intent, const std::string& node);
   // Queues the bind's intent for the node's next fence write, performing that write itself when no
   // other bind of this replica is writing; returns the write's round.
   FenceRound JoinFenceWrite(const std::string& node, const std::string& uid, nlohmann::json intent);
