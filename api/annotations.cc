@@ -23,26 +23,6 @@ std::string ContainerAnnotationKey(bool init, int index, ContainerEnvKey key) {
   return out;
 }
 
-bool IsSchedulerAnnotation(std::string_view key) {
-  if (key == kAnnotationAllocation) return true;
-  if (key.substr(0, kGpupackPrefix.size()) != kGpupackPrefix) return false;
-  // Decided by regenerating the key from its parsed index, so it follows ContainerAnnotationKey.
-  std::string_view rest = key.substr(kGpupackPrefix.size());
-  if (rest.size() < 2 || (rest[0] != 'c' && rest[0] != 'i')) return false;
-  size_t digits = 1;
-  while (digits < rest.size() && digits < 8 && rest[digits] >= '0' && rest[digits] <= '9') ++digits;
-  if (digits == 1) return false;
-  const int index = std::stoi(std::string(rest.substr(1, digits - 1)));
-  for (ContainerEnvKey env_key : kAllContainerEnvKeys) {
-    if (ContainerAnnotationKey(rest[0] == 'i', index, env_key) == key) return true;
-  }
-  return false;
-}
-
-bool IsComponentAnnotation(std::string_view key) {
-  return IsSchedulerAnnotation(key) || key == kAnnotationWholeDeviceCharge;
-}
-
 std::string JoinNames(std::span<const std::string_view> names) {
   std::string out;
   for (std::string_view name : names) {

@@ -16,19 +16,20 @@ inline constexpr std::string_view kResourceGpu = "gpupack.io/gpu";
 // The device plugin resource gpupack refuses to mix with its own in one container.
 inline constexpr std::string_view kResourceNvidiaGpu = "nvidia.com/gpu";
 
-// Pod annotations a user may set.
-inline constexpr std::string_view kAnnotationDeviceKind = "gpupack.io/device-kind";  // gpu|mig|any
-inline constexpr std::string_view kAnnotationMigProfile = "gpupack.io/mig-profile";  // e.g. 1g.10gb
-inline constexpr std::string_view kAnnotationGpuModel = "gpupack.io/gpu-model";      // "A100|H100"
-inline constexpr std::string_view kAnnotationIsolation = "gpupack.io/isolation";     // hard|best-effort
-// Device rules, policy and spreading (docs/annotations.md, "Choosing devices").
-inline constexpr std::string_view kAnnotationGpuModelExclude = model::kRuleGpuModelExclude;  // "T4|V100"
-inline constexpr std::string_view kAnnotationGpuUuids = model::kRuleGpuUuids;                // "GPU-a,GPU-b"
-inline constexpr std::string_view kAnnotationGpuUuidsExclude = model::kRuleGpuUuidsExclude;  // "GPU-c"
-inline constexpr std::string_view kAnnotationNodePolicy = "gpupack.io/node-policy";      // binpack|spread|fgd|default
-inline constexpr std::string_view kAnnotationDevicePolicy = "gpupack.io/device-policy";  // binpack|spread|fgd|default
-inline constexpr std::string_view kAnnotationSpreadKey = model::kRuleSpreadKey;          // e.g. "web-frontend"
-inline constexpr std::string_view kAnnotationSpreadScope = model::kRuleSpreadScope;      // device|node
+// Pod annotations a user may set, named here for their rows in api/pod_annotations.cc (what each
+// means, how it is read) and for the code that sets them on pods (tests, the e2e scenarios). The
+// rule names come from the model, whose placement explains refusals in the user's words.
+inline constexpr std::string_view kAnnotationDeviceKind = "gpupack.io/device-kind";
+inline constexpr std::string_view kAnnotationMigProfile = "gpupack.io/mig-profile";
+inline constexpr std::string_view kAnnotationGpuModel = "gpupack.io/gpu-model";
+inline constexpr std::string_view kAnnotationIsolation = "gpupack.io/isolation";
+inline constexpr std::string_view kAnnotationGpuModelExclude = model::kRuleGpuModelExclude;
+inline constexpr std::string_view kAnnotationGpuUuids = model::kRuleGpuUuids;
+inline constexpr std::string_view kAnnotationGpuUuidsExclude = model::kRuleGpuUuidsExclude;
+inline constexpr std::string_view kAnnotationNodePolicy = "gpupack.io/node-policy";
+inline constexpr std::string_view kAnnotationDevicePolicy = "gpupack.io/device-policy";
+inline constexpr std::string_view kAnnotationSpreadKey = model::kRuleSpreadKey;
+inline constexpr std::string_view kAnnotationSpreadScope = model::kRuleSpreadScope;
 
 // Written by the webhook (never by users): the containers, "c0,i1", whose gpupack.io/gpu-memory
 // the webhook added to a whole-device request so a ResourceQuota on requests.gpupack.io/gpu-memory
@@ -43,23 +44,13 @@ inline constexpr std::string_view kNodeAnnotationExcludedDevices = model::kRuleN
 // Written by the extender on the Binding (lands on the pod atomically with spec.nodeName).
 inline constexpr std::string_view kAnnotationAllocation = "gpupack.io/allocation";
 
-// The one list of gpupack.io/ names a pod may use. translate::ParsePodRequest refuses every other
-// gpupack.io/ resource and user annotation, naming these, so the webhook denies a typo such as
-// gpupack.io/gpu-mem and the extender reports such a pod unschedulable with the same message
-// (a misspelt name would otherwise ask for nothing and pass silently). A new annotation goes here.
+// The gpupack.io/ resources a container may name. translate::ParsePodRequest refuses every other
+// gpupack.io/ resource, naming these, so the webhook denies a typo such as gpupack.io/gpu-mem and
+// the extender reports such a pod unschedulable with the same message (a misspelt name would
+// otherwise ask for nothing and pass silently). The pod annotations, known names and all, are the
+// table of api/pod_annotations.h.
 inline constexpr std::string_view kGpupackPrefix = "gpupack.io/";
 inline constexpr std::string_view kKnownResources[] = {kResourceGpuMemory, kResourceGpu};
-inline constexpr std::string_view kUserAnnotations[] = {
-    kAnnotationDeviceKind,      kAnnotationMigProfile, kAnnotationGpuModel,        kAnnotationIsolation,
-    kAnnotationGpuModelExclude, kAnnotationGpuUuids,   kAnnotationGpuUuidsExclude, kAnnotationNodePolicy,
-    kAnnotationDevicePolicy,    kAnnotationSpreadKey,  kAnnotationSpreadScope};
-// True for what only the scheduler writes at bind: kAnnotationAllocation and every
-// ContainerAnnotationKey.
-bool IsSchedulerAnnotation(std::string_view key);
-// True for every gpupack.io/ annotation gpupack's own components write on a pod: the scheduler's
-// (IsSchedulerAnnotation) and the webhook's kAnnotationWholeDeviceCharge. A pod parsed again after
-// admission or bind carries them; users may set none of them.
-bool IsComponentAnnotation(std::string_view key);
 // "a, b, c": the known names as an error message lists them.
 std::string JoinNames(std::span<const std::string_view> names);
 

@@ -8,6 +8,7 @@
 
 #include "api/annotations.h"
 #include "api/extender_types.h"
+#include "api/pod_annotations.h"
 #include "placement/decision.h"
 #include "placement/placement.h"
 
@@ -184,40 +185,7 @@ nlohmann::json PodJson(const model::PodRequest& request, const std::string& name
       limits[std::string(api::kResourceGpuMemory)] = std::to_string(c.mem_per_device_mib * c.device_count) + "Mi";
     }
   }
-  nlohmann::json annotations = nlohmann::json::object();
-  if (!request.gpu_models.empty()) {
-    std::string models;
-    for (const auto& m : request.gpu_models) models += (models.empty() ? "" : "|") + m;
-    annotations[std::string(api::kAnnotationGpuModel)] = models;
-  }
-  if (!request.mig_profile.empty()) annotations[std::string(api::kAnnotationMigProfile)] = request.mig_profile;
-  if (request.device_kind == model::DeviceKindPreference::kGpu)
-    annotations[std::string(api::kAnnotationDeviceKind)] = "gpu";
-  if (request.device_kind == model::DeviceKindPreference::kMig)
-    annotations[std::string(api::kAnnotationDeviceKind)] = "mig";
-  if (request.hard_isolation) annotations[std::string(api::kAnnotationIsolation)] = "hard";
-  auto joined = [](const std::vector<std::string>& parts, char separator) {
-    std::string out;
-    for (const auto& p : parts) out += (out.empty() ? "" : std::string(1, separator)) + p;
-    return out;
-  };
-  if (!request.excluded_gpu_models.empty()) {
-    annotations[std::string(api::kAnnotationGpuModelExclude)] = joined(request.excluded_gpu_models, '|');
-  }
-  if (!request.gpu_uuids.empty()) annotations[std::string(api::kAnnotationGpuUuids)] = joined(request.gpu_uuids, ',');
-  if (!request.excluded_gpu_uuids.empty()) {
-    annotations[std::string(api::kAnnotationGpuUuidsExclude)] = joined(request.excluded_gpu_uuids, ',');
-  }
-  if (request.node_policy)
-    annotations[std::string(api::kAnnotationNodePolicy)] = std::string(placement::PolicyKindName(*request.node_policy));
-  if (request.device_policy) {
-    annotations[std::string(api::kAnnotationDevicePolicy)] =
-        std::string(placement::PolicyKindName(*request.device_policy));
-  }
-  if (!request.spread_key.empty()) {
-    annotations[std::string(api::kAnnotationSpreadKey)] = request.spread_key;
-    if (request.spread_across_nodes) annotations[std::string(api::kAnnotationSpreadScope)] = "node";
-  }
+  nlohmann::json annotations = api::WritePodAnnotations(request);
   nlohmann::json container = {{"name", "main"}, {"image", "sim"}, {"resources", {{"requests", requests}}}};
   if (!limits.empty()) container["resources"]["limits"] = limits;
   return {{"apiVersion", "v1"},

@@ -25,7 +25,8 @@ namespace gpupack::sim {
 // `url` is e.g. "http://127.0.0.1:8888" or "http://host:port/prefix".
 StatusOr<std::unique_ptr<SimPolicy>> MakeExtenderPolicy(const std::string& url, int weight);
 
-// The v1.Pod kube-scheduler would send for `request`, named `name`.
+// The v1.Pod kube-scheduler would send for `request`, named `name`: its annotations are what each
+// row of api::PodAnnotations() writes for it, so the extender reads back the same request.
 nlohmann::json PodJson(const model::PodRequest& request, const std::string& name);
 
 }  // namespace gpupack::sim

@@ -4,15 +4,13 @@
 #include <map>
 #include <sstream>
 
-#include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
 
-#include "api/annotations.h"
+#include "api/pod_annotations.h"
 #include "common/file.h"
 #include "common/input_check.h"
 #include "common/quantity.h"
 #include "translate/cluster_file.h"
-#include "translate/pod_request.h"
 
 namespace gpupack::sim {
 namespace {
@@ -100,21 +98,8 @@ StatusOr<int64_t> Integer(const CsvRow& row, int col, const std::string& name, c
 
 // The workload file's keys for a pod's name, count and size.
 constexpr std::string_view kPodKeys[] = {"name", "count", "gpuMemory", "gpus", "cpu", "memory"};
-// Its keys for the pod annotations of docs/annotations.md. Their values go through the pod parser
-// itself (translate::ParsePodRequest), so the simulator accepts and refuses exactly what the
-// webhook and the extender do, with the same messages.
-constexpr std::pair<std::string_view, std::string_view> kAnnotationKeys[] = {
-    {"deviceKind", api::kAnnotationDeviceKind},
-    {"migProfile", api::kAnnotationMigProfile},
-    {"gpuModel", api::kAnnotationGpuModel},
-    {"isolation", api::kAnnotationIsolation},
-    {"gpuModelExclude", api::kAnnotationGpuModelExclude},
-    {"gpuUuids", api::kAnnotationGpuUuids},
-    {"gpuUuidsExclude", api::kAnnotationGpuUuidsExclude},
-    {"nodePolicy", api::kAnnotationNodePolicy},
-    {"devicePolicy", api::kAnnotationDevicePolicy},
-    {"spreadKey", api::kAnnotationSpreadKey},
-    {"spreadScope", api::kAnnotationSpreadScope}};
+// Its other keys are the workload keys of api::PodAnnotations(), whose values the rows read
+// themselves.
 
 std::string Mark(const std::string& where, const YAML::Node& n) {
   const YAML::Mark m = n.Mark();
@@ -233,8 +218,8 @@ StatusOr<std::vector<model::PodRequest>> ParseWorkloadYaml(std::string_view text
     for (const auto& kv : entry) {
       const std::string key = kv.first.as<std::string>();
       const bool known = std::find(std::begin(kPodKeys), std::end(kPodKeys), key) != std::end(kPodKeys) ||
-                         std::any_of(std::begin(kAnnotationKeys), std::end(kAnnotationKeys),
-                                     [&](const auto& k) { return k.first == key; });
+                         std::any_of(api::PodAnnotations().begin(), api::PodAnnotations().end(),
+                                     [&](const api::PodAnnotation& row) { return row.workload_key == key; });
       if (!known) {
         return Status::InvalidArgument(Mark(where, kv.first) + "unknown key \"" + key + "\"");
       }
@@ -249,15 +234,16 @@ StatusOr<std::vector<model::PodRequest>> ParseWorkloadYaml(std::string_view text
     if (Status valid = CheckDns1123Subdomain(name, "name"); !valid.ok()) {
       return Status::InvalidArgument(Mark(where, entry["name"]) + valid.message());
     }
-    nlohmann::json annotations = nlohmann::json::object();
-    for (const auto& [key, annotation] : kAnnotationKeys) {
-      if (entry[std::string(key)]) annotations[std::string(annotation)] = scalar(key);
+    // The annotations' keys, read by their rows in the table's order as the pod parser reads a
+    // pod's annotations, so the simulator accepts and refuses what the webhook and the extender
+    // do, with their message after the position of the key's value.
+    model::PodRequest base;
+    for (const api::PodAnnotation& row : api::PodAnnotations()) {
+      if (row.workload_key.empty() || !entry[std::string(row.workload_key)]) continue;
+      if (Status read = row.read(row, scalar(row.workload_key), base); !read.ok()) {
+        return Status::InvalidArgument(Mark(where, entry[std::string(row.workload_key)]) + read.message());
+      }
     }
-    const nlohmann::json annotated = {{"metadata", {{"annotations", annotations}}},
-                                      {"spec", {{"containers", nlohmann::json::array()}}}};
-    StatusOr<model::PodRequest> parsed = translate::ParsePodRequest(annotated);
-    if (!parsed.ok()) return Status::InvalidArgument(Mark(where, entry) + parsed.status().message());
-    model::PodRequest base = std::move(*parsed);
     base.ns = "default";
     int64_t count = 1;
     if (entry["count"]) {

@@ -28,10 +28,11 @@ StatusOr<std::vector<model::PodRequest>> ParseAlibabaPods(std::string_view csv, 
 //   pods:
 //     - {name: infer, gpuMemory: 10Gi, gpus: 1, cpu: "4", memory: 16Gi, count: 20}
 // Keys (docs/cluster-file.md): name (required), count, gpuMemory (total per pod, split evenly over
-// `gpus`), gpus, cpu, memory, and the pod annotations under camel-case keys (deviceKind for
-// gpupack.io/device-kind, ...), whose values translate::ParsePodRequest reads, refusing what it
-// refuses with its message after the entry's position. A pod with neither gpuMemory nor gpus asks
-// for no device. Entries with count > 1 are named name-0 … name-(count−1).
+// `gpus`), gpus, cpu, memory, and the workload keys of the pod annotation table
+// (api::PodAnnotations(): deviceKind for gpupack.io/device-kind, ...), whose rows read the values
+// as the pod parser reads a pod's annotations, refusing what it refuses with its message after the
+// value's position. A pod with neither gpuMemory nor gpus asks for no device. Entries with
+// count > 1 are named name-0 … name-(count−1).
 StatusOr<std::vector<model::PodRequest>> ParseWorkloadYaml(std::string_view yaml, const std::string& where);
 
 // By content: a file whose first line starts with "sn," / "name," is an Alibaba CSV, anything else

@@ -4,8 +4,9 @@
 #include <map>
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
+#include "api/pod_annotations.h"
+#include "api/testing/pod_annotation_cases.h"
 #include "placement/placement.h"
 #include "sim/cluster_state.h"
 #include "sim/extender_policy.h"
@@ -15,7 +16,6 @@
 #include "sim/report.h"
 #include "testing/builders.h"
 #include "translate/cluster_file.h"
-#include "translate/pod_request.h"
 
 namespace gpupack::sim {
 namespace {
@@ -657,58 +657,49 @@ TEST(Inputs, WorkloadYamlCarriesThePodControls) {
   auto bad = ParseWorkloadYaml("pods:\n  - {name: a, gpus: 1, nodePolicy: tight}\n", "w.yaml");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().message(),
-            "w.yaml:2:5: annotation gpupack.io/node-policy: \"tight\" is not binpack, spread, fgd or default");
+            "w.yaml:2:36: annotation gpupack.io/node-policy: \"tight\" is not binpack, spread, fgd or default");
 }
 
-// Each workload key for an annotation goes through the pod parser: a value it refuses, alone or
-// beside another annotation, is refused in the workload file with its message, after the entry's
-// position (line 2, column 5). Before, the simulator read deviceKind, migProfile, gpuModel and
-// isolation itself, and took "A100||H100", a profile "small" and migProfile with deviceKind gpu.
-TEST(Inputs, WorkloadYamlRefusesWhatThePodParserRefusesWithItsMessage) {
-  struct Case {
-    const char* keys;                                // the workload entry's annotation keys, YAML flow style
-    std::map<std::string, std::string> annotations;  // the same, on a pod
-  } cases[] = {
-      {"deviceKind: GPU", {{"gpupack.io/device-kind", "GPU"}}},
-      {"migProfile: small", {{"gpupack.io/mig-profile", "small"}}},
-      {"deviceKind: gpu, migProfile: 1g.10gb",
-       {{"gpupack.io/device-kind", "gpu"}, {"gpupack.io/mig-profile", "1g.10gb"}}},
-      {"gpuModel: A100||H100", {{"gpupack.io/gpu-model", "A100||H100"}}},
-      {"isolation: strict", {{"gpupack.io/isolation", "strict"}}},
-      {"gpuModelExclude: \"T4|\"", {{"gpupack.io/gpu-model-exclude", "T4|"}}},
-      {"gpuModel: T4, gpuModelExclude: T4", {{"gpupack.io/gpu-model", "T4"}, {"gpupack.io/gpu-model-exclude", "T4"}}},
-      {"gpuUuids: abc", {{"gpupack.io/gpu-uuids", "abc"}}},
-      {"gpuUuidsExclude: \"GPU-a,\"", {{"gpupack.io/gpu-uuids-exclude", "GPU-a,"}}},
-      {"nodePolicy: tight", {{"gpupack.io/node-policy", "tight"}}},
-      {"devicePolicy: pack", {{"gpupack.io/device-policy", "pack"}}},
-      {"spreadKey: -web", {{"gpupack.io/spread-key", "-web"}}},
-      {"spreadScope: node", {{"gpupack.io/spread-scope", "node"}}},
-  };
-  for (const Case& c : cases) {
-    nlohmann::json pod = {{"metadata", {{"annotations", c.annotations}}},
-                          {"spec", {{"containers", nlohmann::json::array()}}}};
-    auto refused = translate::ParsePodRequest(pod);
-    ASSERT_FALSE(refused.ok()) << c.keys;
-    auto workload = ParseWorkloadYaml("pods:\n  - {name: a, gpus: 1, " + std::string(c.keys) + "}\n", "w.yaml");
-    ASSERT_FALSE(workload.ok()) << c.keys;
-    EXPECT_EQ(workload.status().message(), "w.yaml:2:5: " + refused.status().message()) << c.keys;
+// The workload entry `{name: a, KEY: "VALUE", ...}` that sets `set` under the rows' workload keys;
+// `value_column` gets the (1-based) column of the last one's value in table order, the one a
+// refused case refuses. False when a row of `set` has no workload key.
+bool WorkloadEntry(const api::testing::Annotations& set, std::string* line, int* value_column) {
+  *line = "  - {name: a";
+  size_t found = 0;
+  for (const api::PodAnnotation& row : api::PodAnnotations()) {
+    auto it = set.find(std::string(row.name));
+    if (it == set.end() || row.workload_key.empty()) continue;
+    *line += ", " + std::string(row.workload_key) + ": ";
+    *value_column = static_cast<int>(line->size()) + 1;
+    *line += "\"" + it->second + "\"";
+    ++found;
   }
+  *line += "}\n";
+  return found == set.size();
 }
 
-// What the pod parser derives from an annotation, the workload file derives too: a MIG profile
-// asks for a MIG instance (device kind mig), as the extender reads the same pod.
+// The workload file reads its annotation keys through the table's rows, as the pod parser reads a
+// pod's annotations: every shared case holds for it, and a refusal comes with the parser's message
+// after the position of the refused value. Before, the simulator read deviceKind, migProfile,
+// gpuModel and isolation itself, and took "A100||H100", a profile "small" and migProfile beside
+// deviceKind gpu.
 TEST(Inputs, WorkloadYamlReadsTheAnnotationsAsThePodParserDoes) {
-  auto pods = ParseWorkloadYaml(
-      "pods:\n  - {name: a, gpuMemory: 5Gi, migProfile: 1g.10gb, gpuModel: \"A100 | H100\", isolation: hard}\n",
-      "w.yaml");
-  ASSERT_TRUE(pods.ok()) << pods.status();
-  const model::PodRequest& pod = (*pods)[0];
-  EXPECT_EQ(pod.mig_profile, "1g.10gb");
-  EXPECT_EQ(pod.device_kind, model::DeviceKindPreference::kMig);
-  EXPECT_EQ(pod.gpu_models, (std::vector<std::string>{"A100", "H100"}));  // parts trimmed
-  EXPECT_TRUE(pod.hard_isolation);
-  EXPECT_EQ(pod.ns, "default");
-  EXPECT_EQ(pod.containers[0].mem_per_device_mib, 5120);
+  std::string line;
+  int column = 0;
+  for (const api::testing::AcceptedCase& c : api::testing::kAcceptedCases) {
+    if (!WorkloadEntry(c.set, &line, &column)) continue;
+    SCOPED_TRACE(line);
+    auto pods = ParseWorkloadYaml("pods:\n" + line, "w.yaml");
+    ASSERT_TRUE(pods.ok()) << pods.status();
+    EXPECT_EQ(api::WritePodAnnotations((*pods)[0]), c.written);
+  }
+  for (const api::testing::RefusedCase& c : api::testing::kRefusedCases) {
+    if (!WorkloadEntry(c.set, &line, &column)) continue;
+    SCOPED_TRACE(line);
+    auto pods = ParseWorkloadYaml("pods:\n" + line, "w.yaml");
+    ASSERT_FALSE(pods.ok());
+    EXPECT_EQ(pods.status().message(), "w.yaml:2:" + std::to_string(column) + ": " + c.message);
+  }
 }
 
 }  // namespace

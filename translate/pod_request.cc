@@ -1,10 +1,10 @@
 #include "translate/pod_request.h"
 
 #include <algorithm>
-#include <cctype>
 #include <set>
 
 #include "api/annotations.h"
+#include "api/pod_annotations.h"
 #include "common/quantity.h"
 
 namespace gpupack::translate {
@@ -156,62 +156,8 @@ StatusOr<model::ContainerRequest> ParseContainer(const json& c, int index, bool 
   return out;
 }
 
-// Splits "a|b" (or "a,b") into trimmed parts; InvalidArgument naming the annotation when a part
-// is empty.
-StatusOr<std::vector<std::string>> SplitList(const std::string& text, char separator, std::string_view annotation,
-                                             std::string_view what) {
-  std::vector<std::string> parts;
-  size_t start = 0;
-  while (start <= text.size()) {
-    size_t end = text.find(separator, start);
-    std::string part = text.substr(start, end == std::string::npos ? std::string::npos : end - start);
-    part.erase(0, part.find_first_not_of(" \t"));
-    part.erase(part.find_last_not_of(" \t") + 1);
-    if (part.empty()) {
-      return Status::InvalidArgument("annotation " + std::string(annotation) + ": \"" + text + "\" has an empty " +
-                                     std::string(what));
-    }
-    parts.push_back(std::move(part));
-    if (end == std::string::npos) break;
-    start = end + 1;
-  }
-  return parts;
-}
-
-// A GPU or MIG UUID as NVML prints it: "GPU-…" or "MIG-…", without spaces or separators.
-StatusOr<std::vector<std::string>> ParseUuids(const std::string& text, std::string_view annotation) {
-  GPUPACK_ASSIGN_OR_RETURN(std::vector<std::string> uuids, SplitList(text, ',', annotation, "UUID"));
-  for (const std::string& u : uuids) {
-    const bool prefixed = u.rfind("GPU-", 0) == 0 || u.rfind("MIG-", 0) == 0;
-    if (!prefixed || u.size() < 5 || u.find_first_of(" \t|;\"'") != std::string::npos) {
-      return Status::InvalidArgument(
-          "annotation " + std::string(annotation) + ": \"" + u +
-          "\" is not a device UUID like GPU-3f2a… or MIG-9c1b… (separate several with commas)");
-    }
-  }
-  return uuids;
-}
-
-StatusOr<std::optional<model::PolicyKind>> ParsePodPolicy(const std::string& text, std::string_view annotation) {
-  if (text == "binpack") return std::optional<model::PolicyKind>(model::PolicyKind::kBinpack);
-  if (text == "spread") return std::optional<model::PolicyKind>(model::PolicyKind::kSpread);
-  if (text == "fgd") return std::optional<model::PolicyKind>(model::PolicyKind::kFgd);
-  if (text == "default" || text.empty()) return std::optional<model::PolicyKind>();
-  return Status::InvalidArgument("annotation " + std::string(annotation) + ": \"" + text +
-                                 "\" is not binpack, spread, fgd or default");
-}
-
-// A Kubernetes label value: 1–63 of [A-Za-z0-9._-], alphanumeric at both ends.
-bool IsLabelValue(const std::string& v) {
-  if (v.empty() || v.size() > 63 || !std::isalnum(static_cast<unsigned char>(v.front())) ||
-      !std::isalnum(static_cast<unsigned char>(v.back()))) {
-    return false;
-  }
-  return std::all_of(v.begin(), v.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
-  });
-}
-
+// The pod annotations, row by row of api::PodAnnotations() in its order: every gpupack.io/ name
+// must be a row's, and each user row present reads its value.
 Status ParseAnnotations(const json& pod, model::PodRequest* req) {
   const json* meta = Child(pod, "metadata");
   const json* ann = meta ? Child(*meta, "annotations") : nullptr;
@@ -219,110 +165,18 @@ Status ParseAnnotations(const json& pod, model::PodRequest* req) {
   if (!ann->is_object()) return Status::InvalidArgument("metadata.annotations must be an object");
   for (const auto& item : ann->items()) {
     const std::string& key = item.key();
-    if (IsGpupackName(key) && !Known(api::kUserAnnotations, key) && !api::IsComponentAnnotation(key)) {
+    if (IsGpupackName(key) && api::FindPodAnnotation(key) == nullptr) {
       return Status::InvalidArgument("metadata.annotations[\"" + key +
                                      "\"]: unknown gpupack annotation; the annotations a pod may set are " +
-                                     api::JoinNames(api::kUserAnnotations));
+                                     api::JoinNames(api::UserAnnotationNames()));
     }
   }
-  auto get = [&](std::string_view key) -> StatusOr<std::optional<std::string>> {
-    auto it = ann->find(std::string(key));
-    if (it == ann->end() || it->is_null()) return std::optional<std::string>();
-    if (!it->is_string()) return Status::InvalidArgument("annotation " + std::string(key) + " must be a string");
-    return std::optional<std::string>(it->get<std::string>());
-  };
-  GPUPACK_ASSIGN_OR_RETURN(auto kind, get(api::kAnnotationDeviceKind));
-  if (kind) {
-    if (*kind == "gpu")
-      req->device_kind = model::DeviceKindPreference::kGpu;
-    else if (*kind == "mig")
-      req->device_kind = model::DeviceKindPreference::kMig;
-    else if (*kind == "any" || kind->empty())
-      req->device_kind = model::DeviceKindPreference::kAny;
-    else
-      return Status::InvalidArgument("annotation " + std::string(api::kAnnotationDeviceKind) + ": \"" + *kind +
-                                     "\" is not gpu, mig or any");
-  }
-  GPUPACK_ASSIGN_OR_RETURN(auto profile, get(api::kAnnotationMigProfile));
-  if (profile && !profile->empty()) {
-    // Profiles look like "1g.10gb", "3g.40gb", "1g.10gb+me", "1c.2g.20gb".
-    bool ok = profile->find('g') != std::string::npos && profile->find('.') != std::string::npos &&
-              profile->find_first_of(" \t,|") == std::string::npos;
-    if (!ok)
-      return Status::InvalidArgument("annotation " + std::string(api::kAnnotationMigProfile) + ": \"" + *profile +
-                                     "\" is not a MIG profile name like 1g.10gb");
-    if (req->device_kind == model::DeviceKindPreference::kGpu) {
-      return Status::InvalidArgument("annotation " + std::string(api::kAnnotationMigProfile) + " \"" + *profile +
-                                     "\" conflicts with " + std::string(api::kAnnotationDeviceKind) + ": gpu");
-    }
-    req->mig_profile = *profile;
-    req->device_kind = model::DeviceKindPreference::kMig;
-  }
-  GPUPACK_ASSIGN_OR_RETURN(auto models, get(api::kAnnotationGpuModel));
-  if (models) {
-    GPUPACK_ASSIGN_OR_RETURN(req->gpu_models, SplitList(*models, '|', api::kAnnotationGpuModel, "model name"));
-  }
-  GPUPACK_ASSIGN_OR_RETURN(auto excluded_models, get(api::kAnnotationGpuModelExclude));
-  if (excluded_models) {
-    GPUPACK_ASSIGN_OR_RETURN(req->excluded_gpu_models,
-                             SplitList(*excluded_models, '|', api::kAnnotationGpuModelExclude, "model name"));
-    for (const std::string& m : req->excluded_gpu_models) {
-      if (std::find(req->gpu_models.begin(), req->gpu_models.end(), m) != req->gpu_models.end()) {
-        return Status::InvalidArgument("annotation " + std::string(api::kAnnotationGpuModelExclude) + ": \"" + m +
-                                       "\" is also in " + std::string(api::kAnnotationGpuModel));
-      }
-    }
-  }
-  GPUPACK_ASSIGN_OR_RETURN(auto uuids, get(api::kAnnotationGpuUuids));
-  if (uuids) {
-    GPUPACK_ASSIGN_OR_RETURN(req->gpu_uuids, ParseUuids(*uuids, api::kAnnotationGpuUuids));
-  }
-  GPUPACK_ASSIGN_OR_RETURN(auto excluded_uuids, get(api::kAnnotationGpuUuidsExclude));
-  if (excluded_uuids) {
-    GPUPACK_ASSIGN_OR_RETURN(req->excluded_gpu_uuids, ParseUuids(*excluded_uuids, api::kAnnotationGpuUuidsExclude));
-    for (const std::string& u : req->excluded_gpu_uuids) {
-      if (std::find(req->gpu_uuids.begin(), req->gpu_uuids.end(), u) != req->gpu_uuids.end()) {
-        return Status::InvalidArgument("annotation " + std::string(api::kAnnotationGpuUuidsExclude) + ": \"" + u +
-                                       "\" is also in " + std::string(api::kAnnotationGpuUuids));
-      }
-    }
-  }
-  GPUPACK_ASSIGN_OR_RETURN(auto node_policy, get(api::kAnnotationNodePolicy));
-  if (node_policy) {
-    GPUPACK_ASSIGN_OR_RETURN(req->node_policy, ParsePodPolicy(*node_policy, api::kAnnotationNodePolicy));
-  }
-  GPUPACK_ASSIGN_OR_RETURN(auto device_policy, get(api::kAnnotationDevicePolicy));
-  if (device_policy) {
-    GPUPACK_ASSIGN_OR_RETURN(req->device_policy, ParsePodPolicy(*device_policy, api::kAnnotationDevicePolicy));
-  }
-  GPUPACK_ASSIGN_OR_RETURN(auto spread_key, get(api::kAnnotationSpreadKey));
-  if (spread_key) {
-    if (!IsLabelValue(*spread_key)) {
-      return Status::InvalidArgument("annotation " + std::string(api::kAnnotationSpreadKey) + ": \"" + *spread_key +
-                                     "\" is not 1-63 letters, digits, '-', '_' or '.' starting and ending with a "
-                                     "letter or digit");
-    }
-    req->spread_key = *spread_key;
-  }
-  GPUPACK_ASSIGN_OR_RETURN(auto spread_scope, get(api::kAnnotationSpreadScope));
-  if (spread_scope) {
-    if (*spread_scope != "device" && *spread_scope != "node") {
-      return Status::InvalidArgument("annotation " + std::string(api::kAnnotationSpreadScope) + ": \"" + *spread_scope +
-                                     "\" is not device or node");
-    }
-    if (req->spread_key.empty()) {
-      return Status::InvalidArgument("annotation " + std::string(api::kAnnotationSpreadScope) + " needs " +
-                                     std::string(api::kAnnotationSpreadKey));
-    }
-    req->spread_across_nodes = *spread_scope == "node";
-  }
-  GPUPACK_ASSIGN_OR_RETURN(auto isolation, get(api::kAnnotationIsolation));
-  if (isolation) {
-    if (*isolation == "hard")
-      req->hard_isolation = true;
-    else if (*isolation != "best-effort")
-      return Status::InvalidArgument("annotation " + std::string(api::kAnnotationIsolation) + ": \"" + *isolation +
-                                     "\" is not hard or best-effort");
+  for (const api::PodAnnotation& row : api::PodAnnotations()) {
+    if (row.read == nullptr) continue;
+    auto it = ann->find(std::string(row.name));
+    if (it == ann->end() || it->is_null()) continue;
+    if (!it->is_string()) return Status::InvalidArgument("annotation " + std::string(row.name) + " must be a string");
+    GPUPACK_RETURN_IF_ERROR(row.read(row, it->get_ref<const std::string&>(), *req));
   }
   return Status::Ok();
 }
@@ -380,9 +234,9 @@ StatusOr<model::PodRequest> ParsePodRequest(const json& pod, int max_devices_per
         if (!it->is_string())
           return Status::InvalidArgument("annotation " + std::string(api::kAnnotationWholeDeviceCharge) +
                                          " must be a string");
-        GPUPACK_ASSIGN_OR_RETURN(
-            std::vector<std::string> keys,
-            SplitList(it->get<std::string>(), ',', api::kAnnotationWholeDeviceCharge, "container key"));
+        GPUPACK_ASSIGN_OR_RETURN(std::vector<std::string> keys,
+                                 api::SplitAnnotationList(it->get_ref<const std::string&>(), ',',
+                                                          api::kAnnotationWholeDeviceCharge, "container key"));
         charged.insert(keys.begin(), keys.end());
       }
     }

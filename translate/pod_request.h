@@ -18,11 +18,12 @@ bool PodAsksForGpupack(const nlohmann::json& pod);
 // requests (Kubernetes rule: max(largest init container, sum of app containers) + overhead).
 // Returns InvalidArgument with a message naming the container and field for: unparseable or
 // non-positive quantities, gpupack.io/gpu of 0 or above `max_devices_per_container`, a limit and a
-// request that disagree, gpupack.io/gpu-memory beside nvidia.com/gpu, and conflicting or unknown
-// annotation values (e.g. mig-profile with device-kind gpu), and gpupack.io/ resources or
-// annotations that are not in api::kKnownResources / api::kUserAnnotations (the message lists
-// the valid ones; what gpupack's components write, api::IsComponentAnnotation, is allowed). A pod with no gpupack
-// request yields a PodRequest whose containers is empty. Wrong JSON types anywhere are errors, not crashes.
+// request that disagree, gpupack.io/gpu-memory beside nvidia.com/gpu, a gpupack.io/ resource not in
+// api::kKnownResources, and a gpupack.io/ annotation that is no row of api::PodAnnotations() (the
+// message lists the user rows) or whose row refuses its value (e.g. mig-profile with device-kind
+// gpu). What gpupack's components write passes: a bound pod parses again. A pod with no gpupack
+// request yields a PodRequest whose containers is empty. Wrong JSON types anywhere are errors, not
+// crashes.
 StatusOr<model::PodRequest> ParsePodRequest(const nlohmann::json& pod, int max_devices_per_container = 16);
 
 }  // namespace gpupack::translate

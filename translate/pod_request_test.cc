@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include "api/annotations.h"
+#include "api/pod_annotations.h"
+#include "api/testing/pod_annotation_cases.h"
+
 namespace gpupack::translate {
 namespace {
 
@@ -101,10 +105,8 @@ TEST(PodRequest, UnknownGpupackNamesAreRefusedNamingTheValidOnes) {
       ParsePodRequest(PodWith({Container("main", {{"gpupack.io/gpu-memory", "8Gi"}})}, {{"gpupack.io/foo", "x"}}));
   ASSERT_FALSE(annotated.ok());
   EXPECT_EQ(annotated.status().message(),
-            "metadata.annotations[\"gpupack.io/foo\"]: unknown gpupack annotation; the annotations a pod may set are "
-            "gpupack.io/device-kind, gpupack.io/mig-profile, gpupack.io/gpu-model, gpupack.io/isolation, "
-            "gpupack.io/gpu-model-exclude, gpupack.io/gpu-uuids, gpupack.io/gpu-uuids-exclude, gpupack.io/node-policy, "
-            "gpupack.io/device-policy, gpupack.io/spread-key, gpupack.io/spread-scope");
+            "metadata.annotations[\"gpupack.io/foo\"]: unknown gpupack annotation; the annotations a pod may set are " +
+                api::JoinNames(api::UserAnnotationNames()));
   // What the scheduler writes at bind is known: a bound pod parses again (the extender's restart).
   auto bound = ParsePodRequest(
       PodWith({Container("main", {{"gpupack.io/gpu-memory", "8Gi"}})}, {{"gpupack.io/allocation", "{}"},
@@ -140,15 +142,8 @@ TEST(PodRequest, EveryMalformedRequestNamesTheField) {
        "container \"main\": resources.limits[gpupack.io/gpu-memory] \"8Gi\" and resources.requests \"4Gi\" disagree"},
       {PodWith({Container("main", {{"gpupack.io/gpu-memory", true}})}),
        "container \"main\": resources.limits[gpupack.io/gpu-memory]: want a quantity string, got boolean"},
-      {PodWith({Container("main", {{"gpupack.io/gpu-memory", "1Gi"}})}, {{"gpupack.io/device-kind", "tpu"}}),
-       "annotation gpupack.io/device-kind: \"tpu\" is not gpu, mig or any"},
-      {PodWith({Container("main", {{"gpupack.io/gpu-memory", "1Gi"}})},
-               {{"gpupack.io/device-kind", "gpu"}, {"gpupack.io/mig-profile", "1g.10gb"}}),
-       "annotation gpupack.io/mig-profile \"1g.10gb\" conflicts with gpupack.io/device-kind: gpu"},
-      {PodWith({Container("main", {{"gpupack.io/gpu-memory", "1Gi"}})}, {{"gpupack.io/gpu-model", "A100||H100"}}),
-       "annotation gpupack.io/gpu-model: \"A100||H100\" has an empty model name"},
-      {PodWith({Container("main", {{"gpupack.io/gpu-memory", "1Gi"}})}, {{"gpupack.io/isolation", "strict"}}),
-       "annotation gpupack.io/isolation: \"strict\" is not hard or best-effort"},
+      {PodWith({Container("main", {{"gpupack.io/gpu-memory", "1Gi"}})}, {{"gpupack.io/isolation", 1}}),
+       "annotation gpupack.io/isolation must be a string"},
       {json::array(), "pod must be a JSON object"},
       {json{{"spec", {{"containers", "x"}}}}, "spec.containers must be an array"},
       {json{{"metadata", {{"name", 3}}}, {"spec", {{"containers", json::array()}}}}, "metadata.name must be a string"},
@@ -204,43 +199,19 @@ TEST(PodRequest, DeviceRulesPolicyAndSpreadKeyAreParsed) {
   EXPECT_FALSE(d->spread_across_nodes);
 }
 
-TEST(PodRequest, BadControlValuesNameTheAnnotationAndTheValue) {
-  struct Case {
-    json annotations;
-    std::string message;
-  };
-  const Case cases[] = {
-      {{{"gpupack.io/gpu-uuids", "3f2a"}},
-       "annotation gpupack.io/gpu-uuids: \"3f2a\" is not a device UUID like GPU-3f2a… or MIG-9c1b… (separate several "
-       "with commas)"},
-      {{{"gpupack.io/gpu-uuids", "GPU-a,,GPU-b"}},
-       "annotation gpupack.io/gpu-uuids: \"GPU-a,,GPU-b\" has an empty UUID"},
-      {{{"gpupack.io/gpu-uuids", "GPU-a|GPU-b"}},
-       "annotation gpupack.io/gpu-uuids: \"GPU-a|GPU-b\" is not a device UUID like GPU-3f2a… or MIG-9c1b… (separate "
-       "several with commas)"},
-      {{{"gpupack.io/gpu-uuids", "GPU-a"}, {"gpupack.io/gpu-uuids-exclude", "GPU-a"}},
-       "annotation gpupack.io/gpu-uuids-exclude: \"GPU-a\" is also in gpupack.io/gpu-uuids"},
-      {{{"gpupack.io/gpu-model-exclude", "T4|"}},
-       "annotation gpupack.io/gpu-model-exclude: \"T4|\" has an empty model name"},
-      {{{"gpupack.io/gpu-model", "A100"}, {"gpupack.io/gpu-model-exclude", "A100"}},
-       "annotation gpupack.io/gpu-model-exclude: \"A100\" is also in gpupack.io/gpu-model"},
-      {{{"gpupack.io/node-policy", "mostallocated"}},
-       "annotation gpupack.io/node-policy: \"mostallocated\" is not binpack, spread, fgd or default"},
-      {{{"gpupack.io/device-policy", "Spread"}},
-       "annotation gpupack.io/device-policy: \"Spread\" is not binpack, spread, fgd or default"},
-      {{{"gpupack.io/spread-key", "web frontend"}},
-       "annotation gpupack.io/spread-key: \"web frontend\" is not 1-63 letters, digits, '-', '_' or '.' starting and "
-       "ending with a letter or digit"},
-      {{{"gpupack.io/spread-key", std::string(64, 'a')}},
-       "annotation gpupack.io/spread-key: \"" + std::string(64, 'a') +
-           "\" is not 1-63 letters, digits, '-', '_' or '.' starting and ending with a letter or digit"},
-      {{{"gpupack.io/spread-key", "web"}, {"gpupack.io/spread-scope", "zone"}},
-       "annotation gpupack.io/spread-scope: \"zone\" is not device or node"},
-      {{{"gpupack.io/spread-scope", "node"}}, "annotation gpupack.io/spread-scope needs gpupack.io/spread-key"},
-  };
-  for (const Case& c : cases) {
-    SCOPED_TRACE(c.annotations.dump());
-    auto r = ParsePodRequest(PodWith(OneGpu(), c.annotations));
+// The pod parser reads the annotations through the table (api/pod_annotations.h), so every
+// shared case holds for a pod: what the table accepts a pod may set, and the request read writes
+// back the same; what it refuses is refused with the same message.
+TEST(PodRequest, AnnotationsAreReadByTheTable) {
+  for (const api::testing::AcceptedCase& c : api::testing::kAcceptedCases) {
+    SCOPED_TRACE(json(c.set).dump());
+    auto r = ParsePodRequest(PodWith(OneGpu(), c.set));
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(api::WritePodAnnotations(*r), c.written);
+  }
+  for (const api::testing::RefusedCase& c : api::testing::kRefusedCases) {
+    SCOPED_TRACE(json(c.set).dump());
+    auto r = ParsePodRequest(PodWith(OneGpu(), c.set));
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
     EXPECT_EQ(r.status().message(), c.message);

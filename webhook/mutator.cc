@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "api/annotations.h"
+#include "api/pod_annotations.h"
 #include "common/log.h"
 #include "common/quantity.h"
 #include "translate/pod_request.h"
@@ -121,24 +122,32 @@ json InjectedEnv(bool init, int index) {
 // containers cannot be set at CREATE (the API server refuses them), but cost nothing to look at.
 constexpr std::string_view kContainerLists[] = {"containers", "initContainers", "ephemeralContainers"};
 
-// Only gpupack's components write these (api::IsComponentAnnotation); refused on every pod.
+// Who may write a component row of api::PodAnnotations(), as the refusal names them.
+std::string_view WriterName(api::AnnotationWriter writer) {
+  switch (writer) {
+    case api::AnnotationWriter::kScheduler:
+      return "the gpupack scheduler";
+    case api::AnnotationWriter::kWebhook:
+      return "gpupack-webhook";
+    case api::AnnotationWriter::kUser:
+      break;
+  }
+  return "the pod's author";
+}
+
+// The annotations only gpupack's components write (the rows of api::PodAnnotations() whose writer
+// is not the user); refused on every pod.
 Status CheckComponentAnnotations(const json& pod) {
   const json* metadata = Field(pod, "metadata");
   const json* annotations = metadata != nullptr ? Field(*metadata, "annotations") : nullptr;
   if (annotations == nullptr || !annotations->is_object()) return Status::Ok();
   for (const auto& entry : annotations->items()) {
     const std::string& key = entry.key();
-    if (api::IsSchedulerAnnotation(key)) {
-      return Status::PermissionDenied(
-          "metadata.annotations[\"" + key +
-          "\"]: only the gpupack scheduler may set this annotation (it records the device and "
-          "memory cap chosen at bind); remove it from the pod");
-    }
-    if (key == api::kAnnotationWholeDeviceCharge) {
-      return Status::PermissionDenied(
-          "metadata.annotations[\"" + key +
-          "\"]: only gpupack-webhook may set this annotation (it marks the quota charge it adds to "
-          "whole-device requests); remove it from the pod");
+    const api::PodAnnotation* row = api::FindPodAnnotation(key);
+    if (row != nullptr && row->writer != api::AnnotationWriter::kUser) {
+      return Status::PermissionDenied("metadata.annotations[\"" + key + "\"]: only " +
+                                      std::string(WriterName(row->writer)) + " may set this annotation (" +
+                                      std::string(row->purpose) + "); remove it from the pod");
     }
   }
   return Status::Ok();

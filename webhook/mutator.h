@@ -3,8 +3,9 @@
 //
 // Every pod CREATE is reviewed, whatever it asks for, because GPU devices and caps must come only
 // from the scheduler's allocation:
-//   - an annotation only gpupack's components write (api::IsComponentAnnotation: the allocation,
-//     the per-container keys, the whole-device charge) is refused;
+//   - an annotation only gpupack's components write (a row of api::PodAnnotations() whose writer
+//     is the scheduler or the webhook: the allocation, the per-container keys, the whole-device
+//     charge) is refused, naming its writer;
 //   - a GPU device or cap variable that the pod's spec sets itself in any container (app, init,
 //     ephemeral), webhook/device_env.h says which, is refused naming the container and the
 //     variable, or with config.user_device_env kStrip removed, with a warning saying so.
