@@ -246,6 +246,7 @@ struct Core {
   tcp::acceptor acceptor{accept_strand};
   net::steady_timer accept_retry{accept_strand};
   std::optional<net::thread_pool> workers;
+  std::optional<net::thread_pool> waiting;  // only when a route runs RunOn::kWaiting
   std::vector<std::thread> io_threads;
   int port = 0;
   bool started = false;
@@ -420,8 +421,10 @@ class Session final : public SessionBase {
         return Write(server_.Guarded(*request, [&] { return route->handler(*request); }));
       }
     }
-    // Everything else, /metrics included, runs on a worker.
-    net::post(*server_.workers, [self = Self(), request, route] {
+    // Everything else, /metrics included, runs on a worker or, for a route that waits, on the
+    // waiting pool.
+    net::thread_pool& pool = route != nullptr && route->run_on == RunOn::kWaiting ? *server_.waiting : *server_.workers;
+    net::post(pool, [self = Self(), request, route] {
       Response response = self->server_.Guarded(
           *request, [&] { return route != nullptr ? route->handler(*request) : self->server_.Metrics(); });
       net::post(self->stream_.get_executor(),
@@ -603,6 +606,13 @@ StatusOr<std::string> HttpServer::Start(const std::string& listen) {
   s.port = s.acceptor.local_endpoint().port();
   s.started = true;
   s.workers.emplace(size_t(s.options.worker_threads));
+  for (const auto& [path, methods] : s.routes) {
+    for (const auto& [method, route] : methods) {
+      if (route.run_on == RunOn::kWaiting && !s.waiting) {
+        s.waiting.emplace(size_t(std::max(1, s.options.waiting_threads)));
+      }
+    }
+  }
   s.Accept();
   for (const auto& context : s.io_contexts) s.io_threads.emplace_back([&context] { context->run(); });
   const bool v6 = address.is_v6();
@@ -625,6 +635,7 @@ void HttpServer::Drain() {
   for (const auto& context : s.io_contexts) context->stop();
   for (std::thread& thread : s.io_threads) thread.join();
   s.workers->join();
+  if (s.waiting) s.waiting->join();
 }
 
 }  // namespace gpupack::server

@@ -5,8 +5,9 @@
 //   * Connections cost a socket, not a thread: `io_threads` I/O threads accept, read, parse, do
 //     TLS and write for every connection asynchronously (each connection stays on one I/O thread,
 //     given round robin, so its completions are never handed between threads);
-//     handlers run on a separate pool of `worker_threads`, so a slow handler (a bind waiting on
-//     the API server) never stalls another connection's I/O or the built-in probes.
+//     handlers run on a separate pool of `worker_threads`, so a slow handler never stalls
+//     another connection's I/O or the built-in probes, and handlers that wait on another service
+//     (a bind waiting on the API server) on a pool of `waiting_threads` (RunOn::kWaiting).
 //   * Keep-alive, with an idle timeout. A request's headers must arrive within `header_timeout`
 //     of its first byte and its body within `body_timeout` of the headers (slowloris); a reply
 //     must be taken within `write_timeout`. A timed-out connection is closed.
@@ -66,17 +67,20 @@ struct Response {
 
 using Handler = std::function<Response(const Request&)>;
 
-// Where a handler runs. kWorker by default: the worker pool, so a handler that takes long or
-// waits (a bind writing to the API server) never delays another connection. kIoThread runs it on
-// the connection's I/O thread, saving two thread hand-offs per request; only for handlers that
-// never block and finish in well under a millisecond (an admission review).
-enum class RunOn { kWorker, kIoThread };
+// Where a handler runs. kWorker by default: the worker pool (about one thread per core), so a
+// handler that takes long never delays another connection. kWaiting: a pool of its own for
+// handlers that spend their time waiting on another service (a bind writing to the API server),
+// so that while many of them wait they hold no worker that a CPU-bound handler (a filter) needs.
+// kIoThread runs it on the connection's I/O thread, saving two thread hand-offs per request;
+// only for handlers that never block and finish in well under a millisecond (an admission review).
+enum class RunOn { kWorker, kWaiting, kIoThread };
 // Returns "" when all is well, else the reason (sent with 503).
 using Probe = std::function<std::string()>;
 
 struct HttpServerOptions {
   std::string component = "http";  // names the server in logs
   int worker_threads = 0;          // threads that run handlers; 0: one per core
+  int waiting_threads = 32;        // threads that run RunOn::kWaiting handlers (started only if any)
   int io_threads = 0;              // threads that run the connections' I/O; 0: one per core
   int64_t max_body_bytes = 64ll << 20;
   std::chrono::milliseconds idle_timeout{std::chrono::seconds(120)};   // between requests

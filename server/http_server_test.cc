@@ -382,6 +382,37 @@ TEST(HttpServer, IoThreadRoutesAndProbesAnswerWhileEveryWorkerIsBusy) {
   EXPECT_FALSE(queued_ran_before) << "a worker route ran while the only worker was busy";
 }
 
+TEST(HttpServer, WaitingRoutesHoldNoWorker) {
+  // Three waits at once on a pool of three, while the one worker stays free for /echo.
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<int> waiting = 0;
+  HttpServerOptions options = Quick();  // one worker
+  options.waiting_threads = 3;
+  HttpServer server(options);
+  server.Handle(
+      "POST", "/wait",
+      [&](const Request&) {
+        ++waiting;
+        released.wait();
+        return Response{200, "text/plain", "waited", {}};
+      },
+      RunOn::kWaiting);
+  server.Handle("POST", "/echo", Echo());
+  ASSERT_TRUE(server.Start("127.0.0.1:0").ok());
+  std::vector<std::unique_ptr<RawConnection>> waits;
+  for (int i = 0; i < 3; ++i) {
+    waits.push_back(std::make_unique<RawConnection>(server.port()));
+    waits.back()->Send(Post("/wait", ""));
+  }
+  ASSERT_TRUE(builders::Eventually([&] { return waiting == 3; })) << "the three waits run at once";
+  RawConnection other(server.port());
+  other.Send(Post("/echo", "abc"));
+  EXPECT_NE(other.ReadResponse().find("|3"), std::string::npos) << "the worker is free while all three wait";
+  release.set_value();
+  for (auto& c : waits) EXPECT_NE(c->ReadResponse().find("waited"), std::string::npos);
+}
+
 TEST(HttpServer, ProbesAndMetrics) {
   std::string unhealthy;
   std::string not_ready = "not synced yet";

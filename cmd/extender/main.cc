@@ -63,6 +63,7 @@ int main(int argc, char** argv) {
   } else {
     cluster::KubeBackendConfig kube;
     kube.max_devices_per_container = config.max_devices_per_container;
+    kube.binds_in_flight = config.bind_threads;
     StatusOr<std::unique_ptr<cluster::KubeBackend>> made =
         cluster::NewKubeBackend(flags.kubeconfig.value_or(""), std::move(kube));
     if (!made.ok()) return Fail(made.status().message());

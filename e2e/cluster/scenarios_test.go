@@ -11,6 +11,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
+	"math/rand"
 	"net/http"
 	"reflect"
 	"strconv"
@@ -853,6 +854,53 @@ func TestAPIServerKilledMidBurst(t *testing.T) {
 	}
 }
 
+// A fresh install's first burst, the cold-start learner's case: two sizes that fill every device
+// exactly (48 + 32 GiB on 80 GiB, one of each per device), on the two H100 nodes (4 devices, 8
+// pods, pinned there by gpu-model), created in a shuffled order while no extender answers, as
+// when pods are created before gpupack is ready. Both extenders then start cold; at their first
+// filter they count the waiting burst, so no 32 GiB pod goes beside another (80 − 2·32 = 16 GiB,
+// which no 48 GiB pod can use), and all 8 bind. Seeds are fixed so a failure replays.
+func TestExactFillBurstOnColdExtenders(t *testing.T) {
+	const model = "NVIDIA H100 80GB HBM3"
+	for _, seed := range []int64{1, 2, 3} {
+		ns := tb.createNamespace(t, fmt.Sprintf("exactfill%d", seed))
+		for _, s := range tb.scheduler {
+			s.extender.kill9()
+		}
+		var specs []podSpec
+		for i := 0; i < 4; i++ {
+			pin := map[string]string{"gpupack.io/gpu-model": model}
+			specs = append(specs, podSpec{name: fmt.Sprintf("large-%d", i), memory: "48Gi", annotations: pin},
+				podSpec{name: fmt.Sprintf("small-%d", i), memory: "32Gi", annotations: pin})
+		}
+		rand.New(rand.NewSource(seed)).Shuffle(len(specs), func(i, j int) { specs[i], specs[j] = specs[j], specs[i] })
+		tb.createPods(t, ns, specs, 1, 0, nil)
+		for i := range tb.scheduler {
+			if err := tb.startExtender(i); err != nil {
+				t.Fatalf("start extender-%d: %v", i, err)
+			}
+		}
+		pods := tb.waitBound(t, ns, len(specs), 2*time.Minute)
+		used := tb.checkLedger(t)
+		devices, err := tb.gpuDevices()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pods {
+			if p.Spec.NodeName != "h100-1" && p.Spec.NodeName != "h100-2" {
+				t.Errorf("seed %d: %s went to %s, not an H100 node", seed, p.Name, p.Spec.NodeName)
+			}
+		}
+		for uuid, d := range devices {
+			if (d.node == "h100-1" || d.node == "h100-2") && used[uuid] != d.capacity {
+				t.Errorf("seed %d: device %s on %s holds %d of %d MiB, want it filled by one pod of each size",
+					seed, uuid, d.node, used[uuid], d.capacity)
+			}
+		}
+		tb.deletePods(t, ns)
+	}
+}
+
 // scrape reads one sample (name with its labels, as exposed) from a /metrics endpoint.
 func (b *bed) scrape(port int, sample string) (float64, error) {
 	samples, err := metricsOf(port)
@@ -877,6 +925,11 @@ func metricsOf(port int) (map[string]float64, error) {
 	if err != nil {
 		return nil, err
 	}
+	return parseMetrics(body)
+}
+
+// parseMetrics reads the Prometheus text format into sample (name with its labels) → value.
+func parseMetrics(body []byte) (map[string]float64, error) {
 	out := map[string]float64{}
 	for _, line := range strings.Split(string(body), "\n") {
 		if line == "" || strings.HasPrefix(line, "#") {

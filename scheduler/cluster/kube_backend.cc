@@ -120,6 +120,7 @@ Status KubeBackend::Start(extender::ClusterState& state) {
   bind_policy.max_attempts = 3;
   bind_policy.initial_backoff = std::chrono::milliseconds(50);
   bind_policy.max_backoff = std::chrono::milliseconds(400);
+  bind_policy.idle_connections = std::max(bind_policy.idle_connections, config_.binds_in_flight + 8);
   GPUPACK_ASSIGN_OR_RETURN(bind_client_, kube::Client::Create(client_->config(), bind_policy, &clock_));
   state_ = &state;
   kube::InformerOptions gpu_opts = config_.informer;
@@ -316,20 +317,136 @@ StatusOr<Json> KubeBackend::ReadFence(const std::string& lease_ns, const std::st
   return got;
 }
 
+bool KubeBackend::GoneOrBoundPerApi(const std::string& uid, const Json& intent, const std::string& node) {
+  const std::string key = intent.value("pod", "");
+  if (!pods_ || pods_->Get(key)) return false;  // the informer knows the pod: BoundHere decided
+  const size_t slash = key.find('/');
+  if (slash == std::string::npos) return false;
+  StatusOr<Json> pod = bind_client_->GetPod(key.substr(0, slash), key.substr(slash + 1));
+  if (!pod.ok()) return pod.status().code() == StatusCode::kNotFound;  // gone: its Binding cannot land
+  return kube::StringAt(*pod, {"metadata", "uid"}) != uid ||           // recreated: the intent's pod is gone
+         kube::StringAt(*pod, {"spec", "nodeName"}) == node;           // bound: every later fresh read lists it
+}
+
 bool KubeBackend::BoundHere(const std::string& uid, const Json& intent, const std::string& node) const {
   if (!pods_) return false;
   std::optional<Json> pod = pods_->Get(intent.value("pod", ""));
   return pod && kube::StringAt(*pod, {"metadata", "uid"}) == uid && kube::StringAt(*pod, {"spec", "nodeName"}) == node;
 }
 
+KubeBackend::FenceRound KubeBackend::JoinFenceWrite(const std::string& node, const std::string& uid, Json intent) {
+  NodeFence& fence = FenceOf(node);
+  FenceWaiter me{uid, std::move(intent)};
+  std::unique_lock<std::mutex> lock(fence.mu);
+  fence.queue.push_back(&me);
+  fence.cv.wait(lock, [&] { return me.done || !fence.writing; });
+  if (me.done) return me.round;  // a writer took this intent along
+  // Become the writer, for every bind queued by now (this one included).
+  fence.writing = true;
+  std::vector<FenceWaiter*> batch;
+  batch.swap(fence.queue);
+  std::optional<Json> lease = fence.lease;
+  lock.unlock();
+  FenceRound round = WriteFence(node, batch, lease);
+  lock.lock();
+  fence.lease = std::move(lease);
+  for (FenceWaiter* waiter : batch) {
+    waiter->round = round;
+    waiter->done = true;
+  }
+  fence.writing = false;
+  lock.unlock();
+  fence.cv.notify_all();
+  return me.round;
+}
+
+KubeBackend::FenceRound KubeBackend::WriteFence(const std::string& node, const std::vector<FenceWaiter*>& batch,
+                                                std::optional<Json>& lease) {
+  const std::string lease_name = "gpupack-fence-" + node;
+  const std::string lease_ns = FenceNamespace();
+  const std::string intents_key(kIntentsAnnotation);
+  FenceRound round;
+  // 1. The fence as this replica last wrote or read it (no round trip: the write below has its
+  //    resourceVersion as precondition, so a fence that moved since makes it conflict), else read.
+  if (!lease) {
+    bool unusable = false;
+    StatusOr<Json> got = ReadFence(lease_ns, lease_name, unusable);
+    if (!got.ok()) {
+      // A create that raced another replica's: read it again.
+      round.outcome = unusable                                            ? FenceRound::kUnusable
+                      : got.status().code() == StatusCode::kAlreadyExists ? FenceRound::kRetry
+                                                                          : FenceRound::kFailed;
+      round.status = got.status();
+      return round;
+    }
+    lease = std::move(got).value();
+  }
+  // Intents of other pods that are still in flight count as if bound; an intent is dropped once
+  // its pod is deleted, expired, or seen bound on the node by the informer, which proves the
+  // Binding committed before this write, so that every later fresh read lists the pod.
+  const int64_t now_s = std::chrono::duration_cast<std::chrono::seconds>(clock_.Now().time_since_epoch()).count();
+  std::set<std::string> ours;
+  for (const FenceWaiter* waiter : batch) ours.insert(waiter->uid);
+  Json in_flight = Json::object();
+  Json stored = Json::parse(kube::StringAt(*lease, {"metadata", "annotations", intents_key.c_str()}), nullptr, false);
+  if (stored.is_object()) {
+    for (const auto& [uid, intent] : stored.items()) {
+      if (ours.count(uid) || !intent.is_object()) continue;
+      if (now_s - intent.value("at", int64_t{0}) > config_.intent_ttl.count()) continue;
+      {
+        std::lock_guard<std::mutex> tl(tombstone_mu_);
+        if (Tombstoned(uid)) continue;  // deleted: its bind can no longer land
+      }
+      if (BoundHere(uid, intent, node)) continue;
+      if (GoneOrBoundPerApi(uid, intent, node)) continue;
+      in_flight[uid] = intent;
+    }
+  }
+  for (const FenceWaiter* waiter : batch) {
+    Json intent = waiter->intent;
+    intent["at"] = now_s;
+    in_flight[waiter->uid] = std::move(intent);
+  }
+  Json next = *lease;
+  next["metadata"]["annotations"][intents_key] = in_flight.dump();
+  // 2. One quorum read of the node's pods for the whole batch, sent after the fence version was
+  //    taken and concurrently with the fence write (3), which it does not depend on.
+  kube::ListOptions lo;
+  lo.field_selector = "spec.nodeName=" + node;
+  std::future<StatusOr<kube::ListResult>> listing =
+      std::async(std::launch::async, [this, &lo] { return bind_client_->List(kube::PodsResource(), "", lo); });
+  // 3. The batch's intents, with the fence's resourceVersion as precondition: of two replicas
+  //    binding onto the node at once, one write conflicts and re-checks against the other's.
+  StatusOr<Json> written = bind_client_->Update(kube::LeasesResource(), lease_ns, next);
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    ++stats_.fence_writes;
+  }
+  round.fresh = std::make_shared<StatusOr<kube::ListResult>>(listing.get());
+  if (written.ok()) {
+    lease = std::move(written).value();
+    round.outcome = FenceRound::kWritten;
+    round.in_flight = std::move(in_flight);
+    return round;
+  }
+  lease.reset();
+  round.status = written.status();
+  if (FenceUnusable(written.status(), false)) {
+    round.outcome = FenceRound::kUnusable;
+  } else if (written.status().code() == StatusCode::kConflict || written.status().code() == StatusCode::kNotFound) {
+    round.outcome = FenceRound::kRetry;  // the fence moved (or was deleted): read it again
+    std::lock_guard<std::mutex> l(mu_);
+    ++stats_.fence_conflicts;
+  } else {
+    round.outcome = FenceRound::kFailed;
+  }
+  return round;
+}
+
 Status KubeBackend::FencedCheck(const extender::BindTarget& target, const std::string& node,
                                 const std::string& allocation_text) {
   StatusOr<api::Allocation> ours = api::DecodeAllocation(allocation_text);
   if (!ours.ok()) return ours.status().WithContext("our own allocation annotation");
-  const std::string lease_name = "gpupack-fence-" + node;
-  const std::string lease_ns = FenceNamespace();
-  const std::string intents_key(kIntentsAnnotation);
-  NodeFence& fence = FenceOf(node);
   Status last = Status::Unavailable("fence of node " + node + " is contended");
   const auto deadline = std::chrono::steady_clock::now() + config_.bind_timeout;
   for (int attempt = 0; attempt < kFenceAttempts; ++attempt) {
@@ -337,91 +454,37 @@ Status KubeBackend::FencedCheck(const extender::BindTarget& target, const std::s
       return Status::DeadlineExceeded("fence of node " + node + ": bind budget spent: " + last.message());
     }
     const bool fencing = FenceActive();
-    const int64_t now_s = std::chrono::duration_cast<std::chrono::seconds>(clock_.Now().time_since_epoch()).count();
-    // 1. The node's fence as this replica last wrote or read it (no round trip: the write below
-    //    has its resourceVersion as precondition, so a fence that moved since makes it conflict),
-    //    else read. Intents of other pods that are still in flight count as if bound; an intent is
-    //    dropped once its pod is deleted, expired, or seen bound on the node by the informer,
-    //    which proves the Binding committed before this write, so that every later fresh read
-    //    lists the pod.
-    std::unique_lock<std::mutex> fence_lock(fence.mu, std::defer_lock);
-    Json lease;
-    Json others = Json::object();
+    std::shared_ptr<const StatusOr<kube::ListResult>> fresh;  // a batch's is shared by its binds
+    Json others = Json::object();                             // the intents in flight on the node, other than ours
     if (fencing) {
-      fence_lock.lock();
-      if (!fence.lease) {
-        bool unusable = false;
-        StatusOr<Json> got = ReadFence(lease_ns, lease_name, unusable);
-        if (unusable) {
-          fence_lock.unlock();
-          FenceCannotWork(got.status(), target);
-          continue;  // fresh read only
-        }
-        if (!got.ok() && got.status().code() == StatusCode::kAlreadyExists) continue;  // raced a create
-        if (!got.ok()) return got.status().WithContext("fence of node " + node);
-        fence.lease = std::move(got).value();
+      FenceRound round =
+          JoinFenceWrite(node, target.uid, {{"alloc", allocation_text}, {"pod", target.ns + "/" + target.name}});
+      if (round.outcome == FenceRound::kUnusable) {
+        FenceCannotWork(round.status, target);
+        continue;  // fresh read only
       }
-      lease = *fence.lease;
-      Json stored =
-          Json::parse(kube::StringAt(lease, {"metadata", "annotations", intents_key.c_str()}), nullptr, false);
-      if (stored.is_object()) {
-        for (const auto& [uid, intent] : stored.items()) {
-          if (uid == target.uid || !intent.is_object()) continue;
-          if (now_s - intent.value("at", int64_t{0}) > config_.intent_ttl.count()) continue;
-          {
-            std::lock_guard<std::mutex> tl(tombstone_mu_);
-            if (Tombstoned(uid)) continue;  // deleted: its bind can no longer land
-          }
-          if (BoundHere(uid, intent, node)) continue;
-          others[uid] = intent;
-        }
-      }
-      Json intents = others;
-      intents[target.uid] = {{"alloc", allocation_text}, {"at", now_s}, {"pod", target.ns + "/" + target.name}};
-      lease["metadata"]["annotations"][intents_key] = intents.dump();
-    }
-    // 2. A quorum read of the node's pods, sent after the fence was taken and concurrently with
-    //    the fence write (3), which it does not depend on: the bind waits for the slower of the two.
-    kube::ListOptions lo;
-    lo.field_selector = "spec.nodeName=" + node;
-    std::future<StatusOr<kube::ListResult>> listing =
-        std::async(std::launch::async, [this, &lo] { return bind_client_->List(kube::PodsResource(), "", lo); });
-    // 3. Our intent, with the fence's resourceVersion as precondition: of two replicas binding
-    //    onto the node at once, one write conflicts and re-checks against the other's intent.
-    //    Binds of this replica to the node take turns here only, not for the whole bind.
-    Status written = Status::Ok();
-    if (fencing) {
-      StatusOr<Json> w = bind_client_->Update(kube::LeasesResource(), lease_ns, lease);
-      if (w.ok()) {
-        fence.lease = std::move(w).value();
-      } else {
-        fence.lease.reset();
-        written = w.status();
-      }
-      fence_lock.unlock();
-    }
-    StatusOr<kube::ListResult> fresh = listing.get();
-    if (!written.ok()) {
-      if (FenceUnusable(written, false)) {
-        FenceCannotWork(written, target);
+      if (round.outcome == FenceRound::kRetry) {
+        last = round.status;
         continue;
       }
-      if (written.code() != StatusCode::kConflict && written.code() != StatusCode::kNotFound) {
-        return written.WithContext("fence of node " + node);
-      }
-      std::lock_guard<std::mutex> l(mu_);
-      ++stats_.fence_conflicts;
-      last = written;
-      continue;  // the fence moved (or was deleted): read it again
+      if (round.outcome == FenceRound::kFailed) return round.status.WithContext("fence of node " + node);
+      FenceWorks();
+      fresh = std::move(round.fresh);
+      others = std::move(round.in_flight);
+      others.erase(target.uid);
+    } else {
+      kube::ListOptions lo;
+      lo.field_selector = "spec.nodeName=" + node;
+      fresh = std::make_shared<StatusOr<kube::ListResult>>(bind_client_->List(kube::PodsResource(), "", lo));
     }
-    if (fencing) FenceWorks();
-    if (!fresh.ok()) {
+    if (!fresh->ok()) {
       if (fencing) WithdrawIntent(node, target.uid);
-      return fresh.status().WithContext("fresh read of node " + node + "'s pods before the bind");
+      return fresh->status().WithContext("fresh read of node " + node + "'s pods before the bind");
     }
+    const std::vector<Json>& fresh_pods = (*fresh)->items;
     int unseen = 0;
     std::set<std::string> listed;
-    for (const Json& pod : fresh->items) {
+    for (const Json& pod : fresh_pods) {
       const std::string uid = kube::StringAt(pod, {"metadata", "uid"});
       listed.insert(uid);
       if (uid.empty() || uid == target.uid) continue;
@@ -434,7 +497,7 @@ Status KubeBackend::FencedCheck(const extender::BindTarget& target, const std::s
       }
     }
     // 4. Our allocation must fit beside the node's pods and the other binds in flight on it.
-    std::vector<Json> holders = fresh->items;
+    std::vector<Json> holders = fresh_pods;
     for (const auto& [uid, intent] : others.items()) {
       if (listed.count(uid)) continue;
       holders.push_back({{"metadata",
@@ -466,27 +529,38 @@ void KubeBackend::WithdrawIntent(const std::string& node, const std::string& uid
   const std::string lease_name = "gpupack-fence-" + node;
   const std::string key(kIntentsAnnotation);
   NodeFence& fence = FenceOf(node);
-  std::lock_guard<std::mutex> l(fence.mu);
+  // Takes the writer's turn, like a batch (JoinFenceWrite), so no write of this replica to the
+  // node runs beside it.
+  std::unique_lock<std::mutex> lock(fence.mu);
+  fence.cv.wait(lock, [&] { return !fence.writing; });
+  fence.writing = true;
+  std::optional<Json> lease = fence.lease;
+  lock.unlock();
   for (int attempt = 0; attempt < 3; ++attempt) {
-    if (!fence.lease) {
+    if (!lease) {
       StatusOr<Json> got = bind_client_->Get(kube::LeasesResource(), FenceNamespace(), lease_name);
-      if (!got.ok()) return;
-      fence.lease = std::move(got).value();
+      if (!got.ok()) break;
+      lease = std::move(got).value();
     }
-    Json lease = *fence.lease;
-    Json intents = Json::parse(kube::StringAt(lease, {"metadata", "annotations", key.c_str()}), nullptr, false);
-    if (!intents.is_object() || !intents.contains(uid)) return;
+    Json next = *lease;
+    Json intents = Json::parse(kube::StringAt(next, {"metadata", "annotations", key.c_str()}), nullptr, false);
+    if (!intents.is_object() || !intents.contains(uid)) break;
     intents.erase(uid);
-    lease["metadata"]["annotations"][key] = intents.dump();
-    StatusOr<Json> written = bind_client_->Update(kube::LeasesResource(), FenceNamespace(), lease);
+    next["metadata"]["annotations"][key] = intents.dump();
+    StatusOr<Json> written = bind_client_->Update(kube::LeasesResource(), FenceNamespace(), next);
     if (written.ok()) {
-      fence.lease = std::move(written).value();
-      return;
+      lease = std::move(written).value();
+      break;
     }
-    fence.lease.reset();
-    if (written.status().code() != StatusCode::kConflict) return;
+    lease.reset();
+    if (written.status().code() != StatusCode::kConflict) break;
   }
   // Best effort: an intent left behind expires after intent_ttl.
+  lock.lock();
+  fence.lease = std::move(lease);
+  fence.writing = false;
+  lock.unlock();
+  fence.cv.notify_all();
 }
 
 bool KubeBackend::FenceActive() const {

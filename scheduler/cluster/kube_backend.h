@@ -20,8 +20,11 @@
 //   5. posts the Binding.
 // An intent is dropped by the next fence write once the pod informer shows its pod bound on N (its
 // Binding committed before that write, so every later fresh read lists it), once its pod is
-// deleted, or after `intent_ttl`. Binds of this replica to N take turns at step 3 only, so they
-// overlap; binds to different nodes never wait for each other. When the fence cannot work (RBAC
+// deleted (seen by the watch, or, for a pod the informer does not know, by a GET), or after
+// `intent_ttl`. Binds of this replica to N share steps 1–3: one write at a time
+// carries the intents of every bind that queued for it, with one fresh read for them all (each
+// bind's step 4 counts the others' intents too); binds to different nodes never wait for each
+// other. When the fence cannot work (RBAC
 // forbids leases, or the namespace does not exist) binds keep steps 2 and 4, and the backend says
 // so loudly: Problem() (so /readyz), the gpupack_bind_fence_up metric, an error log and a Warning
 // Event on the pod; the fence is tried again every minute.
@@ -70,6 +73,9 @@ struct KubeBackendConfig {
   // Budget for the API calls of one bind (fence, fresh read, Binding); each call gets half of it.
   // Below kube-scheduler's extender httpTimeout (the chart's default is 5s).
   std::chrono::milliseconds bind_timeout{4000};
+  // Binds that may run at once (the extender's bindThreads): the bind path keeps as many idle
+  // connections to the API server as they need, plus the fence writes and fresh reads beside them.
+  int binds_in_flight = 32;
   // Emit a Normal event on the pod naming the chosen devices and caps (asynchronously).
   bool emit_events = true;
   kube::InformerOptions informer;  // ns/selectors are set by the backend
@@ -83,6 +89,7 @@ struct KubeBackendStats {
   uint64_t idempotent_rebinds = 0;  // 409 turned into success: our own earlier write had landed
   uint64_t failover_conflicts = 0;  // binds refused by the fresh read (unseen allocations)
   uint64_t fence_conflicts = 0;     // fence writes that lost a race and re-checked
+  uint64_t fence_writes = 0;        // fence writes sent (one carries every bind queued for it)
   uint64_t unseen_allocations = 0;  // allocations learnt from fresh reads before the watch
   uint64_t bad_annotations = 0;     // pods whose gpupack.io/allocation did not decode
   uint64_t events_dropped = 0;
@@ -131,10 +138,28 @@ class KubeBackend final : public extender::ClusterBackend {
   std::vector<model::PodRequest> PodRequestsWhere(const std::function<bool(const nlohmann::json&)>& keep) const;
   void OnPodDeleted(const nlohmann::json& pod);
   void OnGpuNode(const nlohmann::json& gpunode);
-  // A node's fence as this replica last wrote or read it; `mu` orders this replica's fence
-  // writes to the node.
+  // What one write to a node's fence came to, for every bind it carried.
+  struct FenceRound {
+    enum Outcome { kWritten, kRetry, kUnusable, kFailed } outcome = kFailed;
+    Status status;                                            // why, unless kWritten
+    nlohmann::json in_flight;                                 // kWritten: the intents written (UID → intent)
+    std::shared_ptr<const StatusOr<kube::ListResult>> fresh;  // the fresh read sent with the write
+  };
+  // A bind waiting for a write of its node's fence to carry its intent.
+  struct FenceWaiter {
+    std::string uid;
+    nlohmann::json intent;  // {"alloc", "pod"}; the writer stamps "at"
+    bool done = false;      // GUARDED_BY(NodeFence::mu)
+    FenceRound round;       // GUARDED_BY(NodeFence::mu); set when done
+  };
+  // A node's fence as this replica last wrote or read it. One write at a time per node: the
+  // writer carries the intents of every bind queued when it starts (group commit), so binds to
+  // one node share round trips instead of queueing for one write each.
   struct NodeFence {
     std::mutex mu;
+    std::condition_variable cv;           // signalled when a write ends
+    bool writing = false;                 // GUARDED_BY(mu); a write (or a withdrawal) is out
+    std::vector<FenceWaiter*> queue;      // GUARDED_BY(mu); binds waiting for the next write
     std::optional<nlohmann::json> lease;  // GUARDED_BY(mu); nullopt: read it before writing
   };
   NodeFence& FenceOf(const std::string& node);
@@ -143,6 +168,17 @@ class KubeBackend final : public extender::ClusterBackend {
   StatusOr<nlohmann::json> ReadFence(const std::string& lease_ns, const std::string& lease_name, bool& unusable);
   // True when the pod informer shows the intent's pod (same UID) bound on `node`.
   bool BoundHere(const std::string& uid, const nlohmann::json& intent, const std::string& node) const;
+  // For an intent whose pod the informer does not know (an extender started after the pod was
+  // deleted, or before its watch caught up): a quorum GET shows the pod gone, recreated under
+  // another UID, or bound on `node`. Each proves the intent's Binding cannot land unseen.
+  bool GoneOrBoundPerApi(const std::string& uid, const nlohmann::json& intent, const std::string& node);
+  // Queues the bind's intent for the node's next fence write, performing that write itself when no
+  // other bind of this replica is writing; returns the write's round.
+  FenceRound JoinFenceWrite(const std::string& node, const std::string& uid, nlohmann::json intent);
+  // Steps 1–3 for a batch: the fence version `lease` (read when nullopt; updated to the written
+  // version, reset when the write failed), one fresh read, one write with every batch intent.
+  FenceRound WriteFence(const std::string& node, const std::vector<FenceWaiter*>& batch,
+                        std::optional<nlohmann::json>& lease);
   // Steps 1–4 above.
   Status FencedCheck(const extender::BindTarget& pod, const std::string& node, const std::string& allocation_text);
   std::string FenceNamespace() const;

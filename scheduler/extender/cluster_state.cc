@@ -254,22 +254,26 @@ void ClusterState::UpsertPodAllocation(std::string_view pod_uid, std::string_vie
   Publish(*entry, std::move(node), entry->view->heartbeat);
 }
 
-void ClusterState::RemovePod(std::string_view pod_uid) {
+void ClusterState::RemovePod(std::string_view pod_uid) { RemovePodIn(pod_uid, std::nullopt); }
+
+bool ClusterState::RemovePodIn(std::string_view pod_uid, std::optional<PodLedger::PodState> only) {
   const std::string uid(pod_uid);
   std::optional<std::string> node = NodeOfPod(uid);
-  if (!node) return;
+  if (!node) return false;
   std::shared_ptr<NodeEntry> entry = FindNode(*node);
   std::unique_lock<std::mutex> node_lock;
   if (entry) node_lock = std::unique_lock(entry->mu);
   PodLedger::Locked ledger = ledger_.Lock();
-  // Re-checked under the locks: the pod may have moved or gone meanwhile.
-  std::optional<PodLedger::PodRecord> removed = ledger.EraseOn(uid, *node);
-  if (!removed || !entry || entry->removed) return;
+  // Re-checked under the locks: the pod may have moved, gone or changed state meanwhile.
+  std::optional<PodLedger::PodRecord> removed = ledger.EraseOn(uid, *node, only);
+  if (!removed) return false;
+  if (!entry || entry->removed) return true;
   auto next = std::make_shared<model::Node>(*entry->view->node);
   placement::RemovePod(*next, uid);
   next->requested_cpu_milli -= removed->cpu_milli;
   next->requested_memory_bytes -= removed->memory_bytes;
   Publish(*entry, std::move(next), entry->view->heartbeat);
+  return true;
 }
 
 bool ClusterState::TracksHostResources(std::string_view node) const {
@@ -311,25 +315,60 @@ std::optional<placement::NodeEvaluation> ClusterState::EvaluateWithout(std::stri
 }
 
 StatusOr<ReserveVerdict> ClusterState::Reserve(const model::PodRequest& pod, std::string_view node) {
+  return Place(pod, node, PodLedger::PodState::kReserved);
+}
+
+StatusOr<ReserveVerdict> ClusterState::Hold(const model::PodRequest& pod, std::string_view node) {
+  return Place(pod, node, PodLedger::PodState::kHeld);
+}
+
+StatusOr<ReserveVerdict> ClusterState::Place(const model::PodRequest& pod, std::string_view node,
+                                             PodLedger::PodState state) {
+  // A hold on another node leaves it first (lock order: one node at a time). Only a bind moves a
+  // hold; a second hold of the same UID is refused below like any other record.
+  if (state == PodLedger::PodState::kReserved && ledger_.StateOf(pod.uid) == PodLedger::PodState::kHeld &&
+      ledger_.NodeOf(pod.uid) != node) {
+    ReleaseHold(pod.uid);
+  }
   std::shared_ptr<NodeEntry> entry = FindNode(node);
   if (!entry) return Status::NotFound("node \"" + std::string(node) + "\" is not in gpupack's inventory");
   std::unique_lock node_lock(entry->mu);
   if (entry->removed) return Status::NotFound("node \"" + std::string(node) + "\" is not in gpupack's inventory");
+  const std::optional<placement::Verdict> stale = staleness_.Verdict(entry->view->heartbeat, clock_.Now());
   // Held across the evaluation so two binds of one UID cannot both pass the check below.
   PodLedger::Locked ledger = ledger_.Lock();
   if (const PodLedger::PodRecord* record = ledger.Find(pod.uid)) {
+    const bool held_here = record->state == PodLedger::PodState::kHeld && record->node == node;
+    if (held_here && state == PodLedger::PodState::kReserved) {
+      // The bind of a pod its filter held here: the held devices become the reservation, unless
+      // the node went stale meanwhile.
+      if (stale) {
+        ledger.EraseOn(pod.uid, node, PodLedger::PodState::kHeld);
+        auto next = std::make_shared<model::Node>(*entry->view->node);
+        ledger.ReattachShares(*next);
+        Publish(*entry, std::move(next), entry->view->heartbeat);
+        return ReserveVerdict::Refuse(ReserveRefusal::kStaleNode,
+                                      "node " + std::string(node) + ": " + stale->Message());
+      }
+      PodLedger::PodRecord reserved = *record;
+      reserved.state = PodLedger::PodState::kReserved;
+      reserved.since = clock_.Now();
+      Reservation reservation{reserved.allocation, /*repeated=*/false};
+      ledger.Put(pod.uid, std::move(reserved));
+      return ReserveVerdict::Reserved(std::move(reservation));
+    }
     if (record->node != node) {
       return ReserveVerdict::Refuse(
           ReserveRefusal::kBoundElsewhere,
           "pod " + pod.Key() + " (uid " + pod.uid + ") already holds devices on node " + record->node);
     }
-    if (record->state == PodLedger::PodState::kReserved) {
+    if (record->state != PodLedger::PodState::kBound) {
       return ReserveVerdict::Refuse(ReserveRefusal::kBindInProgress, "a bind of pod " + pod.Key() + " to node " +
                                                                          record->node + " is already in progress");
     }
     return ReserveVerdict::Reserved(Reservation{record->allocation, /*repeated=*/true});
   }
-  if (std::optional<placement::Verdict> stale = staleness_.Verdict(entry->view->heartbeat, clock_.Now())) {
+  if (stale) {
     return ReserveVerdict::Refuse(ReserveRefusal::kStaleNode, "node " + std::string(node) + ": " + stale->Message());
   }
   auto [policy, generation] = PolicyAndGeneration();
@@ -350,7 +389,7 @@ StatusOr<ReserveVerdict> ClusterState::Reserve(const model::PodRequest& pod, std
   record.pod_key = pod.Key();
   record.allocation = translate::AllocationFromPlacement(*next, evaluation.placement);
   record.allocation.spread_key = pod.spread_key;
-  record.state = PodLedger::PodState::kReserved;
+  record.state = state;
   record.since = clock_.Now();
   record.cpu_milli = pod.cpu_milli;  // ApplyPlacement added these to the node
   record.memory_bytes = pod.memory_bytes;
@@ -362,15 +401,23 @@ StatusOr<ReserveVerdict> ClusterState::Reserve(const model::PodRequest& pod, std
 
 void ClusterState::Confirm(std::string_view pod_uid) { ledger_.Confirm(pod_uid, clock_.Now()); }
 
-void ClusterState::Release(std::string_view pod_uid) {
-  // Still a reservation (nobody confirms a reservation whose bind failed), so drop it.
-  if (ledger_.IsReserved(pod_uid)) RemovePod(pod_uid);
-}
+void ClusterState::Release(std::string_view pod_uid) { RemovePodIn(pod_uid, PodLedger::PodState::kReserved); }
+
+void ClusterState::ReleaseHold(std::string_view pod_uid) { RemovePodIn(pod_uid, PodLedger::PodState::kHeld); }
 
 int ClusterState::ExpireReservations(std::chrono::nanoseconds ttl) {
-  const std::vector<std::string> expired = ledger_.ReservedLongerThan(ttl, clock_.Now());
-  for (const std::string& uid : expired) Release(uid);
-  return static_cast<int>(expired.size());
+  return Expire(PodLedger::PodState::kReserved, ttl);
+}
+
+int ClusterState::ExpireHolds(std::chrono::nanoseconds ttl) { return Expire(PodLedger::PodState::kHeld, ttl); }
+
+int ClusterState::Expire(PodLedger::PodState state, std::chrono::nanoseconds ttl) {
+  int expired = 0;
+  for (const std::string& uid : ledger_.InStateLongerThan(state, ttl, clock_.Now())) {
+    // Counted only if still in that state under the locks (a bind may have moved it on since).
+    if (RemovePodIn(uid, state)) ++expired;
+  }
+  return expired;
 }
 
 void ClusterState::ForEachNode(const std::function<void(const model::Node&, const placement::NodeSummary&,
@@ -406,6 +453,8 @@ size_t ClusterState::NodeCount() const {
 }
 
 size_t ClusterState::ReservationCount() const { return ledger_.ReservationCount(); }
+
+size_t ClusterState::HoldCount() const { return ledger_.HoldCount(); }
 
 size_t ClusterState::PodCount() const { return ledger_.PodCount(); }
 

@@ -4,9 +4,12 @@
 // Who writes what:
 //   - a ClusterBackend (backend.h) feeds inventory (UpsertNode/RemoveNode) and the allocations of
 //     pods that already exist (UpsertPodAllocation/RemovePod);
-//   - the bind verb reserves devices (Reserve), then Confirms or Releases the reservation.
-// Reservations are visible to Evaluate the moment Reserve returns, so a filter that runs while a
-// bind is in flight never offers the same memory twice.
+//   - the filter verb holds the devices of a pod it passes to exactly one node (Hold), because
+//     kube-scheduler asks about the next pod before this pod's bind arrives;
+//   - the bind verb reserves devices (Reserve, which takes over the pod's hold on that node), then
+//     Confirms or Releases the reservation.
+// Holds and reservations are visible to Evaluate the moment Hold / Reserve returns, so a filter
+// that runs while a bind is on its way or in flight never offers the same memory twice.
 //
 // Ledger invariant: Σ caps ≤ capacity on every device, for everything the extender itself reserves.
 // Allocations reported by the API server are recorded as they are (they are the truth), with a
@@ -135,16 +138,29 @@ class ClusterState {
   // node, or is reserved on this one by a bind still in flight; the node is stale; the pod does not
   // fit (any more). NotFound for an unknown node. The ledger is unchanged unless the verdict is
   // reserved() with a reservation that is not repeated.
+  // A hold of the UID on `node` becomes the reservation, with the devices the hold took (refused
+  // kStaleNode, and the hold dropped, if the node went stale since); a hold on another node is
+  // released first.
   StatusOr<ReserveVerdict> Reserve(const model::PodRequest& pod, std::string_view node);
+  // As Reserve, but the shares are held for a bind to come: the filter passed the pod to `node`
+  // alone, so kube-scheduler will bind it there. A UID with any record is refused (the caller
+  // releases its own hold first, ReleaseHold).
+  StatusOr<ReserveVerdict> Hold(const model::PodRequest& pod, std::string_view node);
   // True when the node's inventory knows its allocatable CPU or memory, so pods without devices
   // should be Reserved too: their requests are CPU that GPU pods will lack (FGD counts it).
   bool TracksHostResources(std::string_view node) const;
   // The reservation's binding was persisted: it becomes a bound allocation.
   void Confirm(std::string_view pod_uid);
-  // The binding failed: the reservation's shares are removed. Bound pods are not touched.
+  // The binding failed: the reservation's shares are removed. Held and bound pods are not touched.
   void Release(std::string_view pod_uid);
+  // The pod's hold is removed (it is filtered again, or ranked by prioritize, which must not see
+  // its own hold). Reserved and bound pods are not touched.
+  void ReleaseHold(std::string_view pod_uid);
   // Releases reservations older than `ttl` (a bind that never finished); returns how many.
   int ExpireReservations(std::chrono::nanoseconds ttl);
+  // Releases holds older than `ttl` (kube-scheduler never bound the pod: a later plugin refused
+  // it, or it left the queue); returns how many.
+  int ExpireHolds(std::chrono::nanoseconds ttl);
 
   // Calls `fn` for every node of one snapshot (metrics, dumps), with the heartbeat the node was
   // last upserted with, holding no lock.
@@ -153,7 +169,8 @@ class ClusterState {
   std::vector<std::string> NodeNames() const;
   size_t NodeCount() const;
   size_t ReservationCount() const;
-  size_t PodCount() const;  // reserved + bound
+  size_t HoldCount() const;
+  size_t PodCount() const;  // held + reserved + bound
   // The node a pod is reserved or bound on, if any.
   std::optional<std::string> NodeOfPod(std::string_view pod_uid) const;
 
@@ -191,6 +208,12 @@ class ClusterState {
                                            std::optional<Clock::TimePoint> heartbeat, const placement::Policy& policy,
                                            uint64_t generation);
   std::pair<std::shared_ptr<const placement::Policy>, uint64_t> PolicyAndGeneration() const;
+  // Reserve and Hold: places the pod and records it in `state`.
+  StatusOr<ReserveVerdict> Place(const model::PodRequest& pod, std::string_view node, PodLedger::PodState state);
+  // Removes the pod's record (only if in `only`, given) and its shares; true if it removed one.
+  bool RemovePodIn(std::string_view pod_uid, std::optional<PodLedger::PodState> only);
+  // Removes the records in `state` for longer than `ttl`; returns how many.
+  int Expire(PodLedger::PodState state, std::chrono::nanoseconds ttl);
 
   const Clock& clock_;
   const Staleness staleness_;

@@ -287,6 +287,68 @@ TEST_F(ClusterStateTest, ExpiredReservationsAreReleased) {
   EXPECT_EQ(Allocated(state_, "n1"), 0);
 }
 
+TEST_F(ClusterStateTest, AHoldBecomesTheReservationWithItsDevices) {
+  // Binpack on two 16384 MiB devices: the 8000 MiB hold takes one of them.
+  state_.UpsertNode(GpuNode("n1", 2, 16384));
+  StatusOr<ReserveVerdict> held = state_.Hold(Pod("a", 8000), "n1");
+  ASSERT_TRUE(Reserved(held)) << held.status();
+  EXPECT_EQ(state_.HoldCount(), 1u);
+  EXPECT_EQ(state_.ReservationCount(), 0u);
+  EXPECT_EQ(Allocated(state_, "n1"), 8000) << "a hold is a share like a reservation";
+  StatusOr<ReserveVerdict> reserved = state_.Reserve(Pod("a", 8000), "n1");
+  ASSERT_TRUE(Reserved(reserved)) << reserved.status();
+  EXPECT_FALSE(reserved->reservation.repeated) << "the bind must still be written";
+  EXPECT_EQ(reserved->reservation.allocation.containers.at(0).devices.at(0).uuid,
+            held->reservation.allocation.containers.at(0).devices.at(0).uuid);
+  EXPECT_EQ(state_.HoldCount(), 0u);
+  EXPECT_EQ(state_.ReservationCount(), 1u);
+  EXPECT_EQ(Allocated(state_, "n1"), 8000) << "taken over, not placed twice";
+  // Release and ReleaseHold each touch only their own state.
+  state_.ReleaseHold("a");
+  EXPECT_EQ(state_.ReservationCount(), 1u);
+  ASSERT_TRUE(Reserved(state_.Hold(Pod("b", 8000), "n1")));
+  state_.Release("b");
+  EXPECT_EQ(state_.HoldCount(), 1u);
+  state_.ReleaseHold("b");
+  EXPECT_EQ(Allocated(state_, "n1"), 8000);
+}
+
+TEST_F(ClusterStateTest, AHoldOnANodeThatWentStaleIsDroppedAtItsBind) {
+  state_.UpsertNode(GpuNode("n1", 1, 16384), clock_.Now());
+  ASSERT_TRUE(Reserved(state_.Hold(Pod("a", 8000), "n1")));
+  clock_.Advance(std::chrono::seconds(121));  // > the 120 s heartbeat TTL
+  StatusOr<ReserveVerdict> stale = state_.Reserve(Pod("a", 8000), "n1");
+  ASSERT_TRUE(stale.ok()) << stale.status();
+  EXPECT_EQ(stale->refusal, ReserveRefusal::kStaleNode);
+  EXPECT_EQ(state_.PodCount(), 0u);
+  EXPECT_EQ(Allocated(state_, "n1"), 0);
+}
+
+TEST_F(ClusterStateTest, HoldsExpireOnTheirOwnTtlAndNeverTakeAReservationWithThem) {
+  state_.UpsertNode(GpuNode("n1", 2, 16384));
+  ASSERT_TRUE(Reserved(state_.Hold(Pod("h", 4000), "n1")));
+  ASSERT_TRUE(Reserved(state_.Reserve(Pod("r", 4000), "n1")));
+  clock_.Advance(std::chrono::seconds(31));
+  EXPECT_EQ(state_.ExpireHolds(std::chrono::seconds(30)), 1);
+  EXPECT_EQ(state_.ReservationCount(), 1u);
+  EXPECT_EQ(Allocated(state_, "n1"), 4000);
+  EXPECT_EQ(state_.ExpireReservations(std::chrono::seconds(30)), 1);
+  EXPECT_EQ(state_.PodCount(), 0u);
+}
+
+TEST_F(ClusterStateTest, ASecondHoldOfOneUidIsRefusedAndABindElsewhereMovesIt) {
+  state_.UpsertNode(GpuNode("n1", 1, 16384));
+  state_.UpsertNode(GpuNode("n2", 1, 16384));
+  ASSERT_TRUE(Reserved(state_.Hold(Pod("a", 8000), "n1")));
+  StatusOr<ReserveVerdict> again = state_.Hold(Pod("a", 8000), "n2");
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->refusal, ReserveRefusal::kBoundElsewhere) << "the filter releases its own hold first";
+  ASSERT_TRUE(Reserved(state_.Reserve(Pod("a", 8000), "n2")));
+  EXPECT_EQ(Allocated(state_, "n1"), 0);
+  EXPECT_EQ(Allocated(state_, "n2"), 8000);
+  EXPECT_EQ(state_.NodeOfPod("a"), "n2");
+}
+
 TEST_F(ClusterStateTest, AllocationsFromTheClusterSurviveInventoryUpdates) {
   api::Allocation a;
   a.node = "n1";

@@ -191,6 +191,7 @@ StatusOr<ExtenderConfig> ParseExtenderConfig(std::string_view yaml_text) {
          return Status::Ok();
        }},
       {"reservationTTL", [](auto& n, auto& k, auto& c) { return ReadDurationKey(n, k, c.reservation_ttl); }},
+      {"filterHoldTTL", [](auto& n, auto& k, auto& c) { return ReadDurationKey(n, k, c.filter_hold_ttl); }},
       {"rememberedPods", [](auto& n, auto& k, auto& c) { return ReadInt(n, k, 0, 10000000, c.remembered_pods); }},
       {"rememberedTTL", [](auto& n, auto& k, auto& c) { return ReadDurationKey(n, k, c.remembered_ttl); }},
       {"maxBodyBytes",
@@ -200,6 +201,7 @@ StatusOr<ExtenderConfig> ParseExtenderConfig(std::string_view yaml_text) {
          return Status::Ok();
        }},
       {"threads", [](auto& n, auto& k, auto& c) { return ReadInt(n, k, 1, 256, c.threads); }},
+      {"bindThreads", [](auto& n, auto& k, auto& c) { return ReadInt(n, k, 1, 1024, c.bind_threads); }},
       {"perDeviceMetrics", [](auto& n, auto& k, auto& c) { return ReadBool(n, k, c.per_device_metrics); }},
       {"maxDevicesPerContainer",
        [](auto& n, auto& k, auto& c) {

@@ -46,10 +46,12 @@ struct ExtenderConfig {
   std::chrono::nanoseconds heartbeat_ttl = std::chrono::seconds(120);  // 0 = nodes never go stale
   double request_ratio = 1.0;
   std::chrono::nanoseconds reservation_ttl = std::chrono::minutes(2);
+  std::chrono::nanoseconds filter_hold_ttl = std::chrono::seconds(30);  // 0 = the filter holds nothing
   int64_t remembered_pods = 10000;
   std::chrono::nanoseconds remembered_ttl = std::chrono::minutes(10);
   int64_t max_body_bytes = 64ll << 20;
   int threads = 4;
+  int bind_threads = 32;  // binds in flight at once (each waits on the API server)
   bool per_device_metrics = true;
   int max_devices_per_container = 16;
   std::string tls_cert_file;  // both set: serve HTTPS (kube-scheduler's enableHTTPS)

@@ -35,6 +35,7 @@ rememberedPods: 100
 rememberedTTL: 2m
 maxBodyBytes: 8Mi
 threads: 2
+bindThreads: 8
 perDeviceMetrics: false
 maxDevicesPerContainer: 8
 workload: {halfLifePods: 200, priorPods: 10, refreshPods: 5, coverage: 0.9}
@@ -54,6 +55,7 @@ tls: {certFile: /c.pem, keyFile: /k.pem}
   EXPECT_EQ(c->request_ratio, 0.8);
   EXPECT_EQ(c->max_body_bytes, 8 << 20);
   EXPECT_EQ(c->threads, 2);
+  EXPECT_EQ(c->bind_threads, 8);
   EXPECT_EQ(c->workload_refresh_pods, 5);
   EXPECT_EQ(c->workload_coverage, 0.9);
   EXPECT_FALSE(c->rank_by_fill);

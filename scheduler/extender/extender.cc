@@ -1,5 +1,6 @@
-// Long file: the four verbs and the decision log share the request-scoped state (remembered pods,
-// reservations, the ranking memo); one file keeps their ordering rules side by side.
+// The extender's learning and ranking verbs (extender.h): filter (with its hold) and prioritize,
+// the remembered requests, the learner's refreshes and the housekeeping. Bind and preempt are in
+// extender_bind.cc.
 #include "scheduler/extender/extender.h"
 
 #include <algorithm>
@@ -12,32 +13,17 @@
 #include "common/log.h"
 #include "scheduler/extender/args_decoder.h"
 #include "scheduler/extender/rank_order.h"
+#include "scheduler/extender/verb_support.h"
 #include "translate/pod_request.h"
 
 namespace gpupack::extender {
 
 namespace {
 
-constexpr char kNotSynced[] = "gpupack extender is not synced with the cluster yet; retry shortly";
-
-// Times a verb and records it once, whatever path the verb returns by.
-class VerbTimer {
- public:
-  VerbTimer(ExtenderMetrics* metrics, std::string_view verb)
-      : metrics_(metrics), verb_(verb), start_(std::chrono::steady_clock::now()) {}
-  ~VerbTimer() {
-    if (metrics_ == nullptr) return;
-    const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start_;
-    metrics_->ObserveRequest(verb_, result_, took.count());
-  }
-  void set_result(std::string_view result) { result_ = result; }
-
- private:
-  ExtenderMetrics* metrics_;
-  std::string_view verb_;
-  std::string_view result_ = "error";
-  std::chrono::steady_clock::time_point start_;
-};
+using verbs::kNotSynced;
+using verbs::LogDecision;
+using verbs::PlainError;
+using verbs::VerbTimer;
 
 // Two ranks belong to the same level when their costs differ by at most `band`, plus float noise
 // when `exact_costs` (sums of MiB·weight products), and, with no band, their tie-break ranks are
@@ -58,33 +44,6 @@ std::string PodKey(const nlohmann::json& pod) {
   return field("namespace") + "/" + field("name");
 }
 
-// One log line per decision, at info level in every mode, so that an operator can tell from the
-// extender's log alone where each pod went and why, or why it went nowhere:
-//   decision pod=default/infer-0 node=gpu-a1 devices=main:GPU-1f…#0 cap=8192MiB reason="bound (policy fgd)"
-void LogDecision(std::string_view pod, std::string_view node, std::string_view devices, std::string_view cap,
-                 std::string_view reason) {
-  GPUPACK_LOG(kInfo, "extender") << "decision pod=" << pod << " node=" << (node.empty() ? "none" : node)
-                                 << " devices=" << (devices.empty() ? "none" : devices)
-                                 << " cap=" << (cap.empty() ? "none" : cap) << " reason=\"" << reason << "\"";
-}
-
-// "main:GPU-a#0,GPU-b#1 sidecar:MIG-c#2" and the per-device caps, "8192MiB" or "8192MiB,4096MiB".
-std::pair<std::string, std::string> DevicesAndCaps(const api::Allocation& allocation) {
-  std::string devices, caps;
-  std::set<model::MiB> seen;
-  for (const api::ContainerAllocation& c : allocation.containers) {
-    if (c.within_pod || c.devices.empty()) continue;
-    if (!devices.empty()) devices += ' ';
-    devices += (c.name.empty() ? std::string(c.init ? "init" : "c") + std::to_string(c.index) : c.name) + ':';
-    for (size_t i = 0; i < c.devices.size(); ++i) {
-      devices += (i ? "," : "") + c.devices[i].uuid + "#" + std::to_string(c.devices[i].index);
-      const std::string cap = c.exclusive ? std::string("whole") : std::to_string(c.devices[i].mem_mib) + "MiB";
-      if (seen.insert(c.exclusive ? -1 : c.devices[i].mem_mib).second) caps += (caps.empty() ? "" : ",") + cap;
-    }
-  }
-  return {devices, caps};
-}
-
 // "no node fits (2 insufficient_device_memory, 1 no_matching_device), e.g. gpu-a1: <message>".
 std::string NoFitReason(const std::map<placement::RejectReason, int>& counts, std::string_view example_node,
                         const std::string& example) {
@@ -98,12 +57,6 @@ std::string NoFitReason(const std::map<placement::RejectReason, int>& counts, st
   out << ")";
   if (!example_node.empty()) out << ", e.g. " << example_node << ": " << example;
   return out.str();
-}
-
-Reply PlainError(int status, std::string message) {
-  // Prioritize and preempt replies have no Error field; the protocol treats a non-200 as the
-  // verb's error, and the text tells a human what was wrong.
-  return Reply{status, std::move(message)};
 }
 
 }  // namespace
@@ -242,8 +195,15 @@ void Extender::Maintain() {
   if (expired > 0) {
     GPUPACK_LOG(kWarning, "extender") << "released " << expired << " reservation(s) whose bind never finished";
   }
+  const int holds = options_.filter_hold_ttl.count() > 0 ? state_.ExpireHolds(options_.filter_hold_ttl) : 0;
+  if (holds > 0) {
+    GPUPACK_LOG(kInfo, "extender") << "released " << holds
+                                   << " filter hold(s) whose bind never came (kube-scheduler placed the pod "
+                                      "elsewhere or not at all)";
+  }
   if (metrics_ != nullptr) {
     metrics_->CountExpiredReservations(expired);
+    metrics_->CountExpiredHolds(holds);
     metrics_->SetReady(Ready());
   }
   std::lock_guard lock(remembered_mu_);
@@ -314,6 +274,8 @@ Reply Extender::Filter(std::string_view body) {
     std::fill(passes.begin(), passes.end(), true);
     return finish();
   }
+  const bool holds = options_.filter_hold_ttl.count() > 0 && !pod->uid.empty();
+  if (holds) state_.ReleaseHold(pod->uid);  // asked again: its previous answer no longer stands
 
   RankKey best;
   bool any_fit = false;
@@ -359,6 +321,16 @@ Reply Extender::Filter(std::string_view body) {
       if (passes[i] && !SameLevel(best, assessments.at(i)->rank, options_.band_mib, exact_costs)) passes[i] = false;
     }
   }
+  if (holds && std::count(passes.begin(), passes.end(), char{true}) == 1) {
+    const size_t only = static_cast<size_t>(std::find(passes.begin(), passes.end(), char{true}) - passes.begin());
+    // Refused only when a bind took the room since the assessment: the pod's own bind then
+    // re-checks the fit, as it would without the hold.
+    StatusOr<ReserveVerdict> held = state_.Hold(*pod, names[only]);
+    if (!held.ok() || !held->reserved()) {
+      GPUPACK_LOG(kDebug, "extender") << "no hold for " << pod->Key() << " on " << names[only] << ": "
+                                      << (held.ok() ? held->message : held.status().message());
+    }
+  }
   return finish();
 }
 
@@ -377,6 +349,9 @@ Reply Extender::Prioritize(std::string_view body) {
     return Reply{200, api::EncodeHostPriorityList(names, scores)};
   }
   Remember(*pod);
+  // Ranked without its own hold. kube-scheduler ranks only when the filter passed several nodes,
+  // when the filter held nothing.
+  if (options_.filter_hold_ttl.count() > 0 && !pod->uid.empty()) state_.ReleaseHold(pod->uid);
   ClusterState::Assessments assessments;
   state_.AssessMany(names, *pod, ClusterState::ShapeKey(*pod), RankingFor(pod->node_policy), assessments);
   std::vector<RankedIndex> fits;  // the fitting nodes, by rank (then index into list)
@@ -401,115 +376,6 @@ Reply Extender::Prioritize(std::string_view body) {
   for (size_t k = 0; k < fits.size(); ++k) scores[fits[k].index] = level_scores[level_of[k]];
   timer.set_result(fits.empty() && !names.empty() ? "no_fit" : "ok");
   return Reply{200, api::EncodeHostPriorityList(names, scores)};
-}
-
-Reply Extender::Bind(std::string_view body) {
-  VerbTimer timer(metrics_, "bind");
-  auto error = [](std::string message) { return Reply{200, api::EncodeBindingResult({std::move(message)})}; };
-  StatusOr<api::ExtenderBindingArgs> args = api::DecodeBindingArgs(body);
-  if (!args.ok()) return error(args.status().message());
-  if (args->pod_uid.empty()) return error("ExtenderBindingArgs.PodUID is empty");
-  if (args->node.empty()) return error("ExtenderBindingArgs.Node is empty");
-  if (!Ready()) return error(kNotSynced);
-  const BindTarget target{args->pod_namespace, args->pod_name, args->pod_uid};
-  const std::string pod_key = target.ns + "/" + target.name;
-
-  std::optional<model::PodRequest> request = Recall(target.uid);
-  if (!request) {
-    StatusOr<model::PodRequest> looked_up = backend_.LookupPod(target);
-    if (!looked_up.ok()) return error("cannot bind pod " + pod_key + ": " + looked_up.status().message());
-    request = std::move(looked_up).value();
-  }
-  request->uid = target.uid;
-  if (request->ns.empty()) request->ns = target.ns;
-  if (request->name.empty()) request->name = target.name;
-
-  // Reserves the pod on the node. When it is refused, or the UID already holds the node (a
-  // repeated bind), there is nothing to bind: `done` then holds the reply. A refusal is counted
-  // and logged under its own name, so that a lost race (no_fit) is not mistaken for a duplicate
-  // bind or a stale node.
-  std::optional<Reply> done;
-  auto reserve = [&]() -> std::optional<Reservation> {
-    StatusOr<ReserveVerdict> verdict = state_.Reserve(*request, args->node);
-    if (!verdict.ok() || !verdict->reserved()) {
-      const std::string_view label = verdict.ok() ? ReserveRefusalLabel(verdict->refusal) : "error";
-      const std::string& why = verdict.ok() ? verdict->message : verdict.status().message();
-      timer.set_result(label);
-      LogDecision(pod_key, "", "", "", "not bound to " + args->node + " (" + std::string(label) + "): " + why);
-      done = error(why);
-      return std::nullopt;
-    }
-    if (verdict->reservation.repeated) {
-      timer.set_result("ok");
-      done = Reply{200, api::EncodeBindingResult({})};
-      return std::nullopt;
-    }
-    return std::move(verdict->reservation);
-  };
-
-  if (!request->WantsDevices()) {
-    // No devices, so no annotations. Where gpupack knows the node's CPU and memory (standalone
-    // cluster files), the pod's requests still count: they are CPU that GPU pods will lack.
-    bool reserved = false;
-    if (state_.TracksHostResources(args->node)) {
-      if (!reserve()) return *done;
-      reserved = true;
-    }
-    const Status bound = backend_.Bind(target, args->node, {});
-    if (metrics_ != nullptr) metrics_->CountBind(bound);
-    if (!bound.ok()) {
-      if (reserved) state_.Release(target.uid);
-      return error(bound.ToString());
-    }
-    if (reserved) state_.Confirm(target.uid);
-    LogDecision(pod_key, args->node, "", "", "bound (the pod asks for no GPU)");
-    Learn(*request);
-    timer.set_result("ok");
-    return Reply{200, api::EncodeBindingResult({})};
-  }
-  const std::optional<Reservation> reservation = reserve();
-  if (!reservation) return *done;
-  const Status bound =
-      backend_.Bind(target, args->node, api::AllocationAnnotations(reservation->allocation, options_.request_ratio));
-  if (metrics_ != nullptr) metrics_->CountBind(bound);
-  if (!bound.ok()) {
-    state_.Release(target.uid);
-    GPUPACK_LOG(kWarning, "extender") << "bind of " << pod_key << " to " << args->node << " failed: " << bound;
-    return error("binding pod " + pod_key + " to node " + args->node + " failed: " + bound.ToString());
-  }
-  state_.Confirm(target.uid);
-  const auto [devices, caps] = DevicesAndCaps(reservation->allocation);
-  LogDecision(pod_key, args->node, devices, caps,
-              "bound (policy " + std::string(placement::PolicyKindName(state_.policy()->kind())) + ")");
-  Learn(*request);
-  timer.set_result("ok");
-  return Reply{200, api::EncodeBindingResult({})};
-}
-
-Reply Extender::Preempt(std::string_view body) {
-  VerbTimer timer(metrics_, "preempt");
-  if (!Ready()) return PlainError(503, kNotSynced);
-  StatusOr<api::ExtenderPreemptionArgs> args = api::DecodePreemptionArgs(body);
-  if (!args.ok()) return PlainError(400, args.status().message());
-  api::ExtenderPreemptionResult result;
-  StatusOr<model::PodRequest> pod = ParsePod(args->pod);
-  if (pod.ok()) {
-    for (auto& [node, victims] : args->victims) {
-      // kube-scheduler rejects a kept node without victims, and the extender cannot choose
-      // victims itself (it does not know pod priorities), so such nodes are dropped.
-      if (victims.pod_uids.empty()) continue;
-      if (!pod->WantsDevices()) {
-        result.node_name_to_meta_victims.emplace(node, std::move(victims));
-        continue;
-      }
-      const std::set<std::string> uids(victims.pod_uids.begin(), victims.pod_uids.end());
-      std::optional<placement::NodeEvaluation> evaluation = state_.EvaluateWithout(node, *pod, uids);
-      // Keep the node only where evicting exactly these victims makes room on real devices.
-      if (evaluation && evaluation->verdict.fits()) result.node_name_to_meta_victims.emplace(node, std::move(victims));
-    }
-  }
-  timer.set_result(result.node_name_to_meta_victims.empty() && !args->victims.empty() ? "no_fit" : "ok");
-  return Reply{200, api::EncodePreemptionResult(result)};
 }
 
 }  // namespace gpupack::extender

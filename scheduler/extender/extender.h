@@ -12,6 +12,12 @@
 // The device choice at bind is the same Evaluate that produced the cost, so the bind agrees with
 // the score.
 //
+// Between filter and bind: kube-scheduler binds asynchronously and filters the next pod at once,
+// so the next pod's filter may come before this pod's bind. When the filter passes a pod to one
+// node (the default: the decisive filter with the fixed tie-break order), kube-scheduler will bind
+// it there, so the filter holds the pod's devices (ClusterState::Hold) until its bind takes them
+// over, it is filtered or ranked again, or `filter_hold_ttl` passes.
+//
 // Thread safety: every verb may run concurrently with every other.
 #pragma once
 
@@ -55,6 +61,9 @@ struct ExtenderOptions {
   std::chrono::nanoseconds remembered_ttl = std::chrono::minutes(10);
   // A reservation whose bind has not finished after this long is released by Maintain().
   std::chrono::nanoseconds reservation_ttl = std::chrono::minutes(2);
+  // A filter's hold whose bind has not come after this long is released by Maintain(); zero: the
+  // filter holds nothing.
+  std::chrono::nanoseconds filter_hold_ttl = std::chrono::seconds(30);
 };
 
 // A reply: HTTP status (200 for every protocol verdict) and JSON body.

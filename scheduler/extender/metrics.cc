@@ -60,6 +60,11 @@ ExtenderMetrics::ExtenderMetrics(const ClusterState* state, bool per_device, con
                   .Help("Device reservations released because their bind never finished.")
                   .Register(*registry_)
                   .Add({});
+  expired_holds_ = &prometheus::BuildCounter()
+                        .Name("gpupack_filter_holds_expired_total")
+                        .Help("Filter holds released because the pod's bind never came.")
+                        .Register(*registry_)
+                        .Add({});
   // All three results from the start, so rates and ratios exist before the first conflict.
   auto& binds = prometheus::BuildCounter()
                     .Name("gpupack_bind_requests_total")
@@ -97,6 +102,10 @@ void ExtenderMetrics::CountBind(const Status& outcome) {
   }
 }
 
+void ExtenderMetrics::CountExpiredHolds(int count) {
+  if (count > 0) expired_holds_->Increment(count);
+}
+
 void ExtenderMetrics::CountExpiredReservations(int count) {
   if (count > 0) expired_->Increment(count);
 }
@@ -116,6 +125,8 @@ std::vector<prometheus::MetricFamily> ExtenderMetrics::Collect() const {
     prometheus::MetricFamily pods = Gauge("gpupack_pods", "Pods holding devices in the ledger (bound or reserved).");
     prometheus::MetricFamily reservations =
         Gauge("gpupack_reservations", "Device reservations in flight (bind started, not yet persisted).");
+    prometheus::MetricFamily holds =
+        Gauge("gpupack_filter_holds", "Pods whose filter passed one node and whose bind has not come yet.");
     prometheus::MetricFamily capacity = Gauge("gpupack_cluster_gpu_memory_bytes", "GPU memory of all devices.");
     prometheus::MetricFamily allocated =
         Gauge("gpupack_cluster_gpu_memory_allocated_bytes", "GPU memory caps allocated (bound and reserved).");
@@ -191,12 +202,13 @@ std::vector<prometheus::MetricFamily> ExtenderMetrics::Collect() const {
     AddSample(nodes, static_cast<double>(state_->NodeCount()));
     AddSample(pods, static_cast<double>(state_->PodCount()));
     AddSample(reservations, static_cast<double>(state_->ReservationCount()));
+    AddSample(holds, static_cast<double>(state_->HoldCount()));
     AddSample(capacity, total * kBytesPerMiB);
     AddSample(allocated, total_allocated * kBytesPerMiB);
     AddSample(used, total_used * kBytesPerMiB);
     AddSample(frag, free > 0 ? fragmented / free : 0);
-    for (auto* family : {&nodes, &pods, &reservations, &capacity, &allocated, &used, &frag, &node_frag, &node_report,
-                         &node_reserved, &ns_allocated, &excluded}) {
+    for (auto* family : {&nodes, &pods, &reservations, &holds, &capacity, &allocated, &used, &frag, &node_frag,
+                         &node_report, &node_reserved, &ns_allocated, &excluded}) {
       families.push_back(std::move(*family));
     }
     if (per_device_) {

@@ -50,6 +50,7 @@ class ExtenderMetrics {
   // devices taken), anything else = "error".
   void CountBind(const Status& outcome);
   void CountExpiredReservations(int count);
+  void CountExpiredHolds(int count);
   void SetReady(bool ready);
 
   // Every family, the ClusterState gauges computed now. The extender's routes hand this to the
@@ -69,6 +70,7 @@ class ExtenderMetrics {
   prometheus::Counter* bind_conflict_;
   prometheus::Counter* bind_error_;
   prometheus::Counter* expired_;
+  prometheus::Counter* expired_holds_;
   std::atomic<bool> ready_{false};
 };
 

@@ -12,22 +12,24 @@ const PodLedger::PodRecord* PodLedger::Locked::Find(std::string_view uid) const 
 void PodLedger::Locked::Put(const std::string& uid, PodRecord record) {
   auto it = ledger_.pods_.find(uid);
   if (it != ledger_.pods_.end()) {
-    if (it->second.state == PodState::kReserved) --ledger_.reservations_;
+    ledger_.Count(it->second.state, -1);
     if (it->second.node != record.node) {
       auto by_node = ledger_.pods_by_node_.find(it->second.node);
       by_node->second.erase(uid);
       if (by_node->second.empty()) ledger_.pods_by_node_.erase(by_node);
     }
   }
-  if (record.state == PodState::kReserved) ++ledger_.reservations_;
+  ledger_.Count(record.state, +1);
   ledger_.pods_by_node_[record.node].insert(uid);
   ledger_.pods_[uid] = std::move(record);
 }
 
-std::optional<PodLedger::PodRecord> PodLedger::Locked::EraseOn(const std::string& uid, std::string_view node) {
+std::optional<PodLedger::PodRecord> PodLedger::Locked::EraseOn(const std::string& uid, std::string_view node,
+                                                               std::optional<PodState> only) {
   auto it = ledger_.pods_.find(uid);
   if (it == ledger_.pods_.end() || it->second.node != node) return std::nullopt;
-  if (it->second.state == PodState::kReserved) --ledger_.reservations_;
+  if (only && it->second.state != *only) return std::nullopt;
+  ledger_.Count(it->second.state, -1);
   PodRecord record = std::move(it->second);
   ledger_.pods_.erase(it);
   auto by_node = ledger_.pods_by_node_.find(record.node);
@@ -64,10 +66,11 @@ std::optional<std::string> PodLedger::NodeOf(std::string_view uid) const {
   return it->second.node;
 }
 
-bool PodLedger::IsReserved(std::string_view uid) const {
+std::optional<PodLedger::PodState> PodLedger::StateOf(std::string_view uid) const {
   std::lock_guard lock(mu_);
   auto it = pods_.find(std::string(uid));
-  return it != pods_.end() && it->second.state == PodState::kReserved;
+  if (it == pods_.end()) return std::nullopt;
+  return it->second.state;
 }
 
 bool PodLedger::Confirm(std::string_view uid, Clock::TimePoint now) {
@@ -76,15 +79,16 @@ bool PodLedger::Confirm(std::string_view uid, Clock::TimePoint now) {
   if (it == pods_.end() || it->second.state != PodState::kReserved) return false;
   it->second.state = PodState::kBound;
   it->second.since = now;
-  --reservations_;
+  Count(PodState::kReserved, -1);
   return true;
 }
 
-std::vector<std::string> PodLedger::ReservedLongerThan(std::chrono::nanoseconds ttl, Clock::TimePoint now) const {
+std::vector<std::string> PodLedger::InStateLongerThan(PodState state, std::chrono::nanoseconds ttl,
+                                                      Clock::TimePoint now) const {
   std::vector<std::string> uids;
   std::lock_guard lock(mu_);
   for (const auto& [uid, record] : pods_) {
-    if (record.state == PodState::kReserved && now - record.since > ttl) uids.push_back(uid);
+    if (record.state == state && now - record.since > ttl) uids.push_back(uid);
   }
   return uids;
 }
@@ -92,6 +96,16 @@ std::vector<std::string> PodLedger::ReservedLongerThan(std::chrono::nanoseconds 
 size_t PodLedger::ReservationCount() const {
   std::lock_guard lock(mu_);
   return reservations_;
+}
+
+size_t PodLedger::HoldCount() const {
+  std::lock_guard lock(mu_);
+  return holds_;
+}
+
+void PodLedger::Count(PodState state, int delta) {
+  size_t* counter = state == PodState::kReserved ? &reservations_ : state == PodState::kHeld ? &holds_ : nullptr;
+  if (counter != nullptr) *counter = delta > 0 ? *counter + 1 : *counter - 1;
 }
 
 size_t PodLedger::PodCount() const {

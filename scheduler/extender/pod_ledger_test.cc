@@ -61,20 +61,43 @@ TEST(PodLedger, EraseOnChecksTheNode) {
 }
 
 TEST(PodLedger, ConfirmAndExpiryTouchOnlyReservations) {
+  using State = PodLedger::PodState;
   PodLedger ledger;
-  ledger.Lock().Put("r", Record("n1", 1000, PodLedger::PodState::kReserved));
-  ledger.Lock().Put("b", Record("n1", 1000, PodLedger::PodState::kBound));
+  ledger.Lock().Put("r", Record("n1", 1000, State::kReserved));
+  ledger.Lock().Put("b", Record("n1", 1000, State::kBound));
   // Both since kT0; 61 s later with a 60 s TTL only the reservation is overdue.
-  EXPECT_EQ(ledger.ReservedLongerThan(std::chrono::seconds(60), kT0 + std::chrono::seconds(60)),
+  EXPECT_EQ(ledger.InStateLongerThan(State::kReserved, std::chrono::seconds(60), kT0 + std::chrono::seconds(60)),
             std::vector<std::string>{});
-  EXPECT_EQ(ledger.ReservedLongerThan(std::chrono::seconds(60), kT0 + std::chrono::seconds(61)),
+  EXPECT_EQ(ledger.InStateLongerThan(State::kReserved, std::chrono::seconds(60), kT0 + std::chrono::seconds(61)),
             std::vector<std::string>{"r"});
   EXPECT_FALSE(ledger.Confirm("b", kT0)) << "already bound";
-  EXPECT_TRUE(ledger.IsReserved("r"));
+  EXPECT_EQ(ledger.StateOf("r"), State::kReserved);
   EXPECT_TRUE(ledger.Confirm("r", kT0 + std::chrono::seconds(61)));
-  EXPECT_FALSE(ledger.IsReserved("r"));
+  EXPECT_EQ(ledger.StateOf("r"), State::kBound);
   EXPECT_EQ(ledger.ReservationCount(), 0u);
-  EXPECT_TRUE(ledger.ReservedLongerThan(std::chrono::seconds(60), kT0 + std::chrono::hours(1)).empty());
+  EXPECT_TRUE(
+      ledger.InStateLongerThan(State::kReserved, std::chrono::seconds(60), kT0 + std::chrono::hours(1)).empty());
+}
+
+TEST(PodLedger, HoldsAreCountedApartAndEraseOnlyInTheirState) {
+  using State = PodLedger::PodState;
+  PodLedger ledger;
+  ledger.Lock().Put("h", Record("n1", 1000, State::kHeld));
+  ledger.Lock().Put("r", Record("n1", 1000, State::kReserved));
+  EXPECT_EQ(ledger.HoldCount(), 1u);
+  EXPECT_EQ(ledger.ReservationCount(), 1u);
+  EXPECT_EQ(ledger.PodCount(), 2u);
+  EXPECT_FALSE(ledger.Confirm("h", kT0)) << "a hold is confirmed only after its bind reserves it";
+  EXPECT_EQ(ledger.InStateLongerThan(State::kHeld, std::chrono::seconds(1), kT0 + std::chrono::seconds(2)),
+            std::vector<std::string>{"h"});
+  // A hold that became a reservation is not erased as a hold.
+  ledger.Lock().Put("h", Record("n1", 1000, State::kReserved));
+  EXPECT_EQ(ledger.HoldCount(), 0u);
+  EXPECT_EQ(ledger.ReservationCount(), 2u);
+  EXPECT_FALSE(ledger.Lock().EraseOn("h", "n1", State::kHeld).has_value());
+  EXPECT_TRUE(ledger.Lock().EraseOn("h", "n1", State::kReserved).has_value());
+  EXPECT_EQ(ledger.ReservationCount(), 1u);
+  EXPECT_FALSE(ledger.StateOf("h").has_value());
 }
 
 }  // namespace

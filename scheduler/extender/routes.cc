@@ -8,6 +8,7 @@ server::HttpServerOptions ExtenderServerOptions(const ExtenderConfig& config, co
   server::HttpServerOptions options;
   options.component = "extender";
   options.worker_threads = config.threads;
+  options.waiting_threads = config.bind_threads;
   options.max_body_bytes = config.max_body_bytes;
   options.tls_cert_file = config.tls_cert_file;
   options.tls_key_file = config.tls_key_file;
@@ -36,6 +37,7 @@ ExtenderOptions ExtenderOptionsOf(const ExtenderConfig& config) {
   options.remembered_pods = static_cast<size_t>(config.remembered_pods);
   options.remembered_ttl = config.remembered_ttl;
   options.reservation_ttl = config.reservation_ttl;
+  options.filter_hold_ttl = config.filter_hold_ttl;
   return options;
 }
 
@@ -49,7 +51,9 @@ void RegisterVerbs(server::HttpServer& server, Extender& extender, const std::st
   };
   server.Handle("POST", prefix + "/filter", verb(&Extender::Filter));
   server.Handle("POST", prefix + "/prioritize", verb(&Extender::Prioritize));
-  server.Handle("POST", prefix + "/bind", verb(&Extender::Bind));
+  // A bind waits on the API server (fence, fresh read, Binding): on its own pool, so that binds in
+  // flight never hold the workers the next pods' filters need.
+  server.Handle("POST", prefix + "/bind", verb(&Extender::Bind), server::RunOn::kWaiting);
   server.Handle("POST", prefix + "/preempt", verb(&Extender::Preempt));
 }
 

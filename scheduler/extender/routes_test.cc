@@ -23,6 +23,7 @@ TEST(ExtenderOptionsOfTest, CopiesEveryKnob) {
   config.remembered_pods = 7;
   config.remembered_ttl = std::chrono::minutes(3);
   config.reservation_ttl = std::chrono::seconds(30);
+  config.filter_hold_ttl = std::chrono::seconds(7);
   config.fgd_score_levels = false;
   config.workload_refresh_pods = 0;
   const ExtenderOptions options = ExtenderOptionsOf(config);
@@ -34,6 +35,7 @@ TEST(ExtenderOptionsOfTest, CopiesEveryKnob) {
   EXPECT_EQ(options.remembered_pods, 7u);
   EXPECT_EQ(options.remembered_ttl, std::chrono::minutes(3));
   EXPECT_EQ(options.reservation_ttl, std::chrono::seconds(30));
+  EXPECT_EQ(options.filter_hold_ttl, std::chrono::seconds(7));
   EXPECT_FALSE(options.decision.fgd_levels);
   EXPECT_EQ(options.decision.refresh_pods, 0);
 }
@@ -42,6 +44,7 @@ TEST(ExtenderOptionsOfTest, CopiesEveryKnob) {
 TEST(MetricsServerOptionsTest, OneWorkerPlainHttp) {
   ExtenderConfig config;
   config.threads = 8;
+  config.bind_threads = 48;
   config.tls_cert_file = "cert.pem";
   config.tls_key_file = "key.pem";
   FakeClock clock;
@@ -51,6 +54,7 @@ TEST(MetricsServerOptionsTest, OneWorkerPlainHttp) {
   const server::HttpServerOptions verbs = ExtenderServerOptions(config, extender);
   const server::HttpServerOptions metrics = MetricsServerOptions(config, extender);
   EXPECT_EQ(verbs.worker_threads, 8);
+  EXPECT_EQ(verbs.waiting_threads, 48);
   EXPECT_EQ(verbs.tls_cert_file, "cert.pem");
   EXPECT_EQ(metrics.worker_threads, 1);
   EXPECT_EQ(metrics.tls_cert_file, "");
