@@ -93,6 +93,22 @@ class KubeBackendTest : public ::testing::Test {
     return (*created)["metadata"]["uid"];
   }
 
+  // Writes n1's fence as another replica would: one intent of `mib` on GPU-n1-0 for `uid`
+  // (pod default/`name`), stamped now.
+  void WriteOthersIntent(const std::string& uid, const std::string& name, model::MiB mib) {
+    const int64_t now_s = std::chrono::duration_cast<std::chrono::seconds>(clock_.Now().time_since_epoch()).count();
+    const Json intents = {{uid,
+                           {{"alloc", api::EncodeAllocation(OneDevice("n1", "GPU-n1-0", mib))},
+                            {"at", now_s},
+                            {"pod", "default/" + name}}}};
+    ASSERT_TRUE(api_->Create(kube::LeasesResource(), "default",
+                             {{"metadata",
+                               {{"name", "gpupack-fence-n1"},
+                                {"annotations", {{"gpupack.io/binds-in-flight", intents.dump()}}}}},
+                              {"spec", Json::object()}})
+                    .ok());
+  }
+
   void StartBackend() {
     kube::Config c;
     c.server = server_->url();
@@ -331,17 +347,7 @@ TEST_F(KubeBackendTest, FenceIntentsOfOtherReplicasCountUntilTheyExpire) {
   const std::string other = CreatePod("other", 40 * kGiB);
   StartBackend();
   // Another replica announced a 40 GiB bind on n1 whose Binding has not landed yet.
-  const int64_t now_s = std::chrono::duration_cast<std::chrono::seconds>(clock_.Now().time_since_epoch()).count();
-  Json intents = {{other,
-                   {{"alloc", api::EncodeAllocation(OneDevice("n1", "GPU-n1-0", 40 * kGiB))},
-                    {"at", now_s},
-                    {"pod", "default/other"}}}};
-  ASSERT_TRUE(
-      api_->Create(kube::LeasesResource(), "default",
-                   {{"metadata",
-                     {{"name", "gpupack-fence-n1"}, {"annotations", {{"gpupack.io/binds-in-flight", intents.dump()}}}}},
-                    {"spec", Json::object()}})
-          .ok());
+  WriteOthersIntent(other, "other", 40 * kGiB);
   const std::string uid = CreatePod("p1", 10 * kGiB);
   Status s = ExtenderBind("p1", uid);
   EXPECT_EQ(s.code(), StatusCode::kConflict) << s;
@@ -361,17 +367,7 @@ TEST_F(KubeBackendTest, FenceIntentsOfOtherReplicasCountUntilTheyExpire) {
 // dropped at once instead of refusing binds to the node for the intent's whole TTL.
 TEST_F(KubeBackendTest, AnIntentWhosePodIsGoneIsDroppedAtOnce) {
   StartBackend();
-  const int64_t now_s = std::chrono::duration_cast<std::chrono::seconds>(clock_.Now().time_since_epoch()).count();
-  Json intents = {{"gone-uid",
-                   {{"alloc", api::EncodeAllocation(OneDevice("n1", "GPU-n1-0", 75 * kGiB))},
-                    {"at", now_s},
-                    {"pod", "default/gone"}}}};
-  ASSERT_TRUE(
-      api_->Create(kube::LeasesResource(), "default",
-                   {{"metadata",
-                     {{"name", "gpupack-fence-n1"}, {"annotations", {{"gpupack.io/binds-in-flight", intents.dump()}}}}},
-                    {"spec", Json::object()}})
-          .ok());
+  WriteOthersIntent("gone-uid", "gone", 75 * kGiB);
   // 75 GiB in flight would leave no room for 10 GiB on the 80 GiB device, were the intent kept.
   const std::string uid = CreatePod("p1", 10 * kGiB);
   ASSERT_TRUE(ExtenderBind("p1", uid).ok());
