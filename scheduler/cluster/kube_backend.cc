@@ -334,6 +334,12 @@ bool KubeBackend::BoundHere(const std::string& uid, const Json& intent, const st
   return pod && kube::StringAt(*pod, {"metadata", "uid"}) == uid && kube::StringAt(*pod, {"spec", "nodeName"}) == node;
 }
 
+StatusOr<kube::ListResult> KubeBackend::FreshReadOf(const std::string& node) {
+  kube::ListOptions lo;
+  lo.field_selector = "spec.nodeName=" + node;
+  return bind_client_->List(kube::PodsResource(), "", lo);
+}
+
 KubeBackend::FenceRound KubeBackend::JoinFenceWrite(const std::string& node, const std::string& uid, Json intent) {
   NodeFence& fence = FenceOf(node);
   FenceWaiter me{uid, std::move(intent)};
@@ -411,10 +417,8 @@ KubeBackend::FenceRound KubeBackend::WriteFence(const std::string& node, const s
   next["metadata"]["annotations"][intents_key] = in_flight.dump();
   // 2. One quorum read of the node's pods for the whole batch, sent after the fence version was
   //    taken and concurrently with the fence write (3), which it does not depend on.
-  kube::ListOptions lo;
-  lo.field_selector = "spec.nodeName=" + node;
   std::future<StatusOr<kube::ListResult>> listing =
-      std::async(std::launch::async, [this, &lo] { return bind_client_->List(kube::PodsResource(), "", lo); });
+      std::async(std::launch::async, [this, &node] { return FreshReadOf(node); });
   // 3. The batch's intents, with the fence's resourceVersion as precondition: of two replicas
   //    binding onto the node at once, one write conflicts and re-checks against the other's.
   StatusOr<Json> written = bind_client_->Update(kube::LeasesResource(), lease_ns, next);
@@ -473,9 +477,7 @@ Status KubeBackend::FencedCheck(const extender::BindTarget& target, const std::s
       others = std::move(round.in_flight);
       others.erase(target.uid);
     } else {
-      kube::ListOptions lo;
-      lo.field_selector = "spec.nodeName=" + node;
-      fresh = std::make_shared<StatusOr<kube::ListResult>>(bind_client_->List(kube::PodsResource(), "", lo));
+      fresh = std::make_shared<StatusOr<kube::ListResult>>(FreshReadOf(node));
     }
     if (!fresh->ok()) {
       if (fencing) WithdrawIntent(node, target.uid);

@@ -172,6 +172,8 @@ class KubeBackend final : public extender::ClusterBackend {
   // deleted, or before its watch caught up): a quorum GET shows the pod gone, recreated under
   // another UID, or bound on `node`. Each proves the intent's Binding cannot land unseen.
   bool GoneOrBoundPerApi(const std::string& uid, const nlohmann::json& intent, const std::string& node);
+  // Step 2: a quorum list of the node's pods on the bind client.
+  StatusOr<kube::ListResult> FreshReadOf(const std::string& node);
   // Queues the bind's intent for the node's next fence write, performing that write itself when no
   // other bind of this replica is writing; returns the write's round.
   FenceRound JoinFenceWrite(const std::string& node, const std::string& uid, nlohmann::json intent);

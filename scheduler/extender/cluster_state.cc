@@ -326,8 +326,7 @@ StatusOr<ReserveVerdict> ClusterState::Place(const model::PodRequest& pod, std::
                                              PodLedger::PodState state) {
   // A hold on another node leaves it first (lock order: one node at a time). Only a bind moves a
   // hold; a second hold of the same UID is refused below like any other record.
-  if (state == PodLedger::PodState::kReserved && ledger_.StateOf(pod.uid) == PodLedger::PodState::kHeld &&
-      ledger_.NodeOf(pod.uid) != node) {
+  if (state == PodLedger::PodState::kReserved && ledger_.HeldOn(pod.uid).value_or(std::string(node)) != node) {
     ReleaseHold(pod.uid);
   }
   std::shared_ptr<NodeEntry> entry = FindNode(node);

@@ -73,6 +73,13 @@ std::optional<PodLedger::PodState> PodLedger::StateOf(std::string_view uid) cons
   return it->second.state;
 }
 
+std::optional<std::string> PodLedger::HeldOn(std::string_view uid) const {
+  std::lock_guard lock(mu_);
+  auto it = pods_.find(std::string(uid));
+  if (it == pods_.end() || it->second.state != PodState::kHeld) return std::nullopt;
+  return it->second.node;
+}
+
 bool PodLedger::Confirm(std::string_view uid, Clock::TimePoint now) {
   std::lock_guard lock(mu_);
   auto it = pods_.find(std::string(uid));

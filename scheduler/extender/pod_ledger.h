@@ -67,6 +67,8 @@ class PodLedger {
   // The node `uid` is reserved or bound on, if any.
   std::optional<std::string> NodeOf(std::string_view uid) const;
   std::optional<PodState> StateOf(std::string_view uid) const;
+  // The node `uid` is held on, if it is held (one lookup for "held, and where").
+  std::optional<std::string> HeldOn(std::string_view uid) const;
   // A reservation becomes bound as of `now`; false (and nothing changes) unless `uid` is reserved.
   bool Confirm(std::string_view uid, Clock::TimePoint now);
   // The UIDs in `state` since longer ago than `ttl` before `now`.

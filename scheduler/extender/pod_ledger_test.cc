@@ -87,6 +87,8 @@ TEST(PodLedger, HoldsAreCountedApartAndEraseOnlyInTheirState) {
   EXPECT_EQ(ledger.HoldCount(), 1u);
   EXPECT_EQ(ledger.ReservationCount(), 1u);
   EXPECT_EQ(ledger.PodCount(), 2u);
+  EXPECT_EQ(ledger.HeldOn("h"), "n1");
+  EXPECT_FALSE(ledger.HeldOn("r").has_value()) << "reserved, not held";
   EXPECT_FALSE(ledger.Confirm("h", kT0)) << "a hold is confirmed only after its bind reserves it";
   EXPECT_EQ(ledger.InStateLongerThan(State::kHeld, std::chrono::seconds(1), kT0 + std::chrono::seconds(2)),
             std::vector<std::string>{"h"});
