@@ -75,11 +75,17 @@ StatusOr<api::GpuNodeStatus> Agent::RunOnce() {
   status.audit = last_findings_;
 
   // Σ caps per GPU (a MIG instance's caps count toward its parent GPU).
+  // Σ computePct per whole GPU (a MIG instance's shares are of its own SMs, not the GPU's).
   std::map<std::string, model::MiB> caps_on;
-  for (const ContainerCap& c : last_caps_) caps_on[c.device] += c.cap_mib;
+  std::map<std::string, int> compute_on;
+  for (const ContainerCap& c : last_caps_) {
+    caps_on[c.device] += c.cap_mib;
+    if (c.compute_pct != api::kComputeNotRecorded) compute_on[c.device] += c.compute_pct;
+  }
   for (api::GpuNodeDevice& d : status.devices) {
     d.allocated_mib = caps_on[d.uuid];
     for (const api::GpuNodeMigInstance& m : d.mig_instances) d.allocated_mib += caps_on[m.uuid];
+    d.allocated_compute_pct = compute_on[d.uuid];
   }
 
   std::set<std::string> current;

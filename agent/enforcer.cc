@@ -89,9 +89,20 @@ EnforcementPass Enforcer::Run(const api::GpuNodeStatus& status, const std::vecto
   for (const api::GpuNodeDevice& d : status.devices) {
     if (!d.mig_enabled) whole_gpus.insert(d.uuid);
   }
-  // Live use per (pod UID, container id, device).
+  // Devices whose SM time measures compute shares (compute enforcement none: time-sliced).
+  std::set<std::string> time_sliced;
+  for (const api::GpuNodeDevice& d : status.devices) {
+    if (d.compute_enforcement == api::kComputeEnforcementNone) time_sliced.insert(d.uuid);
+  }
+  // Live use per (pod UID, container id, device): memory, and SM time where every process has it.
   std::map<std::tuple<std::string, std::string, std::string>, model::MiB> used;
-  for (const api::GpuNodeProcess& p : status.processes) used[{p.pod_uid, p.container_id, p.device}] += p.used_mib;
+  std::map<std::tuple<std::string, std::string, std::string>, int> used_sm;
+  for (const api::GpuNodeProcess& p : status.processes) {
+    const auto key = std::tuple{p.pod_uid, p.container_id, p.device};
+    used[key] += p.used_mib;
+    int& sm = used_sm.try_emplace(key, 0).first->second;
+    sm = sm < 0 || p.sm_util_pct < 0 ? -1 : sm + p.sm_util_pct;
+  }
 
   const ContainerCgroups cgroups = limiter != nullptr ? ScanContainerCgroups(cgroup_root_) : ContainerCgroups{};
   for (auto& [key, applied] : applied_) applied.seen = false;
@@ -103,10 +114,23 @@ EnforcementPass Enforcer::Run(const api::GpuNodeStatus& status, const std::vecto
     if (!pod.gpupack || pod.terminating) continue;
     for (const PodContainer& c : pod.containers) {
       for (const api::AllocatedDevice& d : c.devices) {
-        ContainerCap cap{pod.ns, pod.name, c.name, d.uuid, d.mem_mib, 0, false};
+        ContainerCap cap{pod.ns, pod.name, c.name, d.uuid, d.mem_mib, 0, false, d.compute_pct, -1};
         if (!c.container_id.empty()) {
           auto u = used.find({pod.uid, c.container_id, d.uuid});
           if (u != used.end()) cap.used_mib = u->second;
+          auto sm = used_sm.find({pod.uid, c.container_id, d.uuid});
+          if (sm != used_sm.end()) cap.used_compute_pct = sm->second;
+        }
+        if (cap.compute_pct != api::kComputeNotRecorded && cap.used_compute_pct > cap.compute_pct &&
+            time_sliced.count(d.uuid) > 0) {
+          api::GpuNodeAuditFinding f =
+              Finding(api::kAuditOverCompute, d.uuid, pod, c.name,
+                      "container " + pod.Key() + "/" + c.name + " uses " + std::to_string(cap.used_compute_pct) +
+                          " % of the SMs' time on " + d.uuid + ", over its compute share of " +
+                          std::to_string(cap.compute_pct) + " % (the GPU has no compute enforcement)");
+          f.used_compute_pct = cap.used_compute_pct;
+          f.compute_pct = cap.compute_pct;
+          pass.findings.push_back(std::move(f));
         }
         if (cap.used_mib > d.mem_mib) {
           api::GpuNodeAuditFinding f =

@@ -21,6 +21,10 @@ const char* const kAgentUsage = R"(usage: gpupack-agent --node-name NAME [--back
   --nvml-library PATH         NVML library to dlopen (default libnvidia-ml.so.1)
   --proc-root DIR             where /proc is (default /proc; the agent needs hostPID)
   --cgroup-root DIR           cgroup v2 mount (default /sys/fs/cgroup)
+  --mps-pipe-directory DIR    where the node's MPS control daemon keeps its pipes (its
+                              CUDA_MPS_PIPE_DIRECTORY, as the agent sees it); GPUs are reported
+                              compute enforcement mps-client while DIR/control exists and the GPU
+                              is EXCLUSIVE_PROCESS (default: none, no MPS looked for)
   --evict-foreign-pods        evict (Eviction API, PodDisruptionBudgets respected) a pod whose process
                               uses a gpupack device without a gpupack allocation of it (default: off,
                               such processes are only reported)
@@ -86,6 +90,8 @@ StatusOr<AgentFlags> ParseAgentFlags(const std::vector<std::string>& args, const
       f.proc_root = value;
     else if (arg == "--cgroup-root")
       f.cgroup_root = value;
+    else if (arg == "--mps-pipe-directory")
+      f.mps_pipe_directory = value;
     else if (arg == "--poll-interval")
       ok = ParseSeconds(value, &f.poll);
     else if (arg == "--heartbeat-interval")
@@ -118,6 +124,7 @@ std::unique_ptr<GpuBackend> MakeGpuBackend(const AgentFlags& flags, AgentMetrics
   o.library = flags.nvml_library;
   o.proc_root = flags.proc_root;
   o.cgroup_root = flags.cgroup_root;
+  o.mps_pipe_directory = flags.mps_pipe_directory;
   o.on_nvml_error = [metrics](std::string_view call) { metrics->CountNvmlError(call); };
   return std::make_unique<NvmlBackend>(o);
 }

@@ -27,6 +27,7 @@ struct AgentFlags {
   std::string nvml_library = "libnvidia-ml.so.1";
   std::string proc_root = "/proc";
   std::string cgroup_root = "/sys/fs/cgroup";
+  std::string mps_pipe_directory;  // the MPS control daemon's pipe directory on the host; "" = no MPS
   std::chrono::seconds poll{10}, heartbeat{60}, min_write{10};
   int64_t change_threshold_mib = 256;
   int64_t max_pods_per_device = 16;

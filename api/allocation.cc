@@ -61,6 +61,8 @@ std::string EncodeAllocation(const Allocation& allocation) {
   }
   ojson doc = {{"v", kAllocationVersion}, {"node", allocation.node}, {"containers", std::move(containers)}};
   if (!allocation.spread_key.empty()) doc["spreadKey"] = allocation.spread_key;
+  if (allocation.mps_client_priority != kMpsClientPriorityNormal)
+    doc["mpsClientPriority"] = allocation.mps_client_priority;
   return doc.dump();
 }
 
@@ -77,6 +79,8 @@ StatusOr<Allocation> DecodeAllocation(std::string_view text) {
   GPUPACK_RETURN_IF_ERROR(ReadField(doc, "node", "document", out.node));
   if (out.node.empty()) return Bad("node", "missing or empty");
   GPUPACK_RETURN_IF_ERROR(ReadField(doc, "spreadKey", "document", out.spread_key));
+  GPUPACK_RETURN_IF_ERROR(ReadField(doc, "mpsClientPriority", "document", out.mps_client_priority));
+  if (out.mps_client_priority > kMpsClientPriorityBelowNormal) return Bad("mpsClientPriority", "must be 0 or 1");
   auto cs = doc.find("containers");
   if (cs == doc.end() || !cs->is_array()) return Bad("containers", "missing or not an array");
   for (size_t i = 0; i < cs->size(); ++i) {
@@ -145,8 +149,24 @@ std::map<std::string, std::string> AllocationAnnotations(const Allocation& alloc
     out[ContainerAnnotationKey(c.init, c.index, ContainerEnvKey::kMemoryRequestMiB)] =
         std::to_string(std::min(request, limit));
     out[ContainerAnnotationKey(c.init, c.index, ContainerEnvKey::kMpsMemoryLimit)] = mps;
+    out[ContainerAnnotationKey(c.init, c.index, ContainerEnvKey::kMpsActiveThreadPercentage)] =
+        std::to_string(ActiveThreadPercentage(c));
+    out[ContainerAnnotationKey(c.init, c.index, ContainerEnvKey::kMpsClientPriority)] =
+        std::to_string(allocation.mps_client_priority);
   }
   return out;
+}
+
+int MpsClientPriorityOf(int64_t pod_priority) {
+  return pod_priority < 0 ? kMpsClientPriorityBelowNormal : kMpsClientPriorityNormal;
+}
+
+int ActiveThreadPercentage(const ContainerAllocation& c) {
+  int least = model::kDeviceComputePct;
+  for (const AllocatedDevice& d : c.devices) {
+    if (d.compute_pct != kComputeNotRecorded) least = std::min(least, d.compute_pct);
+  }
+  return std::max(1, least);
 }
 
 model::MiB SoftLimitMiB(model::MiB request_mib, model::MiB cap_mib) {

@@ -11,9 +11,10 @@
 // (device index on the node), "memMiB" (the cap), "computePct" (the compute share reserved on the device, percent
 // of its SMs: the container's gpupack.io/gpu-compute, else its memory's share rounded down; 100 when exclusive;
 // absent in allocations written before compute shares existed), and for MIG instances "parent" and "profile". Top-level
-// "spreadKey": the pod's gpupack.io/spread-key, when it has one. Optional fields are omitted when they hold their
-// default. Decoding accepts any key order, ignores unknown keys (forward compatibility within v1) and refuses other
-// versions.
+// "spreadKey": the pod's gpupack.io/spread-key, when it has one; "mpsClientPriority": 1 when the pod's Kubernetes
+// priority maps to MPS's below-normal client priority (MpsClientPriorityOf). Optional fields are omitted when they hold
+// their default. Decoding accepts any key order, ignores unknown keys (forward compatibility within v1) and refuses
+// other versions.
 //
 // Thread safety: plain values and pure functions.
 #pragma once
@@ -31,6 +32,17 @@ namespace gpupack::api {
 inline constexpr int kAllocationVersion = 1;
 // AllocatedDevice::compute_pct of an allocation written before compute shares existed.
 inline constexpr int kComputeNotRecorded = -1;
+
+// CUDA_MPS_CLIENT_PRIORITY's two levels (MPS documentation, "Environment variables": 0 normal, the
+// default, and 1 below normal; the MPS server schedules a below-normal client's work after normal
+// clients' where both wait, it does not preempt running kernels).
+inline constexpr int kMpsClientPriorityNormal = 0;
+inline constexpr int kMpsClientPriorityBelowNormal = 1;
+// The MPS client priority for a pod of Kubernetes priority `pod_priority` (spec.priority, 0 without a
+// PriorityClass): below normal for a negative priority, the classes clusters define for work that
+// may wait (preemptible batch, "best-effort" tiers); normal for 0 and above. MPS has no level above
+// normal, so the high classes cannot be told apart from the default one.
+int MpsClientPriorityOf(int64_t pod_priority);
 
 struct AllocatedDevice {
   std::string uuid;
@@ -60,9 +72,20 @@ struct Allocation {
   // The pod's gpupack.io/spread-key ("spreadKey", omitted when empty): carried in the decision so
   // a restarted extender's ledger still keeps the pod's replicas off these devices.
   std::string spread_key;
+  // The MPS client priority of every container of the pod ("mpsClientPriority", omitted when 0):
+  // decided at bind from the pod's Kubernetes priority (MpsClientPriorityOf), so the node injects
+  // what the scheduler decided rather than what the pod spec says.
+  int mps_client_priority = kMpsClientPriorityNormal;
 
   bool operator==(const Allocation&) const = default;
 };
+
+// The container's MPS active thread percentage (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE): the least
+// computePct over its devices, because the client setting is one number for every device it opens
+// and must not exceed the share reserved on any of them; at least 1 (a share under 1 % of a device
+// rounds to 0, and MPS's smallest cap is what such a container gets); 100 when no device records a
+// share (an allocation written before compute shares existed). REQUIRES: !c.devices.empty().
+int ActiveThreadPercentage(const ContainerAllocation& c);
 
 // Compact JSON, fixed key order, so equal allocations encode to equal strings.
 std::string EncodeAllocation(const Allocation& allocation);
@@ -73,7 +96,8 @@ StatusOr<Allocation> DecodeAllocation(std::string_view text);
 // Every annotation the extender writes on the Binding: gpupack.io/allocation plus, per
 // container, the api::ContainerAnnotationKey entries: visible devices ("GPU-a,GPU-b"), the cap
 // in MiB, the request in MiB (= cap × request_ratio, rounded down, at least 1) and the legacy
-// MPS string ("0=8192M,1=8192M", ordinals within the visible set).
+// MPS string ("0=8192M,1=8192M", ordinals within the visible set), the MPS active thread percentage
+// (ActiveThreadPercentage) and the MPS client priority (Allocation::mps_client_priority).
 std::map<std::string, std::string> AllocationAnnotations(const Allocation& allocation, double request_ratio = 1.0);
 
 // The per-device soft limit (NVIDIA_GPU_MEMORY_REQUEST) of a container whose cap is `cap_mib`, from

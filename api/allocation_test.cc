@@ -96,7 +96,49 @@ TEST(Allocation, AnnotationsCarryPerContainerKeys) {
   EXPECT_EQ(ann.at(ContainerAnnotationKey(false, 0, ContainerEnvKey::kMpsMemoryLimit)), "0=8192M,1=8192M");
   EXPECT_EQ(ann.at(ContainerAnnotationKey(true, 0, ContainerEnvKey::kVisibleDevices)), "MIG-x");
   EXPECT_EQ(ann.at(ContainerAnnotationKey(true, 0, ContainerEnvKey::kMemoryRequestMiB)), "5120");
-  EXPECT_EQ(ann.size(), 1u + 2 * 4);
+  // TwoContainerAllocation records no compute share: MPS gets no cap below the server's (100), and
+  // the pod is of normal priority.
+  EXPECT_EQ(ann.at(ContainerAnnotationKey(false, 0, ContainerEnvKey::kMpsActiveThreadPercentage)), "100");
+  EXPECT_EQ(ann.at(ContainerAnnotationKey(true, 0, ContainerEnvKey::kMpsClientPriority)), "0");
+  EXPECT_EQ(ann.size(), 1u + 2 * std::size(kAllContainerEnvKeys));
+}
+
+// One client setting covers every device of the container, so it is the least share of them:
+// shares 30 and 20 give 20; a share of 0 (8 MiB of an 80 GiB device: ⌊100 · 8 / 81920⌋ = 0) gives
+// MPS's least, 1; devices written before compute shares existed do not count.
+TEST(Allocation, ActiveThreadPercentageIsTheLeastShareOfTheDevices) {
+  auto with = [](std::vector<int> shares) {
+    ContainerAllocation c{"main", 0, false, false, false, {}};
+    for (int pct : shares) c.devices.push_back({"GPU-" + std::to_string(c.devices.size()), 0, 8192, "", "", pct});
+    return ActiveThreadPercentage(c);
+  };
+  EXPECT_EQ(with({30, 20}), 20);
+  EXPECT_EQ(with({30}), 30);
+  EXPECT_EQ(with({0}), 1);
+  EXPECT_EQ(with({100}), 100);
+  EXPECT_EQ(with({kComputeNotRecorded, 40}), 40);
+  EXPECT_EQ(with({kComputeNotRecorded}), 100);
+}
+
+// Negative Kubernetes priorities are below normal for MPS; 0 (no PriorityClass) and above are normal.
+TEST(Allocation, MpsClientPriorityFollowsThePodsPriority) {
+  EXPECT_EQ(MpsClientPriorityOf(-1), kMpsClientPriorityBelowNormal);
+  EXPECT_EQ(MpsClientPriorityOf(-1000000), kMpsClientPriorityBelowNormal);
+  EXPECT_EQ(MpsClientPriorityOf(0), kMpsClientPriorityNormal);
+  EXPECT_EQ(MpsClientPriorityOf(2000001000), kMpsClientPriorityNormal);  // system-node-critical
+
+  Allocation a = TwoContainerAllocation();
+  a.mps_client_priority = kMpsClientPriorityBelowNormal;
+  const std::string text = EncodeAllocation(a);
+  EXPECT_NE(text.find(R"("mpsClientPriority":1)"), std::string::npos) << text;
+  StatusOr<Allocation> back = DecodeAllocation(text);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, a);
+  EXPECT_EQ(AllocationAnnotations(a).at(ContainerAnnotationKey(false, 0, ContainerEnvKey::kMpsClientPriority)), "1");
+  // Normal priority writes nothing (the design format is unchanged); other levels are refused.
+  EXPECT_EQ(EncodeAllocation(TwoContainerAllocation()).find("mpsClientPriority"), std::string::npos);
+  EXPECT_FALSE(DecodeAllocation(R"({"v":1,"node":"n1","containers":[],"mpsClientPriority":2})").ok());
+  EXPECT_FALSE(DecodeAllocation(R"({"v":1,"node":"n1","containers":[],"mpsClientPriority":-1})").ok());
 }
 
 // The soft limit is what the bind wrote when 1 ≤ it ≤ the cap, else the cap itself.

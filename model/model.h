@@ -66,6 +66,10 @@ struct Device {
   // True when a cap on this device is a hard driver-enforced boundary: a whole GPU on a node
   // whose agent reports R615 cgroup limits, or a MIG instance (hard when taken exclusively).
   bool hard_isolation = false;
+  // True when a compute share on this whole GPU is a ceiling the workload cannot raise: its agent
+  // reports an MPS v3 namespace per container (GPUNode computeEnforcement mps-namespace).
+  // gpupack.io/isolation: hard refuses a GPU without it to a container that asks for compute.
+  bool hard_compute_isolation = false;
   std::vector<DeviceShare> shares;  // current allocations (bound and reserved)
 };
 
@@ -131,6 +135,9 @@ struct PodRequest {
   // (gpupack.io/spread-scope: node) this pod also avoids nodes holding one.
   std::string spread_key;
   bool spread_across_nodes = false;
+  // spec.priority (0 without a PriorityClass): the bind maps it to the MPS client priority its
+  // containers get (api::MpsClientPriorityOf).
+  int64_t priority = 0;
 
   bool WantsDevices() const { return !containers.empty(); }
   // Some container asks for a compute share (gpupack.io/gpu-compute).

@@ -22,6 +22,11 @@ bool SortMatches(const Device& d, const Demand& demand) {
     return false;
   }
   if (demand.hard_isolation && d.kind == DeviceKind::kGpu && !d.hard_isolation) return false;
+  // A share of a GPU's SMs is hard only where the workload cannot raise its cap (an MPS v3
+  // namespace); a MIG instance under hard isolation is taken whole, its SMs with it.
+  if (demand.hard_isolation && demand.compute > 0 && d.kind == DeviceKind::kGpu && !d.hard_compute_isolation) {
+    return false;
+  }
   return ModelMatches(d.model, demand.models);
 }
 
@@ -132,7 +137,7 @@ std::string DescribeSort(const Demand& d) {
     out += ", model ";
     for (size_t i = 0; i < d.models->size(); ++i) out += (i ? "|" : "") + (*d.models)[i];
   }
-  if (d.hard_isolation) out += ", hard isolation";
+  if (d.hard_isolation) out += d.compute > 0 ? ", hard isolation of memory and compute" : ", hard isolation";
   return out;
 }
 

@@ -54,6 +54,7 @@ StatusOr<model::Node> NodeFromGpuNode(const nlohmann::json& gpunode, std::chrono
   for (const api::GpuNodeDevice& d : status.devices) {
     if (!d.mig_enabled) {
       node.devices.push_back(DeviceOf(d, d.uuid, d.memory_mib, d.used_mib, d.excluded, driver_caps));
+      node.devices.back().hard_compute_isolation = d.compute_enforcement == api::kComputeEnforcementMpsNamespace;
       continue;
     }
     for (const api::GpuNodeMigInstance& m : d.mig_instances) {

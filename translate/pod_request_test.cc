@@ -89,6 +89,22 @@ TEST(PodRequest, ComputeShareErrorsSayWhatIsWanted) {
   EXPECT_FALSE(disagree.ok());
 }
 
+// spec.priority is what admission resolved from the PriorityClass; without one the pod's is 0.
+TEST(PodRequest, ReadsThePodsPriority) {
+  json pod = PodWith({Container("main", {{"gpupack.io/gpu-memory", "8Gi"}})});
+  auto none = ParsePodRequest(pod);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ(none->priority, 0);
+  pod["spec"]["priority"] = -100;
+  auto low = ParsePodRequest(pod);
+  ASSERT_TRUE(low.ok()) << low.status();
+  EXPECT_EQ(low->priority, -100);
+  pod["spec"]["priority"] = "high";
+  auto bad = ParsePodRequest(pod);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "spec.priority must be an integer");
+}
+
 TEST(PodRequest, NonGpupackPodHasNoContainers) {
   json pod = PodWith({Container("web", {{"cpu", "2"}, {"memory", "1Gi"}})});
   EXPECT_FALSE(PodAsksForGpupack(pod));
