@@ -30,6 +30,29 @@ TEST(GpuNodeTest, EncodesSummaryAndWireNames) {
   EXPECT_EQ(j["devices"][1]["migInstances"][0]["placement"], (Json{{"start", 0}, {"size", 4}}));
   EXPECT_EQ(j["processes"][0]["podUID"], "uid-1");
   EXPECT_EQ(j["enforcement"]["mode"], "cgroup-dmem");
+  EXPECT_EQ(j["conditions"][0], (Json{{"type", "MemoryEnforced"},
+                                      {"status", "True"},
+                                      {"reason", "Enforced"},
+                                      {"message", "hard limits through cgroup-dmem"},
+                                      {"lastTransitionTime", "2027-01-15T07:43:20Z"}}));
+  EXPECT_EQ(j["conditions"][1]["status"], "False");
+}
+
+TEST(GpuNodeTest, ConditionsAreFoundByTypeAndCheckedOnTheWire) {
+  const GpuNodeStatus s = SampleGpuNodeStatus();
+  ASSERT_NE(FindCondition(s.conditions, kConditionComputeEnforced), nullptr);
+  EXPECT_FALSE(FindCondition(s.conditions, kConditionComputeEnforced)->status);
+  EXPECT_EQ(FindCondition(s.conditions, "Ready"), nullptr);
+  Json j = GpuNodeStatusToJson(s);
+  j["conditions"][0]["status"] = "Maybe";
+  auto r = GpuNodeStatusFromJson(j);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "status.conditions[0].status: expected True, False or Unknown");
+  j = GpuNodeStatusToJson(s);
+  j["conditions"][1]["lastTransitionTime"] = "later";
+  r = GpuNodeStatusFromJson(j);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("status.conditions[1].lastTransitionTime"), std::string::npos) << r.status();
 }
 
 TEST(GpuNodeTest, RejectsWrongTypesNamingTheField) {

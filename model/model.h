@@ -85,6 +85,9 @@ struct Node {
   // Empty when the node's inventory is fresh; otherwise why gpupack pods must not land here
   // (e.g. "GPUNode heartbeat 312s old > TTL 120s").
   std::string stale_reason;
+  // Empty unless the node reports its whole GPUs' memory caps unenforced (the GPUNode condition
+  // MemoryEnforced False): then why, quoted to a hard-isolation pod that finds no device here.
+  std::string memory_unenforced_reason;
 };
 
 // How devices or nodes are chosen: FGD (fragmentation-aware), best fit, worst fit.

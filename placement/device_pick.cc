@@ -79,7 +79,12 @@ Verdict ShortageVerdict(const Node& node, const MiB* free, const bool* empty, co
     }
     ++usable_now;
   }
-  if (sort_matching == 0) return Verdict::Reject(RejectReason::kNoMatchingDevice, true, 0, 0, DescribeSort(demand));
+  if (sort_matching == 0) {
+    // A hard-isolation pod on a node whose GPUs' caps are not enforced: say why they are not.
+    const bool unenforced = demand.hard_isolation && !node.memory_unenforced_reason.empty();
+    return Verdict::Reject(RejectReason::kNoMatchingDevice, true, 0, 0,
+                           DescribeSort(demand) + (unenforced ? "; " + node.memory_unenforced_reason : ""));
+  }
   const std::string rules = DescribeRules(refused, demand);
   if (matching == 0) {
     return Verdict::Reject(RejectReason::kExcludedByRule, true, 0, 0,

@@ -98,6 +98,7 @@ def extender_calls(ns, scheduler_name):
 def agent_calls(foreign_pod_eviction):
     calls = [
         ("gpupack.io", "gpunodes", "get", None, None), ("gpupack.io", "gpunodes", "create", None, None),
+        ("gpupack.io", "gpunodes", "list", None, None),  # --doctor --cluster (the helm test)
         ("gpupack.io", "gpunodes/status", "update", None, None),  # UpsertGpuNodeStatus
         ("", "nodes", "get", None, None), ("", "nodes/status", "patch", None, None),  # capacity; excluded devices
         ("", "pods", "list", None, None), ("", "pods", "watch", None, None),  # informer on its node
@@ -736,6 +737,8 @@ SAMPLE_STATUS = {  # the shape api/gpunode.h documents
                "pid": 4242, "usedMiB": 9000, "capMiB": 8192, "message": "m"}],
     "gpus": 1, "memoryMiB": 81559, "allocatedMiB": 16384, "usedMiB": 1200, "maxPodsPerDevice": 16,
     "heartbeatTime": "2026-11-29T10:18:41Z",
+    "conditions": [{"type": "MemoryEnforced", "status": "True", "reason": "Enforced", "message": "m",
+                    "lastTransitionTime": "2026-11-29T10:00:02Z"}],
 }
 
 
@@ -781,14 +784,20 @@ def check_crd(m, values, agent_status=None):
     schema = v["schema"]["openAPIV3Schema"]
     status_schema = schema["properties"]["status"]
     cols = {c["name"]: c for c in v.get("additionalPrinterColumns", [])}
-    for want in ("GPUs", "Memory MiB", "Allocated MiB", "Used MiB", "Enforcement", "Heartbeat"):
+    for want in ("GPUs", "Memory MiB", "Allocated MiB", "Used MiB", "Enforcement", "Memory Enforced",
+                 "Compute Enforced", "Heartbeat"):
         if want not in cols:
             errs.append(f"CRD: printer column {want} missing")
     if cols.get("Heartbeat", {}).get("type") != "date":
         errs.append("CRD: Heartbeat column must be type date (kubectl shows its age)")
     for c in cols.values():
         node = schema
-        for part in c["jsonPath"].lstrip(".").split("."):
+        # A condition's column, .status.conditions[?(@.type=="X")].status: the item's field.
+        path = re.sub(r'\[\?\(@\.type=="[A-Za-z]+"\)\]', ".items", c["jsonPath"])
+        for part in path.lstrip(".").split("."):
+            if part == "items" and "items" in node:
+                node = node["items"]
+                continue
             node = node.get("properties", {}).get(part)
             if node is None:
                 errs.append(f"CRD: printer column {c['name']} path {c['jsonPath']} is not in the schema")
@@ -973,14 +982,28 @@ def check_helm_test_hook(m):
     print it and helm install --dry-run still needs a cluster — so the `cluster` suite checks the
     NOTES of its `helm install` against the installed objects.)"""
     errs = []
-    tests = [p for p in m.of("Pod") if p["metadata"].get("annotations", {}).get("helm.sh/hook") == "test"]
-    if len(tests) != 1:
-        errs.append("want one helm test Pod (helm.sh/hook: test)")
+    tests = {p["metadata"].get("labels", {}).get("app.kubernetes.io/component"): p for p in m.of("Pod")
+             if p["metadata"].get("annotations", {}).get("helm.sh/hook") == "test"}
+    if "test" not in tests:
+        errs.append("want the helm test Pod (helm.sh/hook: test)")
     else:
-        script = " ".join(tests[0]["spec"]["containers"][0]["command"])
+        script = " ".join(tests["test"]["spec"]["containers"][0]["command"])
         svc = workload_of(m, "scheduler") and include_name(m, "Service", "scheduler")
         if svc and svc not in script:
             errs.append(f"helm test does not query the scheduler Service {svc}")
+    agent = workload_of(m, "agent")
+    doctor = tests.get("test-doctor")
+    if agent is not None and doctor is not None:
+        cmd = doctor["spec"]["containers"][0]["command"]
+        if cmd[:3] != ["gpupack-agent", "--doctor", "--cluster"]:
+            errs.append(f"helm test doctor: want gpupack-agent --doctor --cluster, got {cmd}")
+        if doctor["spec"].get("serviceAccountName") != pod_spec(agent)["serviceAccountName"]:
+            errs.append("helm test doctor: must run under the agent's service account (its RBAC lists the GPUNodes)")
+        selector = dict(kv.split("=", 1) for kv in arg_after(cmd, "--agent-selector").split(","))
+        if not selects(selector, agent["spec"]["template"]["metadata"]["labels"]):
+            errs.append(f"helm test doctor: --agent-selector {selector} does not select the agent's pods")
+    if set(tests) - {"test", "test-doctor"}:
+        errs.append(f"unexpected helm test Pods {sorted(set(tests) - {'test', 'test-doctor'})}")
     return errs
 
 
