@@ -257,8 +257,9 @@ type allocation struct {
 	Containers []struct {
 		Name    string `json:"name"`
 		Devices []struct {
-			UUID   string `json:"uuid"`
-			MemMiB int64  `json:"memMiB"`
+			UUID     string `json:"uuid"`
+			MemMiB   int64  `json:"memMiB"`
+			LimitMiB int64  `json:"limitMiB"` // a burstable container's ceiling; 0 without one
 		} `json:"devices"`
 	} `json:"containers"`
 }
