@@ -38,6 +38,11 @@ StatusOr<api::GpuNodeStatus> Agent::RunOnce() {
     }
   }
   api::MarkExcluded(status, excluded_);
+  if (options_.doctor) {
+    const DoctorReport report = Diagnose(ProbeNode(*options_.doctor, NvmlEvidenceOf(status, "", std::nullopt)));
+    status.conditions = DoctorConditions(report, last_conditions_, clock_->Now());
+    last_conditions_ = status.conditions;
+  }
 
   std::optional<std::vector<PodInfo>> pods;
   if (pods_) {

@@ -55,8 +55,9 @@ void Enforcer::Enforce(const PodInfo& pod, const PodContainer& c, const api::All
     return;
   }
   const std::string& dir = dir_it->second;
-  const uint64_t hard = static_cast<uint64_t>(d.mem_mib) * kMiB;
-  const model::MiB request = api::SoftLimitMiB(c.request_mib, d.mem_mib);
+  const model::MiB limit = api::HardLimitMiB(d);
+  const uint64_t hard = static_cast<uint64_t>(limit) * kMiB;
+  const model::MiB request = api::SoftLimitMiB(c.request_mib, d);
   const uint64_t soft = static_cast<uint64_t>(request) * kMiB;
   auto current = limiter->GetLimits(d.uuid, dir);
   if (current.ok() && current->has_value() && (*current)->hard_bytes == hard && (*current)->soft_bytes == soft) {
@@ -78,8 +79,8 @@ void Enforcer::Enforce(const PodInfo& pod, const PodContainer& c, const api::All
   applied_[{d.uuid, dir}] = Applied{hard, true};
   ++pass->applied;
   cap->enforced = true;
-  GPUPACK_LOG(kInfo, "enforcer") << "applied hard " << d.mem_mib << " MiB, soft " << request << " MiB on " << dir
-                                 << " for " << d.uuid << " (" << pod.Key() << "/" << c.name << ")";
+  GPUPACK_LOG(kInfo, "enforcer") << "applied hard " << limit << " MiB, soft " << request << " MiB on " << dir << " for "
+                                 << d.uuid << " (" << pod.Key() << "/" << c.name << ")";
 }
 
 EnforcementPass Enforcer::Run(const api::GpuNodeStatus& status, const std::vector<PodInfo>& pods,
@@ -132,13 +133,16 @@ EnforcementPass Enforcer::Run(const api::GpuNodeStatus& status, const std::vecto
           f.compute_pct = cap.compute_pct;
           pass.findings.push_back(std::move(f));
         }
-        if (cap.used_mib > d.mem_mib) {
-          api::GpuNodeAuditFinding f =
-              Finding(api::kAuditOverCap, d.uuid, pod, c.name,
-                      "container " + pod.Key() + "/" + c.name + " uses " + std::to_string(cap.used_mib) + " MiB on " +
-                          d.uuid + ", over its cap of " + std::to_string(d.mem_mib) + " MiB");
+        // Use up to a burstable container's ceiling is its burst (evictable under MPS v3, never a
+        // neighbour's guarantee); only use beyond the hard limit is over it.
+        const model::MiB limit = api::HardLimitMiB(d);
+        if (cap.used_mib > limit) {
+          api::GpuNodeAuditFinding f = Finding(
+              api::kAuditOverCap, d.uuid, pod, c.name,
+              "container " + pod.Key() + "/" + c.name + " uses " + std::to_string(cap.used_mib) + " MiB on " + d.uuid +
+                  ", over its " + (limit > d.mem_mib ? "ceiling" : "cap") + " of " + std::to_string(limit) + " MiB");
           f.used_mib = cap.used_mib;
-          f.cap_mib = d.mem_mib;
+          f.cap_mib = limit;
           pass.findings.push_back(std::move(f));
         }
         if (limiter != nullptr && c.running && whole_gpus.count(d.uuid) > 0) {

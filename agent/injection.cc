@@ -32,7 +32,7 @@ Env AllocatedEnv(const api::Allocation& allocation, const api::ContainerAllocati
     StatusOr<int64_t> mib = ParseCount(it->second, request_key);
     if (mib.ok()) written = *mib;
   }
-  derived[request_key] = std::to_string(api::SoftLimitMiB(written, c.devices.front().mem_mib));
+  derived[request_key] = std::to_string(api::SoftLimitMiB(written, c.devices.front()));
   Env env;
   for (api::ContainerEnvKey key : api::kAllContainerEnvKeys) {
     env.emplace_back(api::ContainerEnvName(key), derived.at(api::ContainerAnnotationKey(c.init, c.index, key)));

@@ -47,6 +47,7 @@ std::string EncodeAllocation(const Allocation& allocation) {
     ojson devices = ojson::array();
     for (const AllocatedDevice& d : c.devices) {
       ojson dj = {{"uuid", d.uuid}, {"index", d.index}, {"memMiB", d.mem_mib}};
+      if (d.limit_mib > d.mem_mib) dj["limitMiB"] = d.limit_mib;
       if (d.compute_pct != kComputeNotRecorded) dj["computePct"] = d.compute_pct;
       if (!d.parent_uuid.empty()) dj["parent"] = d.parent_uuid;
       if (!d.profile.empty()) dj["profile"] = d.profile;
@@ -104,6 +105,10 @@ StatusOr<Allocation> DecodeAllocation(std::string_view text) {
       if (d.uuid.empty()) return Bad(dwhere + ".uuid", "missing or empty");
       GPUPACK_RETURN_IF_ERROR(ReadField(dj, "index", dwhere, d.index));
       GPUPACK_RETURN_IF_ERROR(ReadField(dj, "memMiB", dwhere, d.mem_mib));
+      GPUPACK_RETURN_IF_ERROR(ReadField(dj, "limitMiB", dwhere, d.limit_mib));
+      if (d.limit_mib != 0 && d.limit_mib < d.mem_mib) {
+        return Bad(dwhere + ".limitMiB", "must not be below memMiB (the ceiling is at least the guaranteed amount)");
+      }
       GPUPACK_RETURN_IF_ERROR(ReadField(dj, "computePct", dwhere, d.compute_pct));
       if (d.compute_pct > model::kDeviceComputePct) return Bad(dwhere + ".computePct", "must be at most 100");
       GPUPACK_RETURN_IF_ERROR(ReadField(dj, "parent", dwhere, d.parent_uuid));
@@ -138,12 +143,16 @@ std::map<std::string, std::string> AllocationAnnotations(const Allocation& alloc
         mps += ',';
       }
       visible += c.devices[i].uuid;
-      mps += std::to_string(i) + "=" + std::to_string(c.devices[i].mem_mib) + "M";
+      mps += std::to_string(i) + "=" + std::to_string(HardLimitMiB(c.devices[i])) + "M";
     }
-    // Every device of a container carries the same cap (memory is split evenly, docs/annotations.md).
-    const model::MiB limit = c.devices.front().mem_mib;
+    // Every device of a container carries the same cap and ceiling (memory is split evenly,
+    // docs/annotations.md).
+    const AllocatedDevice& first = c.devices.front();
+    const model::MiB limit = HardLimitMiB(first);
     const model::MiB request =
-        std::max<model::MiB>(1, static_cast<model::MiB>(std::floor(static_cast<double>(limit) * request_ratio)));
+        limit > first.mem_mib
+            ? first.mem_mib
+            : std::max<model::MiB>(1, static_cast<model::MiB>(std::floor(static_cast<double>(limit) * request_ratio)));
     out[ContainerAnnotationKey(c.init, c.index, ContainerEnvKey::kVisibleDevices)] = visible;
     out[ContainerAnnotationKey(c.init, c.index, ContainerEnvKey::kMemoryLimitMiB)] = std::to_string(limit);
     out[ContainerAnnotationKey(c.init, c.index, ContainerEnvKey::kMemoryRequestMiB)] =
@@ -169,8 +178,10 @@ int ActiveThreadPercentage(const ContainerAllocation& c) {
   return std::max(1, least);
 }
 
-model::MiB SoftLimitMiB(model::MiB request_mib, model::MiB cap_mib) {
-  return request_mib >= 1 && request_mib <= cap_mib ? request_mib : cap_mib;
+model::MiB HardLimitMiB(const AllocatedDevice& d) { return std::max(d.limit_mib, d.mem_mib); }
+
+model::MiB SoftLimitMiB(model::MiB request_mib, const AllocatedDevice& d) {
+  return request_mib >= 1 && request_mib <= HardLimitMiB(d) ? request_mib : d.mem_mib;
 }
 
 }  // namespace gpupack::api

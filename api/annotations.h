@@ -33,6 +33,7 @@ inline constexpr std::string_view kAnnotationNodePolicy = "gpupack.io/node-polic
 inline constexpr std::string_view kAnnotationDevicePolicy = "gpupack.io/device-policy";
 inline constexpr std::string_view kAnnotationSpreadKey = model::kRuleSpreadKey;
 inline constexpr std::string_view kAnnotationSpreadScope = model::kRuleSpreadScope;
+inline constexpr std::string_view kAnnotationGpuMemoryLimit = model::kRuleGpuMemoryLimit;
 
 // Written by the webhook (never by users): the containers, "c0,i1", whose gpupack.io/gpu-memory
 // the webhook added to a whole-device request so a ResourceQuota on requests.gpupack.io/gpu-memory

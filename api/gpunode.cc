@@ -190,8 +190,17 @@ nlohmann::json GpuNodeStatusToJson(const GpuNodeStatus& status) {
       audit.back()["computePct"] = a.compute_pct;
     }
   }
+  Json conditions = Json::array();
+  for (const GpuNodeCondition& c : status.conditions) {
+    conditions.push_back({{"type", c.type},
+                          {"status", c.status ? "True" : "False"},
+                          {"reason", c.reason},
+                          {"message", c.message},
+                          {"lastTransitionTime", FormatRfc3339(c.last_transition_time)}});
+  }
   return Json{{"devices", std::move(devices)},
               {"processes", std::move(processes)},
+              {"conditions", std::move(conditions)},
               {"enforcement",
                {{"mode", status.enforcement.mode},
                 {"driverVersion", status.enforcement.driver_version},
@@ -262,6 +271,26 @@ StatusOr<GpuNodeStatus> GpuNodeStatusFromJson(const nlohmann::json& j) {
     s.audit.push_back(std::move(f));
     return Status::Ok();
   }));
+  GPUPACK_RETURN_IF_ERROR(ForEach(j, "conditions", where, [&](const Json& c, const std::string& at) {
+    GpuNodeCondition condition;
+    std::string status, transition;
+    GPUPACK_RETURN_IF_ERROR(ReadString(c, "type", at, &condition.type));
+    GPUPACK_RETURN_IF_ERROR(ReadString(c, "status", at, &status));
+    GPUPACK_RETURN_IF_ERROR(ReadString(c, "reason", at, &condition.reason));
+    GPUPACK_RETURN_IF_ERROR(ReadString(c, "message", at, &condition.message));
+    GPUPACK_RETURN_IF_ERROR(ReadString(c, "lastTransitionTime", at, &transition));
+    if (status != "True" && status != "False" && status != "Unknown") {
+      return Status::InvalidArgument(at + ".status: expected True, False or Unknown");
+    }
+    condition.status = status == "True";
+    if (!transition.empty()) {
+      auto t = ParseRfc3339(transition);
+      if (!t.ok()) return t.status().WithContext(at + ".lastTransitionTime");
+      condition.last_transition_time = *t;
+    }
+    s.conditions.push_back(std::move(condition));
+    return Status::Ok();
+  }));
   int64_t max_pods = 0;
   GPUPACK_RETURN_IF_ERROR(ReadInt(j, "maxPodsPerDevice", where, &max_pods));
   if (max_pods < 0 || max_pods > 1'000'000) return Status::InvalidArgument("status.maxPodsPerDevice: out of range");
@@ -274,6 +303,13 @@ StatusOr<GpuNodeStatus> GpuNodeStatusFromJson(const nlohmann::json& j) {
     s.heartbeat_time = *t;
   }
   return s;
+}
+
+const GpuNodeCondition* FindCondition(const std::vector<GpuNodeCondition>& conditions, std::string_view type) {
+  for (const GpuNodeCondition& c : conditions) {
+    if (c.type == type) return &c;
+  }
+  return nullptr;
 }
 
 nlohmann::json GpuNodeObject(std::string_view node_name, const GpuNodeStatus& status) {

@@ -19,7 +19,9 @@
 //    "gpus":1,"memoryMiB":81559,"allocatedMiB":16384,"usedMiB":1200,   // printer-column summary
 //    "excludedGpus":0,   // devices (GPUs or MIG instances) the administrator excluded
 //    "maxPodsPerDevice":16,
-//    "heartbeatTime":"2026-11-29T10:18:41Z"}
+//    "heartbeatTime":"2026-11-29T10:18:41Z",
+//    "conditions":[{"type":"MemoryEnforced","status":"True","reason":"Enforced","message":"…",
+//                   "lastTransitionTime":"2026-11-29T10:00:02Z"}]}
 // enforcement.mode is one of cgroup-dmem | cgroup-misc | mps | none (memory); a device's and a MIG
 // instance's computeEnforcement one of mps-namespace | mps-client | none (compute; docs/agent.md
 // "Compute enforcement"). smUtilPct is omitted when NVML cannot tell. Audit kinds: over-cap,
@@ -64,6 +66,14 @@ inline constexpr std::string_view kEnforcementNone = "none";
 inline constexpr std::string_view kComputeEnforcementMpsNamespace = "mps-namespace";
 inline constexpr std::string_view kComputeEnforcementMpsClient = "mps-client";
 inline constexpr std::string_view kComputeEnforcementNone = "none";
+
+// Status conditions, the node doctor's verdicts (docs/agent.md "Doctor"): MemoryEnforced is True when
+// caps on whole GPUs are driver-enforced limits (so gpupack.io/isolation: hard may place there);
+// ComputeEnforced when compute shares are hard caps on every GPU. Status "True" or "False";
+// reason "Enforced", else the failing check and its verdict ("MemoryLimitsMissing"); message what
+// the check found and its fix.
+inline constexpr std::string_view kConditionMemoryEnforced = "MemoryEnforced";
+inline constexpr std::string_view kConditionComputeEnforced = "ComputeEnforced";
 
 inline constexpr std::string_view kAuditOverCap = "over-cap";
 // A gpupack container whose processes' SM time on a device is above its compute share.
@@ -146,6 +156,19 @@ struct GpuNodeAuditFinding {
   bool operator==(const GpuNodeAuditFinding&) const = default;
 };
 
+struct GpuNodeCondition {
+  std::string type;  // kCondition*
+  bool status = false;
+  std::string reason;
+  std::string message;
+  Clock::TimePoint last_transition_time{};  // when status last changed
+
+  bool operator==(const GpuNodeCondition&) const = default;
+};
+
+// The condition of `type`, or nullptr.
+const GpuNodeCondition* FindCondition(const std::vector<GpuNodeCondition>& conditions, std::string_view type);
+
 struct GpuNodeStatus {
   std::vector<GpuNodeDevice> devices;
   std::vector<GpuNodeProcess> processes;
@@ -153,6 +176,7 @@ struct GpuNodeStatus {
   std::vector<GpuNodeAuditFinding> audit;
   int max_pods_per_device = 0;  // 0 = not reported
   Clock::TimePoint heartbeat_time{};
+  std::vector<GpuNodeCondition> conditions;
 
   bool operator==(const GpuNodeStatus&) const = default;
 };

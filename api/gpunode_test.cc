@@ -38,6 +38,12 @@ TEST(GpuNodeTest, EncodesSummaryAndWireNames) {
   EXPECT_EQ(j["audit"][1]["usedComputePct"], 55);
   EXPECT_EQ(j["audit"][1]["computePct"], 30);
   EXPECT_FALSE(j["audit"][0].contains("computePct"));  // only over-compute findings carry the share
+  EXPECT_EQ(j["conditions"][0], (Json{{"type", "MemoryEnforced"},
+                                      {"status", "True"},
+                                      {"reason", "Enforced"},
+                                      {"message", "hard limits through cgroup-dmem"},
+                                      {"lastTransitionTime", "2027-01-15T07:43:20Z"}}));
+  EXPECT_EQ(j["conditions"][1]["status"], "False");
 }
 
 // A GPUNode written before compute enforcement existed reads as none, and an unknown way is refused.
@@ -53,6 +59,23 @@ TEST(GpuNodeTest, ComputeEnforcementDefaultsToNoneAndIsChecked) {
   EXPECT_EQ(bad.status().message(),
             "status.devices[1].migInstances[0].computeEnforcement: unknown \"time-slicing\" (want mps-namespace, "
             "mps-client or none)");
+}
+
+TEST(GpuNodeTest, ConditionsAreFoundByTypeAndCheckedOnTheWire) {
+  const GpuNodeStatus s = SampleGpuNodeStatus();
+  ASSERT_NE(FindCondition(s.conditions, kConditionComputeEnforced), nullptr);
+  EXPECT_FALSE(FindCondition(s.conditions, kConditionComputeEnforced)->status);
+  EXPECT_EQ(FindCondition(s.conditions, "Ready"), nullptr);
+  Json j = GpuNodeStatusToJson(s);
+  j["conditions"][0]["status"] = "Maybe";
+  auto r = GpuNodeStatusFromJson(j);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "status.conditions[0].status: expected True, False or Unknown");
+  j = GpuNodeStatusToJson(s);
+  j["conditions"][1]["lastTransitionTime"] = "later";
+  r = GpuNodeStatusFromJson(j);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("status.conditions[1].lastTransitionTime"), std::string::npos) << r.status();
 }
 
 TEST(GpuNodeTest, RejectsWrongTypesNamingTheField) {

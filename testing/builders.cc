@@ -133,6 +133,10 @@ api::GpuNodeStatus SampleGpuNodeStatus() {
       {"over-compute", "GPU-aaaa", "uid-1", "ns/p", "main", 4242, 0, 0, "uses more than its compute share", 55, 30});
   s.max_pods_per_device = 16;
   s.heartbeat_time = Clock::TimePoint(std::chrono::seconds(1'800'000'000));
+  s.conditions = {{"MemoryEnforced", true, "Enforced", "hard limits through cgroup-dmem",
+                   Clock::TimePoint(std::chrono::seconds(1'799'999'000))},
+                  {"ComputeEnforced", false, "ComputeMissing", "1 of 2 GPUs hold compute shares by scheduling only",
+                   Clock::TimePoint(std::chrono::seconds(1'799'999'000))}};
   return s;
 }
 

@@ -507,6 +507,31 @@ TEST(Mutator, AnnotationsAreAdmittedOrDeniedAsTheTableSays) {
   }
 }
 
+// A share no larger than the least per-process overhead of any GPU (256 MiB,
+// model::SmallestProcessOverheadMiB) leaves 256 − 256 = 0 MiB for tensors: denied, saying why.
+// 512Mi over 2 devices is 256 per device, the same; 257 MiB leaves 1 MiB and is admitted.
+TEST(Mutator, SharesTooSmallForAProcessAreDeniedWithTheReason) {
+  Mutator mutator{Config{}};
+  json one = {{"name", "tiny"}, {"image", "x"}, {"resources", {{"limits", {{"gpupack.io/gpu-memory", "200Mi"}}}}}};
+  Denial d = DenialOf(mutator, PodWith(json::array({one})));
+  EXPECT_EQ(d.code, 400);
+  EXPECT_EQ(
+      d.message,
+      "container \"tiny\": 1 process × 256 MiB overhead (its CUDA context and the driver's reserve, the least any "
+      "GPU takes) would leave this 200 MiB share 0 MiB for tensors; ask for more than 256 MiB of "
+      "gpupack.io/gpu-memory per device (docs/placement.md, \"Per-process overhead\")");
+  json split = {{"name", "split"},
+                {"image", "x"},
+                {"resources", {{"limits", {{"gpupack.io/gpu-memory", "512Mi"}, {"gpupack.io/gpu", "2"}}}}}};
+  EXPECT_NE(DenialOf(mutator, PodWith(json::array({split}))).message.find("this 256 MiB share 0 MiB for tensors"),
+            std::string::npos);
+  EXPECT_EQ(Ask(mutator, ReviewOf(PodWith(json::array({GpuContainer("main", "257Mi")})))).result.outcome,
+            Outcome::kPatched);
+  // Whole devices have no share to be too small.
+  json whole = {{"name", "train"}, {"image", "x"}, {"resources", {{"limits", {{"gpupack.io/gpu", "1"}}}}}};
+  EXPECT_EQ(Ask(mutator, ReviewOf(PodWith(json::array({whole})))).result.outcome, Outcome::kPatched);
+}
+
 TEST(Mutator, WholeDevicePodsAreChargedToTheGpuMemoryQuota) {
   Config config;
   config.whole_device_charge_mib = 16384;

@@ -265,6 +265,7 @@ type allocation struct {
 		Devices []struct {
 			UUID       string `json:"uuid"`
 			MemMiB     int64  `json:"memMiB"`
+			LimitMiB   int64  `json:"limitMiB"`   // a burstable container's ceiling; 0 without one
 			ComputePct *int64 `json:"computePct"` // nil in allocations written before compute shares
 		} `json:"devices"`
 	} `json:"containers"`
@@ -1029,7 +1030,8 @@ func TestGetGpunodesPrinterColumns(t *testing.T) {
 	// Exactly the CRD's columns after Name: a CRD that declares printer columns gets no Age
 	// column from the API server (it is added only when none are declared); the Heartbeat date
 	// column is the age users look at.
-	want := []string{"Name", "GPUs", "Memory MiB", "Allocated MiB", "Used MiB", "Enforcement", "Heartbeat"}
+	want := []string{"Name", "GPUs", "Memory MiB", "Allocated MiB", "Used MiB", "Enforcement", "Memory Enforced",
+		"Compute Enforced", "Heartbeat"}
 	if strings.Join(names, ",") != strings.Join(want, ",") {
 		t.Errorf("columns %v, want %v", names, want)
 	}

@@ -45,13 +45,14 @@ void Append(std::string& key, const std::vector<T>& values) {
 }
 
 void Append(std::string& key, const model::ContainerRequest& container) {
-  const auto& [name, index, init, device_count, mem_per_device_mib, compute_pct] = container;
+  const auto& [name, index, init, device_count, mem_per_device_mib, mem_limit_per_device_mib, compute_pct] = container;
   // Which container is which in the allocation; Evaluate's verdict and costs never read it.
   (void)name;
   Append(key, index);
   Append(key, init);
   Append(key, device_count);
   Append(key, mem_per_device_mib);
+  Append(key, mem_limit_per_device_mib);  // the ceiling decides which devices the bound leaves
   Append(key, compute_pct);
 }
 

@@ -70,8 +70,8 @@ auto FieldsOf(model::PodRequest& pod) {
 }
 // The same for a container.
 auto FieldsOf(model::ContainerRequest& container) {
-  auto& [name, index, init, device_count, mem_per_device_mib, compute_pct] = container;
-  return std::tie(name, index, init, device_count, mem_per_device_mib, compute_pct);
+  auto& [name, index, init, device_count, mem_per_device_mib, mem_limit_per_device_mib, compute_pct] = container;
+  return std::tie(name, index, init, device_count, mem_per_device_mib, mem_limit_per_device_mib, compute_pct);
 }
 
 void Mutate(std::vector<model::ContainerRequest>& v) { v.push_back(v.front()); }
@@ -98,12 +98,13 @@ constexpr std::array<Label, 17> kPodFields = {{
     {"spread_key", false},
     {"spread_across_nodes", false},
 }};
-constexpr std::array<Label, 6> kContainerFields = {{
+constexpr std::array<Label, 7> kContainerFields = {{
     {"name", true},
     {"index", false},
     {"init", false},
     {"device_count", false},
     {"mem_per_device_mib", false},
+    {"mem_limit_per_device_mib", false},
     {"compute_pct", false},
 }};
 static_assert(kPodFields.size() == std::tuple_size_v<decltype(FieldsOf(std::declval<model::PodRequest&>()))>);
