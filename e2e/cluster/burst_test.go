@@ -18,7 +18,7 @@ import (
 )
 
 func TestBurstablePodBoundOnItsRequestWithItsCeiling(t *testing.T) {
-	ns := tb.createNamespace(t, "burst")
+	ns := tb.createNamespace(t, "burstable")
 	devices, err := tb.gpuDevices()
 	if err != nil {
 		t.Fatal(err)

@@ -588,6 +588,12 @@ func (b *bed) waitSettled(t *testing.T, ns string, want int, timeout time.Durati
 	if err != nil {
 		t.Fatalf("%v; %d of %d listed, unsettled e.g. %v", err, len(pods), want, b.unboundExamples(ns, pods))
 	}
+	for name, msg := range waiting {
+		// kube-scheduler formats the event text as printf: a '%' in a verdict would come out as "%!c(MISSING)".
+		if strings.Contains(msg, "%!") {
+			t.Errorf("%s: kube-scheduler's event garbles the extender's message: %q", name, msg)
+		}
+	}
 	t.Logf("%d pods of %s bound by the real kube-scheduler, %d refused, in %.1fs", len(bound), ns, len(waiting), time.Since(start).Seconds())
 	return bound, waiting
 }
