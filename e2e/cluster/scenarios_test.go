@@ -660,6 +660,9 @@ func (b *bed) waitFailedScheduling(t *testing.T, ns, pod string) *corev1.Event {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if strings.Contains(ev.Message, "%!") {
+		t.Errorf("%s/%s: kube-scheduler's event garbles the extender's message: %q", ns, pod, ev.Message)
+	}
 	return ev
 }
 
@@ -732,7 +735,8 @@ func TestComputeReservedAndMemoryOnlyPodsNeverOvercommit(t *testing.T) {
 	pods := tb.waitBound(t, ns, 4, time.Minute)
 	tb.createPod(t, ns, podSpec{name: "memory-c", memory: "8Gi", reservedFor: "release"})
 	ev := tb.waitFailedScheduling(t, ns, "memory-c")
-	if !strings.Contains(ev.Message, "needs 16 % compute, largest free share 14 %") {
+	// '%' reaches kube-scheduler as the full-width sign (api/extender_types.h: it formats the text as printf).
+	if !strings.Contains(ev.Message, "needs 16 ％ compute, largest free share 14 ％") {
 		t.Errorf("FailedScheduling does not carry gpupack's compute verdict for release-1: %q", ev.Message)
 	}
 	perDevice := map[string][]string{}
