@@ -9,8 +9,9 @@ namespace gpupack::extender {
 
 namespace {
 
+// [[maybe_unused]]: it is named only in a discarded branch, which clang counts as unused.
 template <typename T>
-constexpr bool kAlwaysFalse = false;
+[[maybe_unused]] constexpr bool kAlwaysFalse = false;
 
 // One field into the key: integers and enums as decimal and a comma, strings length-prefixed,
 // so that a field's end is never a guess.
