@@ -77,6 +77,10 @@ StatusOr<Clock::TimePoint> ParseRfc3339(std::string_view text) {
     return bad("expected a zone (Z or ±HH:MM)");
   }
   const int64_t secs = static_cast<int64_t>(timegm(&tm)) - offset_s;
+  // Clock::TimePoint counts nanoseconds in 64 bits, about 292 years either side of 1970; RFC 3339
+  // allows years to 9999. A time past that range is refused, not wrapped into another one.
+  constexpr int64_t kMaxSeconds = std::chrono::duration_cast<std::chrono::seconds>(Clock::Duration::max()).count() - 1;
+  if (secs > kMaxSeconds || secs < -kMaxSeconds) return bad("outside the years 1678 to 2262 this clock can represent");
   return Clock::TimePoint(std::chrono::seconds(secs) + std::chrono::nanoseconds(nanos));
 }
 
