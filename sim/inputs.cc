@@ -81,13 +81,13 @@ StatusOr<Field> Get(const CsvRow& row, int col, const std::string& name, const s
 StatusOr<int64_t> Integer(const CsvRow& row, int col, const std::string& name, const std::string& where) {
   GPUPACK_ASSIGN_OR_RETURN(Field f, Get(row, col, name, where));
   int64_t v = 0;
+  // At most 15 digits (below 10^15, far inside int64), checked before any digit is added up: a
+  // longer field must not overflow on its way to being refused.
   bool ok = !f.text.empty() && f.text.size() <= 15;
-  for (char c : f.text) {
-    if (c < '0' || c > '9') {
-      ok = false;
-      break;
-    }
-    v = v * 10 + (c - '0');
+  for (size_t i = 0; ok && i < f.text.size(); ++i) {
+    const char c = f.text[i];
+    ok = c >= '0' && c <= '9';
+    if (ok) v = v * 10 + (c - '0');
   }
   if (!ok) {
     return Status::InvalidArgument(At(where, row.line, f.column) + name + ": \"" + std::string(f.text) +

@@ -356,6 +356,13 @@ TEST(Inputs, AlibabaErrorsNameFileLineAndColumn) {
   auto bad = ParseAlibabaNodes("sn,cpu_milli,memory_mib,gpu,model\nn0,64000,2x,2,P100\n", "nodes.csv");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().message(), "nodes.csv:2:10: memory_mib: \"2x\" is not a non-negative integer");
+  // 20 digits, past int64's 9,223,372,036,854,775,807: refused by its length (at most 15 digits)
+  // before any arithmetic (found by fuzz/alibaba_csv_fuzz.cc as a signed overflow under UBSan).
+  auto huge =
+      ParseAlibabaNodes("sn,cpu_milli,memory_mib,gpu,model\nn0,64000,16384111111111111111,2,P100\n", "nodes.csv");
+  ASSERT_FALSE(huge.ok());
+  EXPECT_EQ(huge.status().message(),
+            "nodes.csv:2:10: memory_mib: \"16384111111111111111\" is not a non-negative integer");
   auto missing = ParseAlibabaPods("name,cpu_milli,num_gpu\np,1,1\n", "pods.csv");
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().message(), "pods.csv:1:1: missing column \"memory_mib\"");
