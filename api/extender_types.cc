@@ -31,6 +31,9 @@ J* Field(J& obj, std::string_view name) {
 }
 
 StatusOr<json> ParseObject(std::string_view body, const char* type) {
+  // nlohmann reads a NUL byte as the end of its input, so `{}\0garbage` would parse; JSON allows a
+  // NUL nowhere (inside a string it must be escaped).
+  if (body.find('\0') != std::string_view::npos) return Bad(type, "body is not valid JSON");
   json doc = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded()) return Bad(type, "body is not valid JSON");
   if (!doc.is_object()) return Bad(type, "body must be a JSON object");

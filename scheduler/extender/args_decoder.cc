@@ -29,6 +29,52 @@ bool IsNull(od::value& value) {
   return !value.is_null().get(null) && null;
 }
 
+// Reads a value the decoder has no use for to its end, checking it: the on-demand parser checks
+// only what is read, and skips a value by counting brackets, so a body the reference decoder
+// refuses (`{"x":tru}`, `{"":"":}}`) would pass. False when the value is malformed or is one the
+// two parsers may judge differently (a number past double's range, a NUL byte, which nlohmann
+// takes for the end of its input): the caller then leaves the body to api::DecodeExtenderArgs.
+bool ReadThrough(od::value value) {
+  if (value.raw_json_token().find('\0') != std::string_view::npos) return false;
+  od::json_type type;
+  if (value.type().get(type)) return false;
+  switch (type) {
+    case od::json_type::object: {
+      od::object object;
+      if (value.get_object().get(object)) return false;
+      for (auto field : object) {
+        std::string_view key;
+        if (field.unescaped_key().get(key) || !ReadThrough(field.value())) return false;
+      }
+      return true;
+    }
+    case od::json_type::array: {
+      od::array array;
+      if (value.get_array().get(array)) return false;
+      for (auto element : array) {
+        od::value item;
+        if (element.get(item) || !ReadThrough(item)) return false;
+      }
+      return true;
+    }
+    case od::json_type::string: {
+      std::string_view text;
+      return !value.get_string().get(text);
+    }
+    case od::json_type::number: {
+      od::number number;
+      return !value.get_number().get(number);
+    }
+    case od::json_type::boolean: {
+      bool flag;
+      return !value.get_bool().get(flag);
+    }
+    case od::json_type::null:
+      return IsNull(value);
+  }
+  return false;
+}
+
 // A hash of a node name for Duplicate's table: 8 bytes per multiply, inline. std::hash (a
 // library call, 4 bytes per step) was half of Duplicate's time on 5,000 names.
 uint64_t HashName(std::string_view name) {
@@ -94,42 +140,67 @@ std::optional<std::string_view> Duplicate(const std::vector<std::string_view>& n
 }
 
 // metadata.name of one Node object's text, using a second parser (the first is mid-document).
-StatusOr<std::string> NodeName(std::string_view raw, const std::string& where) {
+StatusOr<std::string> NodeName(std::string_view raw, const std::string& where, bool& undecided) {
   thread_local od::parser parser;
   simdjson::padded_string padded(raw);
   od::document doc;
   od::object node;
   if (parser.iterate(padded).get(doc) || doc.get_object().get(node)) return NotJson();
+  // Every field is read (ReadThrough), since the node's text is echoed to kube-scheduler as sent.
+  std::optional<std::string> name;
+  bool has_metadata = false;
   for (auto field : node) {
     std::string_view key;
     if (field.unescaped_key().get(key)) return NotJson();
-    if (!KeyIs(key, "metadata")) continue;
+    if (!KeyIs(key, "metadata") || has_metadata) {
+      if (!ReadThrough(field.value())) {
+        undecided = true;
+        return NotJson();
+      }
+      continue;
+    }
+    has_metadata = true;
     od::value value = field.value();
     od::object metadata;
     if (value.get_object().get(metadata)) return Bad(where + ".metadata", "missing or not an object");
     for (auto meta_field : metadata) {
       std::string_view meta_key;
       if (meta_field.unescaped_key().get(meta_key)) return NotJson();
-      if (!KeyIs(meta_key, "name")) continue;
-      std::string_view name;
-      if (meta_field.value().get_string().get(name) || name.empty()) {
+      if (!KeyIs(meta_key, "name") || name) {
+        if (!ReadThrough(meta_field.value())) {
+          undecided = true;
+          return NotJson();
+        }
+        continue;
+      }
+      std::string_view text;
+      if (meta_field.value().get_string().get(text) || text.empty()) {
         return Bad(where + ".metadata.name", "missing, empty or not a string");
       }
-      return std::string(name);
+      name.emplace(text);
     }
-    return Bad(where + ".metadata.name", "missing, empty or not a string");
+    if (!name) return Bad(where + ".metadata.name", "missing, empty or not a string");
   }
-  return Bad(where + ".metadata", "missing or not an object");
+  if (!has_metadata) return Bad(where + ".metadata", "missing or not an object");
+  const char* trailing = nullptr;
+  if (doc.current_location().get(trailing) != simdjson::OUT_OF_BOUNDS) return NotJson();
+  return *std::move(name);
 }
 
-Status ReadNodes(od::value& value, std::vector<api::WireNode>& out) {
+Status ReadNodes(od::value& value, std::vector<api::WireNode>& out, bool& undecided) {
   const std::string where = "ExtenderArgs.Nodes";
   od::object list;
   if (value.get_object().get(list)) return Bad(where, "must be a NodeList object");
   for (auto field : list) {
     std::string_view key;
     if (field.unescaped_key().get(key)) return NotJson();
-    if (!KeyIs(key, "items")) continue;
+    if (!KeyIs(key, "items")) {
+      if (!ReadThrough(field.value())) {
+        undecided = true;
+        return NotJson();
+      }
+      continue;
+    }
     od::value items_value = field.value();
     if (IsNull(items_value)) continue;
     od::array items;
@@ -141,7 +212,7 @@ Status ReadNodes(od::value& value, std::vector<api::WireNode>& out) {
       if (item.get_object().get(node)) return Bad(iwhere, "must be a Node object");
       std::string_view raw;
       if (node.raw_json().get(raw)) return NotJson();
-      GPUPACK_ASSIGN_OR_RETURN(std::string name, NodeName(raw, iwhere));
+      GPUPACK_ASSIGN_OR_RETURN(std::string name, NodeName(raw, iwhere, undecided));
       out.push_back({std::move(name), std::string(raw)});
     }
   }
@@ -241,11 +312,13 @@ Status ReadNames(od::value& value, std::vector<std::string_view>& out, std::dequ
     if (token.size() < 2 || token.front() != '"' || token.back() != '"') {
       return Bad(where + "[" + std::to_string(i) + "]", "must be a string");
     }
+    // Read as a string even without an escape: the parser skips a value left unread by counting
+    // brackets, and would pass `["a":}]`. The view stays on the body (the parser's own copy of
+    // a string lives only until its next document).
+    std::string_view decoded;
+    if (element.get_string().get(decoded)) return Bad(where + "[" + std::to_string(i) + "]", "must be a string");
     std::string_view name = token.substr(1, token.size() - 2);
-    if (name.find('\\') != std::string_view::npos) {
-      if (element.get_string().get(name)) return Bad(where + "[" + std::to_string(i) + "]", "must be a string");
-      name = unescaped.emplace_back(name);
-    }
+    if (name.find('\\') != std::string_view::npos) name = unescaped.emplace_back(decoded);
     if (name.empty()) return Bad(where + "[" + std::to_string(i) + "]", "empty node name");
     out.push_back(name);
     ++i;
@@ -256,9 +329,8 @@ Status ReadNames(od::value& value, std::vector<std::string_view>& out, std::dequ
   return Status::Ok();
 }
 
-}  // namespace
-
-Status DecodeExtenderArgsInto(std::string_view body, DecodedArgs& out) {
+// The fast reading. Sets `undecided` where ReadThrough could not vouch for a value.
+Status ReadArgs(std::string_view body, DecodedArgs& out, bool& undecided) {
   thread_local od::parser parser;
   out.text.reserve(body.size() + simdjson::SIMDJSON_PADDING);
   out.text.assign(body);
@@ -287,17 +359,47 @@ Status DecodeExtenderArgsInto(std::string_view body, DecodedArgs& out) {
     } else if (KeyIs(key, "Nodes")) {
       if (IsNull(value)) continue;
       out.nodes.emplace();
-      GPUPACK_RETURN_IF_ERROR(ReadNodes(value, *out.nodes));
+      GPUPACK_RETURN_IF_ERROR(ReadNodes(value, *out.nodes, undecided));
     } else if (KeyIs(key, "NodeNames")) {
       if (IsNull(value)) continue;
       out.node_names.emplace();
       GPUPACK_RETURN_IF_ERROR(ReadNames(value, *out.node_names, out.unescaped));
+    } else if (!ReadThrough(value)) {
+      undecided = true;
+      return NotJson();
     }
   }
   // The on-demand parser reads lazily: make sure the whole body was one well-formed document.
   const char* trailing = nullptr;
   if (doc.current_location().get(trailing) != simdjson::OUT_OF_BOUNDS) return NotJson();
+  // A NUL byte after the object (`{}\0`) also reads as the end of the document; JSON allows only
+  // whitespace there (api::DecodeExtenderArgs refuses a NUL anywhere).
+  size_t end = body.size();
+  while (end > 0 && JsonSpace(body[end - 1])) --end;
+  if (end == 0 || body[end - 1] != '}') return NotJson();
   return Status::Ok();
+}
+
+// A body the fast reading could not vouch for, decoded by the reference decoder (such a body is
+// never one kube-scheduler sends, so its speed does not matter); names are kept in `unescaped`.
+Status ReadArgsByReference(std::string_view body, DecodedArgs& out) {
+  GPUPACK_ASSIGN_OR_RETURN(api::ExtenderArgs args, api::DecodeExtenderArgs(body));
+  out.pod = std::move(args.pod);
+  out.nodes = std::move(args.nodes);
+  out.node_names.reset();
+  if (args.node_names) {
+    out.node_names.emplace();
+    for (std::string& name : *args.node_names) out.node_names->push_back(out.unescaped.emplace_back(std::move(name)));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status DecodeExtenderArgsInto(std::string_view body, DecodedArgs& out) {
+  bool undecided = false;
+  Status read = ReadArgs(body, out, undecided);
+  return undecided ? ReadArgsByReference(body, out) : read;
 }
 
 const std::vector<std::string_view>& DecodedArgs::AskedNames(std::vector<std::string_view>& storage) const {

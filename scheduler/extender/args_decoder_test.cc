@@ -74,6 +74,47 @@ TEST(ArgsDecoder, AgreesWithTheReferenceDecoder) {
   }
 }
 
+// Found by fuzz/extender_args_fuzz.cc (inputs in fuzz/regressions/extender_args/): the on-demand
+// parser checks only the values it reads and skips the rest by counting brackets, and it and
+// nlohmann both took a NUL byte for the end of the body, so the fast decoder accepted bodies the
+// reference refused. Values the decoder does not use are now read through, and a value the fast
+// reading cannot vouch for (an integer past 64 bits) is left to the reference decoder.
+TEST(ArgsDecoder, RefusesWhatTheReferenceRefusesInValuesItDoesNotUse) {
+  using std::string_literals::operator""s;
+  const std::string bad[] = {
+      "{}\0"s,
+      "{} \0"s,
+      "{}\0x"s,
+      "{\"x\":1\0}"s,
+      R"({"x":tru})",
+      R"({"x":1x})",
+      R"({"x":[1,]})",
+      R"({"x":{"a" 1}})",
+      R"({"x":"\q"})",
+      R"({"":"":}})",
+      R"({"NodeNames":["a":}]})",
+      R"({"NodeNames":["a\u0062":}]})",
+      R"({"NodeNames":["a"],"x":nul})",
+      R"({"Nodes":{"items":[{"metadata":{"name":"a"},"x":tru}]}})",
+      R"({"Nodes":{"items":[{"metadata":{"name":"a","uid":nul}}]}})",
+      R"({"Nodes":{"x":[1,],"items":[]}})",
+  };
+  for (const std::string& body : bad) {
+    EXPECT_FALSE(api::DecodeExtenderArgs(body).ok()) << body;
+    const StatusOr<api::ExtenderArgs> got = DecodeExtenderArgsFast(body);
+    ASSERT_FALSE(got.ok()) << body;
+    EXPECT_EQ(got.status().message(), "ExtenderArgs: body is not valid JSON") << body;
+  }
+  const std::string left_to_the_reference =
+      R"({"NodeNames":["a","b\u0063"],"Extra":123456789012345678901234567890,"Pod":{"metadata":{"name":"p"}}})";
+  const StatusOr<api::ExtenderArgs> want = api::DecodeExtenderArgs(left_to_the_reference);
+  ASSERT_TRUE(want.ok()) << want.status();
+  const StatusOr<api::ExtenderArgs> got = DecodeExtenderArgsFast(left_to_the_reference);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->node_names, (std::vector<std::string>{"a", "bc"}));
+  EXPECT_EQ(got->pod, want->pod);
+}
+
 // Among thousands of names that share a long prefix, one repeat far from its first occurrence is
 // found and named; without it the same list decodes.
 TEST(ArgsDecoder, FindsTheOneRepeatedNameAmongThousands) {
