@@ -13,6 +13,7 @@ packages=(
   libboost-dev libboost-system-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-yaml openssl curl clang-format
+  clang libclang-rt-14-dev
 )
 
 go_bin=${GPUPACK_GO:-/usr/local/go/bin/go}

@@ -2,7 +2,8 @@
 # Installs what is missing, builds the real control plane once (scripts/build-control-plane.sh:
 # etcd, kube-apiserver, kube-scheduler, helm into ~/.cache/gpupack; reused afterwards), builds
 # everything with warnings as errors, and runs every CTest test (labels unit, e2e, cluster, chart,
-# slow). Extra arguments go to ctest, e.g. `scripts/test.sh -L unit`.
+# slow), then the fuzz leg (scripts/fuzz.sh: every fuzz target for 20 s under ASan and UBSan).
+# Extra arguments go to ctest and leave the fuzz leg out, e.g. `scripts/test.sh -L unit`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -15,5 +16,7 @@ build_dir=${GPUPACK_BUILD_DIR:-build}
 cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUPACK_WERROR=ON \
   -DGPUPACK_GO="$go_bin" -DGPUPACK_CONTROLPLANE_BIN="$controlplane_bin" >/dev/null
 cmake --build "$build_dir" -j"$(nproc)"
-cd "$build_dir"
-ctest --output-on-failure --timeout 900 -j"$(nproc)" "$@"
+ctest --test-dir "$build_dir" --output-on-failure --timeout 900 -j"$(nproc)" "$@"
+if [ $# -eq 0 ]; then
+  scripts/fuzz.sh
+fi
