@@ -8,6 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 go_bin=${GPUPACK_GO:-/usr/local/go/bin/go}
+export PATH="$(dirname "$go_bin"):$PATH"  # configuring asks scripts/build-control-plane.sh for its dir
 build_dir=${GPUPACK_FUZZ_BUILD_DIR:-build-fuzz}
 cmake -S . -B "$build_dir" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUPACK_WERROR=ON -DGPUPACK_FUZZ=ON -DGPUPACK_BUILD_BENCH=OFF \
