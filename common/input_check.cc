@@ -5,23 +5,29 @@
 namespace gpupack {
 namespace {
 
-// The first mapping, depth first, that holds a key twice.
-Status CheckDuplicateKeys(const YAML::Node& node) {
+// The first mapping, depth first, that holds a key twice or a key that is not a scalar (`{}: x`,
+// `[a]: x`: no gpupack file has one, and every loader reads keys as strings, which yaml-cpp
+// answers for a non-scalar by throwing).
+Status CheckKeys(const YAML::Node& node) {
   if (node.IsSequence()) {
-    for (const YAML::Node& item : node) GPUPACK_RETURN_IF_ERROR(CheckDuplicateKeys(item));
+    for (const YAML::Node& item : node) GPUPACK_RETURN_IF_ERROR(CheckKeys(item));
   } else if (node.IsMap()) {
     std::map<std::string, int> first_line;
     for (const auto& kv : node) {
-      if (kv.first.IsScalar()) {
-        const std::string key = kv.first.Scalar();
-        auto [it, fresh] = first_line.emplace(key, kv.first.Mark().line + 1);
-        if (!fresh) {
-          return Status::InvalidArgument(YamlLine(kv.first) + "key \"" + key +
-                                         "\" appears twice in one mapping (first on line " +
-                                         std::to_string(it->second) + ")");
-        }
+      if (!kv.first.IsScalar()) {
+        return Status::InvalidArgument(YamlLine(kv.first) + "a mapping key must be a plain string, not a " +
+                                       (kv.first.IsMap()        ? "mapping"
+                                        : kv.first.IsSequence() ? "list"
+                                                                : "null"));
       }
-      GPUPACK_RETURN_IF_ERROR(CheckDuplicateKeys(kv.second));
+      const std::string key = kv.first.Scalar();
+      auto [it, fresh] = first_line.emplace(key, kv.first.Mark().line + 1);
+      if (!fresh) {
+        return Status::InvalidArgument(YamlLine(kv.first) + "key \"" + key +
+                                       "\" appears twice in one mapping (first on line " + std::to_string(it->second) +
+                                       ")");
+      }
+      GPUPACK_RETURN_IF_ERROR(CheckKeys(kv.second));
     }
   }
   return Status::Ok();
@@ -38,7 +44,7 @@ StatusOr<YAML::Node> ParseYamlStrict(std::string_view text) {
   } catch (const YAML::Exception& e) {
     return Status::InvalidArgument("line " + std::to_string(e.mark.line + 1) + ": invalid YAML: " + e.msg);
   }
-  GPUPACK_RETURN_IF_ERROR(CheckDuplicateKeys(root));
+  GPUPACK_RETURN_IF_ERROR(CheckKeys(root));
   return root;
 }
 

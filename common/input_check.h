@@ -13,8 +13,9 @@
 
 namespace gpupack {
 
-// Parses YAML text. InvalidArgument, with the line, for text that is not YAML and for a mapping
-// that holds the same key twice (yaml-cpp would keep one of them silently), naming both lines.
+// Parses YAML text. InvalidArgument, with the line, for text that is not YAML, for a mapping
+// that holds the same key twice (yaml-cpp would keep one of them silently), naming both lines,
+// and for a mapping key that is not a scalar (`{}: x`).
 StatusOr<YAML::Node> ParseYamlStrict(std::string_view text);
 
 // "line 7: " for a node that came from parsed text, "" for one built in code.

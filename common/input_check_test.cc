@@ -17,6 +17,17 @@ TEST(InputCheck, DuplicateKeysAnywhereAreRefusedWithBothLines) {
   EXPECT_NE(broken.status().message().find("invalid YAML"), std::string::npos) << broken.status();
 }
 
+// Every loader reads mapping keys as strings, and yaml-cpp throws for one that is a mapping or a
+// list: `{}:` ended gpupack-sim and the extender's config loader (found by fuzz_config_yaml).
+TEST(InputCheck, KeysThatAreNotScalarsAreRefusedWithTheirLine) {
+  StatusOr<YAML::Node> map_key = ParseYamlStrict("{}:\n");
+  ASSERT_FALSE(map_key.ok());
+  EXPECT_EQ(map_key.status().message(), "line 1: a mapping key must be a plain string, not a mapping");
+  StatusOr<YAML::Node> list_key = ParseYamlStrict("pods:\n  - name: a\n    [x, y]: 1\n");
+  ASSERT_FALSE(list_key.ok());
+  EXPECT_EQ(list_key.status().message(), "line 3: a mapping key must be a plain string, not a list");
+}
+
 TEST(InputCheck, FieldErrorsCarryTheLineOfTheNode) {
   StatusOr<YAML::Node> doc = ParseYamlStrict("a: 1\nb:\n  c: x\n");
   ASSERT_TRUE(doc.ok());
