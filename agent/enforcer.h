@@ -35,6 +35,8 @@ struct ContainerCap {
   model::MiB cap_mib = 0;
   model::MiB used_mib = 0;
   bool enforced = false;  // a driver limit equal to the cap is in place on its cgroup
+  std::string pod_uid;
+  bool running = false;  // the container runs (its use is a sample of agent/usage_tracker.h)
 };
 
 struct EnforcementPass {
