@@ -123,6 +123,9 @@ class Replayer {
   std::vector<Demand> demands_;  // per pod
 };
 
+// The name of an arrival: the pod's own for its first, "<name>-tuned-<copy>" for the copies
+// inflation makes (copy ≥ 1), so that every arrival of a seed has a name of its own.
+std::string ArrivalName(const std::string& pod_name, int copy);
 // Median, mean and sample SD (n−1; 0 for a single value).
 Stat Summarize(std::vector<double> values);
 // Seeds → per-x statistics over the seeds that reached x.
