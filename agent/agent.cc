@@ -38,6 +38,11 @@ StatusOr<api::GpuNodeStatus> Agent::RunOnce() {
     }
   }
   api::MarkExcluded(status, excluded_);
+  if (options_.doctor) {
+    const DoctorReport report = Diagnose(ProbeNode(*options_.doctor, NvmlEvidenceOf(status, "", std::nullopt)));
+    status.conditions = DoctorConditions(report, last_conditions_, clock_->Now());
+    last_conditions_ = status.conditions;
+  }
 
   std::optional<std::vector<PodInfo>> pods;
   if (pods_) {
@@ -77,11 +82,17 @@ StatusOr<api::GpuNodeStatus> Agent::RunOnce() {
   status.usage = usage_.Report();
 
   // Σ caps per GPU (a MIG instance's caps count toward its parent GPU).
+  // Σ computePct per whole GPU (a MIG instance's shares are of its own SMs, not the GPU's).
   std::map<std::string, model::MiB> caps_on;
-  for (const ContainerCap& c : last_caps_) caps_on[c.device] += c.cap_mib;
+  std::map<std::string, int> compute_on;
+  for (const ContainerCap& c : last_caps_) {
+    caps_on[c.device] += c.cap_mib;
+    if (c.compute_pct != api::kComputeNotRecorded) compute_on[c.device] += c.compute_pct;
+  }
   for (api::GpuNodeDevice& d : status.devices) {
     d.allocated_mib = caps_on[d.uuid];
     for (const api::GpuNodeMigInstance& m : d.mig_instances) d.allocated_mib += caps_on[m.uuid];
+    d.allocated_compute_pct = compute_on[d.uuid];
   }
 
   std::set<std::string> current;

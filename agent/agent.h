@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/discovery.h"
+#include "agent/doctor_probe.h"
 #include "agent/enforcer.h"
 #include "agent/eviction.h"
 #include "agent/metrics.h"
@@ -38,6 +39,9 @@ struct AgentOptions {
   std::function<StatusOr<std::vector<std::string>>()> excluded_devices;
   // Whether (and how often) pods holding foreign processes are evicted (agent/eviction.h).
   EvictionOptions eviction;
+  // Where the node doctor looks (agent/doctor_probe.h); each pass reports its verdicts as the
+  // status' conditions. nullopt: no conditions.
+  std::optional<DoctorRoots> doctor;
 };
 
 class Agent {
@@ -65,8 +69,9 @@ class Agent {
   ForeignPodEvictions evictions_;
   std::vector<api::GpuNodeAuditFinding> last_findings_;
   std::vector<ContainerCap> last_caps_;
-  std::set<std::string> announced_;    // findings already logged and sent as events
-  std::vector<std::string> excluded_;  // the last good answer of options_.excluded_devices
+  std::vector<api::GpuNodeCondition> last_conditions_;  // for their lastTransitionTime
+  std::set<std::string> announced_;                     // findings already logged and sent as events
+  std::vector<std::string> excluded_;                   // the last good answer of options_.excluded_devices
 };
 
 }  // namespace gpupack::agent

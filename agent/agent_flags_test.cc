@@ -43,6 +43,29 @@ TEST(AgentFlagsTest, ValuesOverrideDefaults) {
   EXPECT_TRUE(f->once && f->print);
 }
 
+TEST(AgentFlagsTest, DoctorNeedsNoNodeNameAndTakesItsProbePaths) {
+  StatusOr<AgentFlags> f =
+      ParseAgentFlags({"--doctor", "--json", "--cgroup-root", "/host/cgroup", "--mps-pipe-directory", "/run/mps",
+                       "--cdi-spec-dirs", "/a,,/b", "--nri-socket", "/run/nri.sock"},
+                      "");
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_TRUE(f->doctor && f->json);
+  const DoctorRoots roots = DoctorRootsOf(*f);
+  EXPECT_EQ(roots.cgroup_root, "/host/cgroup");
+  EXPECT_EQ(roots.mps_pipe_dir, "/run/mps");
+  EXPECT_EQ(roots.cdi_dirs, (std::vector<std::string>{"/a", "/b"}));
+  EXPECT_EQ(roots.nri_socket, "/run/nri.sock");
+  StatusOr<AgentFlags> cluster = ParseAgentFlags(
+      {"--doctor", "--cluster", "--namespace", "gpupack", "--require-memory-enforced", "--agent-selector", "a=b"}, "");
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  EXPECT_TRUE(cluster->doctor_cluster && cluster->require_memory_enforced);
+  EXPECT_EQ(cluster->agent_namespace, "gpupack");
+  EXPECT_EQ(cluster->agent_selector, "a=b");
+  StatusOr<AgentFlags> defaults = ParseAgentFlags({"--doctor"}, "");
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  EXPECT_EQ(DoctorRootsOf(*defaults).cdi_dirs, (std::vector<std::string>{"/etc/cdi", "/var/run/cdi"}));
+}
+
 TEST(AgentFlagsTest, HelpStopsParsing) {
   StatusOr<AgentFlags> f = ParseAgentFlags({"--help", "--bogus"}, "");
   ASSERT_TRUE(f.ok());
@@ -65,6 +88,12 @@ TEST(AgentFlagsTest, BadInputNamesTheFlag) {
       {{"--change-threshold-mib", "-1"}, "n1", "--change-threshold-mib -1: invalid value"},
       {{"--backend", "file:"}, "n1", "--backend file:: expected nvml or file:PATH"},
       {{"--foreign-eviction-interval", "0s"}, "n1", "--foreign-eviction-interval 0s: invalid value"},
+      {{"--json"}, "n1", "--json needs --doctor"},
+      {{"--cluster"}, "n1", "--cluster and --require-memory-enforced need --doctor"},
+      {{"--doctor", "--require-memory-enforced"}, "n1", "--require-memory-enforced needs --cluster"},
+      {{"--doctor", "--cluster"}, "n1", "--cluster needs --namespace"},
+      {{"--doctor", "--once"}, "n1", "--doctor and --once are separate runs"},
+      {{"--doctor", "--cdi-spec-dirs", ","}, "n1", "--cdi-spec-dirs ,: invalid value"},
   };
   for (const Case& c : cases) {
     StatusOr<AgentFlags> f = ParseAgentFlags(c.args, c.env);

@@ -220,6 +220,51 @@ TEST_F(AgentTest, AStrayOnAnIdleDeviceIsReportedWithItsPodAndEvictedWhenThePolic
   EXPECT_EQ(server_.evictions().size(), 1u);
 }
 
+// The doctor's verdicts ride in every pass as conditions, and the extender reads them: here dmem
+// starts accounting NVIDIA memory without being enabled on the pods' cgroups, so no limit could be
+// set on a container and hard isolation must stop landing on the node's GPU.
+TEST_F(AgentTest, DoctorVerdictsAreConditionsTheExtenderReads) {
+  NvmlBackend backend(FakeNvmlOptions());
+  AgentOptions ao;
+  ao.node_name = "n1";
+  ao.cgroup_root = dir_.path() + "/cg";
+  ao.doctor = DoctorRoots{};
+  ao.doctor->cgroup_root = ao.cgroup_root;
+  ao.doctor->cdi_dirs = {dir_.File("cdi")};
+  ao.doctor->nri_socket = dir_.File("nri.sock");
+  Agent agent(ao, &backend, nullptr, nullptr, nullptr, nullptr, &clock_);
+  auto first = agent.RunOnce();
+  ASSERT_TRUE(first.ok()) << first.status();
+  const api::GpuNodeCondition* memory = api::FindCondition(first->conditions, api::kConditionMemoryEnforced);
+  ASSERT_NE(memory, nullptr);
+  EXPECT_TRUE(memory->status) << memory->message;
+  EXPECT_EQ(memory->last_transition_time, clock_.Now());
+  const api::GpuNodeCondition* compute = api::FindCondition(first->conditions, api::kConditionComputeEnforced);
+  ASSERT_NE(compute, nullptr);
+  EXPECT_FALSE(compute->status);
+  EXPECT_EQ(compute->reason, "ComputeMissing");
+
+  const Clock::TimePoint turned = clock_.Now() + seconds(10);
+  clock_.Advance(seconds(10));
+  dir_.WriteFile("cg/dmem.capacity", "nvidia/0000:17:00.0/vidmem 85520809984\n");
+  auto second = agent.RunOnce();
+  ASSERT_TRUE(second.ok());
+  memory = api::FindCondition(second->conditions, api::kConditionMemoryEnforced);
+  EXPECT_FALSE(memory->status);
+  EXPECT_EQ(memory->reason, "CgroupDegraded");
+  EXPECT_EQ(memory->last_transition_time, turned);
+  clock_.Advance(seconds(10));
+  auto third = agent.RunOnce();
+  ASSERT_TRUE(third.ok());
+  EXPECT_EQ(api::FindCondition(third->conditions, api::kConditionMemoryEnforced)->last_transition_time, turned)
+      << "no change, no transition";
+
+  auto node = translate::NodeFromGpuNode(api::GpuNodeObject("n1", *third), seconds(120), clock_);
+  ASSERT_TRUE(node.ok()) << node.status();
+  EXPECT_FALSE(node->devices[0].hard_isolation) << "enforcement mode is cgroup-dmem, the condition says otherwise";
+  EXPECT_EQ(node->memory_unenforced_reason, "MemoryEnforced is False (CgroupDegraded): " + memory->message);
+}
+
 TEST_F(AgentTest, PodListFailureSkipsEnforcementButStillReports) {
   AgentMetrics metrics("n1");
   NvmlBackend backend(FakeNvmlOptions());

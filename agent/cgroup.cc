@@ -154,17 +154,19 @@ ContainerCgroups ScanContainerCgroups(const std::string& cgroup_root) {
   return out;
 }
 
+int DriverBranch(std::string_view driver_version) {
+  int branch = 0;
+  for (size_t i = 0; i < driver_version.size() && std::isdigit(static_cast<unsigned char>(driver_version[i])); ++i) {
+    branch = branch * 10 + (driver_version[i] - '0');
+    if (branch > 100000) break;
+  }
+  return branch;
+}
+
 EnforcementCapability DetectEnforcement(std::string_view driver_version, bool nvml_has_memory_limits,
                                         const std::string& cgroup_root) {
   const std::string none(api::kEnforcementNone);
-  int major = 0;
-  size_t i = 0;
-  while (i < driver_version.size() && std::isdigit(static_cast<unsigned char>(driver_version[i]))) {
-    major = major * 10 + (driver_version[i] - '0');
-    if (major > 100000) break;
-    ++i;
-  }
-  if (major < 615) {
+  if (DriverBranch(driver_version) < kMemoryLimitsDriverBranch) {
     return {none, "driver " + std::string(driver_version) + " is older than R615 (no per-cgroup memory limits)"};
   }
   if (!nvml_has_memory_limits) return {none, "NVML lacks nvmlDeviceSetMemoryLimits_v1"};

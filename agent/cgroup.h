@@ -53,6 +53,11 @@ ContainerCgroups ScanContainerCgroups(const std::string& cgroup_root);
 // has the memory-limit calls and cgroup v2 is mounted at `cgroup_root` ("dmem" listed in its
 // cgroup.controllers selects the kernel controller, otherwise the driver's misc accounting);
 // "none" otherwise, with the reason ("driver 580.65.06 is older than R615").
+// The branch of a driver version, its leading number ("615.20" → 615); 0 when it has none.
+int DriverBranch(std::string_view driver_version);
+// The first branch with the per-cgroup memory limits (nvmlDeviceSetMemoryLimits_v1, CUDA 13.4).
+inline constexpr int kMemoryLimitsDriverBranch = 615;
+
 struct EnforcementCapability {
   std::string mode;
   std::string reason;

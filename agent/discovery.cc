@@ -1,6 +1,8 @@
 #include "agent/discovery.h"
 
 #include <algorithm>
+#include <chrono>
+#include <filesystem>
 #include <map>
 #include <tuple>
 
@@ -51,6 +53,10 @@ Status NvmlBackend::EnsureOpen() {
 
 MemoryLimiter* NvmlBackend::limiter() { return nvml_ && can_enforce_ ? this : nullptr; }
 
+std::string_view ComputeEnforcementOf(bool mps_running, bool exclusive_process) {
+  return mps_running && exclusive_process ? api::kComputeEnforcementMpsClient : api::kComputeEnforcementNone;
+}
+
 void NvmlBackend::AddProcesses(nvmlDevice_t handle, const std::string& uuid,
                                std::vector<api::GpuNodeProcess>* processes) {
   auto procs = nvml_->Processes(handle);
@@ -58,11 +64,21 @@ void NvmlBackend::AddProcesses(nvmlDevice_t handle, const std::string& uuid,
     GPUPACK_LOG(kWarning, "agent") << "processes on " << uuid << ": " << procs.status();
     return;
   }
+  // SM time per process since the last pass; unknown (-1) where NVML cannot tell (MIG instances,
+  // older drivers). A process without a sample ran no kernel in the window: 0.
+  auto sm = nvml_->ProcessSmUtilization(handle, last_pass_us_);
+  if (!sm.ok() && sm.status().code() != StatusCode::kFailedPrecondition) {
+    GPUPACK_LOG(kDebug, "agent") << "process utilisation on " << uuid << ": " << sm.status();
+  }
   for (const NvmlProcess& p : *procs) {
     api::GpuNodeProcess out;
     out.pid = p.pid;
     out.device = uuid;
     out.used_mib = BytesToMiBCeil(p.used_bytes);
+    if (sm.ok()) {
+      auto it = sm->find(p.pid);
+      out.sm_util_pct = it == sm->end() ? 0 : it->second;
+    }
     // A process we cannot place (gone already, or no hostPID) stays in the list without a pod.
     if (auto path = proc_.CgroupPath(p.pid); path.ok()) {
       if (auto owner = ParseKubeCgroupPath(*path)) {
@@ -105,7 +121,10 @@ StatusOr<api::GpuNodeDevice> NvmlBackend::DiscoverDevice(unsigned int i, std::ve
     GPUPACK_LOG(kWarning, "agent") << "MIG mode of " << dev.uuid << ": " << mig.status();
   }
   dev.mig_enabled = mig.ok() && *mig;
+  auto exclusive = nvml_->ExclusiveProcess(handle);
+  dev.compute_enforcement = std::string(ComputeEnforcementOf(mps_running_, exclusive.ok() && *exclusive));
   if (!dev.mig_enabled) {
+    if (auto util = nvml_->SmUtilization(handle); util.ok()) dev.sm_util_pct = *util;
     AddProcesses(handle, dev.uuid, processes);
     return dev;
   }
@@ -133,6 +152,7 @@ StatusOr<api::GpuNodeDevice> NvmlBackend::DiscoverDevice(unsigned int i, std::ve
     if (inst.profile.empty()) {
       if (auto n = nvml_->Name(mh); n.ok()) inst.profile = ProfileFromMigName(*n);
     }
+    inst.compute_enforcement = dev.compute_enforcement;  // MPS runs per instance; the mode is the GPU's
     AddProcesses(mh, inst.uuid, processes);
     if (!parent_memory_known) {
       dev.used_mib += inst.used_mib;
@@ -165,6 +185,16 @@ StatusOr<api::GpuNodeStatus> NvmlBackend::DiscoverAll() {
   status.enforcement.mode = cap.mode;
   status.enforcement.reason = cap.reason;
   can_enforce_ = cap.mode != api::kEnforcementNone;
+  const std::string control = options_.mps_pipe_directory + "/control";
+  std::error_code no_throw;
+  mps_running_ = !options_.mps_pipe_directory.empty() && std::filesystem::exists(control, no_throw);
+  status.enforcement.compute_reason =
+      options_.mps_pipe_directory.empty() ? "no MPS pipe directory configured (--mps-pipe-directory)"
+      : mps_running_ ? "MPS control daemon at " + control + "; mps-client on EXCLUSIVE_PROCESS GPUs"
+                     : "no MPS control daemon (" + control + " not found)";
+  const uint64_t pass_us = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count());
   GPUPACK_ASSIGN_OR_RETURN(unsigned int count, nvml_->DeviceCount());
   for (unsigned int i = 0; i < count; ++i) {
     auto dev = DiscoverDevice(i, &status.processes);
@@ -175,6 +205,7 @@ StatusOr<api::GpuNodeStatus> NvmlBackend::DiscoverAll() {
     }
     status.devices.push_back(std::move(dev).value());
   }
+  last_pass_us_ = pass_us;
   // NVML lists processes in no particular order; a stable order keeps the reporter from seeing a
   // "change" in every pass.
   std::sort(status.processes.begin(), status.processes.end(),

@@ -50,6 +50,9 @@ struct NvmlBackendOptions {
   std::string library = "libnvidia-ml.so.1";
   std::string proc_root = "/proc";
   std::string cgroup_root = "/sys/fs/cgroup";
+  // The node's MPS control daemon's pipe directory ("" = none): a GPU is compute-enforced
+  // mps-client while <dir>/control exists and the GPU is EXCLUSIVE_PROCESS (ComputeEnforcementOf).
+  std::string mps_pipe_directory;
   // Called with the NVML function name on every failed NVML call (also "dlopen" for load failures).
   std::function<void(std::string_view call)> on_nvml_error;
 };
@@ -75,6 +78,10 @@ class NvmlBackend final : public GpuBackend, public MemoryLimiter {
 
   NvmlBackendOptions options_;
   ProcReader proc_;
+  // Whether this pass found the MPS control pipe, and the time of the last pass in µs since the
+  // epoch: each pass asks NVML for the process utilisation samples newer than the last one.
+  bool mps_running_ = false;
+  uint64_t last_pass_us_ = 0;
   std::unique_ptr<Nvml> nvml_;
   bool can_enforce_ = false;
   // Last good total per GPU, so a GPU that stops answering keeps its size while marked unhealthy.
@@ -93,6 +100,14 @@ class FileBackend final : public GpuBackend {
   std::string path_;
   std::string node_name_;
 };
+
+// How compute shares are held on a whole GPU (api::kComputeEnforcement*): mps-client when an MPS
+// control daemon runs (`mps_running`: its control pipe exists) and the GPU is EXCLUSIVE_PROCESS, so
+// every CUDA client goes through the MPS server, which applies the client's
+// CUDA_MPS_ACTIVE_THREAD_PERCENTAGE; none otherwise (a GPU in DEFAULT mode lets a client open its
+// own context beside MPS, uncapped). mps-namespace (an MPS v3 namespace per container) is never
+// reported: the agent does not create namespaces (docs/agent.md "Compute enforcement").
+std::string_view ComputeEnforcementOf(bool mps_running, bool exclusive_process);
 
 // Bytes → MiB: capacities round down (never promise memory that is not there), usage rounds up.
 model::MiB BytesToMiBFloor(uint64_t bytes);

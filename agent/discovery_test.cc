@@ -78,6 +78,50 @@ TEST_F(DiscoveryTest, NvmlBackendReportsDevicesMigProcessesAndEnforcement) {
   EXPECT_TRUE(errors_.empty());
 }
 
+// With the node's MPS control daemon running (its control pipe in --mps-pipe-directory), an
+// EXCLUSIVE_PROCESS GPU holds compute shares as MPS client caps; a GPU in DEFAULT mode does not (a
+// client may open its own context beside MPS), nor does its MIG instance. SM time: the H100's 35 %
+// from NVML; process 42's samples 30 and 40 give their mean, 35; process 43 has no sample (no
+// kernel ran): 0; on a MIG instance NVML cannot tell: -1.
+TEST_F(DiscoveryTest, NvmlBackendReportsComputeEnforcementAndSmTime) {
+  Json state = NodeState();
+  state["devices"][0]["computeMode"] = 3;  // NVML_COMPUTEMODE_EXCLUSIVE_PROCESS
+  state["devices"][0]["smUtil"] = 35;
+  state["devices"][0]["processes"][1]["smUtil"] = Json::array({30, 40});
+  SetFakeNvmlState(dir_, state);
+  dir_.WriteFile("mps/control", "");
+  NvmlBackendOptions with_mps = Options(GPUPACK_FAKE_NVML_R615);
+  with_mps.mps_pipe_directory = dir_.path() + "/mps";
+  NvmlBackend backend(with_mps);
+  auto status = backend.Discover();
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_EQ(status->devices[0].compute_enforcement, "mps-client");
+  EXPECT_EQ(status->devices[1].compute_enforcement, "none");
+  EXPECT_EQ(status->devices[1].mig_instances[0].compute_enforcement, "none");
+  EXPECT_EQ(status->enforcement.compute_reason,
+            "MPS control daemon at " + dir_.path() + "/mps/control; mps-client on EXCLUSIVE_PROCESS GPUs");
+  EXPECT_EQ(status->devices[0].sm_util_pct, 35);
+  EXPECT_EQ(status->devices[1].sm_util_pct, -1);  // MIG mode: NOT_SUPPORTED
+  ASSERT_EQ(status->processes.size(), 4u);
+  EXPECT_EQ(status->processes[0].pid, 42);
+  EXPECT_EQ(status->processes[0].sm_util_pct, 35);
+  EXPECT_EQ(status->processes[1].sm_util_pct, 0);
+  EXPECT_EQ(status->processes[3].sm_util_pct, -1);
+  EXPECT_TRUE(errors_.empty());  // the MIG refusals are expected, not errors
+
+  // The daemon gone (or never configured): none, with the reason.
+  std::filesystem::remove(dir_.path() + "/mps/control");
+  status = backend.Discover();
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_EQ(status->devices[0].compute_enforcement, "none");
+  EXPECT_EQ(status->enforcement.compute_reason, "no MPS control daemon (" + dir_.path() + "/mps/control not found)");
+  NvmlBackend without(Options(GPUPACK_FAKE_NVML_R615));
+  status = without.Discover();
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_EQ(status->devices[0].compute_enforcement, "none");
+  EXPECT_EQ(status->enforcement.compute_reason, "no MPS pipe directory configured (--mps-pipe-directory)");
+}
+
 TEST_F(DiscoveryTest, MissingLibraryIsRetriedUntilItAppears) {
   SetFakeNvmlState(dir_, NodeState());
   const std::string late = dir_.path() + "/driver/libnvidia-ml.so.1";

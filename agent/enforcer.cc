@@ -55,8 +55,9 @@ void Enforcer::Enforce(const PodInfo& pod, const PodContainer& c, const api::All
     return;
   }
   const std::string& dir = dir_it->second;
-  const uint64_t hard = static_cast<uint64_t>(d.mem_mib) * kMiB;
-  const model::MiB request = api::SoftLimitMiB(c.request_mib, d.mem_mib);
+  const model::MiB limit = api::HardLimitMiB(d);
+  const uint64_t hard = static_cast<uint64_t>(limit) * kMiB;
+  const model::MiB request = api::SoftLimitMiB(c.request_mib, d);
   const uint64_t soft = static_cast<uint64_t>(request) * kMiB;
   auto current = limiter->GetLimits(d.uuid, dir);
   if (current.ok() && current->has_value() && (*current)->hard_bytes == hard && (*current)->soft_bytes == soft) {
@@ -78,8 +79,8 @@ void Enforcer::Enforce(const PodInfo& pod, const PodContainer& c, const api::All
   applied_[{d.uuid, dir}] = Applied{hard, true};
   ++pass->applied;
   cap->enforced = true;
-  GPUPACK_LOG(kInfo, "enforcer") << "applied hard " << d.mem_mib << " MiB, soft " << request << " MiB on " << dir
-                                 << " for " << d.uuid << " (" << pod.Key() << "/" << c.name << ")";
+  GPUPACK_LOG(kInfo, "enforcer") << "applied hard " << limit << " MiB, soft " << request << " MiB on " << dir << " for "
+                                 << d.uuid << " (" << pod.Key() << "/" << c.name << ")";
 }
 
 EnforcementPass Enforcer::Run(const api::GpuNodeStatus& status, const std::vector<PodInfo>& pods,
@@ -89,9 +90,20 @@ EnforcementPass Enforcer::Run(const api::GpuNodeStatus& status, const std::vecto
   for (const api::GpuNodeDevice& d : status.devices) {
     if (!d.mig_enabled) whole_gpus.insert(d.uuid);
   }
-  // Live use per (pod UID, container id, device).
+  // Devices whose SM time measures compute shares (compute enforcement none: time-sliced).
+  std::set<std::string> time_sliced;
+  for (const api::GpuNodeDevice& d : status.devices) {
+    if (d.compute_enforcement == api::kComputeEnforcementNone) time_sliced.insert(d.uuid);
+  }
+  // Live use per (pod UID, container id, device): memory, and SM time where every process has it.
   std::map<std::tuple<std::string, std::string, std::string>, model::MiB> used;
-  for (const api::GpuNodeProcess& p : status.processes) used[{p.pod_uid, p.container_id, p.device}] += p.used_mib;
+  std::map<std::tuple<std::string, std::string, std::string>, int> used_sm;
+  for (const api::GpuNodeProcess& p : status.processes) {
+    const auto key = std::tuple{p.pod_uid, p.container_id, p.device};
+    used[key] += p.used_mib;
+    int& sm = used_sm.try_emplace(key, 0).first->second;
+    sm = sm < 0 || p.sm_util_pct < 0 ? -1 : sm + p.sm_util_pct;
+  }
 
   const ContainerCgroups cgroups = limiter != nullptr ? ScanContainerCgroups(cgroup_root_) : ContainerCgroups{};
   for (auto& [key, applied] : applied_) applied.seen = false;
@@ -103,18 +115,34 @@ EnforcementPass Enforcer::Run(const api::GpuNodeStatus& status, const std::vecto
     if (!pod.gpupack || pod.terminating) continue;
     for (const PodContainer& c : pod.containers) {
       for (const api::AllocatedDevice& d : c.devices) {
-        ContainerCap cap{pod.ns, pod.name, c.name, d.uuid, d.mem_mib, 0, false, pod.uid, c.running};
+        ContainerCap cap{pod.ns, pod.name, c.name, d.uuid, d.mem_mib, 0, false, pod.uid, c.running, d.compute_pct, -1};
         if (!c.container_id.empty()) {
           auto u = used.find({pod.uid, c.container_id, d.uuid});
           if (u != used.end()) cap.used_mib = u->second;
+          auto sm = used_sm.find({pod.uid, c.container_id, d.uuid});
+          if (sm != used_sm.end()) cap.used_compute_pct = sm->second;
         }
-        if (cap.used_mib > d.mem_mib) {
+        if (cap.compute_pct != api::kComputeNotRecorded && cap.used_compute_pct > cap.compute_pct &&
+            time_sliced.count(d.uuid) > 0) {
           api::GpuNodeAuditFinding f =
-              Finding(api::kAuditOverCap, d.uuid, pod, c.name,
-                      "container " + pod.Key() + "/" + c.name + " uses " + std::to_string(cap.used_mib) + " MiB on " +
-                          d.uuid + ", over its cap of " + std::to_string(d.mem_mib) + " MiB");
+              Finding(api::kAuditOverCompute, d.uuid, pod, c.name,
+                      "container " + pod.Key() + "/" + c.name + " uses " + std::to_string(cap.used_compute_pct) +
+                          " % of the SMs' time on " + d.uuid + ", over its compute share of " +
+                          std::to_string(cap.compute_pct) + " % (the GPU has no compute enforcement)");
+          f.used_compute_pct = cap.used_compute_pct;
+          f.compute_pct = cap.compute_pct;
+          pass.findings.push_back(std::move(f));
+        }
+        // Use up to a burstable container's ceiling is its burst (evictable under MPS v3, never a
+        // neighbour's guarantee); only use beyond the hard limit is over it.
+        const model::MiB limit = api::HardLimitMiB(d);
+        if (cap.used_mib > limit) {
+          api::GpuNodeAuditFinding f = Finding(
+              api::kAuditOverCap, d.uuid, pod, c.name,
+              "container " + pod.Key() + "/" + c.name + " uses " + std::to_string(cap.used_mib) + " MiB on " + d.uuid +
+                  ", over its " + (limit > d.mem_mib ? "ceiling" : "cap") + " of " + std::to_string(limit) + " MiB");
           f.used_mib = cap.used_mib;
-          f.cap_mib = d.mem_mib;
+          f.cap_mib = limit;
           pass.findings.push_back(std::move(f));
         }
         if (limiter != nullptr && c.running && whole_gpus.count(d.uuid) > 0) {

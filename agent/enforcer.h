@@ -11,9 +11,12 @@
 // is any container gpupack did not place.
 //
 // Audit (every pass, with or without a limiter): a gpupack container using more than its cap on a
-// device (over-cap); a gpupack container on a whole GPU whose limit could not be applied, on a node
-// that can enforce (unenforced); a process on a device gpupack manages that belongs to no container
-// holding a gpupack allocation of that device (foreign-process, agent/foreign_process.h).
+// device (over-cap); one whose processes' SM time on a GPU without compute enforcement (none) is
+// above its compute share (over-compute: without MPS, contexts time-slice the SMs, so a process's
+// share of the SMs' time is its share of the compute; under MPS clients run side by side and each
+// one's time overstates its share, so no finding is raised there); a gpupack container on a whole GPU whose limit could
+// not be applied, on a node that can enforce (unenforced); a process on a device gpupack manages that belongs to no
+// container holding a gpupack allocation of that device (foreign-process, agent/foreign_process.h).
 //
 // Thread safety: not thread-safe; one agent loop drives it.
 #pragma once
@@ -37,6 +40,11 @@ struct ContainerCap {
   bool enforced = false;  // a driver limit equal to the cap is in place on its cgroup
   std::string pod_uid;
   bool running = false;  // the container runs (its use is a sample of agent/usage_tracker.h)
+  // The compute share the allocation reserves (computePct; api::kComputeNotRecorded in allocations
+  // written before compute shares) and the SM time its processes used this pass, percent
+  // (Σ of their NVML samples' means; -1 when NVML cannot tell, as on MIG instances).
+  int compute_pct = api::kComputeNotRecorded;
+  int used_compute_pct = -1;
 };
 
 struct EnforcementPass {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "agent/testing/agent_testing.h"
+#include "api/allocation.h"
 #include "api/annotations.h"
 
 namespace gpupack::agent {
@@ -215,6 +216,44 @@ TEST_F(EnforcerTest, WithoutLimiterOnlyAudits) {
   EXPECT_TRUE(Calls().empty());
   ASSERT_EQ(pass.findings.size(), 1u);
   EXPECT_EQ(pass.findings[0].kind, "over-cap");
+}
+
+// Without MPS the SMs are time-sliced between contexts, so a container's share of the SMs' time is
+// its share of the compute. Pod infer's container reserves 30 %; its two processes ran 35 % and
+// 20 % of the time: 35 + 20 = 55 % > 30 % → over-compute. At 25 % (15 + 10) it is within its share;
+// on a GPU whose clients MPS runs side by side (mps-client) each one's time overstates its share,
+// and nothing is flagged.
+TEST_F(EnforcerTest, AuditsSmTimeAboveTheComputeShareWhereNothingCapsIt) {
+  Json pod = RunningPodJson(kPodUid1, "infer", {{"main", kContainerA}}, {{"GPU-1", 8192}});
+  Json& text = pod["metadata"]["annotations"][std::string(api::kAnnotationAllocation)];
+  StatusOr<api::Allocation> allocation = api::DecodeAllocation(text.get<std::string>());
+  ASSERT_TRUE(allocation.ok()) << allocation.status();
+  allocation->containers[0].devices[0].compute_pct = 30;
+  text = api::EncodeAllocation(*allocation);
+  auto run = [&](int first, int second, std::string_view compute_enforcement) {
+    api::GpuNodeStatus status = Status({{1, "GPU-1", 100, kPodUid1, "", "", kContainerA, first},
+                                        {2, "GPU-1", 100, kPodUid1, "", "", kContainerA, second}});
+    status.devices[0].compute_enforcement = std::string(compute_enforcement);
+    return Enforcer(dir_.path() + "/cg").Run(status, Pods({pod}), nullptr);
+  };
+  EnforcementPass over = run(35, 20, api::kComputeEnforcementNone);
+  ASSERT_EQ(over.findings.size(), 1u);
+  const api::GpuNodeAuditFinding& f = over.findings[0];
+  EXPECT_EQ(f.kind, "over-compute");
+  EXPECT_EQ(f.used_compute_pct, 55);
+  EXPECT_EQ(f.compute_pct, 30);
+  EXPECT_EQ(f.message,
+            "container ml/infer/main uses 55 % of the SMs' time on GPU-1, over its compute share of 30 % (the GPU "
+            "has no compute enforcement)");
+  ASSERT_EQ(over.caps.size(), 1u);
+  EXPECT_EQ(over.caps[0].compute_pct, 30);
+  EXPECT_EQ(over.caps[0].used_compute_pct, 55);
+  EXPECT_TRUE(run(15, 10, api::kComputeEnforcementNone).findings.empty());
+  EXPECT_TRUE(run(35, 20, api::kComputeEnforcementMpsClient).findings.empty());
+  // One process NVML cannot tell about (-1) leaves the container's SM time unknown: no finding.
+  EnforcementPass unknown = run(35, -1, api::kComputeEnforcementNone);
+  EXPECT_TRUE(unknown.findings.empty());
+  EXPECT_EQ(unknown.caps[0].used_compute_pct, -1);
 }
 
 TEST(PodsTest, MalformedAllocationIsReportedNotFatal) {

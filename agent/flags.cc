@@ -1,5 +1,7 @@
 #include "agent/flags.h"
 
+#include <algorithm>
+
 #include "common/duration.h"
 
 namespace gpupack::agent {
@@ -21,12 +23,26 @@ const char* const kAgentUsage = R"(usage: gpupack-agent --node-name NAME [--back
   --nvml-library PATH         NVML library to dlopen (default libnvidia-ml.so.1)
   --proc-root DIR             where /proc is (default /proc; the agent needs hostPID)
   --cgroup-root DIR           cgroup v2 mount (default /sys/fs/cgroup)
+  --mps-pipe-directory DIR    where the node's MPS control daemon keeps its pipes (its
+                              CUDA_MPS_PIPE_DIRECTORY, as the agent sees it); GPUs are reported
+                              compute enforcement mps-client while DIR/control exists and the GPU
+                              is EXCLUSIVE_PROCESS (default: none, no MPS looked for)
   --evict-foreign-pods        evict (Eviction API, PodDisruptionBudgets respected) a pod whose process
                               uses a gpupack device without a gpupack allocation of it (default: off,
                               such processes are only reported)
   --foreign-eviction-interval DUR
                               a foreign process must hold this long before its pod is evicted, and
                               a pod is asked at most once per interval (default 1m)
+  --doctor                    check what this node can enforce (NVML, cgroup dmem, MPS, CDI hook,
+                              NRI, MIG), print one line per check with its fix, exit 0; no API server
+  --json                      with --doctor: the report as JSON
+  --cdi-spec-dirs DIR,DIR     where --doctor looks for the NVIDIA CDI spec (default /etc/cdi,/var/run/cdi)
+  --nri-socket PATH           the runtime's NRI socket --doctor looks for (default /var/run/nri/nri.sock)
+  --cluster                   with --doctor: read every agent node's verdicts from its GPUNode instead
+                              (API server as --kubeconfig says); exit 1 when a node has not reported
+  --namespace NS              with --cluster: the agent pods' namespace
+  --agent-selector LABELS     with --cluster: the agent pods' labels (default app.kubernetes.io/component=agent)
+  --require-memory-enforced   with --cluster: a node whose MemoryEnforced is False fails too
 Durations as Go writes them (30s, 5m, 1h30m), at least 1s.
 )";
 
@@ -46,6 +62,18 @@ bool ParseInt(const std::string& text, int64_t lo, int64_t hi, int64_t* out) {
   return *out >= lo && *out <= hi;
 }
 
+// "a,b,,c" → {a, b, c}.
+std::vector<std::string> SplitList(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    if (comma > start) out.push_back(text.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return out;
+}
+
 }  // namespace
 
 StatusOr<AgentFlags> ParseAgentFlags(const std::vector<std::string>& args, const std::string& node_name_env) {
@@ -63,6 +91,22 @@ StatusOr<AgentFlags> ParseAgentFlags(const std::vector<std::string>& args, const
     }
     if (arg == "--print") {
       f.print = true;
+      continue;
+    }
+    if (arg == "--doctor") {
+      f.doctor = true;
+      continue;
+    }
+    if (arg == "--json") {
+      f.json = true;
+      continue;
+    }
+    if (arg == "--cluster") {
+      f.doctor_cluster = true;
+      continue;
+    }
+    if (arg == "--require-memory-enforced") {
+      f.require_memory_enforced = true;
       continue;
     }
     if (arg == "--evict-foreign-pods") {
@@ -86,6 +130,16 @@ StatusOr<AgentFlags> ParseAgentFlags(const std::vector<std::string>& args, const
       f.proc_root = value;
     else if (arg == "--cgroup-root")
       f.cgroup_root = value;
+    else if (arg == "--mps-pipe-directory")
+      f.mps_pipe_directory = value;
+    else if (arg == "--cdi-spec-dirs")
+      ok = !(f.cdi_spec_dirs = SplitList(value)).empty();
+    else if (arg == "--nri-socket")
+      f.nri_socket = value;
+    else if (arg == "--namespace")
+      f.agent_namespace = value;
+    else if (arg == "--agent-selector")
+      f.agent_selector = value;
     else if (arg == "--poll-interval")
       ok = ParseSeconds(value, &f.poll);
     else if (arg == "--heartbeat-interval")
@@ -102,9 +156,18 @@ StatusOr<AgentFlags> ParseAgentFlags(const std::vector<std::string>& args, const
       return Status::InvalidArgument("unknown flag " + arg + "\n" + kAgentUsage);
     if (!ok) return Status::InvalidArgument(arg + " " + value + ": invalid value");
   }
-  if (f.node_name.empty())
+  if (f.node_name.empty() && !f.doctor)
     return Status::InvalidArgument("--node-name (or $NODE_NAME) is required\n" + std::string(kAgentUsage));
   if (f.print && !f.once) return Status::InvalidArgument("--print needs --once");
+  if (f.json && !f.doctor) return Status::InvalidArgument("--json needs --doctor");
+  if (f.doctor && f.once) return Status::InvalidArgument("--doctor and --once are separate runs");
+  if ((f.doctor_cluster || f.require_memory_enforced) && !f.doctor) {
+    return Status::InvalidArgument("--cluster and --require-memory-enforced need --doctor");
+  }
+  if (f.require_memory_enforced && !f.doctor_cluster) {
+    return Status::InvalidArgument("--require-memory-enforced needs --cluster");
+  }
+  if (f.doctor_cluster && f.agent_namespace.empty()) return Status::InvalidArgument("--cluster needs --namespace");
   if (f.backend != "nvml" && !(f.backend.rfind("file:", 0) == 0 && f.backend.size() > 5)) {
     return Status::InvalidArgument("--backend " + f.backend + ": expected nvml or file:PATH");
   }
@@ -118,6 +181,7 @@ std::unique_ptr<GpuBackend> MakeGpuBackend(const AgentFlags& flags, AgentMetrics
   o.library = flags.nvml_library;
   o.proc_root = flags.proc_root;
   o.cgroup_root = flags.cgroup_root;
+  o.mps_pipe_directory = flags.mps_pipe_directory;
   o.on_nvml_error = [metrics](std::string_view call) { metrics->CountNvmlError(call); };
   return std::make_unique<NvmlBackend>(o);
 }
@@ -129,7 +193,24 @@ AgentOptions AgentOptionsOf(const AgentFlags& flags) {
   options.max_pods_per_device = static_cast<int>(flags.max_pods_per_device);
   options.eviction.enabled = flags.evict_foreign_pods;
   options.eviction.interval = flags.foreign_eviction_interval;
+  options.doctor = DoctorRootsOf(flags);
   return options;
+}
+
+DoctorRoots DoctorRootsOf(const AgentFlags& flags) {
+  DoctorRoots roots;
+  roots.cgroup_root = flags.cgroup_root;
+  roots.mps_pipe_dir = flags.mps_pipe_directory;
+  roots.cdi_dirs = flags.cdi_spec_dirs;
+  roots.nri_socket = flags.nri_socket;
+  return roots;
+}
+
+DoctorEvidence DoctorEvidenceOf(const AgentFlags& flags, GpuBackend& backend) {
+  const bool nvml = flags.backend == "nvml";
+  NvmlEvidence evidence = NvmlEvidenceOf(backend.Discover(), nvml ? flags.nvml_library : flags.backend,
+                                         nvml ? ProbeMemoryLimitCalls(flags.nvml_library) : std::nullopt);
+  return ProbeNode(DoctorRootsOf(flags), std::move(evidence));
 }
 
 ReporterOptions ReporterOptionsOf(const AgentFlags& flags) {

@@ -20,9 +20,11 @@ std::string_view ValueOf(std::string_view entry) {
 
 // The env the bind's annotations carry for `c`, in api::kAllContainerEnvKeys order: derived from
 // the allocation as the bind derives it, with the soft limit the bind wrote.
-Env AllocatedEnv(const api::ContainerAllocation& c, const std::map<std::string, std::string>& annotations) {
+Env AllocatedEnv(const api::Allocation& allocation, const api::ContainerAllocation& c,
+                 const std::map<std::string, std::string>& annotations) {
   api::Allocation own;
   own.containers = {c};
+  own.mps_client_priority = allocation.mps_client_priority;
   std::map<std::string, std::string> derived = api::AllocationAnnotations(own);
   const std::string request_key = api::ContainerAnnotationKey(c.init, c.index, api::ContainerEnvKey::kMemoryRequestMiB);
   model::MiB written = 0;
@@ -30,7 +32,7 @@ Env AllocatedEnv(const api::ContainerAllocation& c, const std::map<std::string, 
     StatusOr<int64_t> mib = ParseCount(it->second, request_key);
     if (mib.ok()) written = *mib;
   }
-  derived[request_key] = std::to_string(api::SoftLimitMiB(written, c.devices.front().mem_mib));
+  derived[request_key] = std::to_string(api::SoftLimitMiB(written, c.devices.front()));
   Env env;
   for (api::ContainerEnvKey key : api::kAllContainerEnvKeys) {
     env.emplace_back(api::ContainerEnvName(key), derived.at(api::ContainerAnnotationKey(c.init, c.index, key)));
@@ -66,8 +68,12 @@ StatusOr<EnvAdjustment> DecideContainerEnv(const PodOrigin& origin,
     }
     for (const api::ContainerAllocation& c : allocation->containers) {
       if (c.name != container || c.devices.empty()) continue;
-      out.set = AllocatedEnv(c, annotations);
+      out.set = AllocatedEnv(*allocation, c, annotations);
       devices = out.set.front().second;  // NVIDIA_VISIBLE_DEVICES, first in kAllContainerEnvKeys
+      if (!origin.mps_pipe_directory.empty()) {
+        out.set.emplace_back(api::kEnvCudaMpsPipeDirectory, origin.mps_pipe_directory);
+        out.mounts.push_back(origin.mps_pipe_directory);
+      }
     }
   }
   if (devices.empty() && !OnlyNoDevice(env, api::kEnvNvidiaVisibleDevices)) {

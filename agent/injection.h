@@ -31,6 +31,10 @@ struct EnvAdjustment {
   // container already has to the plugins after it but not to the runtime, so only a set reaches
   // the container (agent/nri/plugin_test.go shows it).
   std::vector<std::pair<std::string, std::string>> set;
+  // Host directories the runtime bind-mounts into the container at the same path: the node's MPS
+  // pipe directory for a container with devices, so it reaches the MPS server without a hostPath
+  // in the user's pod spec (PodSecurity baseline forbids one).
+  std::vector<std::string> mounts;
   // The pod's namespace is exempt (PodOrigin): nothing is set.
   bool exempt = false;
 
@@ -44,6 +48,10 @@ struct PodOrigin {
   // DCGM exporter) runs here, as the webhook's exempt namespaces (docs/security.md): their
   // containers are left as they are. A namespace label cannot reach the node, so it is a list.
   std::vector<std::string> exempt_namespaces;
+  // The node's MPS control daemon's pipe directory (gpupack-nri --mps-pipe-directory; "" = no MPS):
+  // an allocated container gets CUDA_MPS_PIPE_DIRECTORY = it and the directory mounted, so its
+  // CUDA_MPS_ACTIVE_THREAD_PERCENTAGE reaches the server.
+  std::string mps_pipe_directory;
 };
 
 // The adjustment for the container named `container` of a pod from `origin` with `annotations`,
@@ -51,9 +59,11 @@ struct PodOrigin {
 //   - a pod of an exempt namespace: nothing set;
 //   - a container gpupack.io/allocation gives devices gets exactly the env the bind's annotations
 //     carry for it, in api::kAllContainerEnvKeys order (api::AllocationAnnotations: the device
-//     UUIDs, the per-device cap, the MPS limit string), with the soft limit the bind wrote
+//     UUIDs, the per-device cap, the MPS memory limit string, the MPS active thread percentage from
+//     the devices' computePct, the MPS client priority), with the soft limit the bind wrote
 //     (api::SoftLimitMiB of its …-memory-request-mib annotation, the cap when that is missing or
-//     out of range);
+//     out of range), and with origin.mps_pipe_directory set, CUDA_MPS_PIPE_DIRECTORY = it and the
+//     directory in `mounts`;
 //   - any other container gets NVIDIA_VISIBLE_DEVICES=void (the toolkit then adds no device and
 //     behaves as plain runc) unless every value it has gives no device (api::GivesNoDevice: "",
 //     "void", "none"), which then stays;

@@ -24,6 +24,7 @@ json Decide(const char* request, size_t size) {
     // Absent and null (Go's nil map and slice) are both empty.
     if (auto it = in.find("namespace"); it != in.end() && !it->is_null()) it->get_to(origin.pod_namespace);
     if (auto it = in.find("exemptNamespaces"); it != in.end() && !it->is_null()) it->get_to(origin.exempt_namespaces);
+    if (auto it = in.find("mpsPipeDirectory"); it != in.end() && !it->is_null()) it->get_to(origin.mps_pipe_directory);
     if (auto it = in.find("annotations"); it != in.end() && !it->is_null()) it->get_to(annotations);
     if (auto it = in.find("env"); it != in.end() && !it->is_null()) it->get_to(env);
     if (auto it = in.find("container"); it != in.end() && !it->is_null()) it->get_to(container);
@@ -35,7 +36,7 @@ json Decide(const char* request, size_t size) {
   if (!decided.ok()) return {{"error", decided.status().message()}};
   json set = json::array();
   for (const auto& [name, value] : decided->set) set.push_back({name, value});
-  return {{"set", std::move(set)}, {"exempt", decided->exempt}};
+  return {{"set", std::move(set)}, {"mounts", decided->mounts}, {"exempt", decided->exempt}};
 }
 
 }  // namespace

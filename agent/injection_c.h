@@ -11,10 +11,10 @@ extern "C" {
 #endif
 
 // `request`: `size` bytes of JSON,
-//   {"namespace": "ml", "exemptNamespaces": ["gpu-operator", …],
+//   {"namespace": "ml", "exemptNamespaces": ["gpu-operator", …], "mpsPipeDirectory": "/tmp/nvidia-mps",
 //    "annotations": {"gpupack.io/allocation": "…", …}, "container": "main", "env": ["NAME=value", …]}.
 // Returns NUL-terminated JSON that the caller releases with free():
-//   {"set": [["NAME", "value"], …], "exempt": false}
+//   {"set": [["NAME", "value"], …], "mounts": ["/tmp/nvidia-mps"], "exempt": false}
 // or, when no decision can be made (a malformed request, an allocation that does not decode),
 //   {"error": "…"}.
 // NULL only when memory runs out.

@@ -16,13 +16,15 @@ using Env = std::vector<std::string>;
 using Set = std::vector<std::pair<std::string, std::string>>;
 
 // The pod the extender bound: app container "main" (spec.containers[0]) on GPU-a and GPU-b with an
-// 8192-MiB cap each, init container "warmup" (spec.initContainers[0]) on MIG-x with 5120 MiB,
-// and a sidecar "log" (spec.containers[1]) without gpupack resources.
+// 8192-MiB cap each and compute shares of 30 % and 25 % (MPS gets the lesser, 25), init container
+// "warmup" (spec.initContainers[0]) on MIG-x with 5120 MiB and 50 % of the instance, and a sidecar
+// "log" (spec.containers[1]) without gpupack resources.
 api::Allocation Bound() {
   api::Allocation a;
   a.node = "n1";
-  a.containers.push_back({"main", 0, false, false, false, {{"GPU-a", 0, 8192, "", ""}, {"GPU-b", 1, 8192, "", ""}}});
-  a.containers.push_back({"warmup", 0, true, false, false, {{"MIG-x", 2, 5120, "GPU-c", "1g.10gb"}}});
+  a.containers.push_back(
+      {"main", 0, false, false, false, {{"GPU-a", 0, 8192, "", "", 30}, {"GPU-b", 1, 8192, "", "", 25}}});
+  a.containers.push_back({"warmup", 0, true, false, false, {{"MIG-x", 2, 5120, "GPU-c", "1g.10gb", 50}}});
   return a;
 }
 
@@ -44,10 +46,9 @@ const std::string kMainRequest = "gpupack.io/c0-memory-request-mib";
 const std::string kMainDevices = "gpupack.io/c0-visible-devices";
 
 Set MainEnv(const std::string& request) {
-  return {{"NVIDIA_VISIBLE_DEVICES", "GPU-a,GPU-b"},
-          {"NVIDIA_GPU_MEMORY_LIMIT", "8192"},
-          {"NVIDIA_GPU_MEMORY_REQUEST", request},
-          {"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "0=8192M,1=8192M"}};
+  return {{"NVIDIA_VISIBLE_DEVICES", "GPU-a,GPU-b"},   {"NVIDIA_GPU_MEMORY_LIMIT", "8192"},
+          {"NVIDIA_GPU_MEMORY_REQUEST", request},      {"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "0=8192M,1=8192M"},
+          {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "25"}, {"CUDA_MPS_CLIENT_PRIORITY", "0"}};
 }
 
 const Set kVoid = {{"NVIDIA_VISIBLE_DEVICES", "void"}};
@@ -91,7 +92,19 @@ TEST(Injection, DecidesTheEnvFromTheAllocationAlone) {
        {{"NVIDIA_VISIBLE_DEVICES", "MIG-x"},
         {"NVIDIA_GPU_MEMORY_LIMIT", "5120"},
         {"NVIDIA_GPU_MEMORY_REQUEST", "2560"},
-        {"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "0=5120M"}}},
+        {"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "0=5120M"},
+        {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "50"},
+        {"CUDA_MPS_CLIENT_PRIORITY", "0"}}},
+      {"allocated: its own thread share and priority give way to the scheduler's (25 %, normal)",
+       BoundAnnotations(),
+       "main",
+       {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=100", "CUDA_MPS_CLIENT_PRIORITY=0"},
+       MainEnv("4096")},
+      {"the compute annotation raised after bind: the allocation's 25 % decides",
+       With(BoundAnnotations(), "gpupack.io/c0-mps-thread-percentage", "100"),
+       "main",
+       {},
+       MainEnv("4096")},
       {"request annotation missing: soft = cap = 8192",
        Without(BoundAnnotations(), kMainRequest),
        "main",
@@ -125,6 +138,11 @@ TEST(Injection, DecidesTheEnvFromTheAllocationAlone) {
        "main",
        Env{"NVIDIA_VISIBLE_DEVICES=GPU-a"},
        kVoid},
+      {"no allocation: a thread share the pod sets is emptied too",
+       {},
+       "app",
+       Env{"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=100"},
+       Plus(kVoid, {{"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", ""}})},
       {"an allocation entry without devices gives nothing",
        {{"gpupack.io/allocation", R"({"v":1,"node":"n1","containers":[{"name":"main","index":0,"devices":[]}]})"}},
        "main",
@@ -175,6 +193,37 @@ TEST(Injection, LeavesExemptNamespacesAlone) {
   EXPECT_FALSE(got->exempt);
 }
 
+// A pod the bind gave below-normal MPS priority (a negative Kubernetes priority) gets it in every
+// container; the pod's own setting never counts.
+TEST(Injection, GivesTheBindsMpsClientPriority) {
+  api::Allocation low = Bound();
+  low.mps_client_priority = api::kMpsClientPriorityBelowNormal;
+  StatusOr<EnvAdjustment> got =
+      DecideContainerEnv(kTenant, api::AllocationAnnotations(low, 0.5), "main", Env{"CUDA_MPS_CLIENT_PRIORITY=0"});
+  ASSERT_TRUE(got.ok()) << got.status();
+  Set want = MainEnv("4096");
+  want.back().second = "1";
+  EXPECT_EQ(got->set, want);
+}
+
+// With the node's MPS daemon configured, an allocated container joins it: the pipe directory as
+// env (a pod's own replaced) and mounted by the runtime, no hostPath in the pod spec; a container
+// without devices still gets no pipe directory.
+TEST(Injection, JoinsAllocatedContainersToTheNodesMpsServer) {
+  PodOrigin with_mps = kTenant;
+  with_mps.mps_pipe_directory = "/run/nvidia-mps";
+  StatusOr<EnvAdjustment> main =
+      DecideContainerEnv(with_mps, BoundAnnotations(), "main", Env{"CUDA_MPS_PIPE_DIRECTORY=/tmp/mine"});
+  ASSERT_TRUE(main.ok()) << main.status();
+  EXPECT_EQ(main->set, Plus(MainEnv("4096"), {{"CUDA_MPS_PIPE_DIRECTORY", "/run/nvidia-mps"}}));
+  EXPECT_EQ(main->mounts, std::vector<std::string>{"/run/nvidia-mps"});
+  StatusOr<EnvAdjustment> sidecar =
+      DecideContainerEnv(with_mps, BoundAnnotations(), "log", Env{"CUDA_MPS_PIPE_DIRECTORY=/tmp/mine"});
+  ASSERT_TRUE(sidecar.ok()) << sidecar.status();
+  EXPECT_EQ(sidecar->set, Plus(kVoid, {{"CUDA_MPS_PIPE_DIRECTORY", ""}}));
+  EXPECT_TRUE(sidecar->mounts.empty());
+}
+
 TEST(Injection, RefusesAnAllocationItCannotRead) {
   for (std::string text : {"{", R"({"v":2,"node":"n1","containers":[]})"}) {
     StatusOr<EnvAdjustment> got =
@@ -198,13 +247,19 @@ TEST(Injection, CEntryCarriesTheDecisionAsJson) {
       {"annotations", BoundAnnotations()}, {"container", "main"}, {"env", {"CUDA_VISIBLE_DEVICES=3"}}};
   EXPECT_EQ(call(request.dump()), nlohmann::json::parse(R"({"set": [["NVIDIA_VISIBLE_DEVICES", "GPU-a,GPU-b"],
       ["NVIDIA_GPU_MEMORY_LIMIT", "8192"], ["NVIDIA_GPU_MEMORY_REQUEST", "4096"],
-      ["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "0=8192M,1=8192M"], ["CUDA_VISIBLE_DEVICES", "GPU-a,GPU-b"]], "exempt": false})"));
+      ["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "0=8192M,1=8192M"], ["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "25"],
+      ["CUDA_MPS_CLIENT_PRIORITY", "0"], ["CUDA_VISIBLE_DEVICES", "GPU-a,GPU-b"]], "mounts": [], "exempt": false})"));
   // Absent or null (Go's nil map and slice): empty.
   EXPECT_EQ(call(R"({"namespace": "gpu-operator", "exemptNamespaces": ["gpu-operator"], "container": "app",
                       "env": ["NVIDIA_VISIBLE_DEVICES=all"]})"),
-            nlohmann::json::parse(R"({"set": [], "exempt": true})"));
+            nlohmann::json::parse(R"({"set": [], "mounts": [], "exempt": true})"));
   EXPECT_EQ(call(R"({"container": "app", "annotations": null, "env": null})"),
-            nlohmann::json::parse(R"({"set": [["NVIDIA_VISIBLE_DEVICES", "void"]], "exempt": false})"));
+            nlohmann::json::parse(R"({"set": [["NVIDIA_VISIBLE_DEVICES", "void"]], "mounts": [], "exempt": false})"));
+  // The node's MPS pipe directory reaches an allocated container as env and a mount.
+  request["mpsPipeDirectory"] = "/run/nvidia-mps";
+  nlohmann::json with_mps = call(request.dump());
+  EXPECT_EQ(with_mps["mounts"], nlohmann::json::parse(R"(["/run/nvidia-mps"])"));
+  EXPECT_EQ(with_mps["set"][6], nlohmann::json::parse(R"(["CUDA_MPS_PIPE_DIRECTORY", "/run/nvidia-mps"])"));
   EXPECT_EQ(call("[1]").value("error", ""), "the request is not a JSON object");
   EXPECT_EQ(call("{").value("error", ""), "the request is not a JSON object");
   EXPECT_EQ(call(R"({"env": [7]})").value("error", "").rfind("malformed request: ", 0), 0u);

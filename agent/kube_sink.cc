@@ -17,6 +17,7 @@ bool Holds(const Json& node, const char* field, const std::string& key, const st
 std::string Reason(const std::string& kind) {
   if (kind == api::kAuditOverCap) return "GpupackOverCap";
   if (kind == api::kAuditUnenforced) return "GpupackCapNotEnforced";
+  if (kind == api::kAuditOverCompute) return "GpupackOverCompute";
   return "GpupackForeignProcess";
 }
 

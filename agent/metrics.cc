@@ -75,9 +75,24 @@ AgentMetrics::AgentMetrics(std::string node)
       mode_(Gauge(*registry_, "gpupack_agent_enforcement_mode",
                   "1 for the node's enforcement mode (cgroup-dmem, cgroup-misc, mps, none), else 0.")),
       findings_(Gauge(*registry_, "gpupack_agent_audit_findings",
-                      "Current audit findings by kind (over-cap, unenforced, foreign-process).")),
+                      "Current audit findings by kind (over-cap, over-compute, unenforced, foreign-process).")),
       foreign_(Gauge(*registry_, "gpupack_agent_foreign_processes",
-                     "Processes on a device gpupack manages that no gpupack allocation of it explains.")) {
+                     "Processes on a device gpupack manages that no gpupack allocation of it explains.")),
+      compute_allocated_(Gauge(*registry_, "gpupack_agent_gpu_compute_allocated_percent",
+                               "Sum of the compute shares (percent of the device's SMs) of gpupack containers on each "
+                               "device.")),
+      sm_util_(Gauge(*registry_, "gpupack_agent_gpu_sm_utilization_percent",
+                     "NVML utilisation of each whole GPU: percent of the last sample period a kernel ran.")),
+      compute_mode_(Gauge(*registry_, "gpupack_agent_gpu_compute_enforcement",
+                          "1 for how each device holds compute shares (mps-namespace, mps-client, none), else 0.")),
+      container_compute_(Gauge(*registry_, "gpupack_agent_container_compute_share_percent",
+                               "Compute share (percent of the device's SMs) of a gpupack container on a device.")),
+      container_compute_used_(Gauge(*registry_, "gpupack_agent_container_compute_used_percent",
+                                    "Percent of the SMs' time a gpupack container's processes ran on a device.")),
+      namespace_compute_(Gauge(*registry_, "gpupack_agent_namespace_compute_allocated_percent",
+                               "Sum of a namespace's compute shares on this node, percent of one device.")),
+      namespace_compute_used_(Gauge(*registry_, "gpupack_agent_namespace_compute_used_percent",
+                                    "Sum of a namespace's containers' SM time on this node, percent of one device.")) {
   // Every result from the start, so that a rate over them is defined before the first eviction.
   for (std::string_view result : {kEvictionEvicted, kEvictionBlockedByPdb, kEvictionFailed}) {
     evictions_->Add({{"node", node_}, {"result", std::string(result)}});
@@ -113,15 +128,35 @@ void AgentMetrics::CountEviction(std::string_view result) {
 void AgentMetrics::Update(const api::GpuNodeStatus& status, const std::vector<ContainerCap>& caps) {
   std::lock_guard<std::mutex> lock(mu_);
   std::map<std::string, model::MiB> allocated;
-  for (const ContainerCap& c : caps) allocated[c.device] += c.cap_mib;
+  std::map<std::string, int> compute;
+  for (const ContainerCap& c : caps) {
+    allocated[c.device] += c.cap_mib;
+    if (c.compute_pct != api::kComputeNotRecorded) compute[c.device] += c.compute_pct;
+  }
   const std::set<std::string> managed = ManagedDevices(status);
   std::map<std::string, int> foreign;
   for (const api::GpuNodeAuditFinding& f : status.audit) foreign[f.device] += f.kind == api::kAuditForeignProcess;
-  GaugeSeries* const replaced[] = {&total_,    &used_,     &allocated_, &healthy_,  &cap_,
-                                   &cap_used_, &enforced_, &mode_,      &findings_, &foreign_};
+  GaugeSeries* const replaced[] = {&total_,
+                                   &used_,
+                                   &allocated_,
+                                   &healthy_,
+                                   &cap_,
+                                   &cap_used_,
+                                   &enforced_,
+                                   &mode_,
+                                   &findings_,
+                                   &foreign_,
+                                   &compute_allocated_,
+                                   &sm_util_,
+                                   &compute_mode_,
+                                   &container_compute_,
+                                   &container_compute_used_,
+                                   &namespace_compute_,
+                                   &namespace_compute_used_};
   for (GaugeSeries* g : replaced) g->Begin();
   auto device = [&](const std::string& uuid, int index, const std::string& model, const std::string& profile,
-                    model::MiB total, model::MiB used, bool healthy) {
+                    model::MiB total, model::MiB used, bool healthy, const std::string& compute_enforcement,
+                    int sm_util_pct) {
     const std::map<std::string, std::string> labels = {{"node", node_},
                                                        {"gpu_uuid", uuid},
                                                        {"gpu_index", std::to_string(index)},
@@ -132,28 +167,47 @@ void AgentMetrics::Update(const api::GpuNodeStatus& status, const std::vector<Co
     allocated_.Set(labels, static_cast<double>(allocated[uuid]) * kMiB);
     healthy_.Set(labels, healthy ? 1 : 0);
     if (managed.count(uuid) > 0) foreign_.Set(labels, foreign[uuid]);
+    compute_allocated_.Set(labels, compute[uuid]);
+    if (sm_util_pct >= 0) sm_util_.Set(labels, sm_util_pct);
+    for (std::string_view mode :
+         {api::kComputeEnforcementMpsNamespace, api::kComputeEnforcementMpsClient, api::kComputeEnforcementNone}) {
+      std::map<std::string, std::string> with_mode = labels;
+      with_mode["mode"] = std::string(mode);
+      compute_mode_.Set(with_mode, compute_enforcement == mode ? 1 : 0);
+    }
   };
   for (const api::GpuNodeDevice& d : status.devices) {
     if (!d.mig_enabled) {
-      device(d.uuid, d.index, d.model, "", d.memory_mib, d.used_mib, d.healthy);
+      device(d.uuid, d.index, d.model, "", d.memory_mib, d.used_mib, d.healthy, d.compute_enforcement, d.sm_util_pct);
       continue;
     }
     for (const api::GpuNodeMigInstance& m : d.mig_instances) {
-      device(m.uuid, d.index, d.model, m.profile, m.memory_mib, m.used_mib, d.healthy);
+      device(m.uuid, d.index, d.model, m.profile, m.memory_mib, m.used_mib, d.healthy, m.compute_enforcement, -1);
     }
   }
+  // Per namespace: the series dashboards sum without a pod label (one per namespace and node).
+  std::map<std::string, int> ns_compute, ns_used;
+  for (const ContainerCap& c : caps) {
+    if (c.compute_pct != api::kComputeNotRecorded) ns_compute[c.ns] += c.compute_pct;
+    if (c.used_compute_pct >= 0) ns_used[c.ns] += c.used_compute_pct;
+  }
+  for (const auto& [ns, pct] : ns_compute) namespace_compute_.Set({{"node", node_}, {"namespace", ns}}, pct);
+  for (const auto& [ns, pct] : ns_used) namespace_compute_used_.Set({{"node", node_}, {"namespace", ns}}, pct);
   for (const ContainerCap& c : caps) {
     const std::map<std::string, std::string> labels = {
         {"node", node_}, {"namespace", c.ns}, {"pod", c.pod}, {"container", c.container}, {"gpu_uuid", c.device}};
     cap_.Set(labels, static_cast<double>(c.cap_mib) * kMiB);
     cap_used_.Set(labels, static_cast<double>(c.used_mib) * kMiB);
     enforced_.Set(labels, c.enforced ? 1 : 0);
+    if (c.compute_pct != api::kComputeNotRecorded) container_compute_.Set(labels, c.compute_pct);
+    if (c.used_compute_pct >= 0) container_compute_used_.Set(labels, c.used_compute_pct);
   }
   for (std::string_view mode :
        {api::kEnforcementCgroupDmem, api::kEnforcementCgroupMisc, api::kEnforcementMps, api::kEnforcementNone}) {
     mode_.Set({{"node", node_}, {"mode", std::string(mode)}}, status.enforcement.mode == mode ? 1 : 0);
   }
   std::map<std::string, int> per_kind = {{std::string(api::kAuditOverCap), 0},
+                                         {std::string(api::kAuditOverCompute), 0},
                                          {std::string(api::kAuditUnenforced), 0},
                                          {std::string(api::kAuditForeignProcess), 0}};
   for (const api::GpuNodeAuditFinding& f : status.audit) ++per_kind[f.kind];

@@ -14,6 +14,13 @@
 //   gpupack_agent_audit_findings{node,kind}           current findings per kind           gauge
 //   gpupack_agent_foreign_processes{…device labels}   foreign-process findings on each    gauge
 //                                                     device gpupack manages (0 when none)
+//   gpupack_agent_gpu_compute_allocated_percent{…device labels}  Σ compute shares          gauge
+//   gpupack_agent_gpu_sm_utilization_percent{…device labels}     NVML, whole GPUs only     gauge
+//   gpupack_agent_gpu_compute_enforcement{…device labels,mode}   1 for the device's mode   gauge
+//   gpupack_agent_container_compute_share_percent{node,namespace,pod,container,gpu_uuid}  gauge
+//   gpupack_agent_container_compute_used_percent{…same}  SM time, where NVML has it       gauge
+//   gpupack_agent_namespace_compute_allocated_percent{node,namespace}  Σ shares           gauge
+//   gpupack_agent_namespace_compute_used_percent{node,namespace}       Σ SM time          gauge
 //   gpupack_agent_evictions_total{node,result=evicted|blocked_by_pdb|failed}              counter
 //   gpupack_agent_enforcement_actions_total{node,action=apply|verify|clear|error}         counter
 //   gpupack_agent_nvml_errors_total{node,call}        failed NVML calls by function       counter
@@ -91,6 +98,8 @@ class AgentMetrics {
   prometheus::Family<prometheus::Counter>* evictions_;
   prometheus::Gauge* report_time_;
   GaugeSeries total_, used_, allocated_, healthy_, cap_, cap_used_, enforced_, mode_, findings_, foreign_;
+  GaugeSeries compute_allocated_, sm_util_, compute_mode_, container_compute_, container_compute_used_,
+      namespace_compute_, namespace_compute_used_;
 };
 
 }  // namespace gpupack::agent

@@ -110,6 +110,10 @@ struct Nvml::Functions {
                                                    nvmlGpuInstanceProfileInfo_v2_t*) = nullptr;
   nvmlReturn_t (*DeviceSetMemoryLimits_v1)(nvmlDevice_t, nvmlSetMemoryLimits_v1_t*) = nullptr;
   nvmlReturn_t (*DeviceGetMemoryLimits_v1)(nvmlDevice_t, nvmlGetMemoryLimits_v1_t*) = nullptr;
+  nvmlReturn_t (*DeviceGetUtilizationRates)(nvmlDevice_t, nvmlUtilization_t*) = nullptr;
+  nvmlReturn_t (*DeviceGetProcessUtilization)(nvmlDevice_t, nvmlProcessUtilizationSample_t*, unsigned int*,
+                                              unsigned long long) = nullptr;
+  nvmlReturn_t (*DeviceGetComputeMode)(nvmlDevice_t, int*) = nullptr;
 };
 
 namespace {
@@ -176,6 +180,9 @@ StatusOr<std::unique_ptr<Nvml>> Nvml::Open(const std::string& library) {
   Resolve(handle, "nvmlDeviceGetGpuInstanceProfileInfoV", &fn->DeviceGetGpuInstanceProfileInfoV);
   Resolve(handle, "nvmlDeviceSetMemoryLimits_v1", &fn->DeviceSetMemoryLimits_v1);
   Resolve(handle, "nvmlDeviceGetMemoryLimits_v1", &fn->DeviceGetMemoryLimits_v1);
+  Resolve(handle, "nvmlDeviceGetUtilizationRates", &fn->DeviceGetUtilizationRates);
+  Resolve(handle, "nvmlDeviceGetProcessUtilization", &fn->DeviceGetProcessUtilization);
+  Resolve(handle, "nvmlDeviceGetComputeMode", &fn->DeviceGetComputeMode);
 
   const nvmlReturn_t rc = fn->Init_v2();
   if (rc != NVML_SUCCESS) {
@@ -373,6 +380,52 @@ StatusOr<NvmlMemoryLimits> Nvml::GetMemoryLimits(nvmlDevice_t device, const std:
   nvmlGetMemoryLimits_v1_t limits{cgroup_dir.c_str(), 0, 0, 0};
   GPUPACK_RETURN_IF_ERROR(Check(fn_->DeviceGetMemoryLimits_v1(device, &limits), "nvmlDeviceGetMemoryLimits_v1"));
   return NvmlMemoryLimits{limits.softLimit, limits.hardLimit, limits.currentUsed};
+}
+
+StatusOr<int> Nvml::SmUtilization(nvmlDevice_t device) const {
+  if (!fn_->DeviceGetUtilizationRates) {
+    return NvmlStatus(NVML_ERROR_FUNCTION_NOT_FOUND, "nvmlDeviceGetUtilizationRates");
+  }
+  nvmlUtilization_t u{};
+  const nvmlReturn_t rc = fn_->DeviceGetUtilizationRates(device, &u);
+  if (rc == NVML_ERROR_NOT_SUPPORTED) return NvmlStatus(rc, "nvmlDeviceGetUtilizationRates");  // MIG mode: expected
+  GPUPACK_RETURN_IF_ERROR(Check(rc, "nvmlDeviceGetUtilizationRates"));
+  return static_cast<int>(u.gpu);
+}
+
+StatusOr<std::map<uint32_t, int>> Nvml::ProcessSmUtilization(nvmlDevice_t device, uint64_t since_us) const {
+  if (!fn_->DeviceGetProcessUtilization) {
+    return NvmlStatus(NVML_ERROR_FUNCTION_NOT_FOUND, "nvmlDeviceGetProcessUtilization");
+  }
+  // Sized by a first call with no buffer (INSUFFICIENT_SIZE and the count); NOT_FOUND when no
+  // process ran since `since_us`.
+  unsigned int count = 0;
+  nvmlReturn_t rc = fn_->DeviceGetProcessUtilization(device, nullptr, &count, since_us);
+  std::map<uint32_t, int> out;
+  if (rc == NVML_ERROR_NOT_FOUND || (rc == NVML_SUCCESS && count == 0)) return out;
+  if (rc == NVML_ERROR_NOT_SUPPORTED) return NvmlStatus(rc, "nvmlDeviceGetProcessUtilization");  // MIG: expected
+  if (rc != NVML_ERROR_INSUFFICIENT_SIZE && rc != NVML_SUCCESS) return Check(rc, "nvmlDeviceGetProcessUtilization");
+  std::vector<nvmlProcessUtilizationSample_t> samples(count + 8);
+  count = static_cast<unsigned int>(samples.size());
+  rc = fn_->DeviceGetProcessUtilization(device, samples.data(), &count, since_us);
+  if (rc == NVML_ERROR_NOT_FOUND) return out;
+  GPUPACK_RETURN_IF_ERROR(Check(rc, "nvmlDeviceGetProcessUtilization"));
+  // Several samples per process: their mean is its share of the SMs' time over the window.
+  std::map<uint32_t, std::pair<int64_t, int64_t>> sum_and_n;
+  for (unsigned int i = 0; i < count && i < samples.size(); ++i) {
+    auto& [sum, n] = sum_and_n[samples[i].pid];
+    sum += samples[i].smUtil;
+    ++n;
+  }
+  for (const auto& [pid, sn] : sum_and_n) out[pid] = static_cast<int>(sn.first / sn.second);
+  return out;
+}
+
+StatusOr<bool> Nvml::ExclusiveProcess(nvmlDevice_t device) const {
+  if (!fn_->DeviceGetComputeMode) return NvmlStatus(NVML_ERROR_FUNCTION_NOT_FOUND, "nvmlDeviceGetComputeMode");
+  int mode = NVML_COMPUTEMODE_DEFAULT;
+  GPUPACK_RETURN_IF_ERROR(Check(fn_->DeviceGetComputeMode(device, &mode), "nvmlDeviceGetComputeMode"));
+  return mode == NVML_COMPUTEMODE_EXCLUSIVE_PROCESS;
 }
 
 }  // namespace gpupack::agent

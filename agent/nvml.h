@@ -5,8 +5,9 @@
 // names the call and the NVML error ("nvmlDeviceGetUUID: NVML_ERROR_GPU_IS_LOST (15): the GPU has
 // fallen off the bus or is otherwise inaccessible"). Optional functions (newer than the oldest
 // driver we support) are resolved only when present: the MIG calls, nvmlDeviceGetMemoryInfo_v2
-// (falls back to v1), nvmlSystemGetCudaDriverVersion_v2 and the R615 per-cgroup memory limits
-// (nvmlDeviceSetMemoryLimits_v1 / GetMemoryLimits_v1).
+// (falls back to v1), nvmlSystemGetCudaDriverVersion_v2, the R615 per-cgroup memory limits
+// (nvmlDeviceSetMemoryLimits_v1 / GetMemoryLimits_v1), and the utilisation and compute-mode calls
+// (nvmlDeviceGetUtilizationRates, nvmlDeviceGetProcessUtilization, nvmlDeviceGetComputeMode).
 //
 // Thread safety: NVML itself is thread-safe; an Nvml object is immutable after Open, so its
 // methods may be called concurrently. The error observer must be set before sharing the object.
@@ -104,6 +105,16 @@ class Nvml {
   Status SetMemoryLimits(nvmlDevice_t device, const std::string& cgroup_dir, uint64_t soft_bytes,
                          uint64_t hard_bytes) const;
   StatusOr<NvmlMemoryLimits> GetMemoryLimits(nvmlDevice_t device, const std::string& cgroup_dir) const;
+  // nvmlDeviceGetUtilizationRates' gpu figure: percent of the last sample period in which a kernel
+  // ran. FailedPrecondition on a MIG-enabled GPU (NOT_SUPPORTED, not reported to the observer) or
+  // when the call is absent.
+  StatusOr<int> SmUtilization(nvmlDevice_t device) const;
+  // Per process, the mean smUtil of nvmlDeviceGetProcessUtilization's samples newer than
+  // `since_us` (microseconds since the epoch; 0 = every sample the driver keeps): the percent of
+  // the SMs' time its kernels ran. Empty when no process ran since then.
+  StatusOr<std::map<uint32_t, int>> ProcessSmUtilization(nvmlDevice_t device, uint64_t since_us) const;
+  // Whether the device's compute mode is EXCLUSIVE_PROCESS (nvmlDeviceGetComputeMode).
+  StatusOr<bool> ExclusiveProcess(nvmlDevice_t device) const;
 
  private:
   struct Functions;

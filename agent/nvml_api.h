@@ -86,6 +86,33 @@ typedef struct {
   unsigned int computeInstanceId;
 } nvmlProcessInfo_t;
 
+// Percent of the last sample period in which a kernel ran (gpu) and device memory was read or
+// written (memory). nvmlDeviceGetUtilizationRates answers NOT_SUPPORTED on a MIG-enabled GPU.
+typedef struct {
+  unsigned int gpu;
+  unsigned int memory;
+} nvmlUtilization_t;
+
+// One sample of nvmlDeviceGetProcessUtilization: percent of the sample period in which the
+// process ran on the SMs (smUtil), timestamps in microseconds since the epoch.
+typedef struct {
+  unsigned int pid;
+  unsigned long long timeStamp;
+  unsigned int smUtil;
+  unsigned int memUtil;
+  unsigned int encUtil;
+  unsigned int decUtil;
+} nvmlProcessUtilizationSample_t;
+
+// nvmlComputeMode_t: EXCLUSIVE_PROCESS lets only one context (the MPS server's, when MPS runs) hold
+// the device, so a client cannot bypass MPS by creating its own.
+enum : int {
+  NVML_COMPUTEMODE_DEFAULT = 0,
+  NVML_COMPUTEMODE_EXCLUSIVE_THREAD = 1,
+  NVML_COMPUTEMODE_PROHIBITED = 2,
+  NVML_COMPUTEMODE_EXCLUSIVE_PROCESS = 3,
+};
+
 typedef struct {
   unsigned int start;
   unsigned int size;
@@ -132,6 +159,8 @@ typedef struct {
 
 static_assert(sizeof(nvmlMemory_v2_t) == 40, "nvmlMemory_v2_t layout");
 static_assert(sizeof(nvmlProcessInfo_t) == 24, "nvmlProcessInfo_t layout");
+static_assert(sizeof(nvmlUtilization_t) == 8, "nvmlUtilization_t layout");
+static_assert(sizeof(nvmlProcessUtilizationSample_t) == 32, "nvmlProcessUtilizationSample_t layout");
 static_assert(sizeof(nvmlGpuInstanceProfileInfo_v2_t) == 152, "nvmlGpuInstanceProfileInfo_v2_t layout");
 static_assert(sizeof(nvmlGpuInstanceInfo_t) == 24, "nvmlGpuInstanceInfo_t layout");
 static_assert(sizeof(nvmlSetMemoryLimits_v1_t) == 24, "nvmlSetMemoryLimits_v1_t layout");

@@ -47,6 +47,7 @@ std::string EncodeAllocation(const Allocation& allocation) {
     ojson devices = ojson::array();
     for (const AllocatedDevice& d : c.devices) {
       ojson dj = {{"uuid", d.uuid}, {"index", d.index}, {"memMiB", d.mem_mib}};
+      if (d.limit_mib > d.mem_mib) dj["limitMiB"] = d.limit_mib;
       if (d.compute_pct != kComputeNotRecorded) dj["computePct"] = d.compute_pct;
       if (!d.parent_uuid.empty()) dj["parent"] = d.parent_uuid;
       if (!d.profile.empty()) dj["profile"] = d.profile;
@@ -61,6 +62,8 @@ std::string EncodeAllocation(const Allocation& allocation) {
   }
   ojson doc = {{"v", kAllocationVersion}, {"node", allocation.node}, {"containers", std::move(containers)}};
   if (!allocation.spread_key.empty()) doc["spreadKey"] = allocation.spread_key;
+  if (allocation.mps_client_priority != kMpsClientPriorityNormal)
+    doc["mpsClientPriority"] = allocation.mps_client_priority;
   return doc.dump();
 }
 
@@ -77,6 +80,8 @@ StatusOr<Allocation> DecodeAllocation(std::string_view text) {
   GPUPACK_RETURN_IF_ERROR(ReadField(doc, "node", "document", out.node));
   if (out.node.empty()) return Bad("node", "missing or empty");
   GPUPACK_RETURN_IF_ERROR(ReadField(doc, "spreadKey", "document", out.spread_key));
+  GPUPACK_RETURN_IF_ERROR(ReadField(doc, "mpsClientPriority", "document", out.mps_client_priority));
+  if (out.mps_client_priority > kMpsClientPriorityBelowNormal) return Bad("mpsClientPriority", "must be 0 or 1");
   auto cs = doc.find("containers");
   if (cs == doc.end() || !cs->is_array()) return Bad("containers", "missing or not an array");
   for (size_t i = 0; i < cs->size(); ++i) {
@@ -100,6 +105,10 @@ StatusOr<Allocation> DecodeAllocation(std::string_view text) {
       if (d.uuid.empty()) return Bad(dwhere + ".uuid", "missing or empty");
       GPUPACK_RETURN_IF_ERROR(ReadField(dj, "index", dwhere, d.index));
       GPUPACK_RETURN_IF_ERROR(ReadField(dj, "memMiB", dwhere, d.mem_mib));
+      GPUPACK_RETURN_IF_ERROR(ReadField(dj, "limitMiB", dwhere, d.limit_mib));
+      if (d.limit_mib != 0 && d.limit_mib < d.mem_mib) {
+        return Bad(dwhere + ".limitMiB", "must not be below memMiB (the ceiling is at least the guaranteed amount)");
+      }
       GPUPACK_RETURN_IF_ERROR(ReadField(dj, "computePct", dwhere, d.compute_pct));
       if (d.compute_pct > model::kDeviceComputePct) return Bad(dwhere + ".computePct", "must be at most 100");
       GPUPACK_RETURN_IF_ERROR(ReadField(dj, "parent", dwhere, d.parent_uuid));
@@ -134,23 +143,45 @@ std::map<std::string, std::string> AllocationAnnotations(const Allocation& alloc
         mps += ',';
       }
       visible += c.devices[i].uuid;
-      mps += std::to_string(i) + "=" + std::to_string(c.devices[i].mem_mib) + "M";
+      mps += std::to_string(i) + "=" + std::to_string(HardLimitMiB(c.devices[i])) + "M";
     }
-    // Every device of a container carries the same cap (memory is split evenly, docs/annotations.md).
-    const model::MiB limit = c.devices.front().mem_mib;
+    // Every device of a container carries the same cap and ceiling (memory is split evenly,
+    // docs/annotations.md).
+    const AllocatedDevice& first = c.devices.front();
+    const model::MiB limit = HardLimitMiB(first);
     const model::MiB request =
-        std::max<model::MiB>(1, static_cast<model::MiB>(std::floor(static_cast<double>(limit) * request_ratio)));
+        limit > first.mem_mib
+            ? first.mem_mib
+            : std::max<model::MiB>(1, static_cast<model::MiB>(std::floor(static_cast<double>(limit) * request_ratio)));
     out[ContainerAnnotationKey(c.init, c.index, ContainerEnvKey::kVisibleDevices)] = visible;
     out[ContainerAnnotationKey(c.init, c.index, ContainerEnvKey::kMemoryLimitMiB)] = std::to_string(limit);
     out[ContainerAnnotationKey(c.init, c.index, ContainerEnvKey::kMemoryRequestMiB)] =
         std::to_string(std::min(request, limit));
     out[ContainerAnnotationKey(c.init, c.index, ContainerEnvKey::kMpsMemoryLimit)] = mps;
+    out[ContainerAnnotationKey(c.init, c.index, ContainerEnvKey::kMpsActiveThreadPercentage)] =
+        std::to_string(ActiveThreadPercentage(c));
+    out[ContainerAnnotationKey(c.init, c.index, ContainerEnvKey::kMpsClientPriority)] =
+        std::to_string(allocation.mps_client_priority);
   }
   return out;
 }
 
-model::MiB SoftLimitMiB(model::MiB request_mib, model::MiB cap_mib) {
-  return request_mib >= 1 && request_mib <= cap_mib ? request_mib : cap_mib;
+int MpsClientPriorityOf(int64_t pod_priority) {
+  return pod_priority < 0 ? kMpsClientPriorityBelowNormal : kMpsClientPriorityNormal;
+}
+
+int ActiveThreadPercentage(const ContainerAllocation& c) {
+  int least = model::kDeviceComputePct;
+  for (const AllocatedDevice& d : c.devices) {
+    if (d.compute_pct != kComputeNotRecorded) least = std::min(least, d.compute_pct);
+  }
+  return std::max(1, least);
+}
+
+model::MiB HardLimitMiB(const AllocatedDevice& d) { return std::max(d.limit_mib, d.mem_mib); }
+
+model::MiB SoftLimitMiB(model::MiB request_mib, const AllocatedDevice& d) {
+  return request_mib >= 1 && request_mib <= HardLimitMiB(d) ? request_mib : d.mem_mib;
 }
 
 }  // namespace gpupack::api

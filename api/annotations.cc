@@ -19,6 +19,12 @@ std::string ContainerAnnotationKey(bool init, int index, ContainerEnvKey key) {
     case ContainerEnvKey::kMpsMemoryLimit:
       out += "-mps-memory-limit";
       break;
+    case ContainerEnvKey::kMpsActiveThreadPercentage:
+      out += "-mps-thread-percentage";
+      break;
+    case ContainerEnvKey::kMpsClientPriority:
+      out += "-mps-client-priority";
+      break;
   }
   return out;
 }
@@ -42,6 +48,10 @@ std::string_view ContainerEnvName(ContainerEnvKey key) {
       return "NVIDIA_GPU_MEMORY_REQUEST";
     case ContainerEnvKey::kMpsMemoryLimit:
       return "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT";
+    case ContainerEnvKey::kMpsActiveThreadPercentage:
+      return "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE";
+    case ContainerEnvKey::kMpsClientPriority:
+      return "CUDA_MPS_CLIENT_PRIORITY";
   }
   return "";
 }

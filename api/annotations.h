@@ -33,6 +33,7 @@ inline constexpr std::string_view kAnnotationNodePolicy = "gpupack.io/node-polic
 inline constexpr std::string_view kAnnotationDevicePolicy = "gpupack.io/device-policy";
 inline constexpr std::string_view kAnnotationSpreadKey = model::kRuleSpreadKey;
 inline constexpr std::string_view kAnnotationSpreadScope = model::kRuleSpreadScope;
+inline constexpr std::string_view kAnnotationGpuMemoryLimit = model::kRuleGpuMemoryLimit;
 
 // Written by the webhook (never by users): the containers, "c0,i1", whose gpupack.io/gpu-memory
 // the webhook added to a whole-device request so a ResourceQuota on requests.gpupack.io/gpu-memory
@@ -66,14 +67,23 @@ enum class ContainerEnvKey {
   kMemoryLimitMiB,    // per-device hard cap in MiB, e.g. "8192"
   kMemoryRequestMiB,  // per-device soft limit in MiB (= limit unless a soft ratio is configured)
   kMpsMemoryLimit,    // legacy CUDA MPS string, "0=8192M,1=8192M" (ordinals within the visible set)
+  // The container's compute cap for an MPS client, whole percent of each device's SMs: the least
+  // computePct of its devices, at least 1 (api::ActiveThreadPercentage), e.g. "30".
+  kMpsActiveThreadPercentage,
+  // The MPS client priority its pod's Kubernetes priority maps to (api::MpsClientPriorityOf): "0"
+  // normal, "1" below normal.
+  kMpsClientPriority,
 };
 std::string ContainerAnnotationKey(bool init, int index, ContainerEnvKey key);
 
 // The environment variable that carries each key into the container.
 std::string_view ContainerEnvName(ContainerEnvKey key);
-inline constexpr ContainerEnvKey kAllContainerEnvKeys[] = {
-    ContainerEnvKey::kVisibleDevices, ContainerEnvKey::kMemoryLimitMiB, ContainerEnvKey::kMemoryRequestMiB,
-    ContainerEnvKey::kMpsMemoryLimit};
+inline constexpr ContainerEnvKey kAllContainerEnvKeys[] = {ContainerEnvKey::kVisibleDevices,
+                                                           ContainerEnvKey::kMemoryLimitMiB,
+                                                           ContainerEnvKey::kMemoryRequestMiB,
+                                                           ContainerEnvKey::kMpsMemoryLimit,
+                                                           ContainerEnvKey::kMpsActiveThreadPercentage,
+                                                           ContainerEnvKey::kMpsClientPriority};
 
 // Environment variables that choose a container's GPU devices or caps. Only the scheduler's
 // allocation may set them: the webhook refuses (or strips) them wherever a pod's spec sets them
@@ -90,6 +100,8 @@ inline constexpr std::string_view kDeviceEnvNames[] = {kEnvNvidiaVisibleDevices,
 // - CUDA_MPS_*: MPS client settings: the pinned memory limit, the thread share, and the pipe
 //   directory that decides which MPS server (and so whose limits) a client joins.
 inline constexpr std::string_view kDeviceEnvPrefixes[] = {"NVIDIA_GPU_MEMORY_", "CUDA_MPS_"};
+// The MPS pipe directory: node-side injection gives an allocated container the node's (and only it).
+inline constexpr std::string_view kEnvCudaMpsPipeDirectory = "CUDA_MPS_PIPE_DIRECTORY";
 // True for a name in kDeviceEnvNames, under a kDeviceEnvPrefixes prefix, or one gpupack itself
 // injects (ContainerEnvName of kAllContainerEnvKeys), so a new injected variable is covered without
 // a second list. Case-sensitive, as the environment is. Not covered: what selects driver features

@@ -206,7 +206,13 @@ void AppendString(std::string& out, std::string_view text) {
 
 // Node names and our messages are valid UTF-8 (the decoders refuse anything else), so escaping
 // quotes, backslashes and control characters is all JSON needs.
-void AppendStringMap(std::string& out, const FailedNodesMap& map) {
+void AppendMessage(std::string& out, std::string_view text) {
+  if (text.find('%') == std::string_view::npos) return AppendString(out, text);
+  AppendString(out, SchedulerSafeMessage(text));
+}
+
+// Node name → message: the messages as AppendMessage writes them.
+void AppendMessageMap(std::string& out, const FailedNodesMap& map) {
   out += '{';
   bool first = true;
   for (const auto& [key, value] : map) {
@@ -214,7 +220,7 @@ void AppendStringMap(std::string& out, const FailedNodesMap& map) {
     first = false;
     AppendString(out, key);
     out += ':';
-    AppendString(out, value);
+    AppendMessage(out, value);
   }
   out += '}';
 }
@@ -276,6 +282,19 @@ StatusOr<ExtenderPreemptionArgs> DecodePreemptionArgs(std::string_view body) {
   return args;
 }
 
+std::string SchedulerSafeMessage(std::string_view text) {
+  std::string out;
+  out.reserve(text.size() + 8);
+  for (char c : text) {
+    if (c == '%') {
+      out += "\xEF\xBC\x85";  // U+FF05 FULLWIDTH PERCENT SIGN
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 std::string EncodeFilterResult(const ExtenderFilterResult& result) {
   std::string out = "{";
   Key(out, "Nodes");
@@ -285,13 +304,13 @@ std::string EncodeFilterResult(const ExtenderFilterResult& result) {
   AppendNames(out, result.node_names);
   out += ',';
   Key(out, "FailedNodes");
-  AppendStringMap(out, result.failed_nodes);
+  AppendMessageMap(out, result.failed_nodes);
   out += ',';
   Key(out, "FailedAndUnresolvableNodes");
-  AppendStringMap(out, result.failed_and_unresolvable_nodes);
+  AppendMessageMap(out, result.failed_and_unresolvable_nodes);
   out += ',';
   Key(out, "Error");
-  AppendString(out, result.error);
+  AppendMessage(out, result.error);
   out += '}';
   return out;
 }
@@ -364,7 +383,7 @@ std::string EncodeHostPriorityList(const std::vector<std::string_view>& hosts, c
 std::string EncodeBindingResult(const ExtenderBindingResult& result) {
   std::string out = "{";
   Key(out, "Error");
-  AppendString(out, result.error);
+  AppendMessage(out, result.error);
   out += '}';
   return out;
 }

@@ -129,7 +129,10 @@ inline bool NeedsJsonEscape(std::string_view text) {
   return (any & kHigh) != 0;
 }
 
-// Encoders for what the extender replies.
+// Encoders for what the extender replies. The messages (FailedNodes, FailedAndUnresolvableNodes and
+// Error values) go out with every '%' as U+FF05 '％' (SchedulerSafeMessage): kube-scheduler passes a
+// failure's text as the format string of its FailedScheduling event (Eventf(…, msg), v1.34), so a
+// verdict's "needs 30 % compute" would reach `kubectl describe pod` as "needs 30 %!c(MISSING)ompute".
 std::string EncodeFilterResult(const ExtenderFilterResult& result);
 std::string EncodeHostPriorityList(const HostPriorityList& list);
 // The same list as hosts[i] with scores[i], without a string per host (prioritize's path).
@@ -137,6 +140,9 @@ std::string EncodeHostPriorityList(const HostPriorityList& list);
 std::string EncodeHostPriorityList(const std::vector<std::string_view>& hosts, const std::vector<int64_t>& scores);
 std::string EncodeBindingResult(const ExtenderBindingResult& result);
 std::string EncodePreemptionResult(const ExtenderPreemptionResult& result);
+
+// `text` with every '%' replaced by the full-width '％' (UTF-8 EF BC 85), which no printf reads.
+std::string SchedulerSafeMessage(std::string_view text);
 
 // The other direction, for clients that play kube-scheduler (the simulator's HTTP mode, tests).
 // `pod` is encoded verbatim; exactly one of `node_names` / `nodes` should be set.

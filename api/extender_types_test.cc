@@ -113,6 +113,21 @@ TEST(ExtenderTypes, EncodesExactlyWhatGoExpects) {
       R"({"Nodes":null,"NodeNames":["node1"],"FailedNodes":{"foo":"bar"},"FailedAndUnresolvableNodes":{},"Error":"myerror"})");
 }
 
+// kube-scheduler formats a failure's text as printf (its FailedScheduling event): no '%' may reach it.
+TEST(ExtenderTypes, MessagesReachKubeSchedulerWithoutPrintfVerbs) {
+  ExtenderFilterResult filter;
+  filter.node_names = std::vector<std::string>{"100%-node"};
+  filter.failed_nodes["n1"] = "needs 30 % compute, largest free share 20 %";
+  filter.failed_and_unresolvable_nodes["n2"] = "more than 150 % of its memory";
+  filter.error = "50%";
+  EXPECT_EQ(EncodeFilterResult(filter),
+            "{\"Nodes\":null,\"NodeNames\":[\"100%-node\"],"  // a node's name is its name
+            "\"FailedNodes\":{\"n1\":\"needs 30 \uFF05 compute, largest free share 20 \uFF05\"},"
+            "\"FailedAndUnresolvableNodes\":{\"n2\":\"more than 150 \uFF05 of its memory\"},\"Error\":\"50\uFF05\"}");
+  EXPECT_EQ(EncodeBindingResult({"device at 101 %"}), "{\"Error\":\"device at 101 \uFF05\"}");
+  EXPECT_EQ(SchedulerSafeMessage("no percent sign"), "no percent sign");
+}
+
 TEST(ExtenderTypes, ResultsRoundTripThroughTheClientDecoders) {
   ExtenderFilterResult filter;
   filter.node_names = std::vector<std::string>{"a"};

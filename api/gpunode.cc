@@ -64,6 +64,16 @@ Status ForEach(const Json& obj, const char* key, const std::string& where, F eac
   return Status::Ok();
 }
 
+Status ReadComputeEnforcement(const Json& obj, const std::string& where, std::string* out) {
+  GPUPACK_RETURN_IF_ERROR(ReadString(obj, "computeEnforcement", where, out));
+  if (*out != kComputeEnforcementMpsNamespace && *out != kComputeEnforcementMpsClient &&
+      *out != kComputeEnforcementNone) {
+    return Status::InvalidArgument(where + ".computeEnforcement: unknown \"" + *out +
+                                   "\" (want mps-namespace, mps-client or none)");
+  }
+  return Status::Ok();
+}
+
 Status RequireUuid(const std::string& uuid, const std::string& where) {
   if (uuid.empty()) return Status::InvalidArgument(where + ".uuid: missing");
   return Status::Ok();
@@ -77,6 +87,7 @@ Json MigToJson(const GpuNodeMigInstance& m) {
             {"gpuInstanceId", m.gpu_instance_id}};
   if (m.placement_start >= 0) j["placement"] = {{"start", m.placement_start}, {"size", m.placement_size}};
   if (m.excluded) j["excluded"] = true;
+  j["computeEnforcement"] = m.compute_enforcement;
   return j;
 }
 
@@ -88,6 +99,7 @@ Status MigFromJson(const Json& j, const std::string& where, GpuNodeMigInstance* 
   GPUPACK_RETURN_IF_ERROR(ReadMiB(j, "usedMiB", where, &m->used_mib));
   GPUPACK_RETURN_IF_ERROR(ReadInt32(j, "gpuInstanceId", where, &m->gpu_instance_id));
   GPUPACK_RETURN_IF_ERROR(ReadBool(j, "excluded", where, &m->excluded));
+  GPUPACK_RETURN_IF_ERROR(ReadComputeEnforcement(j, where, &m->compute_enforcement));
   auto p = j.find("placement");
   if (p != j.end() && !p->is_null()) {
     if (!p->is_object()) return Status::InvalidArgument(where + ".placement: expected an object");
@@ -108,6 +120,9 @@ Status DeviceFromJson(const Json& j, const std::string& where, GpuNodeDevice* d)
   GPUPACK_RETURN_IF_ERROR(ReadBool(j, "healthy", where, &d->healthy));
   GPUPACK_RETURN_IF_ERROR(ReadBool(j, "migEnabled", where, &d->mig_enabled));
   GPUPACK_RETURN_IF_ERROR(ReadBool(j, "excluded", where, &d->excluded));
+  GPUPACK_RETURN_IF_ERROR(ReadComputeEnforcement(j, where, &d->compute_enforcement));
+  GPUPACK_RETURN_IF_ERROR(ReadInt32(j, "allocatedComputePct", where, &d->allocated_compute_pct));
+  GPUPACK_RETURN_IF_ERROR(ReadInt32(j, "smUtilPct", where, &d->sm_util_pct));
   return ForEach(j, "migInstances", where, [&](const Json& m, const std::string& at) {
     GpuNodeMigInstance mig;
     GPUPACK_RETURN_IF_ERROR(MigFromJson(m, at, &mig));
@@ -175,7 +190,10 @@ nlohmann::json GpuNodeStatusToJson(const GpuNodeStatus& status) {
                        {"allocatedMiB", d.allocated_mib},
                        {"healthy", d.healthy},
                        {"migEnabled", d.mig_enabled},
-                       {"migInstances", std::move(migs)}});
+                       {"migInstances", std::move(migs)},
+                       {"computeEnforcement", d.compute_enforcement},
+                       {"allocatedComputePct", d.allocated_compute_pct}});
+    if (d.sm_util_pct >= 0) devices.back()["smUtilPct"] = d.sm_util_pct;
     if (d.excluded) {
       devices.back()["excluded"] = true;
       excluded += d.mig_enabled ? 0 : 1;
@@ -193,6 +211,7 @@ nlohmann::json GpuNodeStatusToJson(const GpuNodeStatus& status) {
                          {"pod", p.pod},
                          {"container", p.container},
                          {"containerID", p.container_id}});
+    if (p.sm_util_pct >= 0) processes.back()["smUtilPct"] = p.sm_util_pct;
   }
   Json audit = Json::array();
   for (const GpuNodeAuditFinding& a : status.audit) {
@@ -205,14 +224,28 @@ nlohmann::json GpuNodeStatusToJson(const GpuNodeStatus& status) {
                      {"usedMiB", a.used_mib},
                      {"capMiB", a.cap_mib},
                      {"message", a.message}});
+    if (a.kind == kAuditOverCompute) {
+      audit.back()["usedComputePct"] = a.used_compute_pct;
+      audit.back()["computePct"] = a.compute_pct;
+    }
+  }
+  Json conditions = Json::array();
+  for (const GpuNodeCondition& c : status.conditions) {
+    conditions.push_back({{"type", c.type},
+                          {"status", c.status ? "True" : "False"},
+                          {"reason", c.reason},
+                          {"message", c.message},
+                          {"lastTransitionTime", FormatRfc3339(c.last_transition_time)}});
   }
   Json out{{"devices", std::move(devices)},
            {"processes", std::move(processes)},
+           {"conditions", std::move(conditions)},
            {"enforcement",
             {{"mode", status.enforcement.mode},
              {"driverVersion", status.enforcement.driver_version},
              {"cudaVersion", status.enforcement.cuda_version},
-             {"reason", status.enforcement.reason}}},
+             {"reason", status.enforcement.reason},
+             {"computeReason", status.enforcement.compute_reason}}},
            {"audit", std::move(audit)},
            {"gpus", status.devices.size()},
            {"memoryMiB", total},
@@ -244,6 +277,7 @@ StatusOr<GpuNodeStatus> GpuNodeStatusFromJson(const nlohmann::json& j) {
     GPUPACK_RETURN_IF_ERROR(ReadInt(p, "pid", at, &proc.pid));
     GPUPACK_RETURN_IF_ERROR(ReadString(p, "device", at, &proc.device));
     GPUPACK_RETURN_IF_ERROR(ReadMiB(p, "usedMiB", at, &proc.used_mib));
+    GPUPACK_RETURN_IF_ERROR(ReadInt32(p, "smUtilPct", at, &proc.sm_util_pct));
     GPUPACK_RETURN_IF_ERROR(ReadString(p, "podUID", at, &proc.pod_uid));
     GPUPACK_RETURN_IF_ERROR(ReadString(p, "pod", at, &proc.pod));
     GPUPACK_RETURN_IF_ERROR(ReadString(p, "container", at, &proc.container));
@@ -259,6 +293,7 @@ StatusOr<GpuNodeStatus> GpuNodeStatusFromJson(const nlohmann::json& j) {
     GPUPACK_RETURN_IF_ERROR(ReadString(*e, "driverVersion", at, &s.enforcement.driver_version));
     GPUPACK_RETURN_IF_ERROR(ReadString(*e, "cudaVersion", at, &s.enforcement.cuda_version));
     GPUPACK_RETURN_IF_ERROR(ReadString(*e, "reason", at, &s.enforcement.reason));
+    GPUPACK_RETURN_IF_ERROR(ReadString(*e, "computeReason", at, &s.enforcement.compute_reason));
     const std::string& m = s.enforcement.mode;
     if (m != kEnforcementCgroupDmem && m != kEnforcementCgroupMisc && m != kEnforcementMps && m != kEnforcementNone) {
       return Status::InvalidArgument("status.enforcement.mode: unknown mode \"" + m +
@@ -275,8 +310,30 @@ StatusOr<GpuNodeStatus> GpuNodeStatusFromJson(const nlohmann::json& j) {
     GPUPACK_RETURN_IF_ERROR(ReadInt(a, "pid", at, &f.pid));
     GPUPACK_RETURN_IF_ERROR(ReadMiB(a, "usedMiB", at, &f.used_mib));
     GPUPACK_RETURN_IF_ERROR(ReadMiB(a, "capMiB", at, &f.cap_mib));
+    GPUPACK_RETURN_IF_ERROR(ReadInt32(a, "usedComputePct", at, &f.used_compute_pct));
+    GPUPACK_RETURN_IF_ERROR(ReadInt32(a, "computePct", at, &f.compute_pct));
     GPUPACK_RETURN_IF_ERROR(ReadString(a, "message", at, &f.message));
     s.audit.push_back(std::move(f));
+    return Status::Ok();
+  }));
+  GPUPACK_RETURN_IF_ERROR(ForEach(j, "conditions", where, [&](const Json& c, const std::string& at) {
+    GpuNodeCondition condition;
+    std::string status, transition;
+    GPUPACK_RETURN_IF_ERROR(ReadString(c, "type", at, &condition.type));
+    GPUPACK_RETURN_IF_ERROR(ReadString(c, "status", at, &status));
+    GPUPACK_RETURN_IF_ERROR(ReadString(c, "reason", at, &condition.reason));
+    GPUPACK_RETURN_IF_ERROR(ReadString(c, "message", at, &condition.message));
+    GPUPACK_RETURN_IF_ERROR(ReadString(c, "lastTransitionTime", at, &transition));
+    if (status != "True" && status != "False" && status != "Unknown") {
+      return Status::InvalidArgument(at + ".status: expected True, False or Unknown");
+    }
+    condition.status = status == "True";
+    if (!transition.empty()) {
+      auto t = ParseRfc3339(transition);
+      if (!t.ok()) return t.status().WithContext(at + ".lastTransitionTime");
+      condition.last_transition_time = *t;
+    }
+    s.conditions.push_back(std::move(condition));
     return Status::Ok();
   }));
   GPUPACK_ASSIGN_OR_RETURN(s.usage, GpuNodeUsageFromJson(j));
@@ -304,6 +361,13 @@ StatusOr<std::vector<GpuNodeContainerUsage>> GpuNodeUsageFromJson(const nlohmann
     return Status::Ok();
   }));
   return out;
+}
+
+const GpuNodeCondition* FindCondition(const std::vector<GpuNodeCondition>& conditions, std::string_view type) {
+  for (const GpuNodeCondition& c : conditions) {
+    if (c.type == type) return &c;
+  }
+  return nullptr;
 }
 
 nlohmann::json GpuNodeObject(std::string_view node_name, const GpuNodeStatus& status) {

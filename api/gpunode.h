@@ -5,22 +5,30 @@
 // Status JSON (camelCase; MiB throughout):
 //   {"devices":[{"uuid":"GPU-…","index":0,"model":"NVIDIA H100 80GB HBM3","memoryMiB":81559,
 //                "usedMiB":1200,"allocatedMiB":16384,"healthy":true,"migEnabled":false,
+//                "computeEnforcement":"mps-client","allocatedComputePct":40,"smUtilPct":35,
 //                "migInstances":[{"uuid":"MIG-…","profile":"3g.40gb","memoryMiB":40192,"usedMiB":0,
-//                                 "gpuInstanceId":1,"placement":{"start":0,"size":4}}]}],
-//    "processes":[{"pid":4242,"device":"GPU-…","usedMiB":900,"podUID":"…","pod":"ns/name",
+//                                 "gpuInstanceId":1,"placement":{"start":0,"size":4},
+//                                 "computeEnforcement":"none"}]}],
+//    "processes":[{"pid":4242,"device":"GPU-…","usedMiB":900,"smUtilPct":30,"podUID":"…","pod":"ns/name",
 //                  "container":"main","containerID":"…"}],
-//    "enforcement":{"mode":"cgroup-dmem","driverVersion":"615.20","cudaVersion":"13.4","reason":""},
+//    "enforcement":{"mode":"cgroup-dmem","driverVersion":"615.20","cudaVersion":"13.4","reason":"",
+//                   "computeReason":"MPS control pipe /tmp/nvidia-mps/control found"},
 //    "audit":[{"kind":"over-cap","device":"GPU-…","podUID":"…","pod":"ns/name","container":"main",
-//              "pid":4242,"usedMiB":9000,"capMiB":8192,"message":"…"}],
+//              "pid":4242,"usedMiB":9000,"capMiB":8192,"message":"…"},
+//             {"kind":"over-compute",…,"usedComputePct":55,"computePct":30,"message":"…"}],
 //    "usage":[{"podUID":"…","pod":"ns/name","container":"main","workloadKind":"Deployment",
 //              "workloadName":"web","devices":1,"deviceMemoryMiB":81559,"capMiB":8192,"peakMiB":5325,
 //              "p95MiB":5000,"p99MiB":5120,"samples":360,"since":"2026-11-29T09:18:41Z"}],
 //    "gpus":1,"memoryMiB":81559,"allocatedMiB":16384,"usedMiB":1200,   // printer-column summary
 //    "excludedGpus":0,   // devices (GPUs or MIG instances) the administrator excluded
 //    "maxPodsPerDevice":16,
-//    "heartbeatTime":"2026-11-29T10:18:41Z"}
-// enforcement.mode is one of cgroup-dmem | cgroup-misc | mps | none. Audit kinds: over-cap,
-// unenforced, foreign-process. Decoding ignores unknown keys (forward compatibility within
+//    "heartbeatTime":"2026-11-29T10:18:41Z",
+//    "conditions":[{"type":"MemoryEnforced","status":"True","reason":"Enforced","message":"…",
+//                   "lastTransitionTime":"2026-11-29T10:00:02Z"}]}
+// enforcement.mode is one of cgroup-dmem | cgroup-misc | mps | none (memory); a device's and a MIG
+// instance's computeEnforcement one of mps-namespace | mps-client | none (compute; docs/agent.md
+// "Compute enforcement"). smUtilPct is omitted when NVML cannot tell. Audit kinds: over-cap,
+// over-compute, unenforced, foreign-process. Decoding ignores unknown keys (forward compatibility within
 // v1alpha1) and refuses wrong types with a message naming the field.
 //
 // Thread safety: plain values and pure functions.
@@ -49,7 +57,30 @@ inline constexpr std::string_view kEnforcementCgroupMisc = "cgroup-misc";
 inline constexpr std::string_view kEnforcementMps = "mps";
 inline constexpr std::string_view kEnforcementNone = "none";
 
+// How a compute share (gpupack.io/gpu-compute, an allocation's computePct) is held on a device:
+// - mps-namespace: an MPS v3 (R615) namespace per container whose active_thread_percentage is the
+//   share, set by the server's owner before the container's first CUDA call: a ceiling the workload
+//   cannot raise, so gpupack.io/isolation: hard accepts it for compute asks;
+// - mps-client: a legacy MPS server holds the device (its control pipe is there and the device is
+//   EXCLUSIVE_PROCESS, so no client can bypass it) and each container's MPS client gets
+//   CUDA_MPS_ACTIVE_THREAD_PERCENTAGE = its share; a client setting only lowers the server's value,
+//   but a workload can unset it in its own process, so it is no boundary;
+// - none: the share is scheduled and audited, not capped.
+inline constexpr std::string_view kComputeEnforcementMpsNamespace = "mps-namespace";
+inline constexpr std::string_view kComputeEnforcementMpsClient = "mps-client";
+inline constexpr std::string_view kComputeEnforcementNone = "none";
+
+// Status conditions, the node doctor's verdicts (docs/agent.md "Doctor"): MemoryEnforced is True when
+// caps on whole GPUs are driver-enforced limits (so gpupack.io/isolation: hard may place there);
+// ComputeEnforced when compute shares are hard caps on every GPU. Status "True" or "False";
+// reason "Enforced", else the failing check and its verdict ("MemoryLimitsMissing"); message what
+// the check found and its fix.
+inline constexpr std::string_view kConditionMemoryEnforced = "MemoryEnforced";
+inline constexpr std::string_view kConditionComputeEnforced = "ComputeEnforced";
+
 inline constexpr std::string_view kAuditOverCap = "over-cap";
+// A gpupack container whose processes' SM time on a device is above its compute share.
+inline constexpr std::string_view kAuditOverCompute = "over-compute";
 inline constexpr std::string_view kAuditUnenforced = "unenforced";
 inline constexpr std::string_view kAuditForeignProcess = "foreign-process";
 
@@ -62,6 +93,7 @@ struct GpuNodeMigInstance {
   int placement_start = -1;  // memory slices; -1 = unknown
   int placement_size = -1;
   bool excluded = false;  // named in the node's gpupack.io/excluded-devices (itself or its GPU)
+  std::string compute_enforcement = std::string(kComputeEnforcementNone);  // "computeEnforcement"
 
   bool operator==(const GpuNodeMigInstance&) const = default;
 };
@@ -80,6 +112,10 @@ struct GpuNodeDevice {
   // places nothing new on it.
   bool excluded = false;
   std::vector<GpuNodeMigInstance> mig_instances;
+  // kComputeEnforcement*: how compute shares are held on this GPU ("computeEnforcement").
+  std::string compute_enforcement = std::string(kComputeEnforcementNone);
+  int allocated_compute_pct = 0;  // Σ computePct of gpupack containers the agent sees on this GPU
+  int sm_util_pct = -1;           // NVML's utilisation, percent of time a kernel ran; -1 = unknown
 
   bool operator==(const GpuNodeDevice&) const = default;
 };
@@ -92,6 +128,7 @@ struct GpuNodeProcess {
   std::string pod;           // "namespace/name" when known
   std::string container;     // container name when known
   std::string container_id;  // runtime id from the cgroup path
+  int sm_util_pct = -1;      // percent of the SMs' time its kernels ran (NVML samples); -1 = unknown
 
   bool operator==(const GpuNodeProcess&) const = default;
 };
@@ -99,8 +136,9 @@ struct GpuNodeProcess {
 struct GpuNodeEnforcement {
   std::string mode = std::string(kEnforcementNone);
   std::string driver_version;
-  std::string cuda_version;  // "13.4"
-  std::string reason;        // why the mode is what it is (e.g. "driver 580.65 < R615")
+  std::string cuda_version;    // "13.4"
+  std::string reason;          // why the mode is what it is (e.g. "driver 580.65 < R615")
+  std::string compute_reason;  // why the devices' compute enforcement is what it is
 
   bool operator==(const GpuNodeEnforcement&) const = default;
 };
@@ -115,6 +153,8 @@ struct GpuNodeAuditFinding {
   model::MiB used_mib = 0;
   model::MiB cap_mib = 0;
   std::string message;
+  int used_compute_pct = 0;  // over-compute: the container's SM time on the device, percent
+  int compute_pct = 0;       // over-compute: its share
 
   bool operator==(const GpuNodeAuditFinding&) const = default;
 };
@@ -142,6 +182,19 @@ struct GpuNodeContainerUsage {
   bool operator==(const GpuNodeContainerUsage&) const = default;
 };
 
+struct GpuNodeCondition {
+  std::string type;  // kCondition*
+  bool status = false;
+  std::string reason;
+  std::string message;
+  Clock::TimePoint last_transition_time{};  // when status last changed
+
+  bool operator==(const GpuNodeCondition&) const = default;
+};
+
+// The condition of `type`, or nullptr.
+const GpuNodeCondition* FindCondition(const std::vector<GpuNodeCondition>& conditions, std::string_view type);
+
 struct GpuNodeStatus {
   std::vector<GpuNodeDevice> devices;
   std::vector<GpuNodeProcess> processes;
@@ -150,6 +203,7 @@ struct GpuNodeStatus {
   std::vector<GpuNodeContainerUsage> usage;  // encoded only when not empty
   int max_pods_per_device = 0;               // 0 = not reported
   Clock::TimePoint heartbeat_time{};
+  std::vector<GpuNodeCondition> conditions;
 
   bool operator==(const GpuNodeStatus&) const = default;
 };

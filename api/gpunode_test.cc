@@ -48,6 +48,52 @@ TEST(GpuNodeTest, EncodesSummaryAndWireNames) {
   EXPECT_EQ(j["devices"][1]["migInstances"][0]["placement"], (Json{{"start", 0}, {"size", 4}}));
   EXPECT_EQ(j["processes"][0]["podUID"], "uid-1");
   EXPECT_EQ(j["enforcement"]["mode"], "cgroup-dmem");
+  EXPECT_EQ(j["devices"][0]["computeEnforcement"], "mps-client");
+  EXPECT_EQ(j["devices"][0]["allocatedComputePct"], 40);
+  EXPECT_EQ(j["devices"][0]["smUtilPct"], 35);
+  EXPECT_FALSE(j["devices"][1].contains("smUtilPct"));  // unknown (MIG mode): omitted
+  EXPECT_EQ(j["processes"][0]["smUtilPct"], 30);
+  EXPECT_EQ(j["audit"][1]["usedComputePct"], 55);
+  EXPECT_EQ(j["audit"][1]["computePct"], 30);
+  EXPECT_FALSE(j["audit"][0].contains("computePct"));  // only over-compute findings carry the share
+  EXPECT_EQ(j["conditions"][0], (Json{{"type", "MemoryEnforced"},
+                                      {"status", "True"},
+                                      {"reason", "Enforced"},
+                                      {"message", "hard limits through cgroup-dmem"},
+                                      {"lastTransitionTime", "2027-01-15T07:43:20Z"}}));
+  EXPECT_EQ(j["conditions"][1]["status"], "False");
+}
+
+// A GPUNode written before compute enforcement existed reads as none, and an unknown way is refused.
+TEST(GpuNodeTest, ComputeEnforcementDefaultsToNoneAndIsChecked) {
+  Json j = GpuNodeStatusToJson(SampleGpuNodeStatus());
+  j["devices"][0].erase("computeEnforcement");
+  auto old = GpuNodeStatusFromJson(j);
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_EQ(old->devices[0].compute_enforcement, kComputeEnforcementNone);
+  j["devices"][1]["migInstances"][0]["computeEnforcement"] = "time-slicing";
+  auto bad = GpuNodeStatusFromJson(j);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(),
+            "status.devices[1].migInstances[0].computeEnforcement: unknown \"time-slicing\" (want mps-namespace, "
+            "mps-client or none)");
+}
+
+TEST(GpuNodeTest, ConditionsAreFoundByTypeAndCheckedOnTheWire) {
+  const GpuNodeStatus s = SampleGpuNodeStatus();
+  ASSERT_NE(FindCondition(s.conditions, kConditionComputeEnforced), nullptr);
+  EXPECT_FALSE(FindCondition(s.conditions, kConditionComputeEnforced)->status);
+  EXPECT_EQ(FindCondition(s.conditions, "Ready"), nullptr);
+  Json j = GpuNodeStatusToJson(s);
+  j["conditions"][0]["status"] = "Maybe";
+  auto r = GpuNodeStatusFromJson(j);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "status.conditions[0].status: expected True, False or Unknown");
+  j = GpuNodeStatusToJson(s);
+  j["conditions"][1]["lastTransitionTime"] = "later";
+  r = GpuNodeStatusFromJson(j);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("status.conditions[1].lastTransitionTime"), std::string::npos) << r.status();
 }
 
 TEST(GpuNodeTest, RejectsWrongTypesNamingTheField) {

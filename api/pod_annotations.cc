@@ -4,6 +4,7 @@
 #include <cctype>
 
 #include "api/annotations.h"
+#include "common/quantity.h"
 
 namespace gpupack::api {
 namespace {
@@ -110,6 +111,86 @@ bool IsContainerAnnotationKey(std::string_view key) {
     if (ContainerAnnotationKey(rest[0] == 'i', index, env_key) == key) return true;
   }
   return false;
+}
+
+// The names of the pod's gpupack containers, "main, warmup", for messages.
+std::string ContainerNames(const PodRequest& request) {
+  std::string out;
+  for (const model::ContainerRequest& c : request.containers) out += (out.empty() ? "" : ", ") + c.name;
+  return out;
+}
+
+// gpupack.io/gpu-memory-limit: one entry per container, "QUANTITY" alone for a pod with one
+// gpupack container, else "NAME=QUANTITY"; each the container's total over its devices, like its
+// gpupack.io/gpu-memory, and at least that. Read after the containers (ParsePodRequest) and after
+// gpupack.io/isolation.
+Status ReadMemoryLimit(const PodAnnotation& self, std::string_view value, PodRequest& request) {
+  const std::string prefix = "annotation " + std::string(self.name) + ": ";
+  if (request.hard_isolation) {
+    return Status::InvalidArgument(prefix + "conflicts with " + std::string(kAnnotationIsolation) +
+                                   ": hard, which holds a container to its gpupack.io/gpu-memory (no burst above "
+                                   "it); drop one of the two");
+  }
+  GPUPACK_ASSIGN_OR_RETURN(std::vector<std::string> entries, SplitAnnotationList(value, ',', self.name, "entry"));
+  std::vector<std::string> named;
+  for (const std::string& entry : entries) {
+    const size_t eq = entry.find('=');
+    std::string name = eq == std::string::npos ? std::string() : entry.substr(0, eq);
+    std::string quantity = eq == std::string::npos ? entry : entry.substr(eq + 1);
+    name.erase(name.find_last_not_of(" \t") + 1);
+    quantity.erase(0, quantity.find_first_not_of(" \t"));
+    if (eq != std::string::npos && name.empty()) return self.Refuse(entry);
+    model::ContainerRequest* container = nullptr;
+    if (name.empty()) {
+      if (request.containers.size() != 1) {
+        return Status::InvalidArgument(prefix + Quoted(entry) + " names no container, but the pod has " +
+                                       std::to_string(request.containers.size()) + " gpupack containers (" +
+                                       ContainerNames(request) + "): write NAME=QUANTITY for each one that may burst");
+      }
+      container = &request.containers.front();
+    } else {
+      for (model::ContainerRequest& c : request.containers) {
+        if (c.name == name) container = &c;
+      }
+      if (container == nullptr) {
+        return Status::InvalidArgument(
+            prefix + Quoted(name) + " is not a container of this pod that asks for gpupack.io/gpu-memory (" +
+            (request.containers.empty() ? std::string("it has none") : "the pod's are: " + ContainerNames(request)) +
+            ")");
+      }
+    }
+    if (std::find(named.begin(), named.end(), container->name) != named.end()) {
+      return Status::InvalidArgument(prefix + "names container " + Quoted(container->name) + " twice");
+    }
+    named.push_back(container->name);
+    if (container->whole_device()) {
+      return Status::InvalidArgument(prefix + "container " + Quoted(container->name) +
+                                     " takes whole devices (gpupack.io/gpu without gpupack.io/gpu-memory), which "
+                                     "it holds all of already; a ceiling is for a gpupack.io/gpu-memory share");
+    }
+    StatusOr<int64_t> total = ParseMemoryMiBCeil(quantity, self.name);
+    if (!total.ok()) return self.Refuse(entry);
+    const int64_t k = container->device_count;
+    const model::MiB per_device = (*total + k - 1) / k;  // split evenly, rounded up, as gpu-memory is
+    if (per_device < container->mem_per_device_mib) {
+      return Status::InvalidArgument(prefix + "container " + Quoted(container->name) + ": " + Quoted(quantity) +
+                                     " is below its gpupack.io/gpu-memory of " +
+                                     std::to_string(k * container->mem_per_device_mib) +
+                                     " MiB; the ceiling is the most it may use, at least what it is guaranteed");
+    }
+    container->mem_limit_per_device_mib = per_device > container->mem_per_device_mib ? per_device : 0;
+  }
+  return Status::Ok();
+}
+
+std::optional<std::string> WriteMemoryLimit(const PodRequest& request) {
+  std::vector<std::string> entries;
+  for (const model::ContainerRequest& c : request.containers) {
+    if (!c.burstable()) continue;
+    const std::string total = std::to_string(c.device_count * c.mem_limit_per_device_mib) + "Mi";
+    entries.push_back(request.containers.size() == 1 ? total : c.name + "=" + total);
+  }
+  return JoinedOrDefault(entries, ',');
 }
 
 using Writer = AnnotationWriter;
@@ -247,6 +328,11 @@ constexpr PodAnnotation kPodAnnotations[] = {
        if (!request.spread_across_nodes) return std::nullopt;
        return "node";
      }},
+    {.name = kAnnotationGpuMemoryLimit,
+     .workload_key = "gpuMemoryLimit",
+     .refusal = "is not a quantity like 16Gi, or NAME=QUANTITY naming a container",
+     .read = ReadMemoryLimit,
+     .write = WriteMemoryLimit},
     // Read by translate::ParsePodRequest with the containers it names ("c0,i1"), whose
     // gpupack.io/gpu-memory the webhook added to a whole-device request for the namespace's quota.
     {.name = kAnnotationWholeDeviceCharge,

@@ -15,9 +15,11 @@ namespace {
 
 using testing::Annotations;
 
-// Reads `set` row by row in table order, as translate::ParsePodRequest reads a pod's annotations.
+// Reads `set` row by row in table order, as translate::ParsePodRequest reads a pod's annotations,
+// for the pod the shared cases are written for: one container "main" with 8192 MiB on one device.
 StatusOr<model::PodRequest> Read(const Annotations& set) {
   model::PodRequest request;
+  request.containers.push_back(model::ContainerRequest{"main", 0, false, 1, 8192});
   for (const PodAnnotation& row : PodAnnotations()) {
     auto it = set.find(std::string(row.name));
     if (row.read == nullptr || it == set.end()) continue;

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
+#include <string>
 
 namespace gpupack {
 
@@ -16,10 +16,16 @@ StatusOr<std::string> ReadFileToString(const std::string& path, std::string_view
   errno = 0;
   std::ifstream in(path, std::ios::binary);
   if (!in) return Status::NotFound(prefix + (errno != 0 ? std::strerror(errno) : "cannot open"));
-  std::ostringstream text;
-  text << in.rdbuf();
+  std::string text;
+  char chunk[64 * 1024];
+  while (in.read(chunk, sizeof chunk) || in.gcount() > 0) {
+    text.append(chunk, static_cast<size_t>(in.gcount()));
+    if (text.size() > kMaxFileBytes) {
+      return Status::InvalidArgument(prefix + "larger than " + std::to_string(kMaxFileBytes >> 20) + " MiB");
+    }
+  }
   if (in.bad()) return Status::NotFound(prefix + "read error");
-  return text.str();
+  return text;
 }
 
 }  // namespace gpupack

@@ -48,5 +48,13 @@ TEST_F(ReadFileToStringTest, ErrorsNameTheRoleThePathAndTheReason) {
   EXPECT_EQ(directory.status().message(), "cannot read config file " + dir_.string() + ": it is a directory");
 }
 
+// /dev/zero never ends: the read stops past the bound with a message instead of growing forever.
+TEST_F(ReadFileToStringTest, AFileThatNeverEndsIsRefusedPastTheBound) {
+  StatusOr<std::string> endless = ReadFileToString("/dev/zero", "CA file");
+  ASSERT_FALSE(endless.ok());
+  EXPECT_EQ(endless.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(endless.status().message(), "cannot read CA file /dev/zero: larger than 256 MiB");
+}
+
 }  // namespace
 }  // namespace gpupack

@@ -589,45 +589,8 @@ Status Client::Watch(const Resource& r, std::string_view ns, const WatchOptions&
   if (!token.empty()) headers.emplace("Authorization", "Bearer " + token);
 
   int http_status = 0;
-  std::string buffer;      // undelivered bytes (a partial line)
   std::string error_body;  // body of a non-200 response
-  Status stream_status;    // set when the stream itself reports an error or the handler stops
-  bool stopped_by_handler = false;
-  auto deliver_line = [&](std::string_view line) -> bool {
-    if (line.find_first_not_of(" \r\t") == std::string_view::npos) return true;
-    Json ev = Json::parse(line, nullptr, false);
-    if (!ev.is_object() || !ev.contains("type") || !ev["type"].is_string() || !ev.contains("object")) {
-      stream_status = Status::Internal(what + ": malformed watch event");
-      return false;
-    }
-    const std::string type = ev["type"];
-    WatchEvent out;
-    if (type == "ADDED")
-      out.type = WatchEvent::Type::kAdded;
-    else if (type == "MODIFIED")
-      out.type = WatchEvent::Type::kModified;
-    else if (type == "DELETED")
-      out.type = WatchEvent::Type::kDeleted;
-    else if (type == "BOOKMARK")
-      out.type = WatchEvent::Type::kBookmark;
-    else if (type == "ERROR") {
-      const Json& obj = ev["object"];
-      int code =
-          obj.is_object() && obj.contains("code") && obj["code"].is_number_integer() ? obj["code"].get<int>() : 500;
-      stream_status = StatusFromHttp(code, obj.dump(), what);
-      if (stream_status.ok()) stream_status = Status::Unavailable(what + ": ERROR event");
-      return false;
-    } else {
-      stream_status = Status::Internal(what + ": unknown watch event type " + type);
-      return false;
-    }
-    out.object = std::move(ev["object"]);
-    if (!on_event(out)) {
-      stopped_by_handler = true;
-      return false;
-    }
-    return true;
-  };
+  WatchStreamDecoder decoder(what);
   httplib::Result res = conn->Get(
       path, headers,
       [&](const httplib::Response& response) {
@@ -639,16 +602,10 @@ Status Client::Watch(const Resource& r, std::string_view ns, const WatchOptions&
           if (error_body.size() < 64 * 1024) error_body.append(data, len);
           return true;
         }
-        buffer.append(data, len);
-        size_t start = 0;
-        for (size_t nl; (nl = buffer.find('\n', start)) != std::string::npos; start = nl + 1) {
-          if (!deliver_line(std::string_view(buffer).substr(start, nl - start))) return false;
-        }
-        buffer.erase(0, start);
-        return true;
+        return decoder.Feed(std::string_view(data, len), on_event);
       });
-  if (stopped_by_handler) return Status::Ok();
-  if (!stream_status.ok()) return stream_status;
+  if (decoder.stopped_by_handler()) return Status::Ok();
+  if (!decoder.status().ok()) return decoder.status();
   if (canceller != nullptr && canceller->cancelled()) return Status::Ok();
   if (http_status == 401) BearerToken(/*force_reread=*/true);  // the next watch uses a rotated token
   if (http_status != 0 && http_status != 200) return StatusFromHttp(http_status, error_body, what);
@@ -656,7 +613,7 @@ Status Client::Watch(const Resource& r, std::string_view ns, const WatchOptions&
     return Status::Unavailable(what + ": stream ended: " + httplib::to_string(res.error()));
   }
   // A last event without a trailing newline.
-  if (!buffer.empty() && !deliver_line(buffer)) return stopped_by_handler ? Status::Ok() : stream_status;
+  if (!decoder.Finish(on_event)) return decoder.stopped_by_handler() ? Status::Ok() : decoder.status();
   return Status::Ok();
 }
 

@@ -38,6 +38,7 @@
 #include "common/clock.h"
 #include "common/status.h"
 #include "kube/config.h"
+#include "kube/watch_stream.h"
 
 namespace gpupack::kube {
 
@@ -86,12 +87,6 @@ struct WatchOptions {
   // No byte for this long (events or bookmarks) = a stalled stream: the watch ends with
   // Unavailable so the caller resumes from its last RV.
   std::chrono::milliseconds stall_timeout{std::chrono::seconds(90)};
-};
-
-struct WatchEvent {
-  enum class Type { kAdded, kModified, kDeleted, kBookmark };
-  Type type;
-  Json object;  // for kBookmark only metadata.resourceVersion is meaningful
 };
 
 // Lets another thread end a running Watch promptly (e.g. at shutdown). Reusable: Reset() before

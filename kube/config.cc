@@ -91,11 +91,14 @@ StatusOr<Config> InClusterConfig(std::string_view sa_dir) {
 }
 
 StatusOr<Config> LoadKubeconfig(const std::string& path, std::string_view context_name) {
+  GPUPACK_ASSIGN_OR_RETURN(const std::string text, ReadFileToString(path, "kubeconfig"));
+  return ParseKubeconfig(text, path, context_name);
+}
+
+StatusOr<Config> ParseKubeconfig(std::string_view yaml_text, const std::string& path, std::string_view context_name) {
   YAML::Node root;
   try {
-    root = YAML::LoadFile(path);
-  } catch (const YAML::BadFile&) {
-    return Status::NotFound("kubeconfig " + path + " cannot be read");
+    root = YAML::Load(std::string(yaml_text));
   } catch (const YAML::Exception& e) {
     return Status::InvalidArgument("kubeconfig " + path + " is not valid YAML: " + e.what());
   }

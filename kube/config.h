@@ -42,6 +42,9 @@ StatusOr<Config> InClusterConfig(std::string_view sa_dir = "/var/run/secrets/kub
 // file and the missing or malformed entry. Exec and auth-provider plugins are not supported and
 // are reported as InvalidArgument.
 StatusOr<Config> LoadKubeconfig(const std::string& path, std::string_view context = "");
+// The same for a kubeconfig's text; `path` names it in errors, and relative file paths in it are
+// relative to `path`'s directory.
+StatusOr<Config> ParseKubeconfig(std::string_view yaml_text, const std::string& path, std::string_view context = "");
 
 // `--kubeconfig` when given, otherwise in-cluster.
 StatusOr<Config> ConfigFromFlagOrCluster(const std::string& kubeconfig_path);

@@ -17,6 +17,13 @@ bool PodRequest::WantsCompute() const {
   return false;
 }
 
+bool PodRequest::Burstable() const {
+  for (const auto& c : containers) {
+    if (c.burstable()) return true;
+  }
+  return false;
+}
+
 int ProportionalComputePct(MiB mem_mib, MiB capacity_mib) {
   if (capacity_mib <= 0 || mem_mib <= 0) return 0;
   if (mem_mib >= capacity_mib) return kDeviceComputePct;

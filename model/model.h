@@ -39,12 +39,17 @@ struct DeviceShare {
   std::string pod_uid;
   std::string pod_key;     // "namespace/name", for messages and metrics
   std::string container;   // container name
-  MiB mem_mib = 0;         // the cap
+  MiB mem_mib = 0;         // the cap: the guaranteed amount, which Σ on a device keeps within its memory
   bool exclusive = false;  // whole-device request: nobody else may share the device
   std::string spread_key;  // the pod's gpupack.io/spread-key ("" = none): its replicas avoid this device
   // The compute share reserved, percent of the device's SMs: the container's gpupack.io/gpu-compute,
   // else ProportionalComputePct of its cap; kDeviceComputePct when exclusive.
   int compute_pct = 0;
+  // The ceiling (gpupack.io/gpu-memory-limit, the hard limit) when above mem_mib; 0 = mem_mib: the
+  // share cannot burst. Σ ceilings on a device stays within the cluster's overcommit bound.
+  MiB mem_limit_mib = 0;
+  // The most this share may use: its ceiling, or its cap when it cannot burst.
+  MiB CeilingMiB() const { return mem_limit_mib > mem_mib ? mem_limit_mib : mem_mib; }
 };
 
 struct Device {
@@ -66,6 +71,10 @@ struct Device {
   // True when a cap on this device is a hard driver-enforced boundary: a whole GPU on a node
   // whose agent reports R615 cgroup limits, or a MIG instance (hard when taken exclusively).
   bool hard_isolation = false;
+  // True when a compute share on this whole GPU is a ceiling the workload cannot raise: its agent
+  // reports an MPS v3 namespace per container (GPUNode computeEnforcement mps-namespace).
+  // gpupack.io/isolation: hard refuses a GPU without it to a container that asks for compute.
+  bool hard_compute_isolation = false;
   std::vector<DeviceShare> shares;  // current allocations (bound and reserved)
 };
 
@@ -85,6 +94,9 @@ struct Node {
   // Empty when the node's inventory is fresh; otherwise why gpupack pods must not land here
   // (e.g. "GPUNode heartbeat 312s old > TTL 120s").
   std::string stale_reason;
+  // Empty unless the node reports its whole GPUs' memory caps unenforced (the GPUNode condition
+  // MemoryEnforced False): then why, quoted to a hard-isolation pod that finds no device here.
+  std::string memory_unenforced_reason;
 };
 
 // How devices or nodes are chosen: FGD (fragmentation-aware), best fit, worst fit.
@@ -101,10 +113,14 @@ struct ContainerRequest {
   int device_count = 0;  // k distinct devices; 0 = no gpupack devices
   // Per-device cap. 0 = whole devices taken exclusively (gpupack.io/gpu without gpu-memory).
   MiB mem_per_device_mib = 0;
+  // Per-device ceiling (gpupack.io/gpu-memory-limit: the container's total, split evenly, rounded up
+  // to whole MiB), above mem_per_device_mib; 0 = the request: the container cannot burst.
+  MiB mem_limit_per_device_mib = 0;
   // Per-device compute share in percent (gpupack.io/gpu-compute, 1–100); 0 = none asked: the
   // container reserves ProportionalComputePct of its memory on each device.
   int compute_pct = 0;
   bool whole_device() const { return device_count > 0 && mem_per_device_mib == 0; }
+  bool burstable() const { return mem_limit_per_device_mib > mem_per_device_mib && mem_per_device_mib > 0; }
 };
 
 struct PodRequest {
@@ -131,10 +147,15 @@ struct PodRequest {
   // (gpupack.io/spread-scope: node) this pod also avoids nodes holding one.
   std::string spread_key;
   bool spread_across_nodes = false;
+  // spec.priority (0 without a PriorityClass): the bind maps it to the MPS client priority its
+  // containers get (api::MpsClientPriorityOf).
+  int64_t priority = 0;
 
   bool WantsDevices() const { return !containers.empty(); }
   // Some container asks for a compute share (gpupack.io/gpu-compute).
   bool WantsCompute() const;
+  // Some container has a ceiling above its request (gpupack.io/gpu-memory-limit).
+  bool Burstable() const;
   std::string Key() const { return ns + "/" + name; }
   // Σ over app containers of k × per-device memory (whole devices count their k only).
   MiB TotalMemMiB() const;
@@ -154,7 +175,8 @@ struct ContainerPlacement {
   int container_index = 0;
   bool init = false;
   std::vector<int> device_slots;
-  MiB mem_per_device_mib = 0;  // the cap written on each device (for whole devices: its capacity)
+  MiB mem_per_device_mib = 0;        // the cap written on each device (for whole devices: its capacity)
+  MiB mem_limit_per_device_mib = 0;  // the ceiling on each device (ContainerRequest's); 0 = the cap
   // The compute share reserved on each device, in device_slots' order (DeviceShare::compute_pct).
   std::vector<int> compute_pct;
   bool exclusive = false;

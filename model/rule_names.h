@@ -15,6 +15,7 @@ inline constexpr std::string_view kRuleGpuUuids = "gpupack.io/gpu-uuids";
 inline constexpr std::string_view kRuleGpuUuidsExclude = "gpupack.io/gpu-uuids-exclude";
 inline constexpr std::string_view kRuleSpreadKey = "gpupack.io/spread-key";
 inline constexpr std::string_view kRuleSpreadScope = "gpupack.io/spread-scope";
+inline constexpr std::string_view kRuleGpuMemoryLimit = "gpupack.io/gpu-memory-limit";
 inline constexpr std::string_view kRuleNodeExcludedDevices = "gpupack.io/excluded-devices";
 
 }  // namespace gpupack::model

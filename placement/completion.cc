@@ -275,13 +275,11 @@ CompletionValue CompletionValue::Build(const TypicalWorkload& workload, const st
 }
 
 CompletionValue::Builder::Builder(TypicalWorkload workload, const PlacementOptions& placement)
-    : workload_(std::move(workload)), reserve_mib_per_device_(placement.reserve_mib_per_device) {}
+    : workload_(std::move(workload)), placement_(placement) {}
 
 void CompletionValue::Builder::AddNode(const Node& node) {
-  PlacementOptions options;
-  options.reserve_mib_per_device = reserve_mib_per_device_;
   for (const Device& d : node.devices) {
-    const MiB usable = DeviceUsableMiB(d, options);
+    const MiB usable = DeviceUsableMiB(d, placement_);
     // Nodes mostly repeat one capacity: keep the list short without a set.
     if (capacities_.empty() || capacities_.back() != usable) capacities_.push_back(usable);
   }

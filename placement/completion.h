@@ -55,12 +55,11 @@
 #include <cstdint>
 #include <vector>
 
+#include "placement/node_summary.h"
 #include "placement/vocabulary.h"
 #include "placement/workload.h"
 
 namespace gpupack::placement {
-
-struct PlacementOptions;
 
 class CompletionValue {
  public:
@@ -86,7 +85,7 @@ class CompletionValue {
 
    private:
     TypicalWorkload workload_;
-    MiB reserve_mib_per_device_;
+    PlacementOptions placement_;
     std::vector<MiB> capacities_;
   };
 

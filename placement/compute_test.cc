@@ -55,6 +55,33 @@ TEST(Compute, ProportionalShareIsTheMemoryShareRoundedDown) {
   EXPECT_EQ(3 * model::ProportionalComputePct(333, 1000), 99);
 }
 
+// gpupack.io/isolation: hard asks a GPU to hold the memory cap (R615 cgroup limits) and, for a
+// container that asks for compute, the compute cap (an MPS v3 namespace) as boundaries; a MIG
+// instance under hard isolation is taken whole, its SMs with it.
+TEST(Compute, HardIsolationRefusesGpusWhoseComputeCapIsNoBoundary) {
+  PodRequest hard_compute = ComputePod(1, 8192, 30);
+  hard_compute.hard_isolation = true;
+  PodRequest hard_memory = Pod(1, 8192);
+  hard_memory.hard_isolation = true;
+  Device memory_capped = Gpu(81920);
+  memory_capped.hard_isolation = true;  // cgroup-dmem, compute enforcement none or mps-client
+  Device both = memory_capped;
+  both.hard_compute_isolation = true;  // mps-namespace
+  Policy policy = Fgd({});
+  const NodeEvaluation refused = policy.Evaluate(NodeOf({memory_capped}), hard_compute);
+  EXPECT_EQ(refused.verdict.reason, RejectReason::kNoMatchingDevice);
+  EXPECT_TRUE(refused.verdict.unresolvable);
+  EXPECT_EQ(refused.verdict.Message(), "no device matches any device, hard isolation of memory and compute");
+  EXPECT_TRUE(policy.Evaluate(NodeOf({both}), hard_compute).verdict.fits());
+  // Memory-only asks need only the memory cap; compute asks without hard isolation need nothing.
+  EXPECT_TRUE(policy.Evaluate(NodeOf({memory_capped}), hard_memory).verdict.fits());
+  EXPECT_TRUE(policy.Evaluate(NodeOf({Gpu(81920)}), ComputePod(1, 8192, 30)).verdict.fits());
+  // The whole MIG instance: 100 % of its own SMs, a hardware partition.
+  NodeEvaluation on_mig = policy.Evaluate(NodeOf({Mig("3g.40gb", 40960)}), hard_compute);
+  ASSERT_TRUE(on_mig.verdict.fits()) << on_mig.verdict.Message();
+  EXPECT_TRUE(on_mig.placement.containers[0].exclusive);
+}
+
 TEST(Compute, FitNeedsTheShareFreeAndSaysWhatIsLargest) {
   // 80 GiB GPU holding 8 GiB at 70 %: 72 GiB but only 30 % free. 10 GiB at 40 % does not fit.
   Node node = NodeOf({GpuWithShare(81920, 8192, 70)});

@@ -22,6 +22,11 @@ bool SortMatches(const Device& d, const Demand& demand) {
     return false;
   }
   if (demand.hard_isolation && d.kind == DeviceKind::kGpu && !d.hard_isolation) return false;
+  // A share of a GPU's SMs is hard only where the workload cannot raise its cap (an MPS v3
+  // namespace); a MIG instance under hard isolation is taken whole, its SMs with it.
+  if (demand.hard_isolation && demand.compute > 0 && d.kind == DeviceKind::kGpu && !d.hard_compute_isolation) {
+    return false;
+  }
   return ModelMatches(d.model, demand.models);
 }
 
@@ -36,7 +41,7 @@ bool NamesDevice(const Device& d, const std::vector<std::string>& uuids) {
 
 }  // namespace
 
-Rule FailedRule(const Device& d, const Demand& demand) {
+Rule FailedRule(const Device& d, const Demand& demand, const PlacementOptions& options) {
   if (demand.excluded_models != nullptr && !demand.excluded_models->empty() &&
       ModelMatches(d.model, demand.excluded_models)) {
     return Rule::kModelExclude;
@@ -49,14 +54,18 @@ Rule FailedRule(const Device& d, const Demand& demand) {
       if (s.spread_key == *demand.spread_key && s.pod_uid != *demand.pod_uid) return Rule::kSpreadKey;
     }
   }
+  // A demand without a ceiling of its own needs no more room than its memory, which its free
+  // memory (DeviceFreeMiB, never above the room) already decides.
+  if (demand.ceiling > demand.mem && CeilingRoomMiB(d, options) < demand.ceiling) return Rule::kCeilingBound;
   return Rule::kNone;
 }
 
-bool Allowed(const Device& d, const Demand& demand) {
-  return d.healthy && SortMatches(d, demand) && FailedRule(d, demand) == Rule::kNone;
+bool Allowed(const Device& d, const Demand& demand, const PlacementOptions& options) {
+  return d.healthy && SortMatches(d, demand) && FailedRule(d, demand, options) == Rule::kNone;
 }
 
-std::string DescribeRules(const std::array<int, static_cast<int>(Rule::kCount)>& refused, const Demand& demand) {
+std::string DescribeRules(const std::array<int, static_cast<int>(Rule::kCount)>& refused, const Demand& demand,
+                          const PlacementOptions& options) {
   std::string out;
   for (int r = 1; r < static_cast<int>(Rule::kCount); ++r) {
     const int n = refused[r];
@@ -80,6 +89,11 @@ std::string DescribeRules(const std::array<int, static_cast<int>(Rule::kCount)>&
       case Rule::kSpreadKey:
         clause = devices + (n == 1 ? "holds" : "hold") + " a pod with the same " + std::string(model::kRuleSpreadKey) +
                  " \"" + *demand.spread_key + "\"";
+        break;
+      case Rule::kCeilingBound:
+        clause = devices + "would hold more than " + std::to_string(options.ceiling_overcommit_pct) + " % of " +
+                 (n == 1 ? "its" : "their") + " memory in ceilings with this pod's " + std::to_string(demand.ceiling) +
+                 " MiB " + std::string(model::kRuleGpuMemoryLimit);
         break;
       default:
         break;
@@ -105,6 +119,7 @@ Demand DemandOfContainer(const PodRequest& pod, const ContainerRequest& c) {
   d.count = c.device_count;
   d.mem = c.mem_per_device_mib;
   d.compute = c.compute_pct;
+  d.ceiling = c.mem_limit_per_device_mib;
   d.kind = pod.device_kind;
   d.mig_profile = &pod.mig_profile;
   d.models = &pod.gpu_models;
@@ -132,7 +147,7 @@ std::string DescribeSort(const Demand& d) {
     out += ", model ";
     for (size_t i = 0; i < d.models->size(); ++i) out += (i ? "|" : "") + (*d.models)[i];
   }
-  if (d.hard_isolation) out += ", hard isolation";
+  if (d.hard_isolation) out += d.compute > 0 ? ", hard isolation of memory and compute" : ", hard isolation";
   return out;
 }
 

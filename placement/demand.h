@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "placement/node_summary.h"
 #include "placement/vocabulary.h"
 #include "placement/workload.h"
 
@@ -17,6 +18,8 @@ struct Demand {
   int count = 0;    // distinct devices
   MiB mem = 0;      // per device; 0 = whole device
   int compute = 0;  // per-device compute share in percent; 0 = ProportionalComputePct of `mem`
+  // Per-device ceiling above `mem` (gpupack.io/gpu-memory-limit; pods only); 0 = `mem`: no burst.
+  MiB ceiling = 0;
   DeviceKindPreference kind = DeviceKindPreference::kAny;
   const std::string* mig_profile = nullptr;          // empty or null = any
   const std::vector<std::string>* models = nullptr;  // null or empty = any
@@ -32,7 +35,7 @@ struct Demand {
   bool Unconstrained() const {
     auto none = [](const auto* p) { return p == nullptr || p->empty(); };
     return kind == DeviceKindPreference::kAny && none(mig_profile) && none(models) && !hard_isolation && none(uuids) &&
-           none(excluded_uuids) && none(excluded_models) && none(spread_key);
+           none(excluded_uuids) && none(excluded_models) && none(spread_key) && ceiling <= mem;
   }
 };
 
@@ -43,17 +46,28 @@ bool ModelMatches(const std::string& model, const std::vector<std::string>* want
 // Kind, profile and model: whether the device is of a sort the demand accepts at all.
 bool SortMatches(const Device& d, const Demand& demand);
 
-// The device rules of a pod, in the order a rejection lists them.
-enum class Rule : uint8_t { kNone, kModelExclude, kUuidAllow, kUuidExclude, kAdminExcluded, kSpreadKey, kCount };
+// The device rules of a pod, in the order a rejection lists them. kCeilingBound: the demand's
+// ceiling would take the device's Σ ceilings over the overcommit bound (CeilingRoomMiB).
+enum class Rule : uint8_t {
+  kNone,
+  kModelExclude,
+  kUuidAllow,
+  kUuidExclude,
+  kAdminExcluded,
+  kSpreadKey,
+  kCeilingBound,
+  kCount
+};
 
 // The first rule that keeps a device of a matching sort from the demand (kNone: allowed).
-Rule FailedRule(const Device& d, const Demand& demand);
+Rule FailedRule(const Device& d, const Demand& demand, const PlacementOptions& options);
 // Healthy, of a sort the demand accepts, and allowed by every rule: a device the pod may use.
-bool Allowed(const Device& d, const Demand& demand);
+bool Allowed(const Device& d, const Demand& demand, const PlacementOptions& options);
 
 // "2 devices excluded by gpupack.io/gpu-uuids-exclude, 1 holds a pod with gpupack.io/spread-key
 // \"web\"": why devices of a matching sort were refused, one clause per rule.
-std::string DescribeRules(const std::array<int, static_cast<int>(Rule::kCount)>& refused, const Demand& demand);
+std::string DescribeRules(const std::array<int, static_cast<int>(Rule::kCount)>& refused, const Demand& demand,
+                          const PlacementOptions& options);
 // "MIG profile 1g.10gb, model A100": the sort of device the demand accepts.
 std::string DescribeSort(const Demand& d);
 

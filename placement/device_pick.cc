@@ -60,7 +60,7 @@ Verdict ShortageVerdict(const Node& node, const MiB* free, const bool* empty, co
     const Device& d = node.devices[g];
     if (!d.healthy || !SortMatches(d, demand)) continue;
     ++sort_matching;
-    if (const Rule rule = FailedRule(d, demand); rule != Rule::kNone) {
+    if (const Rule rule = FailedRule(d, demand, o); rule != Rule::kNone) {
       ++refused[static_cast<int>(rule)];
       continue;
     }
@@ -79,8 +79,13 @@ Verdict ShortageVerdict(const Node& node, const MiB* free, const bool* empty, co
     }
     ++usable_now;
   }
-  if (sort_matching == 0) return Verdict::Reject(RejectReason::kNoMatchingDevice, true, 0, 0, DescribeSort(demand));
-  const std::string rules = DescribeRules(refused, demand);
+  if (sort_matching == 0) {
+    // A hard-isolation pod on a node whose GPUs' caps are not enforced: say why they are not.
+    const bool unenforced = demand.hard_isolation && !node.memory_unenforced_reason.empty();
+    return Verdict::Reject(RejectReason::kNoMatchingDevice, true, 0, 0,
+                           DescribeSort(demand) + (unenforced ? "; " + node.memory_unenforced_reason : ""));
+  }
+  const std::string rules = DescribeRules(refused, demand, o);
   if (matching == 0) {
     return Verdict::Reject(RejectReason::kExcludedByRule, true, 0, 0,
                            "no device left for " + DescribeSort(demand) + ": " + rules);
@@ -326,6 +331,7 @@ bool TentativePlacement::ReuseHeldDevices(const ContainerRequest& c, const Deman
   if (cp != nullptr) {
     cp->within_pod_devices = true;
     cp->mem_per_device_mib = c.mem_per_device_mib;
+    cp->mem_limit_per_device_mib = c.mem_limit_per_device_mib;
     for (int i = 0; i < c.device_count; ++i) {
       cp->device_slots.push_back(held[i]);
       cp->compute_pct.push_back(ComputeNeedPct(node_.devices[held[i]], demand, c.mem_per_device_mib == 0));
@@ -353,7 +359,7 @@ Pick TentativePlacement::BestDevice(const Demand& demand, uint64_t taken) const 
     const int g = std::countr_zero(bits);
     // Unconstrained demands never read the Device: the summary has all they need (an
     // unhealthy device has no free memory and is never empty).
-    if (constrained_ && !Allowed(node_.devices[g], demand)) continue;
+    if (constrained_ && !Allowed(node_.devices[g], demand, options_)) continue;
     const bool exclusive = constrained_ ? TakesExclusively(node_.devices[g], demand) : demand.mem == 0;
     if (exclusive) {
       if (!st_.empty[g] || (demand.mem > 0 && st_.free[g] < demand.mem)) continue;
@@ -386,7 +392,7 @@ Pick TentativePlacement::BestDeviceWithCompute(const Demand& demand, uint64_t ta
   for (int g = 0; g < n_; ++g) {
     if ((taken >> g) & 1) continue;
     const Device& d = node_.devices[g];
-    if (constrained_ ? !Allowed(d, demand) : !InPool(d)) continue;
+    if (constrained_ ? !Allowed(d, demand, options_) : !InPool(d)) continue;
     const bool exclusive = constrained_ ? TakesExclusively(d, demand) : demand.mem == 0;
     if (exclusive ? !st_.empty[g] || (demand.mem > 0 && st_.free[g] < demand.mem) : st_.free[g] < demand.mem) continue;
     const int compute = ComputeNeedPct(d, demand, exclusive);
@@ -489,6 +495,7 @@ void TentativePlacement::Take(const Pick& pick, const Demand& demand, ContainerP
     cp->device_slots.push_back(best);
     cp->compute_pct.push_back(compute);
     cp->mem_per_device_mib = cap;
+    cp->mem_limit_per_device_mib = demand.ceiling > cap ? demand.ceiling : 0;
     cp->exclusive = exclusive;
   }
 }
@@ -589,7 +596,8 @@ void TentativePlacement::FinishCost() {
 }  // namespace
 
 PreparedPod::PreparedPod(const PodRequest& request)
-    : pod(&request), constrained(!DemandOfContainer(request, ContainerRequest{}).Unconstrained()) {
+    : pod(&request),
+      constrained(!DemandOfContainer(request, ContainerRequest{}).Unconstrained() || request.Burstable()) {
   const auto& containers = request.containers;
   order.resize(containers.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);

@@ -9,6 +9,8 @@ namespace gpupack::placement {
 Status ApplyPlacement(Node& node, const PodRequest& pod, const Placement& placement, const PlacementOptions& options) {
   // Check everything first, so a failure leaves the node untouched.
   std::array<MiB, kMaxDevicesPerNode> add{};
+  std::array<MiB, kMaxDevicesPerNode> add_ceiling{};  // Σ of the new shares' CeilingMiB
+  std::array<int, kMaxDevicesPerNode> add_processes{};
   std::array<int, kMaxDevicesPerNode> add_compute{};
   std::array<bool, kMaxDevicesPerNode> excl{};
   const int n = static_cast<int>(node.devices.size());
@@ -21,6 +23,8 @@ Status ApplyPlacement(Node& node, const PodRequest& pod, const Placement& placem
                                           node.name + " has " + std::to_string(n) + " devices");
       }
       add[slot] += cp.mem_per_device_mib;
+      add_ceiling[slot] += std::max(cp.mem_per_device_mib, cp.mem_limit_per_device_mib);
+      ++add_processes[slot];
       add_compute[slot] += model::ShareComputePct(cp, i, node.devices[slot]);
       excl[slot] = excl[slot] || cp.exclusive;
     }
@@ -31,11 +35,20 @@ Status ApplyPlacement(Node& node, const PodRequest& pod, const Placement& placem
     if (excl[g] && !d.shares.empty()) {
       return Status::FailedPrecondition("device " + d.uuid + " on " + node.name + " is no longer empty");
     }
+    // DeviceFreeMiB and CeilingRoomMiB count one new process's overhead; each further one of
+    // this placement on the device pays its own.
+    const MiB more_overhead = static_cast<MiB>(std::max(0, add_processes[g] - 1)) * ProcessOverheadMiB(d, options);
     MiB free = DeviceFreeMiB(d, options);
-    MiB need = excl[g] ? 0 : add[g];
+    MiB need = excl[g] ? 0 : add[g] + more_overhead;
     if (!excl[g] && need > free) {
       return Status::FailedPrecondition("device " + d.uuid + " on " + node.name + " has " + std::to_string(free) +
                                         " MiB free, placement needs " + std::to_string(need) + " MiB");
+    }
+    if (!excl[g] && add_ceiling[g] > add[g] && add_ceiling[g] + more_overhead > CeilingRoomMiB(d, options)) {
+      return Status::FailedPrecondition("device " + d.uuid + " on " + node.name + " has room for " +
+                                        std::to_string(std::max<MiB>(0, CeilingRoomMiB(d, options))) +
+                                        " MiB of ceilings under the " + std::to_string(options.ceiling_overcommit_pct) +
+                                        " % bound, placement needs " + std::to_string(add_ceiling[g]) + " MiB");
     }
     if (add_compute[g] > DeviceFreeComputePct(d)) {
       return Status::FailedPrecondition("device " + d.uuid + " on " + node.name + " has " +
@@ -47,9 +60,9 @@ Status ApplyPlacement(Node& node, const PodRequest& pod, const Placement& placem
     if (cp.within_pod_devices) continue;
     for (size_t i = 0; i < cp.device_slots.size(); ++i) {
       const int slot = cp.device_slots[i];
-      node.devices[slot].shares.push_back(DeviceShare{pod.uid, pod.Key(), cp.container, cp.mem_per_device_mib,
-                                                      cp.exclusive, pod.spread_key,
-                                                      model::ShareComputePct(cp, i, node.devices[slot])});
+      node.devices[slot].shares.push_back(
+          DeviceShare{pod.uid, pod.Key(), cp.container, cp.mem_per_device_mib, cp.exclusive, pod.spread_key,
+                      model::ShareComputePct(cp, i, node.devices[slot]), cp.mem_limit_per_device_mib});
     }
   }
   node.requested_cpu_milli += pod.cpu_milli;

@@ -3,26 +3,53 @@
 #include <algorithm>
 #include <vector>
 
+#include "model/process_overhead.h"
 #include "placement/demand.h"
 #include "placement/fgd_cost.h"
 #include "placement/policy.h"
 
 namespace gpupack::placement {
 
+MiB ProcessOverheadMiB(const Device& d, const PlacementOptions& o) {
+  switch (o.process_overhead) {
+    case ProcessOverheadMode::kOff:
+      return 0;
+    case ProcessOverheadMode::kFamilyDefault:
+      return model::DefaultProcessOverheadMiB(d.model, d.capacity_mib);
+    case ProcessOverheadMode::kFixed:
+      return o.process_overhead_mib;
+  }
+  return 0;
+}
+
 MiB DeviceUsableMiB(const Device& d, const PlacementOptions& o) {
-  return std::max<MiB>(0, d.capacity_mib - o.reserve_mib_per_device);
+  return std::max<MiB>(0, d.capacity_mib - o.reserve_mib_per_device - ProcessOverheadMiB(d, o));
+}
+
+MiB CeilingRoomMiB(const Device& d, const PlacementOptions& o) {
+  MiB ceilings = 0;
+  for (const auto& s : d.shares) ceilings += s.CeilingMiB();
+  const MiB bound = std::max<MiB>(0, d.capacity_mib - o.reserve_mib_per_device) * o.ceiling_overcommit_pct / 100;
+  return bound - ceilings - static_cast<MiB>(d.shares.size() + 1) * ProcessOverheadMiB(d, o);
 }
 
 MiB DeviceFreeMiB(const Device& d, const PlacementOptions& o) {
   if (!InPool(d)) return 0;
-  MiB caps = 0;
+  MiB caps = 0, ceilings = 0;
   for (const auto& s : d.shares) {
     if (s.exclusive) return 0;
     caps += s.mem_mib;
+    ceilings += s.CeilingMiB();
   }
+  const MiB overhead = ProcessOverheadMiB(d, o);
+  const MiB held = static_cast<MiB>(d.shares.size()) * overhead;  // the processes already there
+  // Live use up to the ceilings is the shares' own (a burst is theirs, and evictable); beyond
+  // them, something outside gpupack holds it.
   MiB foreign = 0;
-  if (o.count_foreign_usage) foreign = std::max<MiB>(0, d.used_mib - caps - o.reserve_mib_per_device);
-  return std::max<MiB>(0, d.capacity_mib - o.reserve_mib_per_device - caps - foreign);
+  if (o.count_foreign_usage) foreign = std::max<MiB>(0, d.used_mib - ceilings - held - o.reserve_mib_per_device);
+  const MiB free = d.capacity_mib - o.reserve_mib_per_device - caps - held - overhead - foreign;
+  if (ceilings == caps) return std::max<MiB>(0, free);  // no burst: the bound (≥ 100 %) cannot bind
+  return std::max<MiB>(0, std::min(free, CeilingRoomMiB(d, o)));
 }
 
 int DeviceFreeComputePct(const Device& d) {

@@ -13,16 +13,37 @@
 
 namespace gpupack::placement {
 
+// The default bound on Σ ceilings per device (docs/placement.md, "Burstable memory"): 150 % of the
+// device's memory less the reserve.
+inline constexpr int kDefaultCeilingOvercommitPct = 150;
+
+// Which per-process overhead placement counts (model/process_overhead.h; docs/placement.md,
+// "Per-process overhead"): none, each device's family default, or one figure for every device.
+enum class ProcessOverheadMode : uint8_t { kOff, kFamilyDefault, kFixed };
+
 struct PlacementOptions {
-  MiB reserve_mib_per_device = 0;   // kept free on every device (driver / context overhead)
-  bool count_foreign_usage = true;  // live usage beyond the caps reduces free memory
+  MiB reserve_mib_per_device = 0;   // kept free on every device (driver reserve)
+  bool count_foreign_usage = true;  // live usage beyond the ceilings reduces free memory
+  // Σ ceilings (DeviceShare::CeilingMiB) on a device ≤ this percent of its memory less the reserve;
+  // at least 100, so that shares without a ceiling above their cap never meet the bound.
+  int ceiling_overcommit_pct = kDefaultCeilingOvercommitPct;
+  ProcessOverheadMode process_overhead = ProcessOverheadMode::kOff;
+  MiB process_overhead_mib = 0;  // kFixed's figure
 };
 
-// Free memory of a device: capacity − Σ caps − reserve − max(0, live usage − Σ caps), floored at
-// 0; a device held exclusively or unhealthy has none.
+// What each process (share) on `device` holds outside its cap under `options`: 0 when off.
+MiB ProcessOverheadMiB(const Device& device, const PlacementOptions& options);
+// Free memory of a device for one more process: capacity − reserve − Σ caps − (shares + 1) ×
+// overhead − max(0, live usage − Σ ceilings − shares × overhead − reserve), and no more than its
+// ceiling room (CeilingRoomMiB), floored at 0; a device held exclusively or unhealthy has none.
+// Without ceilings above caps and with the overhead off: capacity − reserve − Σ caps − foreign use.
 MiB DeviceFreeMiB(const Device& device, const PlacementOptions& options);
-// A device's capacity less the reserve, floored at 0: its free memory when nothing holds it.
+// A device's capacity less the reserve and one process's overhead, floored at 0: its free memory
+// when nothing holds it.
 MiB DeviceUsableMiB(const Device& device, const PlacementOptions& options);
+// How large a ceiling one more process may have on `device` under the overcommit bound:
+// ⌊(capacity − reserve) × pct / 100⌋ − Σ ceilings − (shares + 1) × overhead (may be negative).
+MiB CeilingRoomMiB(const Device& device, const PlacementOptions& options);
 // Free compute of a device, percent: kDeviceComputePct − AllocatedComputePct, floored at 0; a
 // device out of the pool has none.
 int DeviceFreeComputePct(const Device& device);

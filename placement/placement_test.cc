@@ -146,6 +146,8 @@ TEST(Fit, PreciseReasons) {
   Node stale = NodeOf({Gpu(81920)});
   stale.stale_reason = "GPUNode heartbeat 312s old > TTL 120s";
   Node cpu_node = NodeOf({Gpu(81920)}, 2000);
+  Node unenforced = NodeOf({Gpu(81920)});
+  unenforced.memory_unenforced_reason = "MemoryEnforced is False (MemoryLimitsMissing): memory-limits: driver too old";
   const RejectCase cases[] = {
       {"largest free slice too small", NodeOf({Gpu(16384, 10240), Gpu(16384, 12288)}), Pod(1, 8192),
        RejectReason::kInsufficientDeviceMemory, false,
@@ -169,6 +171,11 @@ TEST(Fit, PreciseReasons) {
        "insufficient cpu: pod needs 4000m, node has 2000m free"},
       {"hard isolation needs an enforcing node", NodeOf({Gpu(81920)}), hard, RejectReason::kNoMatchingDevice, true,
        "no device matches any device, hard isolation"},
+      {"hard isolation told why the node does not enforce", unenforced, hard, RejectReason::kNoMatchingDevice, true,
+       "no device matches any device, hard isolation; MemoryEnforced is False (MemoryLimitsMissing): memory-limits: "
+       "driver too old"},
+      {"a soft pod is not told", unenforced, Pod(1, 90000), RejectReason::kDeviceTooSmall, true,
+       "largest matching device has 81920 MiB in total, pod needs 90000 MiB per device"},
   };
   for (const auto& c : cases) {
     for (PolicyKind kind : {PolicyKind::kFgd, PolicyKind::kBinpack, PolicyKind::kSpread}) {

@@ -8,10 +8,6 @@
 namespace gpupack::placement {
 namespace {
 
-MiB UsableCapacity(const Device& d, MiB reserve_mib_per_device) {
-  return std::max<MiB>(0, d.capacity_mib - reserve_mib_per_device);
-}
-
 // What decides which shapes a node can host: its CPU and its devices' sorts and sizes. Nodes of
 // one hardware type share a signature, so CanHost runs once per type, not once per node.
 std::string HostSignature(const Node& node) {
@@ -69,17 +65,15 @@ bool HostSetWithin(const std::vector<bool>& a, const std::vector<bool>& b) {
 }  // namespace
 
 CapacityReservation::Builder::Builder(TypicalWorkload workload, const PlacementOptions& placement)
-    : workload_(std::move(workload)),
-      reserve_mib_per_device_(placement.reserve_mib_per_device),
-      count_foreign_usage_(placement.count_foreign_usage) {}
+    : workload_(std::move(workload)), placement_(placement) {}
 
 void CapacityReservation::Builder::AddNode(const Node& node) {
-  const PlacementOptions placement{reserve_mib_per_device_, count_foreign_usage_};
+  const PlacementOptions& placement = placement_;
   double capacity = 0;
   double free = 0;
   for (const Device& d : node.devices) {
     if (!d.healthy) continue;
-    const MiB usable = UsableCapacity(d, reserve_mib_per_device_);
+    const MiB usable = DeviceUsableMiB(d, placement);
     capacity += static_cast<double>(usable);
     free += static_cast<double>(DeviceFreeMiB(d, placement));
     ++devices_by_capacity_[usable];
@@ -100,8 +94,7 @@ void CapacityReservation::Builder::AddNode(const Node& node) {
 
 CapacityReservation CapacityReservation::Builder::Build() && {
   CapacityReservation out;
-  out.reserve_mib_per_device_ = reserve_mib_per_device_;
-  out.count_foreign_usage_ = count_foreign_usage_;
+  out.placement_ = placement_;
   double total_capacity = 0;
   double total_free = 0;
   for (const HostType& t : types_) {
@@ -177,9 +170,8 @@ double CapacityReservation::Tightness(const Node& node) const {
   if (it != tightness_by_type_.end()) return it->second;
   // A node that joined after Build: reserving_ is tightest first, so the first shape it can
   // host gives its maximum.
-  const PlacementOptions placement{reserve_mib_per_device_, count_foreign_usage_};
   for (const Reserving& r : reserving_) {
-    if (CanHost(node, r.spec, placement)) return r.tightness;
+    if (CanHost(node, r.spec, placement_)) return r.tightness;
   }
   return 0;
 }

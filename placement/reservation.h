@@ -30,12 +30,11 @@
 #include <unordered_map>
 #include <vector>
 
+#include "placement/node_summary.h"
 #include "placement/vocabulary.h"
 #include "placement/workload.h"
 
 namespace gpupack::placement {
-
-struct PlacementOptions;
 
 // Host sets above this share of the cluster's device capacity reserve nothing.
 inline constexpr double kMaxReservingCapacityShare = 0.5;
@@ -64,8 +63,7 @@ class CapacityReservation {
       double free = 0;          // Σ free device MiB of its nodes
     };
     TypicalWorkload workload_;
-    MiB reserve_mib_per_device_;
-    bool count_foreign_usage_;
+    PlacementOptions placement_;
     std::vector<HostType> types_;
     std::unordered_map<std::string, size_t> type_of_;  // HostSignature → types_ index
     std::unordered_map<MiB, int64_t> devices_by_capacity_;
@@ -86,8 +84,7 @@ class CapacityReservation {
  private:
   std::vector<Reserving> reserving_;
   std::unordered_map<std::string, double> tightness_by_type_;  // HostSignature → tightness
-  MiB reserve_mib_per_device_ = 0;  // PlacementOptions' fields, for CanHost on nodes Build never saw
-  bool count_foreign_usage_ = true;
+  PlacementOptions placement_;                                 // for CanHost on nodes Build never saw
 };
 
 }  // namespace gpupack::placement

@@ -42,7 +42,7 @@ KNOWN_DEBT = set()
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 SOURCE_DIRS = ["common", "model", "placement", "api", "translate", "kube", "server", "agent", "webhook",
-               "sim", "scheduler", "cmd", "testing", "e2e", "bench"]
+               "sim", "scheduler", "cmd", "testing", "e2e", "bench", "fuzz"]
 
 
 def layer_of(path):
@@ -55,7 +55,7 @@ def layer_of(path):
 def is_test_code(path):
     name = os.path.basename(path)
     return (name.endswith("_test.cc") or "/testing/" in path
-            or path.startswith(("testing/", "e2e/", "bench/"))
+            or path.startswith(("testing/", "e2e/", "bench/", "fuzz/"))
             or name.startswith("test_"))
 
 

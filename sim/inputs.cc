@@ -234,16 +234,7 @@ StatusOr<std::vector<model::PodRequest>> ParseWorkloadYaml(std::string_view text
     if (Status valid = CheckDns1123Subdomain(name, "name"); !valid.ok()) {
       return Status::InvalidArgument(Mark(where, entry["name"]) + valid.message());
     }
-    // The annotations' keys, read by their rows in the table's order as the pod parser reads a
-    // pod's annotations, so the simulator accepts and refuses what the webhook and the extender
-    // do, with their message after the position of the key's value.
     model::PodRequest base;
-    for (const api::PodAnnotation& row : api::PodAnnotations()) {
-      if (row.workload_key.empty() || !entry[std::string(row.workload_key)]) continue;
-      if (Status read = row.read(row, scalar(row.workload_key), base); !read.ok()) {
-        return Status::InvalidArgument(Mark(where, entry[std::string(row.workload_key)]) + read.message());
-      }
-    }
     base.ns = "default";
     int64_t count = 1;
     if (entry["count"]) {
@@ -276,6 +267,15 @@ StatusOr<std::vector<model::PodRequest>> ParseWorkloadYaml(std::string_view text
       c.device_count = static_cast<int>(gpus);
       c.mem_per_device_mib = per_device;
       base.containers.push_back(c);
+    }
+    // The annotations' keys, read by their rows in the table's order after the container, as the
+    // pod parser reads a pod's annotations, so the simulator accepts and refuses what the webhook
+    // and the extender do, with their message after the position of the key's value.
+    for (const api::PodAnnotation& row : api::PodAnnotations()) {
+      if (row.workload_key.empty() || !entry[std::string(row.workload_key)]) continue;
+      if (Status read = row.read(row, scalar(row.workload_key), base); !read.ok()) {
+        return Status::InvalidArgument(Mark(where, entry[std::string(row.workload_key)]) + read.message());
+      }
     }
     if (entry["cpu"]) {
       auto cpu = ParseMilliValue(scalar("cpu"), "cpu");

@@ -687,9 +687,10 @@ TEST(Inputs, WorkloadYamlCarriesThePodControls) {
 
 // The workload entry `{name: a, KEY: "VALUE", ...}` that sets `set` under the rows' workload keys;
 // `value_column` gets the (1-based) column of the last one's value in table order, the one a
-// refused case refuses. False when a row of `set` has no workload key.
+// refused case refuses. False when a row of `set` has no workload key. The pod asks for 8Gi on
+// one device, as the shared cases assume.
 bool WorkloadEntry(const api::testing::Annotations& set, std::string* line, int* value_column) {
-  *line = "  - {name: a";
+  *line = "  - {name: a, gpuMemory: 8Gi";
   size_t found = 0;
   for (const api::PodAnnotation& row : api::PodAnnotations()) {
     auto it = set.find(std::string(row.name));

@@ -112,7 +112,10 @@ api::GpuNodeStatus SampleGpuNodeStatus() {
                        .model = "NVIDIA H100 80GB HBM3",
                        .memory_mib = 81559,
                        .used_mib = 1200,
-                       .allocated_mib = 16384});
+                       .allocated_mib = 16384,
+                       .compute_enforcement = "mps-client",
+                       .allocated_compute_pct = 40,
+                       .sm_util_pct = 35});
   s.devices.push_back(
       {.uuid = "GPU-bbbb",
        .index = 1,
@@ -122,11 +125,18 @@ api::GpuNodeStatus SampleGpuNodeStatus() {
        .healthy = false,
        .mig_enabled = true,
        .mig_instances = {{"MIG-1", "3g.20gb", 19968, 100, 1, 0, 4}, {"MIG-2", "1g.5gb", 4864, 200, 7, 6, 1}}});
-  s.processes.push_back({4242, "GPU-aaaa", 900, "uid-1", "ns/p", "main", "abc123"});
-  s.enforcement = {"cgroup-dmem", "615.20", "13.4", ""};
+  s.devices.back().mig_instances[0].compute_enforcement = "mps-client";
+  s.processes.push_back({4242, "GPU-aaaa", 900, "uid-1", "ns/p", "main", "abc123", 30});
+  s.enforcement = {"cgroup-dmem", "615.20", "13.4", "", "MPS control pipe found"};
   s.audit.push_back({"over-cap", "GPU-aaaa", "uid-1", "ns/p", "main", 4242, 9000, 8192, "uses more than its cap"});
+  s.audit.push_back(
+      {"over-compute", "GPU-aaaa", "uid-1", "ns/p", "main", 4242, 0, 0, "uses more than its compute share", 55, 30});
   s.max_pods_per_device = 16;
   s.heartbeat_time = Clock::TimePoint(std::chrono::seconds(1'800'000'000));
+  s.conditions = {{"MemoryEnforced", true, "Enforced", "hard limits through cgroup-dmem",
+                   Clock::TimePoint(std::chrono::seconds(1'799'999'000))},
+                  {"ComputeEnforced", false, "ComputeMissing", "1 of 2 GPUs hold compute shares by scheduling only",
+                   Clock::TimePoint(std::chrono::seconds(1'799'999'000))}};
   return s;
 }
 

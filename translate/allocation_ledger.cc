@@ -22,6 +22,7 @@ api::Allocation AllocationFromPlacement(const model::Node& node, const model::Pl
       d.uuid = dev.uuid;
       d.index = dev.index;
       d.mem_mib = cp.mem_per_device_mib;
+      if (cp.mem_limit_per_device_mib > cp.mem_per_device_mib) d.limit_mib = cp.mem_limit_per_device_mib;
       d.compute_pct = model::ShareComputePct(cp, i, dev);
       if (dev.kind == model::DeviceKind::kMig) {
         d.parent_uuid = dev.parent_uuid;
@@ -55,6 +56,7 @@ std::vector<std::pair<std::string, model::DeviceShare>> AllocationShares(const a
       share.pod_key = std::string(pod_key);
       share.container = c.name;
       share.mem_mib = d.mem_mib;
+      share.mem_limit_mib = d.limit_mib;
       share.exclusive = c.exclusive;
       share.spread_key = allocation.spread_key;
       if (d.compute_pct != api::kComputeNotRecorded) {

@@ -49,11 +49,20 @@ StatusOr<model::Node> NodeFromGpuNode(const nlohmann::json& gpunode, std::chrono
     status = std::move(parsed).value();
     has_heartbeat = s->is_object() && s->contains("heartbeatTime") && (*s)["heartbeatTime"].is_string();
   }
-  const bool driver_caps =
+  bool driver_caps =
       status.enforcement.mode == api::kEnforcementCgroupDmem || status.enforcement.mode == api::kEnforcementCgroupMisc;
+  // The agent's doctor can know better than the mode (dmem not enabled on the pods' cgroups); an
+  // agent that reports no conditions is taken at its mode.
+  if (const api::GpuNodeCondition* memory = api::FindCondition(status.conditions, api::kConditionMemoryEnforced);
+      memory != nullptr && !memory->status) {
+    driver_caps = false;
+    node.memory_unenforced_reason =
+        std::string(api::kConditionMemoryEnforced) + " is False (" + memory->reason + "): " + memory->message;
+  }
   for (const api::GpuNodeDevice& d : status.devices) {
     if (!d.mig_enabled) {
       node.devices.push_back(DeviceOf(d, d.uuid, d.memory_mib, d.used_mib, d.excluded, driver_caps));
+      node.devices.back().hard_compute_isolation = d.compute_enforcement == api::kComputeEnforcementMpsNamespace;
       continue;
     }
     for (const api::GpuNodeMigInstance& m : d.mig_instances) {

@@ -51,6 +51,25 @@ TEST(NodeFromGpuNodeTest, WholeGpuIsSoftWithoutDriverCaps) {
   EXPECT_TRUE(node->devices[1].hard_isolation);
 }
 
+// The doctor's MemoryEnforced False outranks the mode: whole GPUs lose hard isolation, and the
+// node carries the condition's words for the verdict; MIG instances stay hard.
+TEST(NodeFromGpuNodeTest, MemoryEnforcedFalseMakesWholeGpusSoftAndSaysWhy) {
+  GpuNodeStatus s = SampleGpuNodeStatus();
+  s.conditions[0] = {"MemoryEnforced", false, "CgroupDegraded", "cgroup: dmem is not enabled down to kubepods", {}};
+  FakeClock clock(s.heartbeat_time);
+  auto node = NodeFromGpuNode(GpuNodeObject("n1", s), seconds(60), clock);
+  ASSERT_TRUE(node.ok()) << node.status();
+  EXPECT_FALSE(node->devices[0].hard_isolation);
+  EXPECT_TRUE(node->devices[1].hard_isolation);
+  EXPECT_EQ(node->memory_unenforced_reason,
+            "MemoryEnforced is False (CgroupDegraded): cgroup: dmem is not enabled down to kubepods");
+  s.conditions.clear();  // an agent without the doctor: its mode decides
+  node = NodeFromGpuNode(GpuNodeObject("n1", s), seconds(60), clock);
+  ASSERT_TRUE(node.ok());
+  EXPECT_TRUE(node->devices[0].hard_isolation);
+  EXPECT_EQ(node->memory_unenforced_reason, "");
+}
+
 TEST(NodeFromGpuNodeTest, StaleHeartbeatMakesNodeUnschedulableWithReason) {
   FakeClock clock(Clock::TimePoint(seconds(1'800'000'000 + 312)));
   auto node = NodeFromGpuNode(GpuNodeObject("n1", SampleGpuNodeStatus()), seconds(120), clock);

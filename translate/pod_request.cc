@@ -294,6 +294,12 @@ StatusOr<model::PodRequest> ParsePodRequest(const json& pod, int max_devices_per
     req.cpu_milli += cpu;
     req.memory_bytes += mem;
   }
+  // spec.priority: the priority admission resolved from the pod's PriorityClass (absent: 0, as
+  // kube-scheduler reads it).
+  if (const json* priority = Child(*spec, "priority"); priority != nullptr && !priority->is_null()) {
+    if (!priority->is_number_integer()) return Status::InvalidArgument("spec.priority must be an integer");
+    req.priority = priority->get<int64_t>();
+  }
   GPUPACK_RETURN_IF_ERROR(ParseAnnotations(pod, &req));
   return req;
 }

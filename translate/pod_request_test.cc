@@ -89,6 +89,22 @@ TEST(PodRequest, ComputeShareErrorsSayWhatIsWanted) {
   EXPECT_FALSE(disagree.ok());
 }
 
+// spec.priority is what admission resolved from the PriorityClass; without one the pod's is 0.
+TEST(PodRequest, ReadsThePodsPriority) {
+  json pod = PodWith({Container("main", {{"gpupack.io/gpu-memory", "8Gi"}})});
+  auto none = ParsePodRequest(pod);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ(none->priority, 0);
+  pod["spec"]["priority"] = -100;
+  auto low = ParsePodRequest(pod);
+  ASSERT_TRUE(low.ok()) << low.status();
+  EXPECT_EQ(low->priority, -100);
+  pod["spec"]["priority"] = "high";
+  auto bad = ParsePodRequest(pod);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "spec.priority must be an integer");
+}
+
 TEST(PodRequest, NonGpupackPodHasNoContainers) {
   json pod = PodWith({Container("web", {{"cpu", "2"}, {"memory", "1Gi"}})});
   EXPECT_FALSE(PodAsksForGpupack(pod));
@@ -279,6 +295,62 @@ TEST(PodRequest, WholeDeviceChargeKeepsWholeDevices) {
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().message(),
             "container \"main\": listed in gpupack.io/whole-device-charge but asks for no gpupack.io/gpu");
+}
+
+// gpupack.io/gpu-memory-limit on pods of several containers (the shared cases are for one): the
+// ceiling is each container's total, split over its devices like its gpu-memory.
+TEST(PodRequest, MemoryLimitNamesContainersAndSplitsOverTheirDevices) {
+  const json two = {Container("trainer", {{"gpupack.io/gpu-memory", "16Gi"}, {"gpupack.io/gpu", "2"}}),
+                    Container("sidecar", {{"gpupack.io/gpu-memory", "2Gi"}}), Container("cpu", {{"cpu", "1"}})};
+  // trainer: 40Gi over 2 devices = 40960 / 2 = 20480 MiB per device above its 16384 / 2 = 8192;
+  // sidecar names no ceiling and cannot burst.
+  auto r = ParsePodRequest(PodWith(two, {{"gpupack.io/gpu-memory-limit", "trainer=40Gi"}}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->containers[0].mem_per_device_mib, 8192);
+  EXPECT_EQ(r->containers[0].mem_limit_per_device_mib, 20480);
+  EXPECT_EQ(r->containers[1].mem_limit_per_device_mib, 0);
+  EXPECT_TRUE(r->Burstable());
+  EXPECT_EQ(api::WritePodAnnotations(*r).at("gpupack.io/gpu-memory-limit"), "trainer=40960Mi");
+  // An odd total rounds up per device, as gpu-memory does: 20481 MiB over 2 = 10240.5 → 10241.
+  auto odd = ParsePodRequest(PodWith(two, {{"gpupack.io/gpu-memory-limit", "trainer=20481Mi"}}));
+  ASSERT_TRUE(odd.ok()) << odd.status();
+  EXPECT_EQ(odd->containers[0].mem_limit_per_device_mib, 10241);
+
+  struct Bad {
+    json annotations;
+    std::string message;
+  } bad[] = {
+      {{{"gpupack.io/gpu-memory-limit", "40Gi"}},
+       "annotation gpupack.io/gpu-memory-limit: \"40Gi\" names no container, but the pod has 2 gpupack containers "
+       "(trainer, sidecar): write NAME=QUANTITY for each one that may burst"},
+      // "cpu" is a container of the pod, but asks for no gpupack memory.
+      {{{"gpupack.io/gpu-memory-limit", "cpu=4Gi"}},
+       "annotation gpupack.io/gpu-memory-limit: \"cpu\" is not a container of this pod that asks for "
+       "gpupack.io/gpu-memory (the pod's are: trainer, sidecar)"},
+      // 12Gi over 2 devices = 6144 per device < 8192: the trainer's 16Gi total is 16384 MiB.
+      {{{"gpupack.io/gpu-memory-limit", "trainer=12Gi"}},
+       "annotation gpupack.io/gpu-memory-limit: container \"trainer\": \"12Gi\" is below its gpupack.io/gpu-memory "
+       "of 16384 MiB; the ceiling is the most it may use, at least what it is guaranteed"},
+  };
+  for (const Bad& b : bad) {
+    auto refused = ParsePodRequest(PodWith(two, b.annotations));
+    ASSERT_FALSE(refused.ok()) << b.annotations.dump();
+    EXPECT_EQ(refused.status().message(), b.message);
+  }
+  // A whole-device container holds all of its devices already.
+  auto whole = ParsePodRequest(
+      PodWith({Container("train", {{"gpupack.io/gpu", "2"}})}, {{"gpupack.io/gpu-memory-limit", "train=100Gi"}}));
+  ASSERT_FALSE(whole.ok());
+  EXPECT_EQ(whole.status().message(),
+            "annotation gpupack.io/gpu-memory-limit: container \"train\" takes whole devices (gpupack.io/gpu without "
+            "gpupack.io/gpu-memory), which it holds all of already; a ceiling is for a gpupack.io/gpu-memory share");
+  // A pod without any gpupack container has nothing to burst.
+  auto none =
+      ParsePodRequest(PodWith({Container("web", {{"cpu", "1"}})}, {{"gpupack.io/gpu-memory-limit", "web=1Gi"}}));
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().message(),
+            "annotation gpupack.io/gpu-memory-limit: \"web\" is not a container of this pod that asks for "
+            "gpupack.io/gpu-memory (it has none)");
 }
 
 }  // namespace

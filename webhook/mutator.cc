@@ -8,6 +8,7 @@
 #include "api/pod_annotations.h"
 #include "common/log.h"
 #include "common/quantity.h"
+#include "model/process_overhead.h"
 #include "translate/pod_request.h"
 #include "webhook/device_env.h"
 
@@ -168,6 +169,24 @@ std::string PodName(const json& pod) {
   return name;
 }
 
+// A share no larger than one process's overhead (model/process_overhead.h: the least any GPU
+// family takes, since the webhook cannot know the device) leaves nothing for tensors, whether the
+// cap holds the context (R615 partitioning) or the node adds it outside; refused at admission
+// rather than discovered as an out-of-memory error at the first allocation.
+Status CheckMinimumShares(const model::PodRequest& request) {
+  const model::MiB overhead = model::SmallestProcessOverheadMiB();
+  for (const model::ContainerRequest& c : request.containers) {
+    if (c.whole_device() || c.mem_per_device_mib > overhead) continue;
+    return Status::InvalidArgument(
+        "container \"" + c.name + "\": 1 process × " + std::to_string(overhead) +
+        " MiB overhead (its CUDA context and the driver's reserve, the least any GPU takes) would leave this " +
+        std::to_string(c.mem_per_device_mib) + " MiB share 0 MiB for tensors; ask for more than " +
+        std::to_string(overhead) + " MiB of " + std::string(api::kResourceGpuMemory) +
+        " per device (docs/placement.md, \"Per-process overhead\")");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 std::string_view OutcomeName(Outcome outcome) {
@@ -232,6 +251,7 @@ StatusOr<PodPatch> Mutator::PatchFor(const json& pod) const {
   model::PodRequest request;  // no containers: the pod asks gpupack for nothing
   if (translate::PodAsksForGpupack(pod)) {
     GPUPACK_ASSIGN_OR_RETURN(request, translate::ParsePodRequest(pod, config_.max_devices_per_container));
+    GPUPACK_RETURN_IF_ERROR(CheckMinimumShares(request));
     GPUPACK_RETURN_IF_ERROR(CheckNodeName(pod.at("spec")));
   }
   const json* spec = Field(pod, "spec");

@@ -64,15 +64,16 @@ TEST(Mutator, PatchesTheCapturedDeploymentPod) {
   ExpectInjectedEnvFirst(server["env"], false, 0);
   EXPECT_EQ(EnvNames(server["env"]),
             (std::vector<std::string>{"NVIDIA_VISIBLE_DEVICES", "NVIDIA_GPU_MEMORY_LIMIT", "NVIDIA_GPU_MEMORY_REQUEST",
-                                      "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "MODEL", "POD_NAME", "LOG_LEVEL"}));
-  EXPECT_EQ(server["env"][5], before["spec"]["containers"][0]["env"][2]);  // POD_NAME, intact
+                                      "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE",
+                                      "CUDA_MPS_CLIENT_PRIORITY", "MODEL", "POD_NAME", "LOG_LEVEL"}));
+  EXPECT_EQ(server["env"][7], before["spec"]["containers"][0]["env"][2]);  // POD_NAME, intact
   EXPECT_EQ(server["envFrom"], before["spec"]["containers"][0]["envFrom"]);
   // metrics-sidecar (app 1) asks for no GPU: untouched.
   EXPECT_EQ(after["spec"]["containers"][1], before["spec"]["containers"][1]);
   // trainer (app 2) had envFrom only and no env.
   const json& trainer = after["spec"]["containers"][2];
   ExpectInjectedEnvFirst(trainer["env"], false, 2);
-  EXPECT_EQ(trainer["env"].size(), 4u);
+  EXPECT_EQ(trainer["env"].size(), std::size(api::kAllContainerEnvKeys));
   EXPECT_EQ(trainer["envFrom"], before["spec"]["containers"][2]["envFrom"]);
   // warmup (init 0) is a gpupack container keyed "i0"; fetch-weights (init 1) is untouched.
   ExpectInjectedEnvFirst(after["spec"]["initContainers"][0]["env"], true, 0);
@@ -161,7 +162,8 @@ TEST(Mutator, AWorkloadCannotRaiseItsOwnCap) {
   ExpectInjectedEnvFirst(env, false, 0);
   EXPECT_EQ(EnvNames(env),
             (std::vector<std::string>{"NVIDIA_VISIBLE_DEVICES", "NVIDIA_GPU_MEMORY_LIMIT", "NVIDIA_GPU_MEMORY_REQUEST",
-                                      "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "A"}));
+                                      "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE",
+                                      "CUDA_MPS_CLIENT_PRIORITY", "A"}));
 }
 
 api::ContainerAllocation OneDevice(const std::string& name, int index, bool init, const std::string& uuid,
@@ -221,6 +223,8 @@ TEST(Mutator, InjectedEnvReadsExactlyTheAnnotationsTheBindWrites) {
     EXPECT_EQ(env["NVIDIA_GPU_MEMORY_LIMIT"], std::to_string(c.devices[0].mem_mib)) << c.name;
     EXPECT_EQ(env["NVIDIA_GPU_MEMORY_REQUEST"], std::to_string(c.devices[0].mem_mib)) << c.name;
     EXPECT_EQ(env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"], "0=" + std::to_string(c.devices[0].mem_mib) + "M") << c.name;
+    EXPECT_EQ(env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"], std::to_string(api::ActiveThreadPercentage(c))) << c.name;
+    EXPECT_EQ(env["CUDA_MPS_CLIENT_PRIORITY"], "0") << c.name;
   }
   // ...and nothing the bind writes per container goes unread.
   for (const auto& [key, value] : bind) {
@@ -501,6 +505,31 @@ TEST(Mutator, AnnotationsAreAdmittedOrDeniedAsTheTableSays) {
     EXPECT_EQ(d.code, 400) << json(c.set).dump();
     EXPECT_EQ(d.message, c.message);
   }
+}
+
+// A share no larger than the least per-process overhead of any GPU (256 MiB,
+// model::SmallestProcessOverheadMiB) leaves 256 − 256 = 0 MiB for tensors: denied, saying why.
+// 512Mi over 2 devices is 256 per device, the same; 257 MiB leaves 1 MiB and is admitted.
+TEST(Mutator, SharesTooSmallForAProcessAreDeniedWithTheReason) {
+  Mutator mutator{Config{}};
+  json one = {{"name", "tiny"}, {"image", "x"}, {"resources", {{"limits", {{"gpupack.io/gpu-memory", "200Mi"}}}}}};
+  Denial d = DenialOf(mutator, PodWith(json::array({one})));
+  EXPECT_EQ(d.code, 400);
+  EXPECT_EQ(
+      d.message,
+      "container \"tiny\": 1 process × 256 MiB overhead (its CUDA context and the driver's reserve, the least any "
+      "GPU takes) would leave this 200 MiB share 0 MiB for tensors; ask for more than 256 MiB of "
+      "gpupack.io/gpu-memory per device (docs/placement.md, \"Per-process overhead\")");
+  json split = {{"name", "split"},
+                {"image", "x"},
+                {"resources", {{"limits", {{"gpupack.io/gpu-memory", "512Mi"}, {"gpupack.io/gpu", "2"}}}}}};
+  EXPECT_NE(DenialOf(mutator, PodWith(json::array({split}))).message.find("this 256 MiB share 0 MiB for tensors"),
+            std::string::npos);
+  EXPECT_EQ(Ask(mutator, ReviewOf(PodWith(json::array({GpuContainer("main", "257Mi")})))).result.outcome,
+            Outcome::kPatched);
+  // Whole devices have no share to be too small.
+  json whole = {{"name", "train"}, {"image", "x"}, {"resources", {{"limits", {{"gpupack.io/gpu", "1"}}}}}};
+  EXPECT_EQ(Ask(mutator, ReviewOf(PodWith(json::array({whole})))).result.outcome, Outcome::kPatched);
 }
 
 TEST(Mutator, WholeDevicePodsAreChargedToTheGpuMemoryQuota) {

@@ -21,6 +21,7 @@ import (
 // envDecision is what the C++ decision answers for one container.
 type envDecision struct {
 	Set    [][2]string `json:"set"`    // NAME, value: set, replacing a variable of that name
+	Mounts []string    `json:"mounts"` // host directories bind-mounted at the same path
 	Exempt bool        `json:"exempt"` // the pod's namespace is exempt: nothing set
 	Error  string      `json:"error"`  // set when no decision can be made
 }
@@ -31,6 +32,7 @@ type decisionRequest struct {
 	Annotations      map[string]string `json:"annotations"`
 	Container        string            `json:"container"`
 	Env              []string          `json:"env"`
+	MpsPipeDirectory string            `json:"mpsPipeDirectory"`
 }
 
 // decide asks the C++ decision for the env of one container: its pod's namespace and

@@ -93,6 +93,7 @@ func (s *status) serveReady(w http.ResponseWriter, _ *http.Request) {
 type options struct {
 	socket string
 	exempt []string
+	mpsDir string
 	name   string
 	index  string
 	listen string
@@ -121,7 +122,7 @@ func run(ctx context.Context, o options, st *status) {
 		}
 		missing = false
 		st.setSocketPresent(true)
-		p := &plugin{status: st, exemptNamespaces: o.exempt}
+		p := &plugin{status: st, exemptNamespaces: o.exempt, mpsPipeDirectory: o.mpsDir}
 		s, err := stub.New(p, stub.WithPluginName(o.name), stub.WithPluginIdx(o.index), stub.WithSocketPath(o.socket),
 			stub.WithOnClose(func() { st.setConnected(false) }),
 			// A request the plugin cannot answer (a timeout, a lost connection) fails the container's
@@ -163,6 +164,9 @@ func main() {
 		o.exempt = append(o.exempt, ns)
 		return nil
 	})
+	flag.StringVar(&o.mpsDir, "mps-pipe-directory", "", "the node's MPS control daemon's pipe directory (its "+
+		"CUDA_MPS_PIPE_DIRECTORY on the host): containers with gpupack devices get it as CUDA_MPS_PIPE_DIRECTORY, "+
+		"bind-mounted at the same path (empty: no MPS)")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "gpupack-nri: unexpected arguments %q\n", flag.Args())

@@ -15,6 +15,7 @@ import (
 type plugin struct {
 	status           *status
 	exemptNamespaces []string
+	mpsPipeDirectory string // the node's MPS pipe directory, "" = none
 }
 
 func (p *plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containers []*api.Container) ([]*api.ContainerUpdate, error) {
@@ -27,7 +28,8 @@ func (p *plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 func (p *plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
 	who := fmt.Sprintf("%s/%s container %s", pod.GetNamespace(), pod.GetName(), ctr.GetName())
 	d, err := decide(decisionRequest{Namespace: pod.GetNamespace(), ExemptNamespaces: p.exemptNamespaces,
-		Annotations: pod.GetAnnotations(), Container: ctr.GetName(), Env: ctr.GetEnv()})
+		Annotations: pod.GetAnnotations(), Container: ctr.GetName(), Env: ctr.GetEnv(),
+		MpsPipeDirectory: p.mpsPipeDirectory})
 	if err != nil {
 		p.status.countContainer("refused")
 		log.Printf("refused %s: %v", who, err)
@@ -41,6 +43,11 @@ func (p *plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 		adjust.RemoveEnv(kv[0])
 		adjust.AddEnv(kv[0], kv[1])
 		set = append(set, kv[0]+"="+kv[1])
+	}
+	// The MPS pipe directory, mounted by the runtime: the pod spec needs no hostPath for it.
+	for _, dir := range d.Mounts {
+		adjust.AddMount(&api.Mount{Destination: dir, Source: dir, Type: "bind", Options: []string{"rbind", "rw"}})
+		set = append(set, "mount "+dir)
 	}
 	switch {
 	case d.Exempt:

@@ -177,15 +177,16 @@ type gpupackPlugin struct {
 	log    *syncBuffer
 }
 
-func startPlugin(t *testing.T, socket string) *gpupackPlugin {
+func startPlugin(t *testing.T, socket string, extra ...string) *gpupackPlugin {
 	t.Helper()
 	bin := os.Getenv("GPUPACK_NRI")
 	if bin == "" {
 		t.Fatal("GPUPACK_NRI must name the gpupack-nri binary (CTest sets it)")
 	}
 	p := &gpupackPlugin{log: &syncBuffer{}}
-	p.cmd = exec.Command(bin, "--socket", socket, "--listen", "127.0.0.1:0", "--retry", "100ms",
-		"--exempt-namespace", "kube-system", "--exempt-namespace", "gpu-operator")
+	args := append([]string{"--socket", socket, "--listen", "127.0.0.1:0", "--retry", "100ms",
+		"--exempt-namespace", "kube-system", "--exempt-namespace", "gpu-operator"}, extra...)
+	p.cmd = exec.Command(bin, args...)
 	p.cmd.Stderr = p.log
 	stdout, err := p.cmd.StdoutPipe()
 	if err != nil {
@@ -243,12 +244,13 @@ func (p *gpupackPlugin) waitFor(t *testing.T, path, want string) {
 }
 
 // A pod as the extender bound it with requestRatio 0.5 (api::AllocationAnnotations): "main" on
-// GPU-a and GPU-b with an 8192-MiB cap each, soft 8192 × 0.5 = 4096; sidecar "log" has no
-// allocation. The annotations are the ones kubelet copies onto the sandbox.
+// GPU-a and GPU-b with an 8192-MiB cap each, soft 8192 × 0.5 = 4096, and compute shares of 30 % and
+// 25 % (its MPS thread percentage is the lesser, 25); sidecar "log" has no allocation. The
+// annotations are the ones kubelet copies onto the sandbox.
 func boundPod(id string) *api.PodSandbox {
 	return &api.PodSandbox{Id: id, Name: "train-" + id, Uid: "uid-" + id, Namespace: "ml", Annotations: map[string]string{
 		"gpupack.io/allocation": `{"v":1,"node":"n1","containers":[{"name":"main","index":0,"devices":` +
-			`[{"uuid":"GPU-a","index":0,"memMiB":8192},{"uuid":"GPU-b","index":1,"memMiB":8192}]}]}`,
+			`[{"uuid":"GPU-a","index":0,"memMiB":8192,"computePct":30},{"uuid":"GPU-b","index":1,"memMiB":8192,"computePct":25}]}]}`,
 		"gpupack.io/c0-visible-devices":    "GPU-a,GPU-b",
 		"gpupack.io/c0-memory-limit-mib":   "8192",
 		"gpupack.io/c0-memory-request-mib": "4096",
@@ -262,6 +264,8 @@ var mainEnv = []string{
 	"NVIDIA_GPU_MEMORY_LIMIT=8192",
 	"NVIDIA_GPU_MEMORY_REQUEST=4096",
 	"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=8192M,1=8192M",
+	"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=25",
+	"CUDA_MPS_CLIENT_PRIORITY=0",
 }
 
 func adjustedEnv(resp *api.CreateContainerResponse) []string {
@@ -360,6 +364,39 @@ func TestContainerEnvIsDecidedOnTheNode(t *testing.T) {
 	}
 	if code, _ := p.get("/readyz"); code != http.StatusOK {
 		t.Errorf("/readyz answered %d while registered", code)
+	}
+}
+
+// With the node's MPS pipe directory configured, the runtime mounts it into a container with
+// gpupack devices and points CUDA_MPS_PIPE_DIRECTORY at it, replacing the pod's own: its thread
+// percentage reaches the node's MPS server without a hostPath in the pod spec. A sidecar gets
+// neither.
+func TestMpsPipeDirectoryReachesAllocatedContainersOnly(t *testing.T) {
+	r := startRuntime(t, shortTempDir(t))
+	o := startObserver(t, r)
+	p := startPlugin(t, r.socket, "--mps-pipe-directory", "/run/nvidia-mps")
+	r.waitSynced(t)
+	p.waitFor(t, "/metrics", "gpupack_nri_connected 1")
+	pod := boundPod("p1")
+	r.runPod(t, pod)
+	resp, err := r.createContainer(pod, &api.Container{Id: "c-main", Name: "main",
+		Env: []string{"CUDA_MPS_PIPE_DIRECTORY=/tmp/mine"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append(append([]string(nil), mainEnv...), "CUDA_MPS_PIPE_DIRECTORY=/run/nvidia-mps")
+	expectEnv(t, "the env after gpupack", o.envOf("c-main"), want)
+	mounts := resp.GetAdjust().GetMounts()
+	if len(mounts) != 1 || mounts[0].Destination != "/run/nvidia-mps" || mounts[0].Source != "/run/nvidia-mps" ||
+		mounts[0].Type != "bind" {
+		t.Errorf("want one bind mount of /run/nvidia-mps, got %v", mounts)
+	}
+	side, err := r.createContainer(pod, &api.Container{Id: "c-log", Name: "log"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(side.GetAdjust().GetMounts()) != 0 {
+		t.Errorf("the sidecar got mounts: %v", side.GetAdjust().GetMounts())
 	}
 }
 

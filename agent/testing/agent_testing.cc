@@ -13,6 +13,38 @@ void SetFakeNvmlState(const TempDir& dir, const nlohmann::json& state) {
   GPUPACK_CHECK(setenv("GPUPACK_FAKE_NVML_STATE", file.c_str(), 1) == 0);
 }
 
+FakeNvmlFlavour FakeNvmlFlavourOf(FakeDriver driver) {
+  using Json = nlohmann::json;
+  const Json whole = {{"uuid", "GPU-1"}, {"name", "NVIDIA H200"}, {"memoryMiB", 143771}};
+  const Json mig = {{"uuid", "GPU-2"},
+                    {"name", "NVIDIA H200"},
+                    {"memoryMiB", 143771},
+                    {"migMode", 1},
+                    {"profiles", {{{"selector", 2}, {"id", 9}, {"name", "MIG 3g.71gb"}}}},
+                    {"migInstances",
+                     {{{"uuid", "MIG-1"}, {"gpuInstanceId", 1}, {"profileId", 9}, {"start", 0}, {"size", 4}},
+                      {{"uuid", "MIG-2"}, {"gpuInstanceId", 2}, {"profileId", 9}, {"start", 4}, {"size", 4}}}}};
+  Json empty_mig = mig;
+  empty_mig["migInstances"] = Json::array();
+  auto r615 = [](Json devices) {
+    return Json{{"driverVersion", "615.20"}, {"cudaVersion", 13040}, {"devices", std::move(devices)}};
+  };
+  switch (driver) {
+    case FakeDriver::kR580:
+      return {GPUPACK_FAKE_NVML_R580,
+              {{"driverVersion", "580.65.06"}, {"cudaVersion", 13000}, {"devices", Json::array({whole})}}};
+    case FakeDriver::kR615:
+      return {GPUPACK_FAKE_NVML_R615, r615(Json::array({whole}))};
+    case FakeDriver::kR615LibraryWithoutCalls:
+      return {GPUPACK_FAKE_NVML_R580, r615(Json::array({whole}))};
+    case FakeDriver::kR615Mig:
+      return {GPUPACK_FAKE_NVML_R615, r615(Json::array({whole, mig}))};
+    case FakeDriver::kR615MigWithoutInstances:
+      return {GPUPACK_FAKE_NVML_R615, r615(Json::array({empty_mig}))};
+  }
+  return {};
+}
+
 std::string SystemdContainerPath(const std::string& pod_uid, const std::string& container_id) {
   std::string underscored = pod_uid;
   for (char& c : underscored) {

@@ -17,6 +17,21 @@ namespace gpupack::agent::testing {
 // it (read at the next nvmlInit_v2).
 void SetFakeNvmlState(const TempDir& dir, const nlohmann::json& state);
 
+// The driver generations the doctor tells apart, as the fake NVML plays them: a build of the fake
+// library (agent/CMakeLists.txt: with or without the R615 calls) and the state it reads.
+enum class FakeDriver {
+  kR580,                     // before R615: no per-cgroup memory-limit calls, driver 580.65.06
+  kR615,                     // R615: the calls, driver 615.20, CUDA 13.4, one whole GPU
+  kR615LibraryWithoutCalls,  // the kernel driver says 615.20, the loaded library lacks the calls
+  kR615Mig,                  // R615, one whole GPU and one in MIG mode with two instances
+  kR615MigWithoutInstances,  // R615, one GPU in MIG mode with no instance yet
+};
+struct FakeNvmlFlavour {
+  std::string library;  // the fake libnvidia-ml.so.1 to load
+  nlohmann::json state;
+};
+FakeNvmlFlavour FakeNvmlFlavourOf(FakeDriver driver);
+
 // Pod UIDs and container ids that look real to the cgroup parser.
 inline constexpr const char* kPodUid1 = "0b7e1c2a-3f4d-4e5f-8a9b-0c1d2e3f4a5b";
 inline constexpr const char* kPodUid2 = "11111111-2222-4333-8444-555555555555";

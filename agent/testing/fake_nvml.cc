@@ -1,3 +1,5 @@
+// Long file: one short fake per NVML function the agent resolves, all over the one shared State; split,
+// each part would need that state and its lock.
 // A fake libnvidia-ml.so.1 for tests: the agent loads it through the same dlopen path as the real
 // driver library. State comes from the JSON file named by $GPUPACK_FAKE_NVML_STATE, read at every
 // nvmlInit_v2:
@@ -17,12 +19,19 @@
 //                 "migInstances": [{"slot": 0, "uuid": "MIG-1", "gpuInstanceId": 1, "profileId": 9,
 //                                   "start": 0, "size": 4, "memoryMiB": 40192, "usedMiB": 5,
 //                                   "processes": [{"pid": 7, "usedMiB": 5}]}],
-//                 "processes": [{"pid": 42, "usedMiB": 10}]}]}
+//                 "smUtil": 35,                       // nvmlDeviceGetUtilizationRates' gpu (MIG mode: NOT_SUPPORTED)
+//                 "computeMode": 3,                   // nvmlDeviceGetComputeMode (absent = 0, DEFAULT)
+//                 "processes": [{"pid": 42, "usedMiB": 10,
+//                                "smUtil": [30, 40]}]}]}  // its nvmlDeviceGetProcessUtilization samples
+//
+// Process utilisation samples are stamped 1000, 2000, … µs in list order, so a call with
+// lastSeenTimeStamp 1000 returns all but each process's first sample.
 //
 // Built twice: with FAKE_NVML_R615 (exports the R615 memory-limit calls and the v2 memory call)
 // and without (an older driver: both absent, so the agent's fallbacks run).
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -42,6 +51,7 @@ constexpr unsigned long long kMiB = 1024ULL * 1024ULL;
 struct FakeProcess {
   unsigned int pid;
   unsigned long long used_mib;
+  std::vector<unsigned int> sm_util;  // utilisation samples, oldest first
 };
 
 struct FakeDevice;
@@ -74,6 +84,8 @@ struct FakeDevice {
   unsigned long long memory_mib = 0, used_mib = 0;
   bool no_permission = false;
   int mig_mode = -1;  // -1 = not supported
+  unsigned int sm_util = 0;
+  int compute_mode = NVML_COMPUTEMODE_DEFAULT;
   std::vector<FakeProfile> profiles;
   std::vector<std::unique_ptr<FakeMig>> migs;
   std::vector<FakeProcess> processes;
@@ -104,7 +116,8 @@ std::vector<std::unique_ptr<FakeDevice>> retired;
 std::vector<FakeProcess> ReadProcesses(const Json& j) {
   std::vector<FakeProcess> out;
   for (const Json& p : j.value("processes", Json::array())) {
-    out.push_back({p.at("pid").get<unsigned int>(), p.value("usedMiB", 0ULL)});
+    out.push_back(
+        {p.at("pid").get<unsigned int>(), p.value("usedMiB", 0ULL), p.value("smUtil", std::vector<unsigned int>{})});
   }
   return out;
 }
@@ -139,6 +152,8 @@ int Load() {
       dev->used_mib = d.value("usedMiB", 0ULL);
       dev->no_permission = d.value("noPermission", false);
       dev->mig_mode = d.contains("migMode") ? d["migMode"].get<int>() : -1;
+      dev->sm_util = d.value("smUtil", 0u);
+      dev->compute_mode = d.value("computeMode", static_cast<int>(NVML_COMPUTEMODE_DEFAULT));
       for (const Json& p : d.value("profiles", Json::array())) {
         dev->profiles.push_back(
             {p.at("selector").get<unsigned int>(), p.at("id").get<unsigned int>(), p.at("name").get<std::string>()});
@@ -366,6 +381,45 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetComputeRunningP
   for (size_t i = 0; i < procs.size(); ++i) {
     infos[i] = nvmlProcessInfo_t{procs[i].pid, procs[i].used_mib * kMiB, 0xFFFFFFFFu, 0xFFFFFFFFu};
   }
+  return NVML_SUCCESS;
+}
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d,
+                                                                                  nvmlUtilization_t* u) {
+  FAKE_GUARD("nvmlDeviceGetUtilizationRates", d);
+  FakeDevice* dev = AsDevice(d);
+  if (dev == nullptr || dev->mig_mode == 1) return NVML_ERROR_NOT_SUPPORTED;  // as the driver: not in MIG mode
+  *u = nvmlUtilization_t{dev->sm_util, 0};
+  return NVML_SUCCESS;
+}
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetProcessUtilization(
+    nvmlDevice_t d, nvmlProcessUtilizationSample_t* samples, unsigned int* count, unsigned long long last_seen) {
+  FAKE_GUARD("nvmlDeviceGetProcessUtilization", d);
+  FakeDevice* dev = AsDevice(d);
+  if (dev == nullptr || dev->mig_mode == 1) return NVML_ERROR_NOT_SUPPORTED;
+  std::vector<nvmlProcessUtilizationSample_t> out;
+  for (const FakeProcess& p : dev->processes) {
+    for (size_t i = 0; i < p.sm_util.size(); ++i) {
+      const unsigned long long stamp = 1000ULL * (i + 1);
+      if (stamp > last_seen) out.push_back({p.pid, stamp, p.sm_util[i], 0, 0, 0});
+    }
+  }
+  if (out.empty()) return NVML_ERROR_NOT_FOUND;
+  if (samples == nullptr || *count < out.size()) {
+    *count = static_cast<unsigned int>(out.size());
+    return NVML_ERROR_INSUFFICIENT_SIZE;
+  }
+  *count = static_cast<unsigned int>(out.size());
+  std::copy(out.begin(), out.end(), samples);
+  return NVML_SUCCESS;
+}
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetComputeMode(nvmlDevice_t d, int* mode) {
+  FAKE_GUARD("nvmlDeviceGetComputeMode", d);
+  FakeDevice* dev = AsDevice(d);
+  if (dev == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *mode = dev->compute_mode;
   return NVML_SUCCESS;
 }
 

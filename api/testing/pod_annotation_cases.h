@@ -2,6 +2,8 @@
 // it: the table's own test, the pod parser's (translate) and the simulator's workload file's, so
 // each reader is checked against the same values and messages, and a new row's cases reach all of
 // them. pod_annotations_test.cc fails until every user row has an accepted and a refused case.
+// Every reader reads them for a pod with one gpupack container, "main", asking for
+// gpupack.io/gpu-memory 8Gi on one device (what gpupack.io/gpu-memory-limit is measured against).
 #pragma once
 
 #include <map>
@@ -41,6 +43,10 @@ inline const std::vector<AcceptedCase> kAcceptedCases = {
     {{{"gpupack.io/spread-key", "web-frontend"}, {"gpupack.io/spread-scope", "node"}},
      {{"gpupack.io/spread-key", "web-frontend"}, {"gpupack.io/spread-scope", "node"}}},
     {{{"gpupack.io/spread-key", "web"}, {"gpupack.io/spread-scope", "device"}}, {{"gpupack.io/spread-key", "web"}}},
+    // A ceiling for the pod's one container, bare or named; one equal to the request is no burst.
+    {{{"gpupack.io/gpu-memory-limit", "16Gi"}}, {{"gpupack.io/gpu-memory-limit", "16384Mi"}}},
+    {{{"gpupack.io/gpu-memory-limit", "main = 12Gi"}}, {{"gpupack.io/gpu-memory-limit", "12288Mi"}}},
+    {{{"gpupack.io/gpu-memory-limit", "8Gi"}}, {}},
 };
 
 // Annotations a pod sets that are refused, and the message. The refusing annotation is the last
@@ -89,6 +95,26 @@ inline const std::vector<RefusedCase> kRefusedCases = {
     {{{"gpupack.io/spread-key", "web"}, {"gpupack.io/spread-scope", "zone"}},
      "annotation gpupack.io/spread-scope: \"zone\" is not device or node"},
     {{{"gpupack.io/spread-scope", "node"}}, "annotation gpupack.io/spread-scope needs gpupack.io/spread-key"},
+    {{{"gpupack.io/gpu-memory-limit", "lots"}},
+     "annotation gpupack.io/gpu-memory-limit: \"lots\" is not a quantity like 16Gi, or NAME=QUANTITY naming a "
+     "container"},
+    {{{"gpupack.io/gpu-memory-limit", "=16Gi"}},
+     "annotation gpupack.io/gpu-memory-limit: \"=16Gi\" is not a quantity like 16Gi, or NAME=QUANTITY naming a "
+     "container"},
+    {{{"gpupack.io/gpu-memory-limit", "16Gi,"}},
+     "annotation gpupack.io/gpu-memory-limit: \"16Gi,\" has an empty entry"},
+    // 4 GiB = 4096 MiB < the 8192 MiB the container is guaranteed.
+    {{{"gpupack.io/gpu-memory-limit", "4Gi"}},
+     "annotation gpupack.io/gpu-memory-limit: container \"main\": \"4Gi\" is below its gpupack.io/gpu-memory of "
+     "8192 MiB; the ceiling is the most it may use, at least what it is guaranteed"},
+    {{{"gpupack.io/gpu-memory-limit", "sidecar=16Gi"}},
+     "annotation gpupack.io/gpu-memory-limit: \"sidecar\" is not a container of this pod that asks for "
+     "gpupack.io/gpu-memory (the pod's are: main)"},
+    {{{"gpupack.io/gpu-memory-limit", "main=16Gi,main=20Gi"}},
+     "annotation gpupack.io/gpu-memory-limit: names container \"main\" twice"},
+    {{{"gpupack.io/isolation", "hard"}, {"gpupack.io/gpu-memory-limit", "16Gi"}},
+     "annotation gpupack.io/gpu-memory-limit: conflicts with gpupack.io/isolation: hard, which holds a container to "
+     "its gpupack.io/gpu-memory (no burst above it); drop one of the two"},
 };
 
 }  // namespace gpupack::api::testing

@@ -103,10 +103,11 @@ def load_catalog(path):
             name = cells[0].strip("`")
             labels_cell = re.sub(r"\([^)]*\)", "", cells[2])  # drop "(e.g. …)" explanations
             labels, enums = set(), {}
-            if labels_cell.strip() == "`DEV`":
-                labels.update(DEVICE_LABELS)
-            elif labels_cell.strip() not in ("—", "-", ""):
+            if labels_cell.strip() not in ("—", "-", ""):
                 for part in re.split(r",\s*(?=`)", labels_cell):
+                    if part.strip() == "`DEV`":  # the device labels, alone or with more
+                        labels.update(DEVICE_LABELS)
+                        continue
                     m = re.match(r"\s*`([a-zA-Z_][a-zA-Z0-9_]*)`(\s*=\s*(.*))?", part)
                     if m:
                         labels.add(m.group(1))

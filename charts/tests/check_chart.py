@@ -98,6 +98,7 @@ def extender_calls(ns, scheduler_name):
 def agent_calls(foreign_pod_eviction):
     calls = [
         ("gpupack.io", "gpunodes", "get", None, None), ("gpupack.io", "gpunodes", "create", None, None),
+        ("gpupack.io", "gpunodes", "list", None, None),  # --doctor --cluster (the helm test)
         ("gpupack.io", "gpunodes/status", "update", None, None),  # UpsertGpuNodeStatus
         ("", "nodes", "get", None, None), ("", "nodes/status", "patch", None, None),  # capacity; excluded devices
         ("", "pods", "list", None, None), ("", "pods", "watch", None, None),  # informer on its node
@@ -670,6 +671,8 @@ def check_agent(m, values):
     allowed = {"/sys/fs/cgroup"} | ({"/dev", av["driverLibraryPath"]} if not av["runtimeClassName"] else set())
     if av["nri"]["enabled"]:
         allowed.add(os.path.dirname(av["nri"]["socket"]))
+    if av["mps"]["pipeDirectory"]:
+        allowed.add(av["mps"]["pipeDirectory"])
     for v in spec.get("volumes", []):
         if "hostPath" in v and v["hostPath"]["path"] not in allowed:
             errs.append(f"agent: hostPath {v['hostPath']['path']} is more host access than NVML and cgroups need")
@@ -687,6 +690,7 @@ def check_agent(m, values):
         errs.append(f"agent: --evict-foreign-pods in the command must follow foreignPodEviction.enabled={eviction['enabled']}")
     if eviction["enabled"] and arg_after(cmd, "--foreign-eviction-interval") != eviction["interval"]:
         errs.append(f"agent: --foreign-eviction-interval must be foreignPodEviction.interval {eviction['interval']}")
+    errs += check_agent_mps(spec, c, av)
     env = {e["name"]: e for e in c.get("env", [])}
     if env.get("NODE_NAME", {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") != "spec.nodeName":
         errs.append("agent: NODE_NAME must come from the downward API (spec.nodeName)")
@@ -695,6 +699,21 @@ def check_agent(m, values):
         errs.append("agent: no nodeSelector/affinity: it would run on every node")
     if not any(t.get("key") == "nvidia.com/gpu" for t in spec.get("tolerations", [])) and av["tolerations"]:
         errs.append("agent: GPU taint not tolerated")
+    return errs
+
+
+def check_agent_mps(spec, c, av):
+    """agent.mps.pipeDirectory reaches the agent (read-only, at the host's path) and gpupack-nri, or
+    neither."""
+    pipe = av["mps"]["pipeDirectory"]
+    errs = []
+    nc = next((x for x in spec["containers"] if x["name"] == "nri"), None)
+    for name, cmd in [("agent", c["command"])] + ([("nri", nc["command"])] if nc else []):
+        if arg_after(cmd, "--mps-pipe-directory") != (pipe or None):
+            errs.append(f"agent: {name} --mps-pipe-directory must follow agent.mps.pipeDirectory={pipe!r}")
+    mounts = {vm["mountPath"]: vm for vm in c.get("volumeMounts", [])}
+    if pipe and not mounts.get(pipe, {}).get("readOnly"):
+        errs.append(f"agent: the MPS pipe directory {pipe} must be mounted read-only at its host path")
     return errs
 
 
@@ -727,15 +746,23 @@ def check_agent_nri(spec, values):
 SAMPLE_STATUS = {  # the shape api/gpunode.h documents
     "devices": [{"uuid": "GPU-1", "index": 0, "model": "NVIDIA H100 80GB HBM3", "memoryMiB": 81559,
                  "usedMiB": 1200, "allocatedMiB": 16384, "healthy": True, "migEnabled": False,
+                 "computeEnforcement": "mps-client", "allocatedComputePct": 40, "smUtilPct": 35,
                  "migInstances": [{"uuid": "MIG-1", "profile": "3g.40gb", "memoryMiB": 40192, "usedMiB": 0,
-                                   "gpuInstanceId": 1, "placement": {"start": 0, "size": 4}}]}],
-    "processes": [{"pid": 4242, "device": "GPU-1", "usedMiB": 900, "podUID": "u", "pod": "ns/name",
-                   "container": "main", "containerID": "c"}],
-    "enforcement": {"mode": "cgroup-dmem", "driverVersion": "615.20", "cudaVersion": "13.4", "reason": ""},
+                                   "gpuInstanceId": 1, "placement": {"start": 0, "size": 4},
+                                   "computeEnforcement": "none"}]}],
+    "processes": [{"pid": 4242, "device": "GPU-1", "usedMiB": 900, "smUtilPct": 30, "podUID": "u",
+                   "pod": "ns/name", "container": "main", "containerID": "c"}],
+    "enforcement": {"mode": "cgroup-dmem", "driverVersion": "615.20", "cudaVersion": "13.4", "reason": "",
+                    "computeReason": "m"},
     "audit": [{"kind": "over-cap", "device": "GPU-1", "podUID": "u", "pod": "ns/name", "container": "main",
-               "pid": 4242, "usedMiB": 9000, "capMiB": 8192, "message": "m"}],
+               "pid": 4242, "usedMiB": 9000, "capMiB": 8192, "message": "m"},
+              {"kind": "over-compute", "device": "GPU-1", "podUID": "u", "pod": "ns/name", "container": "main",
+               "pid": 4242, "usedMiB": 900, "capMiB": 8192, "usedComputePct": 55, "computePct": 30,
+               "message": "m"}],
     "gpus": 1, "memoryMiB": 81559, "allocatedMiB": 16384, "usedMiB": 1200, "maxPodsPerDevice": 16,
     "heartbeatTime": "2026-11-29T10:18:41Z",
+    "conditions": [{"type": "MemoryEnforced", "status": "True", "reason": "Enforced", "message": "m",
+                    "lastTransitionTime": "2026-11-29T10:00:02Z"}],
 }
 
 
@@ -781,14 +808,20 @@ def check_crd(m, values, agent_status=None):
     schema = v["schema"]["openAPIV3Schema"]
     status_schema = schema["properties"]["status"]
     cols = {c["name"]: c for c in v.get("additionalPrinterColumns", [])}
-    for want in ("GPUs", "Memory MiB", "Allocated MiB", "Used MiB", "Enforcement", "Heartbeat"):
+    for want in ("GPUs", "Memory MiB", "Allocated MiB", "Used MiB", "Enforcement", "Memory Enforced",
+                 "Compute Enforced", "Heartbeat"):
         if want not in cols:
             errs.append(f"CRD: printer column {want} missing")
     if cols.get("Heartbeat", {}).get("type") != "date":
         errs.append("CRD: Heartbeat column must be type date (kubectl shows its age)")
     for c in cols.values():
         node = schema
-        for part in c["jsonPath"].lstrip(".").split("."):
+        # A condition's column, .status.conditions[?(@.type=="X")].status: the item's field.
+        path = re.sub(r'\[\?\(@\.type=="[A-Za-z]+"\)\]', ".items", c["jsonPath"])
+        for part in path.lstrip(".").split("."):
+            if part == "items" and "items" in node:
+                node = node["items"]
+                continue
             node = node.get("properties", {}).get(part)
             if node is None:
                 errs.append(f"CRD: printer column {c['name']} path {c['jsonPath']} is not in the schema")
@@ -973,14 +1006,28 @@ def check_helm_test_hook(m):
     print it and helm install --dry-run still needs a cluster — so the `cluster` suite checks the
     NOTES of its `helm install` against the installed objects.)"""
     errs = []
-    tests = [p for p in m.of("Pod") if p["metadata"].get("annotations", {}).get("helm.sh/hook") == "test"]
-    if len(tests) != 1:
-        errs.append("want one helm test Pod (helm.sh/hook: test)")
+    tests = {p["metadata"].get("labels", {}).get("app.kubernetes.io/component"): p for p in m.of("Pod")
+             if p["metadata"].get("annotations", {}).get("helm.sh/hook") == "test"}
+    if "test" not in tests:
+        errs.append("want the helm test Pod (helm.sh/hook: test)")
     else:
-        script = " ".join(tests[0]["spec"]["containers"][0]["command"])
+        script = " ".join(tests["test"]["spec"]["containers"][0]["command"])
         svc = workload_of(m, "scheduler") and include_name(m, "Service", "scheduler")
         if svc and svc not in script:
             errs.append(f"helm test does not query the scheduler Service {svc}")
+    agent = workload_of(m, "agent")
+    doctor = tests.get("test-doctor")
+    if agent is not None and doctor is not None:
+        cmd = doctor["spec"]["containers"][0]["command"]
+        if cmd[:3] != ["gpupack-agent", "--doctor", "--cluster"]:
+            errs.append(f"helm test doctor: want gpupack-agent --doctor --cluster, got {cmd}")
+        if doctor["spec"].get("serviceAccountName") != pod_spec(agent)["serviceAccountName"]:
+            errs.append("helm test doctor: must run under the agent's service account (its RBAC lists the GPUNodes)")
+        selector = dict(kv.split("=", 1) for kv in arg_after(cmd, "--agent-selector").split(","))
+        if not selects(selector, agent["spec"]["template"]["metadata"]["labels"]):
+            errs.append(f"helm test doctor: --agent-selector {selector} does not select the agent's pods")
+    if set(tests) - {"test", "test-doctor"}:
+        errs.append(f"unexpected helm test Pods {sorted(set(tests) - {'test', 'test-doctor'})}")
     return errs
 
 

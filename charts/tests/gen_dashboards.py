@@ -443,6 +443,35 @@ def workloads():
             "short", w=12, h=8,
             transformations=[{"id": "organize", "options": {"excludeByName": {"Time": True, "__name__": True, "Value": True}}}])
 
+    b.row("Compute")
+    b.panel("timeseries", "Compute share vs SM time per container",
+            "Each container's compute share (percent of a device's SMs, gpupack.io/gpu-compute or its memory's "
+            "share) against the share of the SMs' time its processes ran, per device. Without MPS the contexts "
+            "time-slice, so time above the share is compute taken from its neighbours (the over-compute audit).",
+            [(f"gpupack_agent_container_compute_used_percent{{{sel}}}", "{{namespace}}/{{pod}}/{{container}} used"),
+             (f"gpupack_agent_container_compute_share_percent{{{sel}}}", "{{namespace}}/{{pod}}/{{container}} share")],
+            "percent", w=12, h=9, min=0)
+    b.panel("timeseries", "Compute allocated vs SM utilisation per GPU",
+            "Sum of the compute shares placed on each GPU against NVML's SM utilisation of it.",
+            [('max by (node, gpu_uuid) (gpupack_agent_gpu_compute_allocated_percent{node=~"$node"})',
+              "{{node}} {{gpu_uuid}} allocated"),
+             ('max by (node, gpu_uuid) (gpupack_agent_gpu_sm_utilization_percent{node=~"$node"})',
+              "{{node}} {{gpu_uuid}} SM busy")],
+            "percent", w=12, h=9, min=0)
+    b.panel("table", "How compute is held per GPU",
+            "mps-namespace (a hard ceiling), mps-client (the MPS thread percentage, no boundary), or none "
+            "(scheduled and audited only); docs/agent.md \"Compute enforcement\".",
+            [('max by (node, gpu_uuid, mode) (gpupack_agent_gpu_compute_enforcement{node=~"$node"}) == 1', "")],
+            "short", w=12, h=8,
+            transformations=[{"id": "organize", "options": {"excludeByName": {"Time": True, "Value": True}}}])
+    b.panel("timeseries", "Compute per namespace",
+            "Each namespace's compute shares and SM time on each node, percent of one device.",
+            [('sum by (namespace) (gpupack_agent_namespace_compute_allocated_percent{node=~"$node", namespace=~"$namespace"})',
+              "{{namespace}} allocated"),
+             ('sum by (namespace) (gpupack_agent_namespace_compute_used_percent{node=~"$node", namespace=~"$namespace"})',
+              "{{namespace}} used")],
+            "percent", w=12, h=8, min=0)
+
     b.row("Right-sizing: requested vs peak vs recommended")
     w = "namespace, workload_kind, workload, container"
     wsel = 'namespace=~"$namespace"'

@@ -1,6 +1,7 @@
 // gpupack-agent: the node agent (docs/agent.md). Parses flags, wires the
 // discovery backend, the enforcer, the reporter and the HTTP endpoints, and runs one pass every
-// poll interval until SIGTERM or SIGINT; `--once --print` runs one pass and prints it.
+// poll interval until SIGTERM or SIGINT; `--once --print` runs one pass and prints it; `--doctor`
+// checks what the node can enforce and prints the report.
 
 #include <cstdio>
 #include <cstdlib>
@@ -9,6 +10,8 @@
 #include <thread>
 
 #include "agent/agent.h"
+#include "agent/doctor.h"
+#include "agent/doctor_cluster.h"
 #include "agent/flags.h"
 #include "agent/kube_sink.h"
 #include "agent/run_loop.h"
@@ -37,6 +40,25 @@ int RunOnePass(agent::Agent& pass, const std::string& node_name, bool print) {
   return 0;
 }
 
+// --doctor --cluster: every agent node's verdicts from its GPUNode; exit 1 when one failed.
+int RunClusterDoctor(const agent::AgentFlags& flags) {
+  auto config = kube::ConfigFromFlagOrCluster(flags.kubeconfig);
+  if (!config.ok()) return Fail(config.status().ToString());
+  auto client = kube::Client::Create(*config);
+  if (!client.ok()) return Fail(client.status().ToString());
+  kube::ListOptions pods_of_agent;
+  pods_of_agent.label_selector = flags.agent_selector;
+  auto pods = (*client)->List(kube::PodsResource(), flags.agent_namespace, pods_of_agent);
+  if (!pods.ok()) return Fail("listing the agent pods: " + pods.status().ToString());
+  auto gpunodes = (*client)->List(kube::GpuNodesResource(), "");
+  if (!gpunodes.ok()) return Fail("listing GPUNodes: " + gpunodes.status().ToString());
+  const agent::ClusterDoctorResult result =
+      agent::ClusterDoctor(pods->items, gpunodes->items, flags.require_memory_enforced);
+  for (const std::string& line : result.lines) std::cout << line << "\n";
+  std::cout << std::flush;
+  return result.ok ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -55,6 +77,12 @@ int main(int argc, char** argv) {
   std::unique_ptr<agent::GpuBackend> backend = agent::MakeGpuBackend(flags, &metrics);
   agent::AgentOptions options = agent::AgentOptionsOf(flags);
 
+  if (flags.doctor && flags.doctor_cluster) return RunClusterDoctor(flags);
+  if (flags.doctor) {
+    const agent::DoctorReport report = agent::Diagnose(agent::DoctorEvidenceOf(flags, *backend));
+    std::cout << (flags.json ? agent::DoctorJson(report).dump(2) + "\n" : agent::DoctorTable(report)) << std::flush;
+    return 0;  // verdicts are the answer, not a failure of the run
+  }
   if (flags.print) {
     agent::Agent pass(options, backend.get(), nullptr, nullptr, nullptr, &metrics, &SystemClock::Instance());
     return RunOnePass(pass, node_name, true);

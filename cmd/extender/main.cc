@@ -104,14 +104,14 @@ int main(int argc, char** argv) {
     kube.max_devices_per_container = config.max_devices_per_container;
     kube.binds_in_flight = config.bind_threads;
     kube.usage = &usage;
+    kube.ceiling_overcommit_pct = config.ceiling_overcommit_pct;
     StatusOr<std::unique_ptr<cluster::KubeBackend>> made =
         cluster::NewKubeBackend(flags.kubeconfig.value_or(""), std::move(kube));
     if (!made.ok()) return Fail(made.status().message());
     backend = std::move(made).value();
   }
 
-  placement::PlacementOptions placement;
-  placement.reserve_mib_per_device = config.reserve_per_device_mib;
+  const placement::PlacementOptions placement = extender::PlacementOptionsOf(config);
   auto policy = std::make_shared<placement::Policy>(config.policy, placement::DefaultPriorWorkload(typical_device_mib),
                                                     placement);
   extender::ClusterState state(policy, clock, config.heartbeat_ttl, config.tie_break_seed);

@@ -14,6 +14,7 @@ import (
 	"math/rand"
 	"net/http"
 	"reflect"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,12 +33,14 @@ import (
 const allocationKey = "gpupack.io/allocation"
 
 // The env the webhook injects (docs/webhook.md), each read from an annotation the extender writes.
-var webhookEnv = []string{"NVIDIA_VISIBLE_DEVICES", "NVIDIA_GPU_MEMORY_LIMIT", "NVIDIA_GPU_MEMORY_REQUEST", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"}
+var webhookEnv = []string{"NVIDIA_VISIBLE_DEVICES", "NVIDIA_GPU_MEMORY_LIMIT", "NVIDIA_GPU_MEMORY_REQUEST", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT",
+	"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "CUDA_MPS_CLIENT_PRIORITY"}
 
 type podSpec struct {
 	name        string
 	memory      string // gpupack.io/gpu-memory, "" for whole devices
 	gpus        int    // gpupack.io/gpu, 0 to leave it out
+	compute     string // gpupack.io/gpu-compute (percent of each device's SMs), "" to leave it out
 	annotations map[string]string
 	reservedFor string // toleration + nodeSelector for a reserved node (taint value)
 	env         []corev1.EnvVar
@@ -95,6 +98,9 @@ func (b *bed) podObject(ns string, p podSpec) *corev1.Pod {
 	}
 	if p.gpus > 0 {
 		limits[resourceGpu] = *resource.NewQuantity(int64(p.gpus), resource.DecimalSI)
+	}
+	if p.compute != "" {
+		limits[resourceCompute] = resource.MustParse(p.compute)
 	}
 	if p.slots > 0 {
 		limits[benchSlots] = *resource.NewQuantity(int64(p.slots), resource.DecimalSI)
@@ -257,8 +263,10 @@ type allocation struct {
 	Containers []struct {
 		Name    string `json:"name"`
 		Devices []struct {
-			UUID   string `json:"uuid"`
-			MemMiB int64  `json:"memMiB"`
+			UUID       string `json:"uuid"`
+			MemMiB     int64  `json:"memMiB"`
+			LimitMiB   int64  `json:"limitMiB"`   // a burstable container's ceiling; 0 without one
+			ComputePct *int64 `json:"computePct"` // nil in allocations written before compute shares
 		} `json:"devices"`
 	} `json:"containers"`
 }
@@ -333,6 +341,7 @@ func (b *bed) checkLedger(t *testing.T) map[string]int64 {
 		t.Fatalf("list pods: %v", err)
 	}
 	used := map[string]int64{}
+	compute := map[string]int64{}
 	holders := map[string][]string{}
 	for i := range pods {
 		p := &pods[i]
@@ -361,13 +370,21 @@ func (b *bed) checkLedger(t *testing.T) map[string]int64 {
 					continue
 				}
 				used[d.UUID] += d.MemMiB
-				holders[d.UUID] = append(holders[d.UUID], fmt.Sprintf("%s=%d", key, d.MemMiB))
+				share := int64(-1)
+				if d.ComputePct != nil {
+					share = *d.ComputePct
+					compute[d.UUID] += share
+				}
+				holders[d.UUID] = append(holders[d.UUID], fmt.Sprintf("%s=%dMiB/%d%%", key, d.MemMiB, share))
 			}
 		}
 	}
 	for uuid, u := range used {
 		if u > devices[uuid].capacity {
 			t.Errorf("device %s on %s: Σ caps %d MiB > capacity %d MiB: %v", uuid, devices[uuid].node, u, devices[uuid].capacity, holders[uuid])
+		}
+		if compute[uuid] > 100 {
+			t.Errorf("device %s on %s: Σ compute shares %d %% > 100 %%: %v", uuid, devices[uuid].node, compute[uuid], holders[uuid])
 		}
 	}
 	return used
@@ -571,6 +588,12 @@ func (b *bed) waitSettled(t *testing.T, ns string, want int, timeout time.Durati
 	if err != nil {
 		t.Fatalf("%v; %d of %d listed, unsettled e.g. %v", err, len(pods), want, b.unboundExamples(ns, pods))
 	}
+	for name, msg := range waiting {
+		// kube-scheduler formats the event text as printf: a '%' in a verdict would come out as "%!c(MISSING)".
+		if strings.Contains(msg, "%!") {
+			t.Errorf("%s: kube-scheduler's event garbles the extender's message: %q", name, msg)
+		}
+	}
 	t.Logf("%d pods of %s bound by the real kube-scheduler, %d refused, in %.1fs", len(bound), ns, len(waiting), time.Since(start).Seconds())
 	return bound, waiting
 }
@@ -637,6 +660,9 @@ func (b *bed) waitFailedScheduling(t *testing.T, ns, pod string) *corev1.Event {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if strings.Contains(ev.Message, "%!") {
+		t.Errorf("%s/%s: kube-scheduler's event garbles the extender's message: %q", ns, pod, ev.Message)
+	}
 	return ev
 }
 
@@ -687,6 +713,52 @@ func TestUnschedulableEventThenDeletionReleases(t *testing.T) {
 		if p.Name == "waiter" && p.Spec.NodeName != "release-1" {
 			t.Errorf("waiter bound to %q", p.Spec.NodeName)
 		}
+	}
+	tb.checkLedger(t)
+}
+
+// A compute-reserved pod and memory-only pods through the real kube-scheduler, on release-1 (two
+// L40S of 48Gi, reserved for scenarios that tolerate it): two pods reserving 70 % each take one
+// GPU each (70 + 70 > 100 on one); an 8Gi memory-only pod reserves its memory's share,
+// ⌊100 · 8192 / 49152⌋ = 16 %, so one fits beside each reserved pod (86 %) and a third waits with
+// gpupack's compute verdict although 48 − 16 = 32 GiB of each GPU are free. The ledger check sums
+// every device's compute shares.
+func TestComputeReservedAndMemoryOnlyPodsNeverOvercommit(t *testing.T) {
+	ns := tb.createNamespace(t, "compute")
+	for _, name := range []string{"reserved-a", "reserved-b"} {
+		tb.createPod(t, ns, podSpec{name: name, memory: "8Gi", compute: "70", reservedFor: "release"})
+	}
+	tb.waitBound(t, ns, 2, time.Minute)
+	for _, name := range []string{"memory-a", "memory-b"} {
+		tb.createPod(t, ns, podSpec{name: name, memory: "8Gi", reservedFor: "release"})
+	}
+	pods := tb.waitBound(t, ns, 4, time.Minute)
+	tb.createPod(t, ns, podSpec{name: "memory-c", memory: "8Gi", reservedFor: "release"})
+	ev := tb.waitFailedScheduling(t, ns, "memory-c")
+	// '%' reaches kube-scheduler as the full-width sign (api/extender_types.h: it formats the text as printf).
+	if !strings.Contains(ev.Message, "needs 16 ％ compute, largest free share 14 ％") {
+		t.Errorf("FailedScheduling does not carry gpupack's compute verdict for release-1: %q", ev.Message)
+	}
+	perDevice := map[string][]string{}
+	for _, p := range pods {
+		var a allocation
+		if err := json.Unmarshal([]byte(p.Annotations[allocationKey]), &a); err != nil || len(a.Containers) != 1 {
+			t.Fatalf("%s: allocation %q: %v", p.Name, p.Annotations[allocationKey], err)
+		}
+		d := a.Containers[0].Devices[0]
+		if d.ComputePct == nil {
+			t.Fatalf("%s: allocation without computePct: %s", p.Name, p.Annotations[allocationKey])
+		}
+		perDevice[d.UUID] = append(perDevice[d.UUID], fmt.Sprintf("%s=%d", p.Name[:len(p.Name)-2], *d.ComputePct))
+	}
+	for uuid, holders := range perDevice {
+		sort.Strings(holders)
+		if !reflect.DeepEqual(holders, []string{"memory=16", "reserved=70"}) {
+			t.Errorf("device %s holds %v, want one reserved pod (70 %%) and one memory-only pod (16 %%)", uuid, holders)
+		}
+	}
+	if len(perDevice) != 2 {
+		t.Errorf("the four pods are on %d devices, want both of release-1's", len(perDevice))
 	}
 	tb.checkLedger(t)
 }
@@ -968,7 +1040,8 @@ func TestGetGpunodesPrinterColumns(t *testing.T) {
 	// Exactly the CRD's columns after Name: a CRD that declares printer columns gets no Age
 	// column from the API server (it is added only when none are declared); the Heartbeat date
 	// column is the age users look at.
-	want := []string{"Name", "GPUs", "Memory MiB", "Allocated MiB", "Used MiB", "Enforcement", "Heartbeat"}
+	want := []string{"Name", "GPUs", "Memory MiB", "Allocated MiB", "Used MiB", "Enforcement", "Memory Enforced",
+		"Compute Enforced", "Heartbeat"}
 	if strings.Join(names, ",") != strings.Join(want, ",") {
 		t.Errorf("columns %v, want %v", names, want)
 	}

@@ -45,11 +45,12 @@ const (
 	reservedTaint = "gpupack-e2e/reserved"
 	// Long enough that a loaded 2-core machine (agents and API server starved for seconds) does
 	// not make healthy nodes stale mid-scenario; short enough for the stale-agent scenario.
-	heartbeatTTL   = "15s"
-	heartbeatTTLd  = 15 * time.Second
-	podImage       = "registry.invalid/gpupack-e2e:none" // never pulled: there is no kubelet
-	resourceMemory = "gpupack.io/gpu-memory"
-	resourceGpu    = "gpupack.io/gpu"
+	heartbeatTTL    = "15s"
+	heartbeatTTLd   = 15 * time.Second
+	podImage        = "registry.invalid/gpupack-e2e:none" // never pulled: there is no kubelet
+	resourceMemory  = "gpupack.io/gpu-memory"
+	resourceGpu     = "gpupack.io/gpu"
+	resourceCompute = "gpupack.io/gpu-compute"
 )
 
 var gpuNodesGVR = schema.GroupVersionResource{Group: "gpupack.io", Version: "v1alpha1", Resource: "gpunodes"}

@@ -88,8 +88,10 @@ func TestBindThroughput(t *testing.T) {
 	if binds < float64(n) {
 		t.Errorf("the extenders counted %.0f successful Bindings for %d pods", binds, n)
 	}
-	// One connection per call was 4 per bind (fence read, fresh read, fence write, Binding).
-	if opened > 0.25*binds {
+	// One connection per call was 4 per bind (fence read, fresh read, fence write, Binding). With
+	// the pool a burst opens about one per 4–5 binds, as binds in flight outgrow the idle ones;
+	// the bound sits well above that noise and well below the regression.
+	if opened > binds {
 		t.Errorf("the bind path opened %.0f connections for %.0f binds: calls do not reuse kept-alive connections", opened, binds)
 	}
 	for _, s := range tb.liveSchedulers() {

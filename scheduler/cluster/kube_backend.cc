@@ -64,9 +64,10 @@ StatusOr<std::optional<api::Allocation>> PodAllocation(const Json& pod) {
 }
 
 Status CheckNodeFits(const model::Node& node, const std::vector<Json>& pods, std::string_view our_uid,
-                     const api::Allocation& ours) {
+                     const api::Allocation& ours, int ceiling_overcommit_pct) {
   struct Use {
     model::MiB mib = 0;
+    model::MiB ceiling_mib = 0;
     int compute_pct = 0;
     bool exclusive = false;
     std::set<std::string> pods;
@@ -76,6 +77,7 @@ Status CheckNodeFits(const model::Node& node, const std::vector<Json>& pods, std
     for (const auto& [uuid, share] : translate::AllocationShares(a, uid, key, &node)) {
       Use& u = use[uuid];
       u.mib += share.mem_mib;
+      u.ceiling_mib += share.CeilingMiB();
       u.compute_pct += share.compute_pct;
       u.exclusive = u.exclusive || share.exclusive;
       u.pods.insert(key);
@@ -93,12 +95,16 @@ Status CheckNodeFits(const model::Node& node, const std::vector<Json>& pods, std
     auto it = use.find(d.uuid);
     if (it == use.end()) continue;
     const Use& u = it->second;
-    const bool over =
-        u.mib > d.capacity_mib || u.compute_pct > model::kDeviceComputePct || (u.exclusive && u.pods.size() > 1);
+    const model::MiB ceiling_bound = d.capacity_mib * ceiling_overcommit_pct / 100;
+    const bool over_ceilings = u.ceiling_mib > u.mib && u.ceiling_mib > ceiling_bound;
+    const bool over = u.mib > d.capacity_mib || over_ceilings || u.compute_pct > model::kDeviceComputePct ||
+                      (u.exclusive && u.pods.size() > 1);
     if (!over) continue;
     std::ostringstream msg;
     msg << "device " << d.uuid << " on node " << node.name << " would be overbooked (" << u.mib << " MiB of "
-        << d.capacity_mib << ", " << u.compute_pct << " % compute" << (u.exclusive ? ", exclusive" : "") << ") by pods";
+        << d.capacity_mib << ", ";
+    if (over_ceilings) msg << u.ceiling_mib << " MiB of ceilings over the bound of " << ceiling_bound << " MiB, ";
+    msg << u.compute_pct << " % compute" << (u.exclusive ? ", exclusive" : "") << ") by pods";
     for (const std::string& p : u.pods) msg << " " << p;
     msg << ": an allocation this extender had not yet seen (another replica's bind?); retry";
     return Status::Conflict(msg.str());
@@ -521,7 +527,7 @@ Status KubeBackend::FencedCheck(const extender::BindTarget& target, const std::s
     Status fits = Status::Ok();
     if (gpunode) {
       StatusOr<model::Node> inventory = translate::NodeFromGpuNode(*gpunode, kNeverStale, clock_);
-      if (inventory.ok()) fits = CheckNodeFits(*inventory, holders, target.uid, *ours);
+      if (inventory.ok()) fits = CheckNodeFits(*inventory, holders, target.uid, *ours, config_.ceiling_overcommit_pct);
     }
     {
       std::lock_guard<std::mutex> l(mu_);

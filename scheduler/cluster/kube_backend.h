@@ -57,6 +57,7 @@
 #include "common/status.h"
 #include "kube/client.h"
 #include "kube/informer.h"
+#include "placement/placement.h"
 #include "scheduler/extender/backend.h"
 #include "scheduler/extender/cluster_state.h"
 #include "scheduler/extender/usage_store.h"
@@ -77,6 +78,9 @@ struct KubeBackendConfig {
   // Binds that may run at once (the extender's bindThreads): the bind path keeps as many idle
   // connections to the API server as they need, plus the fence writes and fresh reads beside them.
   int binds_in_flight = 32;
+  // The extender's ceilingOvercommit: the bind's check keeps Σ ceilings per device within this
+  // percent of its memory against other replicas' binds too.
+  int ceiling_overcommit_pct = placement::kDefaultCeilingOvercommitPct;
   // Emit a Normal event on the pod naming the chosen devices and caps (asynchronously).
   bool emit_events = true;
   // Where each GPUNode's observed use goes (docs/recommendations.md); null = nowhere. Must outlive
@@ -105,10 +109,12 @@ struct KubeBackendStats {
 StatusOr<std::optional<api::Allocation>> PodAllocation(const nlohmann::json& pod);
 
 // Checks that `ours` fits on `node` together with every allocation in `pods` (other UIDs than
-// `our_uid`): per device, Σ caps ≤ capacity and an exclusive share is alone. Conflict naming the
-// device and the pods otherwise. Devices unknown to `node` are ignored (the ledger keeps them).
+// `our_uid`): per device, Σ caps ≤ capacity, Σ ceilings (a share's limitMiB, else its cap) ≤
+// capacity × ceiling_overcommit_pct / 100 when some share has a ceiling, and an exclusive share is
+// alone. Conflict naming the device and the pods otherwise. Devices unknown to `node` are ignored
+// (the ledger keeps them).
 Status CheckNodeFits(const model::Node& node, const std::vector<nlohmann::json>& pods, std::string_view our_uid,
-                     const api::Allocation& ours);
+                     const api::Allocation& ours, int ceiling_overcommit_pct = placement::kDefaultCeilingOvercommitPct);
 
 class KubeBackend final : public extender::ClusterBackend {
  public:

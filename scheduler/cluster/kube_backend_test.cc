@@ -203,6 +203,30 @@ TEST(CheckNodeFitsTest, SumsCapsPerDeviceAndHonoursExclusive) {
             StatusCode::kConflict);
 }
 
+// The bind's check against allocations it had not seen keeps the ceiling bound too: on a 10 GiB
+// device at 150 %, Σ ceilings ≤ 15 GiB.
+TEST(CheckNodeFitsTest, KeepsCeilingsWithinTheOvercommitBound) {
+  const model::Node node = builders::NodeOf({builders::Gpu("GPU-a", 10 * kGiB)});
+  auto burst = [](model::MiB mib, model::MiB ceiling) {
+    api::Allocation a = OneDevice("n1", "GPU-a", mib);
+    a.containers[0].devices[0].limit_mib = ceiling;
+    return a;
+  };
+  Json other = PodJson("other", "1Gi");
+  other["metadata"]["uid"] = "other";
+  other["spec"]["nodeName"] = "n1";
+  other["metadata"]["annotations"][std::string(api::kAnnotationAllocation)] =
+      api::EncodeAllocation(burst(2 * kGiB, 8 * kGiB));
+  // 2 + 2 = 4 GiB guaranteed; 8 + 7 = 15 GiB of ceilings: exactly the bound.
+  EXPECT_TRUE(CheckNodeFits(node, {other}, "me", burst(2 * kGiB, 7 * kGiB)).ok());
+  // 8 + 8 = 16 GiB > 15 GiB: refused, though 4 GiB guaranteed fits.
+  Status over = CheckNodeFits(node, {other}, "me", burst(2 * kGiB, 8 * kGiB));
+  EXPECT_EQ(over.code(), StatusCode::kConflict);
+  EXPECT_NE(over.message().find("16384 MiB of ceilings over the bound of 15360 MiB"), std::string::npos) << over;
+  // A bound of 200 % (20 GiB) takes it.
+  EXPECT_TRUE(CheckNodeFits(node, {other}, "me", burst(2 * kGiB, 8 * kGiB), 200).ok());
+}
+
 TEST_F(KubeBackendTest, RebuildsLedgerFromPodsAndGpuNodes) {
   const std::string uid0 = CreateBoundPod("p0", 40 * kGiB);
   StartBackend();

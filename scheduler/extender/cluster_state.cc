@@ -388,6 +388,7 @@ StatusOr<ReserveVerdict> ClusterState::Place(const model::PodRequest& pod, std::
   record.pod_key = pod.Key();
   record.allocation = translate::AllocationFromPlacement(*next, evaluation.placement);
   record.allocation.spread_key = pod.spread_key;
+  record.allocation.mps_client_priority = api::MpsClientPriorityOf(pod.priority);
   record.state = state;
   record.since = clock_.Now();
   record.cpu_milli = pod.cpu_milli;  // ApplyPlacement added these to the node

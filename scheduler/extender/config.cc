@@ -189,6 +189,27 @@ StatusOr<ExtenderConfig> ParseExtenderConfig(std::string_view yaml_text) {
          // together look as if they did not (docs/placement.md, "The typical workload").
          return BadKey(k, "was removed: the workload learner keeps exact request sizes; delete the key");
        }},
+      {"ceilingOvercommit",
+       [](auto& n, auto& k, auto& c) {
+         double ratio = 0;
+         GPUPACK_RETURN_IF_ERROR(ReadDouble(n, k, 1, 100, ratio));
+         c.ceiling_overcommit_pct = static_cast<int>(std::lround(ratio * 100));
+         return Status::Ok();
+       }},
+      {"processOverhead",
+       [](auto& n, auto& k, auto& c) {
+         const std::string v = Scalar(n);
+         if (v == "off" || v == "auto") {
+           c.process_overhead =
+               v == "off" ? placement::ProcessOverheadMode::kOff : placement::ProcessOverheadMode::kFamilyDefault;
+           return Status::Ok();
+         }
+         if (Status bytes = ReadBytes(n, k, 1 << 20, c.process_overhead_mib); !bytes.ok()) {
+           return BadKey(k, "expected off, auto or a quantity such as 512Mi, got \"" + v + "\"");
+         }
+         c.process_overhead = placement::ProcessOverheadMode::kFixed;
+         return Status::Ok();
+       }},
       {"heartbeatTTL", [](auto& n, auto& k, auto& c) { return ReadDurationKey(n, k, c.heartbeat_ttl); }},
       {"requestRatio",
        [](auto& n, auto& k, auto& c) {
@@ -236,6 +257,15 @@ placement::DecisionOptions DecisionOptionsOf(const ExtenderConfig& config) {
   options.prior_pods = config.workload_prior_pods;
   options.coverage = config.workload_coverage;
   options.refresh_pods = config.workload_refresh_pods;
+  return options;
+}
+
+placement::PlacementOptions PlacementOptionsOf(const ExtenderConfig& config) {
+  placement::PlacementOptions options;
+  options.reserve_mib_per_device = config.reserve_per_device_mib;
+  options.ceiling_overcommit_pct = config.ceiling_overcommit_pct;
+  options.process_overhead = config.process_overhead;
+  options.process_overhead_mib = config.process_overhead_mib;
   return options;
 }
 

@@ -39,6 +39,11 @@ struct ExtenderConfig {
   uint64_t tie_break_seed = 0;
   bool neutral_non_gpu_pods = false;
   model::MiB reserve_per_device_mib = 0;
+  // ceilingOvercommit: Σ ceilings per device ≤ this percent of its memory less the reserve.
+  int ceiling_overcommit_pct = placement::kDefaultCeilingOvercommitPct;
+  // processOverhead: off (default), auto (each device's family default) or one quantity.
+  placement::ProcessOverheadMode process_overhead = placement::ProcessOverheadMode::kOff;
+  model::MiB process_overhead_mib = 0;
   double workload_half_life_pods = placement::DecisionOptions{}.half_life_pods;
   double workload_prior_pods = placement::DecisionOptions{}.prior_pods;
   double workload_coverage =
@@ -67,6 +72,8 @@ struct ExtenderConfig {
 StatusOr<ExtenderConfig> ParseExtenderConfig(std::string_view yaml_text);
 // The decision's options as configured (ExtenderOptions::decision).
 placement::DecisionOptions DecisionOptionsOf(const ExtenderConfig& config);
+// The placement core's options as configured (reserve, ceiling bound, per-process overhead).
+placement::PlacementOptions PlacementOptionsOf(const ExtenderConfig& config);
 StatusOr<ExtenderConfig> LoadExtenderConfig(const std::string& path);
 // What the config cannot know alone, checked once the inventory is known (standalone mode, at
 // start): InvalidArgument naming the key when reservePerDevice is at least the memory of a device.

@@ -87,6 +87,8 @@ TEST(ExtenderConfig, RefusesUnknownKeysAndBadValuesNamingTheKey) {
       {"heartbeatTTL: 10", "\"heartbeatTTL\""},
       {"reservePerDevice: 80GB", "\"reservePerDevice\""},
       {"requestRatio: 1.5", "\"requestRatio\""},
+      {"ceilingOvercommit: 0.9", "\"ceilingOvercommit\": must be between 1 and 100"},
+      {"processOverhead: lots", "\"processOverhead\": expected off, auto or a quantity such as 512Mi, got \"lots\""},
       {"listen: localhost", "\"listen\": expected HOST:PORT"},
       {"prefix: gpupack", "\"prefix\": must start with"},
       {"tls: {certFile: /c.pem}", "\"tls\""},
@@ -100,6 +102,27 @@ TEST(ExtenderConfig, RefusesUnknownKeysAndBadValuesNamingTheKey) {
     ASSERT_FALSE(config.ok()) << c.yaml;
     EXPECT_NE(config.status().message().find(c.mentions), std::string::npos) << config.status() << " for " << c.yaml;
   }
+}
+
+// The ceiling bound and the per-process overhead reach the placement core's options; by default
+// the bound is 150 % and the overhead off (docs/placement.md).
+TEST(ExtenderConfig, CeilingBoundAndProcessOverheadReachThePlacementOptions) {
+  StatusOr<ExtenderConfig> defaults = ParseExtenderConfig("");
+  ASSERT_TRUE(defaults.ok());
+  placement::PlacementOptions options = PlacementOptionsOf(*defaults);
+  EXPECT_EQ(options.ceiling_overcommit_pct, 150);
+  EXPECT_EQ(options.process_overhead, placement::ProcessOverheadMode::kOff);
+  StatusOr<ExtenderConfig> tuned =
+      ParseExtenderConfig("ceilingOvercommit: 2\nprocessOverhead: 512Mi\nreservePerDevice: 1Gi\n");
+  ASSERT_TRUE(tuned.ok()) << tuned.status();
+  options = PlacementOptionsOf(*tuned);
+  EXPECT_EQ(options.ceiling_overcommit_pct, 200);
+  EXPECT_EQ(options.process_overhead, placement::ProcessOverheadMode::kFixed);
+  EXPECT_EQ(options.process_overhead_mib, 512);
+  EXPECT_EQ(options.reserve_mib_per_device, 1024);
+  StatusOr<ExtenderConfig> family = ParseExtenderConfig("processOverhead: auto\n");
+  ASSERT_TRUE(family.ok());
+  EXPECT_EQ(PlacementOptionsOf(*family).process_overhead, placement::ProcessOverheadMode::kFamilyDefault);
 }
 
 // No config file and an empty one give the decision's own defaults (placement::DecisionOptions), with

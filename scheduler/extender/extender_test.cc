@@ -319,6 +319,26 @@ TEST_F(ExtenderTest, PinnedPodPassesOnlyItsDeviceAndTheOthersSayWhichRule) {
             std::string::npos);
 }
 
+// The bind decides the MPS client priority from spec.priority: a negative one is below normal
+// ("mpsClientPriority":1 and the c0 annotation "1"); 0 writes nothing in the allocation and "0".
+TEST_F(ExtenderTest, BindMapsThePodsPriorityToTheMpsClientPriority) {
+  Extender ext = Make();
+  json low = PodJson("low", "u1", "2Gi");
+  low["spec"]["priority"] = -10;
+  json normal = PodJson("normal", "u2", "2Gi");
+  const std::string key = api::ContainerAnnotationKey(false, 0, api::ContainerEnvKey::kMpsClientPriority);
+  Parse(ext.Filter(FilterBody(low, all_)));
+  ASSERT_EQ(Parse(ext.Bind(BindBody("low", "u1", "n-roomy")))["Error"], "");
+  Parse(ext.Filter(FilterBody(normal, all_)));
+  ASSERT_EQ(Parse(ext.Bind(BindBody("normal", "u2", "n-roomy")))["Error"], "");
+  EXPECT_EQ(backend_.binds["u1"].annotations.at(key), "1");
+  EXPECT_EQ(backend_.binds["u2"].annotations.at(key), "0");
+  StatusOr<api::Allocation> decoded =
+      api::DecodeAllocation(backend_.binds["u1"].annotations.at(std::string(api::kAnnotationAllocation)));
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->mps_client_priority, api::kMpsClientPriorityBelowNormal);
+}
+
 TEST_F(ExtenderTest, PodNodePolicyOverridesTheClusterRanking) {
   Extender ext = Make();  // the cluster binpacks: n-tight (4 GiB left) wins
   EXPECT_EQ(Parse(ext.Filter(FilterBody(PodJson("p", "u1", "8Gi"), all_)))["NodeNames"], json({"n-tight"}));

@@ -45,13 +45,14 @@ void Append(std::string& key, const std::vector<T>& values) {
 }
 
 void Append(std::string& key, const model::ContainerRequest& container) {
-  const auto& [name, index, init, device_count, mem_per_device_mib, compute_pct] = container;
+  const auto& [name, index, init, device_count, mem_per_device_mib, mem_limit_per_device_mib, compute_pct] = container;
   // Which container is which in the allocation; Evaluate's verdict and costs never read it.
   (void)name;
   Append(key, index);
   Append(key, init);
   Append(key, device_count);
   Append(key, mem_per_device_mib);
+  Append(key, mem_limit_per_device_mib);  // the ceiling decides which devices the bound leaves
   Append(key, compute_pct);
 }
 
@@ -60,11 +61,13 @@ void Append(std::string& key, const model::ContainerRequest& container) {
 std::string ShapeKey(const model::PodRequest& pod) {
   const auto& [ns, name, uid, cpu_milli, memory_bytes, containers, device_kind, mig_profile, gpu_models, hard_isolation,
                gpu_uuids, excluded_gpu_uuids, excluded_gpu_models, node_policy, device_policy, spread_key,
-               spread_across_nodes] = pod;
+               spread_across_nodes, priority] = pod;
   // The pod's identity: replicas of one shape share their answers.
   (void)ns;
   (void)name;
   (void)uid;
+  // Read at bind from the pod itself (the MPS client priority), never by placement.
+  (void)priority;
   std::string key;
   key.reserve(64);
   Append(key, cpu_milli);

@@ -4,7 +4,7 @@
 // The key is derived from the parsed request, not from a list kept by hand: it binds every field
 // of model::PodRequest and model::ContainerRequest by structured binding, so a field added to
 // either struct fails to compile here until it is either encoded or named as one that cannot
-// change a verdict (the pod's identity, a container's name). shape_key_test.cc mutates every
+// change a verdict (the pod's identity, its priority, a container's name). shape_key_test.cc mutates every
 // field of a parsed pod and checks that the key changes with each encoded one and that the
 // identity fields change neither the key nor any verdict.
 //

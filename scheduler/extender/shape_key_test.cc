@@ -63,15 +63,15 @@ struct Field {
 auto FieldsOf(model::PodRequest& pod) {
   auto& [ns, name, uid, cpu_milli, memory_bytes, containers, device_kind, mig_profile, gpu_models, hard_isolation,
          gpu_uuids, excluded_gpu_uuids, excluded_gpu_models, node_policy, device_policy, spread_key,
-         spread_across_nodes] = pod;
+         spread_across_nodes, priority] = pod;
   return std::tie(ns, name, uid, cpu_milli, memory_bytes, containers, device_kind, mig_profile, gpu_models,
                   hard_isolation, gpu_uuids, excluded_gpu_uuids, excluded_gpu_models, node_policy, device_policy,
-                  spread_key, spread_across_nodes);
+                  spread_key, spread_across_nodes, priority);
 }
 // The same for a container.
 auto FieldsOf(model::ContainerRequest& container) {
-  auto& [name, index, init, device_count, mem_per_device_mib, compute_pct] = container;
-  return std::tie(name, index, init, device_count, mem_per_device_mib, compute_pct);
+  auto& [name, index, init, device_count, mem_per_device_mib, mem_limit_per_device_mib, compute_pct] = container;
+  return std::tie(name, index, init, device_count, mem_per_device_mib, mem_limit_per_device_mib, compute_pct);
 }
 
 void Mutate(std::vector<model::ContainerRequest>& v) { v.push_back(v.front()); }
@@ -79,7 +79,7 @@ void Mutate(std::vector<model::ContainerRequest>& v) { v.push_back(v.front()); }
 // Each field of FieldsOf's tuples in order: its name, and whether it is identity. The sizes must
 // match the tuples', so a field cannot be left out of the test either.
 using Label = std::pair<const char*, bool>;
-constexpr std::array<Label, 17> kPodFields = {{
+constexpr std::array<Label, 18> kPodFields = {{
     {"ns", true},
     {"name", true},
     {"uid", true},
@@ -97,13 +97,15 @@ constexpr std::array<Label, 17> kPodFields = {{
     {"device_policy", false},
     {"spread_key", false},
     {"spread_across_nodes", false},
+    {"priority", true},  // the bind reads it from the pod (MPS client priority); placement never does
 }};
-constexpr std::array<Label, 6> kContainerFields = {{
+constexpr std::array<Label, 7> kContainerFields = {{
     {"name", true},
     {"index", false},
     {"init", false},
     {"device_count", false},
     {"mem_per_device_mib", false},
+    {"mem_limit_per_device_mib", false},
     {"compute_pct", false},
 }};
 static_assert(kPodFields.size() == std::tuple_size_v<decltype(FieldsOf(std::declval<model::PodRequest&>()))>);
