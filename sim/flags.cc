@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 
+#include "common/quantity.h"
 #include "sim/policy.h"
 
 namespace gpupack::sim {
@@ -41,6 +42,10 @@ std::string SimUsage() {
   --what-if beta:A,B   the right-sizing what-if: each pod's peak use is a fraction ~ Beta(A, B)
                        of its request (--usage-seed N, default 1); replays every seed's arrivals
                        as requested and right-sized, and prints pods placed and memory freed
+  --process-overhead auto|Q  what the gpupack-overhead policy charges each process on a device:
+                       auto (default) each GPU family's default, or one quantity in the
+                       cluster's MiB (the Alibaba trace's GPUs are 1000 "MiB": 27Mi is a 16 GiB
+                       card's 448 MiB); compare it with gpupack in one table
   --keep-order         replay pods in file order (default: sort by name, shuffle per seed)
   --extender URL       replay through a running gpupack-extender (policy name: extender), as
                        kube-scheduler would (filter, prioritize, bind over HTTP); with --policy,
@@ -92,6 +97,18 @@ StatusOr<SimFlags> ParseSimFlags(const std::vector<std::string>& args) {
       if (!value(f.extender_url)) return Status::InvalidArgument("--extender needs a URL");
     } else if (arg == "--write-cluster") {
       if (!value(f.write_cluster)) return Status::InvalidArgument("--write-cluster needs a file");
+    } else if (arg == "--process-overhead") {
+      if (!value(v)) return Status::InvalidArgument("--process-overhead needs auto or a quantity");
+      if (v == "auto") {
+        f.options.overhead = OverheadVariant{};
+      } else {
+        StatusOr<int64_t> bytes = ParseBytes(v, "--process-overhead");
+        if (!bytes.ok() || *bytes < (int64_t{1} << 20)) {
+          return Status::InvalidArgument("--process-overhead: \"" + v +
+                                         "\" is neither auto nor a quantity of 1Mi or more");
+        }
+        f.options.overhead = OverheadVariant{placement::ProcessOverheadMode::kFixed, *bytes >> 20};
+      }
     } else if (arg == "--fill-pods") {
       if (!value(v)) return Status::InvalidArgument("--fill-pods needs a number of pods");
       char* end = nullptr;

@@ -123,7 +123,8 @@ StatusOr<WhatIf> RunWhatIf(const std::vector<model::Node>& nodes, const std::vec
     for (bool right_sized : {false, true}) {
       GPUPACK_ASSIGN_OR_RETURN(Replayer replay,
                                Replayer::Create(cluster.nodes, right_sized ? sized_list : requested_list, as_listed));
-      GPUPACK_ASSIGN_OR_RETURN(std::unique_ptr<SimPolicy> made, MakePolicy(policy, replay.typical()));
+      GPUPACK_ASSIGN_OR_RETURN(std::unique_ptr<SimPolicy> made,
+                               MakePolicy(policy, replay.typical(), replay.options().overhead));
       Recording recording(std::move(made));
       GPUPACK_RETURN_IF_ERROR(replay.RunSeed(recording, seed).status());
       if (right_sized) {
