@@ -76,8 +76,10 @@ StatusOr<api::GpuNodeStatus> Agent::RunOnce() {
     last_findings_ = std::move(pass.findings);
     last_caps_ = std::move(pass.caps);
     if (metrics_) metrics_->CountEnforcement(pass);
+    usage_.Observe(last_caps_, *pods, status, clock_->Now());
   }
   status.audit = last_findings_;
+  status.usage = usage_.Report();
 
   // Σ caps per GPU (a MIG instance's caps count toward its parent GPU).
   // Σ computePct per whole GPU (a MIG instance's shares are of its own SMs, not the GPU's).

@@ -1,7 +1,7 @@
 // One pass of the node agent, wired from its parts: discover the GPUs, attribute processes to
-// pods and containers, enforce and audit caps, evict pods holding foreign processes when that
-// policy is on, update metrics, report to the API server.
-// The binary (cmd/agent) runs passes on a timer; `--once --print` runs one and prints it.
+// pods and containers, enforce and audit caps, sample each container's use, evict pods holding foreign processes when
+// that policy is on, update metrics, report to the API server. The binary (cmd/agent) runs passes on a timer; `--once
+// --print` runs one and prints it.
 //
 // Thread safety: RunOnce is called by one thread at a time.
 #pragma once
@@ -20,6 +20,7 @@
 #include "agent/eviction.h"
 #include "agent/metrics.h"
 #include "agent/reporter.h"
+#include "agent/usage_tracker.h"
 #include "common/clock.h"
 
 namespace gpupack::agent {
@@ -64,6 +65,7 @@ class Agent {
   AgentMetrics* metrics_;
   const Clock* clock_;
   Enforcer enforcer_;
+  UsageTracker usage_;
   ForeignPodEvictions evictions_;
   std::vector<api::GpuNodeAuditFinding> last_findings_;
   std::vector<ContainerCap> last_caps_;

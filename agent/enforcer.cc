@@ -115,7 +115,7 @@ EnforcementPass Enforcer::Run(const api::GpuNodeStatus& status, const std::vecto
     if (!pod.gpupack || pod.terminating) continue;
     for (const PodContainer& c : pod.containers) {
       for (const api::AllocatedDevice& d : c.devices) {
-        ContainerCap cap{pod.ns, pod.name, c.name, d.uuid, d.mem_mib, 0, false, d.compute_pct, -1};
+        ContainerCap cap{pod.ns, pod.name, c.name, d.uuid, d.mem_mib, 0, false, pod.uid, c.running, d.compute_pct, -1};
         if (!c.container_id.empty()) {
           auto u = used.find({pod.uid, c.container_id, d.uuid});
           if (u != used.end()) cap.used_mib = u->second;

@@ -38,6 +38,8 @@ struct ContainerCap {
   model::MiB cap_mib = 0;
   model::MiB used_mib = 0;
   bool enforced = false;  // a driver limit equal to the cap is in place on its cgroup
+  std::string pod_uid;
+  bool running = false;  // the container runs (its use is a sample of agent/usage_tracker.h)
   // The compute share the allocation reserves (computePct; api::kComputeNotRecorded in allocations
   // written before compute shares) and the SM time its processes used this pass, percent
   // (Σ of their NVML samples' means; -1 when NVML cannot tell, as on MIG instances).

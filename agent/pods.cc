@@ -59,6 +59,7 @@ PodInfo PodInfoFromJson(const nlohmann::json& pod) {
   info.uid = StringAt(meta, "uid");
   info.ns = StringAt(meta, "namespace");
   info.name = StringAt(meta, "name");
+  info.workload = translate::WorkloadOfPod(pod);
   const Json& status = ObjectAt(pod, "status");
   const std::string phase = StringAt(status, "phase");
   info.finished = phase == "Succeeded" || phase == "Failed";

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/allocation.h"
+#include "translate/workload_owner.h"
 
 namespace gpupack::agent {
 
@@ -37,6 +38,7 @@ struct PodInfo {
   bool gpupack = false;          // carries a valid allocation
   std::string allocation_error;  // why the allocation annotation was refused, if it was
   std::vector<PodContainer> containers;
+  translate::WorkloadRef workload;  // its owning workload, from ownerReferences
 
   std::string Key() const { return ns + "/" + name; }
 };

@@ -16,6 +16,8 @@ api::GpuNodeStatus WithoutUsage(api::GpuNodeStatus s) {
   }
   for (api::GpuNodeProcess& p : s.processes) p.used_mib = 0;
   for (api::GpuNodeAuditFinding& f : s.audit) f.used_mib = 0;
+  // Observed use moves every pass (samples at least): only its peak, beyond the threshold, counts.
+  for (api::GpuNodeContainerUsage& u : s.usage) u.peak_mib = u.p95_mib = u.p99_mib = u.samples = 0;
   return s;
 }
 
@@ -54,6 +56,9 @@ bool SignificantChange(const api::GpuNodeStatus& last, const api::GpuNodeStatus&
   }
   for (size_t i = 0; i < now.processes.size(); ++i) {
     if (Moved(last.processes[i].used_mib, now.processes[i].used_mib, threshold_mib)) return true;
+  }
+  for (size_t i = 0; i < now.usage.size(); ++i) {
+    if (Moved(last.usage[i].peak_mib, now.usage[i].peak_mib, threshold_mib)) return true;
   }
   return false;
 }

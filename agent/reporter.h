@@ -1,9 +1,10 @@
 // Decides when the node's GPUNode status and its extended-resource capacity are written to the
 // API server, so that 1,000 nodes do not flood it:
 //  - the status is written when something changed "beyond the threshold" (device set, health,
-//    MIG layout, enforcement, audit, process list or allocations; or any used memory moving by
-//    more than change_threshold_mib) but not more often than min_write_interval, and in any case
-//    when the heartbeat is due (heartbeat_interval after the last successful write);
+//    MIG layout, enforcement, audit, process list, allocations or tracked containers; or any used
+//    memory or a container's observed peak moving by more than change_threshold_mib) but not more often than
+//    min_write_interval, and in any case when the heartbeat is due (heartbeat_interval after the last successful
+//    write);
 //  - node capacity (gpupack.io/gpu-memory = Σ schedulable device memory, as a quantity in Mi;
 //    gpupack.io/gpu = schedulable devices × max pods per device) is written when it changes and
 //    re-checked every capacity_recheck_interval, because kubelet may reset extended resources.

@@ -165,6 +165,21 @@ TEST(SignificantChangeTest, OnlyUsageNoiseIsIgnored) {
   EXPECT_FALSE(SignificantChange(a, b, 256));
 }
 
+TEST(SignificantChangeTest, ObservedUseCountsOnlyWhenItsPeakMovesPastTheThreshold) {
+  api::GpuNodeStatus a = TwoDevices(100);
+  a.usage.push_back({.pod_uid = "u1", .pod = "ml/p", .container = "main", .peak_mib = 1000, .samples = 10});
+  api::GpuNodeStatus b = a;
+  b.usage[0].samples = 11;  // every pass adds a sample: not worth a write by itself
+  b.usage[0].p99_mib = 900;
+  b.usage[0].peak_mib = 1256;
+  EXPECT_FALSE(SignificantChange(a, b, 256));
+  b.usage[0].peak_mib = 1257;
+  EXPECT_TRUE(SignificantChange(a, b, 256));
+  b = a;
+  b.usage.push_back({.pod_uid = "u2", .pod = "ml/q", .container = "main"});  // a new container is
+  EXPECT_TRUE(SignificantChange(a, b, 256));
+}
+
 TEST_F(ReporterTest, ExcludedDevicesAreNotAdvertised) {
   api::GpuNodeStatus s = TwoDevices();
   api::MarkExcluded(s, {"GPU-1", "MIG-b"});

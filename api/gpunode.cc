@@ -131,6 +131,45 @@ Status DeviceFromJson(const Json& j, const std::string& where, GpuNodeDevice* d)
   });
 }
 
+Json UsageToJson(const GpuNodeContainerUsage& u) {
+  return Json{{"podUID", u.pod_uid},
+              {"pod", u.pod},
+              {"container", u.container},
+              {"workloadKind", u.workload_kind},
+              {"workloadName", u.workload_name},
+              {"devices", u.devices},
+              {"deviceMemoryMiB", u.device_memory_mib},
+              {"capMiB", u.cap_mib},
+              {"peakMiB", u.peak_mib},
+              {"p95MiB", u.p95_mib},
+              {"p99MiB", u.p99_mib},
+              {"samples", u.samples},
+              {"since", FormatRfc3339(u.since)}};
+}
+
+Status UsageFromJson(const Json& j, const std::string& at, GpuNodeContainerUsage* u) {
+  GPUPACK_RETURN_IF_ERROR(ReadString(j, "podUID", at, &u->pod_uid));
+  GPUPACK_RETURN_IF_ERROR(ReadString(j, "pod", at, &u->pod));
+  GPUPACK_RETURN_IF_ERROR(ReadString(j, "container", at, &u->container));
+  GPUPACK_RETURN_IF_ERROR(ReadString(j, "workloadKind", at, &u->workload_kind));
+  GPUPACK_RETURN_IF_ERROR(ReadString(j, "workloadName", at, &u->workload_name));
+  GPUPACK_RETURN_IF_ERROR(ReadInt32(j, "devices", at, &u->devices));
+  GPUPACK_RETURN_IF_ERROR(ReadMiB(j, "deviceMemoryMiB", at, &u->device_memory_mib));
+  GPUPACK_RETURN_IF_ERROR(ReadMiB(j, "capMiB", at, &u->cap_mib));
+  GPUPACK_RETURN_IF_ERROR(ReadMiB(j, "peakMiB", at, &u->peak_mib));
+  GPUPACK_RETURN_IF_ERROR(ReadMiB(j, "p95MiB", at, &u->p95_mib));
+  GPUPACK_RETURN_IF_ERROR(ReadMiB(j, "p99MiB", at, &u->p99_mib));
+  GPUPACK_RETURN_IF_ERROR(ReadInt(j, "samples", at, &u->samples));
+  std::string since;
+  GPUPACK_RETURN_IF_ERROR(ReadString(j, "since", at, &since));
+  if (!since.empty()) {
+    auto t = ParseRfc3339(since);
+    if (!t.ok()) return t.status().WithContext(at + ".since");
+    u->since = *t;
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 nlohmann::json GpuNodeStatusToJson(const GpuNodeStatus& status) {
@@ -198,23 +237,29 @@ nlohmann::json GpuNodeStatusToJson(const GpuNodeStatus& status) {
                           {"message", c.message},
                           {"lastTransitionTime", FormatRfc3339(c.last_transition_time)}});
   }
-  return Json{{"devices", std::move(devices)},
-              {"processes", std::move(processes)},
-              {"conditions", std::move(conditions)},
-              {"enforcement",
-               {{"mode", status.enforcement.mode},
-                {"driverVersion", status.enforcement.driver_version},
-                {"cudaVersion", status.enforcement.cuda_version},
-                {"reason", status.enforcement.reason},
-                {"computeReason", status.enforcement.compute_reason}}},
-              {"audit", std::move(audit)},
-              {"gpus", status.devices.size()},
-              {"memoryMiB", total},
-              {"allocatedMiB", allocated},
-              {"usedMiB", used},
-              {"maxPodsPerDevice", status.max_pods_per_device},
-              {"excludedGpus", excluded},
-              {"heartbeatTime", FormatRfc3339(status.heartbeat_time)}};
+  Json out{{"devices", std::move(devices)},
+           {"processes", std::move(processes)},
+           {"conditions", std::move(conditions)},
+           {"enforcement",
+            {{"mode", status.enforcement.mode},
+             {"driverVersion", status.enforcement.driver_version},
+             {"cudaVersion", status.enforcement.cuda_version},
+             {"reason", status.enforcement.reason},
+             {"computeReason", status.enforcement.compute_reason}}},
+           {"audit", std::move(audit)},
+           {"gpus", status.devices.size()},
+           {"memoryMiB", total},
+           {"allocatedMiB", allocated},
+           {"usedMiB", used},
+           {"maxPodsPerDevice", status.max_pods_per_device},
+           {"excludedGpus", excluded},
+           {"heartbeatTime", FormatRfc3339(status.heartbeat_time)}};
+  if (!status.usage.empty()) {
+    Json usage = Json::array();
+    for (const GpuNodeContainerUsage& u : status.usage) usage.push_back(UsageToJson(u));
+    out["usage"] = std::move(usage);
+  }
+  return out;
 }
 
 StatusOr<GpuNodeStatus> GpuNodeStatusFromJson(const nlohmann::json& j) {
@@ -291,6 +336,7 @@ StatusOr<GpuNodeStatus> GpuNodeStatusFromJson(const nlohmann::json& j) {
     s.conditions.push_back(std::move(condition));
     return Status::Ok();
   }));
+  GPUPACK_ASSIGN_OR_RETURN(s.usage, GpuNodeUsageFromJson(j));
   int64_t max_pods = 0;
   GPUPACK_RETURN_IF_ERROR(ReadInt(j, "maxPodsPerDevice", where, &max_pods));
   if (max_pods < 0 || max_pods > 1'000'000) return Status::InvalidArgument("status.maxPodsPerDevice: out of range");
@@ -303,6 +349,18 @@ StatusOr<GpuNodeStatus> GpuNodeStatusFromJson(const nlohmann::json& j) {
     s.heartbeat_time = *t;
   }
   return s;
+}
+
+StatusOr<std::vector<GpuNodeContainerUsage>> GpuNodeUsageFromJson(const nlohmann::json& status) {
+  std::vector<GpuNodeContainerUsage> out;
+  if (!status.is_object()) return Status::InvalidArgument("status: expected an object");
+  GPUPACK_RETURN_IF_ERROR(ForEach(status, "usage", "status", [&](const Json& u, const std::string& at) {
+    GpuNodeContainerUsage usage;
+    GPUPACK_RETURN_IF_ERROR(UsageFromJson(u, at, &usage));
+    out.push_back(std::move(usage));
+    return Status::Ok();
+  }));
+  return out;
 }
 
 const GpuNodeCondition* FindCondition(const std::vector<GpuNodeCondition>& conditions, std::string_view type) {

@@ -16,6 +16,9 @@
 //    "audit":[{"kind":"over-cap","device":"GPU-…","podUID":"…","pod":"ns/name","container":"main",
 //              "pid":4242,"usedMiB":9000,"capMiB":8192,"message":"…"},
 //             {"kind":"over-compute",…,"usedComputePct":55,"computePct":30,"message":"…"}],
+//    "usage":[{"podUID":"…","pod":"ns/name","container":"main","workloadKind":"Deployment",
+//              "workloadName":"web","devices":1,"deviceMemoryMiB":81559,"capMiB":8192,"peakMiB":5325,
+//              "p95MiB":5000,"p99MiB":5120,"samples":360,"since":"2026-11-29T09:18:41Z"}],
 //    "gpus":1,"memoryMiB":81559,"allocatedMiB":16384,"usedMiB":1200,   // printer-column summary
 //    "excludedGpus":0,   // devices (GPUs or MIG instances) the administrator excluded
 //    "maxPodsPerDevice":16,
@@ -156,6 +159,29 @@ struct GpuNodeAuditFinding {
   bool operator==(const GpuNodeAuditFinding&) const = default;
 };
 
+// What one gpupack container used over its life on this node (docs/agent.md "Observed use"): per
+// device, the largest of its devices' use at each pass. One entry per running gpupack container,
+// so the list is as long as the node's containers (≤ devices × maxPodsPerDevice).
+struct GpuNodeContainerUsage {
+  std::string pod_uid;
+  std::string pod;        // "namespace/name"
+  std::string container;  // container name
+  // The pod's owning workload from its ownerReferences (translate/workload_owner.h): "Deployment"
+  // and its name, "StatefulSet", "Job", …, or "Pod" and the pod's name for a pod without one.
+  std::string workload_kind;
+  std::string workload_name;
+  int devices = 0;                   // devices the container holds
+  model::MiB device_memory_mib = 0;  // the smallest of them
+  model::MiB cap_mib = 0;            // its cap per device
+  model::MiB peak_mib = 0;           // highest sample
+  model::MiB p95_mib = 0;            // percentiles of the samples (log-bucket histogram, ≤ 4.4 % high)
+  model::MiB p99_mib = 0;
+  int64_t samples = 0;       // agent passes it was sampled in
+  Clock::TimePoint since{};  // first sample
+
+  bool operator==(const GpuNodeContainerUsage&) const = default;
+};
+
 struct GpuNodeCondition {
   std::string type;  // kCondition*
   bool status = false;
@@ -174,7 +200,8 @@ struct GpuNodeStatus {
   std::vector<GpuNodeProcess> processes;
   GpuNodeEnforcement enforcement;
   std::vector<GpuNodeAuditFinding> audit;
-  int max_pods_per_device = 0;  // 0 = not reported
+  std::vector<GpuNodeContainerUsage> usage;  // encoded only when not empty
+  int max_pods_per_device = 0;               // 0 = not reported
   Clock::TimePoint heartbeat_time{};
   std::vector<GpuNodeCondition> conditions;
 
@@ -187,6 +214,10 @@ nlohmann::json GpuNodeStatusToJson(const GpuNodeStatus& status);
 // InvalidArgument naming the field ("status.devices[1].memoryMiB: expected an integer") for wrong
 // types, negative memory, a missing uuid or an unparseable heartbeatTime.
 StatusOr<GpuNodeStatus> GpuNodeStatusFromJson(const nlohmann::json& status);
+
+// Only the observed use of a status (what the extender's workload store reads), with the errors
+// GpuNodeStatusFromJson gives for it.
+StatusOr<std::vector<GpuNodeContainerUsage>> GpuNodeUsageFromJson(const nlohmann::json& status);
 
 // A whole GPUNode object: apiVersion, kind, metadata.name and status.
 nlohmann::json GpuNodeObject(std::string_view node_name, const GpuNodeStatus& status);

@@ -20,6 +20,24 @@ TEST(GpuNodeTest, RoundTripsEveryField) {
   EXPECT_EQ(*back, s);
 }
 
+TEST(GpuNodeTest, RoundTripsObservedUseAndLeavesItOutWhenNone) {
+  GpuNodeStatus s = SampleGpuNodeStatus();
+  EXPECT_FALSE(GpuNodeStatusToJson(s).contains("usage"));
+  s.usage.push_back({"uid-1", "ns/p", "main", "Deployment", "web", 1, 81559, 8192, 5325, 5000, 5120, 360,
+                     Clock::TimePoint(seconds(1'799'996'400))});
+  const Json j = GpuNodeStatusToJson(s);
+  EXPECT_EQ(j["usage"][0]["p99MiB"], 5120);
+  EXPECT_EQ(j["usage"][0]["since"], "2027-01-15T07:00:00Z");
+  auto back = GpuNodeStatusFromJson(j);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, s);
+  Json bad = j;
+  bad["usage"][0]["peakMiB"] = -1;
+  auto r = GpuNodeStatusFromJson(bad);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("status.usage[0].peakMiB: negative"), std::string::npos) << r.status();
+}
+
 TEST(GpuNodeTest, EncodesSummaryAndWireNames) {
   const Json j = GpuNodeStatusToJson(SampleGpuNodeStatus());
   EXPECT_EQ(j["gpus"], 2);

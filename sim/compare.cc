@@ -17,8 +17,10 @@ StatusOr<std::vector<PolicyRun>> RunPolicies(const Replayer& replayer, const std
     if (!extender_url.empty() && name == "extender") {
       make = [&]() { return MakeExtenderPolicy(extender_url, extender_weight); };
     } else {
-      GPUPACK_RETURN_IF_ERROR(MakePolicy(name, replayer.typical()).status());  // an unknown name, before replaying
-      make = [&]() { return MakePolicy(name, replayer.typical()); };
+      const OverheadVariant overhead = replayer.options().overhead;
+      // An unknown name, before replaying.
+      GPUPACK_RETURN_IF_ERROR(MakePolicy(name, replayer.typical(), overhead).status());
+      make = [&, overhead]() { return MakePolicy(name, replayer.typical(), overhead); };
     }
     StatusOr<PolicyRun> run = replayer.Run(name, make, seeds);
     if (!run.ok()) return Status(run.status().code(), name + ": " + run.status().message());

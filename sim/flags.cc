@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 
+#include "common/quantity.h"
 #include "sim/policy.h"
 
 namespace gpupack::sim {
@@ -38,6 +39,13 @@ std::string SimUsage() {
   --compute-rho R      the two-dimensional family: gpu_milli as the compute share, memory drawn
                        with correlation R (-1..1) to it (docs/simulator.md, "Compute"); the
                        table adds unallocated compute %
+  --what-if beta:A,B   the right-sizing what-if: each pod's peak use is a fraction ~ Beta(A, B)
+                       of its request (--usage-seed N, default 1); replays every seed's arrivals
+                       as requested and right-sized, and prints pods placed and memory freed
+  --process-overhead auto|Q  what the gpupack-overhead policy charges each process on a device:
+                       auto (default) each GPU family's default, or one quantity in the
+                       cluster's MiB (the Alibaba trace's GPUs are 1000 "MiB": 27Mi is a 16 GiB
+                       card's 448 MiB); compare it with gpupack in one table
   --keep-order         replay pods in file order (default: sort by name, shuffle per seed)
   --extender URL       replay through a running gpupack-extender (policy name: extender), as
                        kube-scheduler would (filter, prioritize, bind over HTTP); with --policy,
@@ -57,6 +65,7 @@ each arrived-workload level, median over seeds; "@100 mean±sd" the same at 100 
 StatusOr<SimFlags> ParseSimFlags(const std::vector<std::string>& args) {
   SimFlags f;
   bool seeds_given = false;
+  std::optional<uint64_t> usage_seed;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
     auto value = [&](std::string& out) -> bool {
@@ -88,6 +97,18 @@ StatusOr<SimFlags> ParseSimFlags(const std::vector<std::string>& args) {
       if (!value(f.extender_url)) return Status::InvalidArgument("--extender needs a URL");
     } else if (arg == "--write-cluster") {
       if (!value(f.write_cluster)) return Status::InvalidArgument("--write-cluster needs a file");
+    } else if (arg == "--process-overhead") {
+      if (!value(v)) return Status::InvalidArgument("--process-overhead needs auto or a quantity");
+      if (v == "auto") {
+        f.options.overhead = OverheadVariant{};
+      } else {
+        StatusOr<int64_t> bytes = ParseBytes(v, "--process-overhead");
+        if (!bytes.ok() || *bytes < (int64_t{1} << 20)) {
+          return Status::InvalidArgument("--process-overhead: \"" + v +
+                                         "\" is neither auto nor a quantity of 1Mi or more");
+        }
+        f.options.overhead = OverheadVariant{placement::ProcessOverheadMode::kFixed, *bytes >> 20};
+      }
     } else if (arg == "--fill-pods") {
       if (!value(v)) return Status::InvalidArgument("--fill-pods needs a number of pods");
       char* end = nullptr;
@@ -104,6 +125,14 @@ StatusOr<SimFlags> ParseSimFlags(const std::vector<std::string>& args) {
         return Status::InvalidArgument("--compute-rho: \"" + v + "\" is not a correlation in -1..1");
       }
       f.compute_rho = rho;
+    } else if (arg == "--what-if") {
+      if (!value(v)) return Status::InvalidArgument("--what-if needs a usage model (e.g. beta:2,2)");
+      GPUPACK_ASSIGN_OR_RETURN(f.what_if, ParseUsageModel(v));
+    } else if (arg == "--usage-seed") {
+      if (!value(v)) return Status::InvalidArgument("--usage-seed needs a seed");
+      GPUPACK_ASSIGN_OR_RETURN(std::vector<uint64_t> s, ParseSeeds(v));
+      if (s.size() != 1) return Status::InvalidArgument("--usage-seed: one seed, got \"" + v + "\"");
+      usage_seed = s[0];
     } else if (arg == "--tune" || arg == "--extender-weight") {
       if (!value(v)) return Status::InvalidArgument(arg + " needs a number");
       char* end = nullptr;
@@ -123,6 +152,12 @@ StatusOr<SimFlags> ParseSimFlags(const std::vector<std::string>& args) {
   }
   if (f.cluster_path.empty()) return Status::InvalidArgument("--cluster is required\n" + SimUsage());
   if (!f.extender_url.empty() && !seeds_given) f.seeds_text = "42";
+  if (usage_seed && !f.what_if) return Status::InvalidArgument("--usage-seed needs --what-if");
+  if (usage_seed) f.what_if->seed = *usage_seed;
+  if (f.what_if && !f.extender_url.empty())
+    return Status::InvalidArgument("--what-if replays in process, not --extender");
+  if (f.what_if && (f.json || !f.report_path.empty()))
+    return Status::InvalidArgument("--what-if prints its own table, without --json or --report");
   return f;
 }
 

@@ -8,6 +8,7 @@
 
 #include "common/status.h"
 #include "sim/replay.h"
+#include "sim/what_if.h"
 
 namespace gpupack::sim {
 
@@ -28,6 +29,8 @@ struct SimFlags {
   // --compute-rho: replay the trace's two-dimensional family with this correlation
   // (sim/compute_family.h); nullopt = the one-dimensional workload as it is.
   std::optional<double> compute_rho;
+  // --what-if beta:A,B: the right-sizing what-if (sim/what_if.h) instead of the replay table.
+  std::optional<UsageModel> what_if;
 };
 
 // `args` without the program name. On failure the status message is what the main prints after

@@ -44,12 +44,26 @@ TEST(SimFlagsTest, BadInputNamesTheFlag) {
       {{"--cluster", "c", "--extender-weight", "0.5"}, "--extender-weight must be at least 1"},
       {{"--cluster", "c", "--fill-pods", "0"}, "--fill-pods: \"0\" is not a number of pods in 1..1000000"},
       {{"--cluster", "c", "--fill-pods", "5x"}, "--fill-pods: \"5x\" is not a number of pods in 1..1000000"},
+      {{"--cluster", "c", "--process-overhead", "lots"}, "--process-overhead: \"lots\" is neither auto nor a quantity"},
+      {{"--cluster", "c", "--process-overhead", "512Ki"}, "--process-overhead: \"512Ki\" is neither auto nor"},
+      {{"--cluster", "c", "--process-overhead"}, "--process-overhead needs auto or a quantity"},
   };
   for (const Case& c : cases) {
     StatusOr<SimFlags> f = ParseSimFlags(c.args);
     ASSERT_FALSE(f.ok()) << c.message_prefix;
     EXPECT_EQ(f.status().message().rfind(c.message_prefix, 0), 0u) << f.status().message();
   }
+}
+
+// The gpupack-overhead policy charges each family's default unless one figure is given, in MiB.
+TEST(SimFlagsTest, ProcessOverheadIsAutoOrOneQuantity) {
+  StatusOr<SimFlags> f = ParseSimFlags({"--cluster", "c"});
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(f->options.overhead.mode, placement::ProcessOverheadMode::kFamilyDefault);
+  f = ParseSimFlags({"--cluster", "c", "--process-overhead", "27Mi"});
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(f->options.overhead.mode, placement::ProcessOverheadMode::kFixed);
+  EXPECT_EQ(f->options.overhead.mib, 27);
 }
 
 TEST(SimFlagsTest, UsageListsEveryPolicy) {

@@ -310,17 +310,17 @@ class VectorPolicy final : public SimPolicy {
 // schedule says (Decision::Observe) from the cluster as it is; each node is ranked by placement::RankOf, its tie-break
 // rank the extender's (placement::NodeTieBreakRank with the default salt 0), and the lowest key wins (nodes with equal
 // keys, possible only with exact costs: the lower tie-break rank). The variants are other placement::DecisionOptions,
-// or a pinned workload.
+// a pinned workload, or other placement::PlacementOptions (the per-process overhead).
 class CorePolicy final : public SimPolicy {
  public:
   CorePolicy(model::PolicyKind kind, placement::DecisionOptions options,
-             std::optional<placement::TypicalWorkload> pinned)
-      : kind_(kind), options_(options), pinned_(std::move(pinned)) {}
+             std::optional<placement::TypicalWorkload> pinned, placement::PlacementOptions placement)
+      : kind_(kind), options_(options), pinned_(std::move(pinned)), placement_(placement) {}
 
   Status Start(const ClusterState&, const std::vector<model::Node>& nodes,
                std::span<const int> /*seed_rank*/) override {
-    decision_.emplace(pinned_ ? placement::Decision::Pinned(kind_, placement::PlacementOptions{}, options_, *pinned_)
-                              : placement::Decision(kind_, placement::PlacementOptions{}, options_));
+    decision_.emplace(pinned_ ? placement::Decision::Pinned(kind_, placement_, options_, *pinned_)
+                              : placement::Decision(kind_, placement_, options_));
     nodes_ = nodes;
     // The extender refreshes once as soon as it knows the cluster (its first filter).
     RefreshPolicy();
@@ -384,6 +384,7 @@ class CorePolicy final : public SimPolicy {
   model::PolicyKind kind_;
   placement::DecisionOptions options_;
   std::optional<placement::TypicalWorkload> pinned_;
+  placement::PlacementOptions placement_;
   std::optional<placement::Decision> decision_;
   std::optional<placement::Policy> policy_;
   std::vector<model::Node> nodes_;
@@ -404,6 +405,7 @@ std::vector<std::string> PolicyNames() {
           "gpupack-pinned-exact",
           "gpupack-binpack",
           "gpupack-spread",
+          "gpupack-overhead",
           "random",
           "dotprod",
           "clustering",
@@ -414,11 +416,13 @@ std::vector<std::string> PolicyNames() {
           "tetris"};
 }
 
-StatusOr<std::unique_ptr<SimPolicy>> MakePolicy(std::string_view name, const placement::TypicalWorkload& typical) {
+StatusOr<std::unique_ptr<SimPolicy>> MakePolicy(std::string_view name, const placement::TypicalWorkload& typical,
+                                                OverheadVariant overhead) {
   // gpupack is the decision module's defaults; each variant changes one of its options.
   auto make = [](model::PolicyKind kind, placement::DecisionOptions options,
-                 std::optional<placement::TypicalWorkload> pinned = std::nullopt) {
-    return std::unique_ptr<SimPolicy>(new CorePolicy(kind, options, std::move(pinned)));
+                 std::optional<placement::TypicalWorkload> pinned = std::nullopt,
+                 placement::PlacementOptions placement = {}) {
+    return std::unique_ptr<SimPolicy>(new CorePolicy(kind, options, std::move(pinned), placement));
   };
   const placement::DecisionOptions defaults;
   placement::DecisionOptions variant = defaults;
@@ -437,6 +441,12 @@ StatusOr<std::unique_ptr<SimPolicy>> MakePolicy(std::string_view name, const pla
   }
   if (name == "gpupack-binpack") return make(model::PolicyKind::kBinpack, defaults);
   if (name == "gpupack-spread") return make(model::PolicyKind::kSpread, defaults);
+  if (name == "gpupack-overhead") {
+    placement::PlacementOptions charged;
+    charged.process_overhead = overhead.mode;
+    charged.process_overhead_mib = overhead.mib;
+    return make(model::PolicyKind::kFgd, defaults, std::nullopt, charged);
+  }
   static const std::pair<const char*, Baseline> kBaselines[] = {
       {"random", Baseline::kRandom},   {"dotprod", Baseline::kDotProd}, {"clustering", Baseline::kClustering},
       {"packing", Baseline::kPacking}, {"bestfit", Baseline::kBestFit}, {"fgd", Baseline::kFgd}};

@@ -20,6 +20,7 @@
 
 #include "common/status.h"
 #include "model/model.h"
+#include "placement/node_summary.h"
 #include "placement/workload.h"
 #include "sim/cluster_state.h"
 
@@ -66,6 +67,13 @@ class SimPolicy {
   virtual void Committed(const SimPod& pod, const Choice& choice) = 0;
 };
 
+// What "gpupack-overhead" charges each process on a device (gpupack-sim --process-overhead):
+// each device's family default (model/process_overhead.h), or one figure in the cluster's MiB.
+struct OverheadVariant {
+  placement::ProcessOverheadMode mode = placement::ProcessOverheadMode::kFamilyDefault;
+  MiB mib = 0;  // kFixed's figure
+};
+
 // The policy names accepted by MakePolicy, in the order the report lists them.
 std::vector<std::string> PolicyNames();
 
@@ -79,10 +87,12 @@ std::vector<std::string> PolicyNames();
 // same as gpupack with FGD's exact cost in place of its level),
 // "gpupack-pinned" / "gpupack-pinned-exact" (FGD against the trace's own typical set `typical`
 // instead of the learned one), "gpupack-binpack" and "gpupack-spread" (the core's simple
-// policies), and the baselines "random", "dotprod", "clustering", "packing",
+// policies), "gpupack-overhead" (the extender with processOverhead as `overhead` says, charged
+// once per process: what the overhead costs), and the baselines "random", "dotprod", "clustering", "packing",
 // "bestfit", "fgd" (which, like every baseline, checks the compute share in its fit), and the
 // two-dimensional baselines "drf" (best fit on the dominant share) and "tetris" (Tetris's
 // alignment score). InvalidArgument for anything else.
-StatusOr<std::unique_ptr<SimPolicy>> MakePolicy(std::string_view name, const placement::TypicalWorkload& typical);
+StatusOr<std::unique_ptr<SimPolicy>> MakePolicy(std::string_view name, const placement::TypicalWorkload& typical,
+                                                OverheadVariant overhead = {});
 
 }  // namespace gpupack::sim

@@ -123,7 +123,7 @@ StatusOr<SeedRun> Replayer::RunSeed(SimPolicy& policy, uint64_t seed) const {
     pod.request = &pods_[index];
     pod.demand = cluster.demands[index];
     const int copy = copies[index]++;
-    pod.name = copy == 0 ? pods_[index].name : pods_[index].name + "-tuned-" + std::to_string(copy);
+    pod.name = ArrivalName(pods_[index].name, copy);
     GPUPACK_ASSIGN_OR_RETURN(std::optional<Choice> choice, policy.Choose(state, pod, rng));
     arrived += state.ArrivedOf(pod.demand);
     ++run.pods;
@@ -191,6 +191,10 @@ StatusOr<PolicyRun> Replayer::Run(const std::string& policy_name,
   }
   out.curve = Aggregate(out.seeds);
   return out;
+}
+
+std::string ArrivalName(const std::string& pod_name, int copy) {
+  return copy == 0 ? pod_name : pod_name + "-tuned-" + std::to_string(copy);
 }
 
 Stat Summarize(std::vector<double> values) {

@@ -30,10 +30,11 @@
 namespace gpupack::sim {
 
 struct ReplayOptions {
-  double tune = 1.3;       // inflate to this × GPU capacity; <= 0 disables inflation
-  bool shuffle = true;     // false keeps the workload's own order (no sort, no shuffle)
-  double coverage = 0.95;  // share of pods the typical set M must cover
-  int fill_pods = 0;       // > 0: per seed, a cluster that the first fill_pods pods fill (above)
+  double tune = 1.3;         // inflate to this × GPU capacity; <= 0 disables inflation
+  bool shuffle = true;       // false keeps the workload's own order (no sort, no shuffle)
+  double coverage = 0.95;    // share of pods the typical set M must cover
+  int fill_pods = 0;         // > 0: per seed, a cluster that the first fill_pods pods fill (above)
+  OverheadVariant overhead;  // what the gpupack-overhead policy charges per process
 };
 
 // One integer arrived-percentage point of one seed.
@@ -79,6 +80,7 @@ class Replayer {
                                    ReplayOptions options);
 
   const placement::TypicalWorkload& typical() const { return typical_; }
+  const ReplayOptions& options() const { return options_; }
   const std::vector<model::Node>& nodes() const { return nodes_; }
   const std::vector<model::PodRequest>& pods() const { return pods_; }
   MiB capacity_mib() const { return base_.total_capacity(); }
@@ -123,6 +125,9 @@ class Replayer {
   std::vector<Demand> demands_;  // per pod
 };
 
+// The name of an arrival: the pod's own for its first, "<name>-tuned-<copy>" for the copies
+// inflation makes (copy ≥ 1), so that every arrival of a seed has a name of its own.
+std::string ArrivalName(const std::string& pod_name, int copy);
 // Median, mean and sample SD (n−1; 0 for a single value).
 Stat Summarize(std::vector<double> values);
 // Seeds → per-x statistics over the seeds that reached x.

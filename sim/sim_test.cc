@@ -511,6 +511,31 @@ TEST(Replay, DeflationRemovesPodsUntilAtOrBelowTheTarget) {
   EXPECT_NE(arrivals[0], arrivals[1]);
 }
 
+// gpupack-overhead charges each process on a device its family's overhead (A100: 512 MiB) once.
+// One 16384 MiB A100, five 4096 MiB pods in file order:
+//   gpupack: 4 × 4096 = 16384 fits exactly, the fifth fails;
+//   gpupack-overhead: before pod k+1 the device has 16384 − k·4096 − k·512 − 512 (its own) free:
+//   k = 0: 15872, k = 1: 11264, k = 2: 6656 ≥ 4096, k = 3: 2048 < 4096: 3 placed, 2 fail.
+TEST(Replay, OverheadVariantChargesEachProcessItsFamilyOverhead) {
+  model::Node a100 = builders::GpuNode("a100", 1, 16384, "NVIDIA A100-SXM4-80GB");
+  a100.cpu_milli = 64000;
+  a100.memory_bytes = int64_t{1} << 40;
+  std::vector<model::PodRequest> pods;
+  for (int i = 0; i < 5; ++i) pods.push_back(NamedPod(Numbered("p", i).c_str(), 1, 4096, 1));
+  ReplayOptions opts;
+  opts.tune = 0;
+  opts.shuffle = false;
+  auto r = Replayer::Create({a100}, pods, opts);
+  ASSERT_TRUE(r.ok()) << r.status();
+  for (const auto& [name, placed] : {std::pair{"gpupack", 4}, std::pair{"gpupack-overhead", 3}}) {
+    auto policy = MakePolicy(name, r->typical());
+    ASSERT_TRUE(policy.ok()) << policy.status();
+    auto run = r->RunSeed(**policy, 1);
+    ASSERT_TRUE(run.ok()) << run.status();
+    EXPECT_EQ(run->pods - run->failed, placed) << name;
+  }
+}
+
 TEST(Replay, CurveIsDiscretisedByArrivedPercent) {
   // One node, 2 GPUs, two whole-GPU pods in file order, no inflation.
   // Pod 1: arrived 50 %, allocated 50 % → unallocated 50. Pod 2: arrived 100 %, unallocated 0.

@@ -10,6 +10,8 @@
 //               "nvmlDeviceGetMemoryInfo_v2@GPU-1": 15},   // ... or only for that device
 //    "limits": [{"uuid": "GPU-1", "cgroup": "/sys/fs/cgroup/…", "soft": 1, "hard": 2}],  // pre-applied
 //    "limitsLog": "/tmp/x.jsonl",                      // every Set call appended as a JSON line
+//    "usageFile": "/tmp/usage.json",                   // {"42": 5325}: each process's usedMiB,
+//                                                      // re-read at every process listing
 //    "devices": [{"uuid": "GPU-1", "name": "NVIDIA H100 80GB HBM3", "memoryMiB": 81559, "usedMiB": 10,
 //                 "noPermission": false,              // nvmlDeviceGetHandleByIndex_v2 → NO_PERMISSION
 //                 "migMode": 1,                       // absent = MIG not supported
@@ -100,6 +102,7 @@ struct State {
   std::map<std::string, int> errors;
   std::map<std::string, Limit> limits;  // uuid + "|" + cgroup
   std::string limits_log;
+  std::string usage_file;
   std::vector<std::unique_ptr<FakeDevice>> devices;
 };
 
@@ -138,6 +141,7 @@ int Load() {
                                                                                              l.value("hard", 0ULL)};
     }
     s.limits_log = j.value("limitsLog", "");
+    s.usage_file = j.value("usageFile", "");
     unsigned int index = 0;
     for (const Json& d : j.value("devices", Json::array())) {
       auto dev = std::make_unique<FakeDevice>();
@@ -232,6 +236,19 @@ nvmlReturn_t MemoryOf(nvmlDevice_t d, unsigned long long* total, unsigned long l
     return NVML_SUCCESS;
   }
   return NVML_ERROR_INVALID_ARGUMENT;
+}
+
+// Usage over time: the processes' usedMiB from usageFile as it reads now (a test rewrites it
+// between the agent's passes); a file missing or half written leaves the figures as they are.
+void DriveUsage(std::vector<FakeProcess>& procs) {
+  if (state->usage_file.empty()) return;
+  std::ifstream in(state->usage_file);
+  const Json usage = Json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!usage.is_object()) return;
+  for (FakeProcess& p : procs) {
+    auto it = usage.find(std::to_string(p.pid));
+    if (it != usage.end() && it->is_number_unsigned()) p.used_mib = it->get<unsigned long long>();
+  }
 }
 
 }  // namespace
@@ -359,6 +376,7 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetComputeRunningP
     *count = static_cast<unsigned int>(procs.size());
     return procs.empty() ? NVML_SUCCESS : NVML_ERROR_INSUFFICIENT_SIZE;
   }
+  DriveUsage(procs);
   *count = static_cast<unsigned int>(procs.size());
   for (size_t i = 0; i < procs.size(); ++i) {
     infos[i] = nvmlProcessInfo_t{procs[i].pid, procs[i].used_mib * kMiB, 0xFFFFFFFFu, 0xFFFFFFFFu};

@@ -472,6 +472,41 @@ def workloads():
               "{{namespace}} used")],
             "percent", w=12, h=8, min=0)
 
+    b.row("Right-sizing: requested vs peak vs recommended")
+    w = "namespace, workload_kind, workload, container"
+    wsel = 'namespace=~"$namespace"'
+    # Every scheduler replica exports the same figures: max by the workload keeps one.
+    requested = f"max by ({w}) (gpupack_workload_gpu_memory_requested_bytes{{{wsel}}})"
+    peak = f"max by ({w}) (gpupack_workload_gpu_memory_peak_bytes{{{wsel}}})"
+    guaranteed = f'max by ({w}) (gpupack_workload_gpu_memory_recommended_bytes{{{wsel}, bound="guaranteed"}})'
+    ceiling = f'max by ({w}) (gpupack_workload_gpu_memory_recommended_bytes{{{wsel}, bound="ceiling"}})'
+    b.panel("timeseries", "Requested vs peak vs recommended per workload",
+            "Per device: the share each workload container asks for, the peak its pods used (over their life, "
+            "kept per owning workload across restarts), and the guaranteed share recommended (docs/recommendations.md). "
+            "Advice only: nothing changes a running pod.",
+            [(requested, "{{namespace}}/{{workload}}/{{container}} requested"),
+             (peak, "{{namespace}}/{{workload}}/{{container}} peak"),
+             (guaranteed, "{{namespace}}/{{workload}}/{{container}} recommended")],
+            "bytes", w=12, h=9, min=0)
+    b.panel("bargauge", "Memory a pod would give back, top 20",
+            "Per device: requested − recommended guaranteed share, for the 20 workloads with the most to give back "
+            "(gpupack-extender recommend prints the values to apply).",
+            [(f"topk(20, {requested} - {guaranteed})", "{{namespace}}/{{workload}}/{{container}}")],
+            "bytes", w=12, h=9, min=0,
+            options={"orientation": "horizontal", "displayMode": "gradient",
+                     "reduceOptions": {"calcs": ["lastNotNull"], "values": False}})
+    b.panel("timeseries", "Peak vs recommended ceiling per workload",
+            "Per device: the highest use seen against the recommended ceiling (gpupack.io/gpu-memory-limit).",
+            [(peak, "{{namespace}}/{{workload}}/{{container}} peak"),
+             (ceiling, "{{namespace}}/{{workload}}/{{container}} ceiling")],
+            "bytes", w=12, h=8, min=0)
+    b.panel("table", "Right-sizing verdicts",
+            "Each workload container's verdict: shrink (the recommendation is smaller), keep, at-cap (its use reached "
+            "the cap, so its need is unknown), too-few-samples.",
+            [(f'max by ({w}, verdict) (gpupack_workload_rightsizing_verdict{{{wsel}}}) == 1', "")],
+            "short", w=12, h=8,
+            transformations=[{"id": "organize", "options": {"excludeByName": {"Time": True, "Value": True}}}])
+
     b.row("Nodes")
     b.panel("table", "Enforcement per node",
             "How each node enforces caps: cgroup-dmem, cgroup-misc (R615+ per-cgroup limits), mps, or none.",

@@ -15,6 +15,7 @@
 #include "sim/inputs.h"
 #include "sim/replay.h"
 #include "sim/report.h"
+#include "sim/what_if.h"
 
 namespace {
 
@@ -58,10 +59,18 @@ int main(int argc, char** argv) {
         "--extender replays one seed per extender (the extender keeps what it bound); restart it for each seed");
   }
 
-  auto replayer = sim::Replayer::Create(std::move(*nodes), std::move(*pods), flags.options);
-  if (!replayer.ok()) return Fail(replayer.status().message());
   const std::vector<std::string> names = sim::PoliciesToRun(flags);
   if (names.empty()) return Fail("--policy: no policy named");
+  if (flags.what_if) {
+    for (const std::string& policy : names) {
+      auto what_if = sim::RunWhatIf(*nodes, *pods, flags.options, *flags.what_if, policy, *seeds);
+      if (!what_if.ok()) return Fail(what_if.status().message());
+      std::cout << sim::FormatWhatIf(*what_if);
+    }
+    return 0;
+  }
+  auto replayer = sim::Replayer::Create(std::move(*nodes), std::move(*pods), flags.options);
+  if (!replayer.ok()) return Fail(replayer.status().message());
   auto runs = sim::RunPolicies(*replayer, names, *seeds, flags.extender_url, flags.extender_weight);
   if (!runs.ok()) return Fail(runs.status().message());
 

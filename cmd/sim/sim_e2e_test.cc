@@ -1,5 +1,5 @@
 // The real gpupack-sim binary: what a user sees when the extender it should replay through is not
-// there, or when the cluster it is given is empty.
+// there, when the cluster it is given is empty, and what the right-sizing what-if prints.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -91,6 +91,40 @@ TEST(SimBinary, RefusesAnEmptyCluster) {
   const Outcome outcome = RunSim("--cluster " + cluster + " --workload " + workload);
   EXPECT_EQ(outcome.exit_code, 2) << outcome.output;
   EXPECT_NE(outcome.output.find("\"nodes\" is empty"), std::string::npos) << outcome.output;
+}
+
+// One 80 GiB GPU and 14 pods of 8 GiB peaking at half (Beta(10⁶, 10⁶) draws 0.5 ± 0.001): as
+// requested 10 fit (10 × 8192 = 81920 MiB); right-sized to 4608 MiB (4096 × 1.1 = 4506, packed to
+// the 256 MiB granule: sim/what_if_test.cc has the steps) all 14 fit (64512 MiB), and the 10
+// placed as requested free 10 × 3584 MiB = 35.0 GiB.
+TEST(SimBinary, WhatIfPrintsThePodsPlacedEachWayAndTheMemoryFreed) {
+  const std::string cluster =
+      WriteTemp("sim-whatif.yaml", "nodes: [{name: n1, gpus: [{model: A100, memory: 80Gi}]}]\n");
+  const std::string workload = WriteTemp("sim-whatif-pods.yaml", "pods: [{name: p, gpuMemory: 8Gi, count: 14}]\n");
+  const Outcome outcome = RunSim("--cluster " + cluster + " --workload " + workload +
+                                 " --tune 0 --seeds 42 --policy bestfit --what-if beta:1000000,1000000");
+  ASSERT_EQ(outcome.exit_code, 0) << outcome.output;
+  const size_t row = outcome.output.find("\n42 ");
+  ASSERT_NE(row, std::string::npos) << outcome.output;
+  int submitted = 0, requested = 0, right_sized = 0, more = 0;
+  double held_requested = 0, held_right_sized = 0, freed = 0;
+  ASSERT_EQ(std::sscanf(outcome.output.c_str() + row, " 42 %d %d %d %d %lf → %lf %lf", &submitted, &requested,
+                        &right_sized, &more, &held_requested, &held_right_sized, &freed),
+            7)
+      << outcome.output;
+  EXPECT_EQ(submitted, 14);
+  EXPECT_EQ(requested, 10);
+  EXPECT_EQ(right_sized, 14);
+  EXPECT_EQ(more, 4);
+  EXPECT_DOUBLE_EQ(held_requested, 80.0);
+  EXPECT_DOUBLE_EQ(held_right_sized, 63.0);  // 64512 / 1024
+  EXPECT_DOUBLE_EQ(freed, 35.0);             // 35840 / 1024
+}
+
+TEST(SimBinary, UsageSeedWithoutWhatIfIsRefused) {
+  const Outcome outcome = RunSim("--cluster c.yaml --workload w.yaml --usage-seed 3");
+  EXPECT_EQ(outcome.exit_code, 2) << outcome.output;
+  EXPECT_NE(outcome.output.find("gpupack-sim: --usage-seed needs --what-if"), std::string::npos) << outcome.output;
 }
 
 }  // namespace

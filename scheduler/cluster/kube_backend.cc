@@ -195,6 +195,14 @@ void KubeBackend::OnGpuNode(const Json& gpunode) {
   else
     heartbeat = Clock::TimePoint{};  // never reported: as stale as it gets
   state_->UpsertNode(std::move(node).value(), heartbeat);
+  if (config_.usage == nullptr) return;
+  auto usage = api::GpuNodeUsageFromJson(gpunode.value("status", Json::object()));
+  if (!usage.ok()) {
+    GPUPACK_LOG(kWarning, kComponent) << "ignoring the observed use of GPUNode "
+                                      << kube::StringAt(gpunode, {"metadata", "name"}) << ": " << usage.status();
+    return;
+  }
+  config_.usage->Observe(*usage);
 }
 
 void KubeBackend::OnPod(const Json& pod) {

@@ -60,6 +60,7 @@
 #include "placement/placement.h"
 #include "scheduler/extender/backend.h"
 #include "scheduler/extender/cluster_state.h"
+#include "scheduler/extender/usage_store.h"
 
 namespace gpupack::cluster {
 
@@ -82,6 +83,9 @@ struct KubeBackendConfig {
   int ceiling_overcommit_pct = placement::kDefaultCeilingOvercommitPct;
   // Emit a Normal event on the pod naming the chosen devices and caps (asynchronously).
   bool emit_events = true;
+  // Where each GPUNode's observed use goes (docs/recommendations.md); null = nowhere. Must outlive
+  // the backend.
+  extender::WorkloadUsageStore* usage = nullptr;
   kube::InformerOptions informer;  // ns/selectors are set by the backend
 };
 

@@ -126,6 +126,12 @@ StatusOr<ExtenderConfig> ParseExtenderConfig(std::string_view yaml_text) {
       {"refreshPods", [](auto& n, auto& k, auto& c) { return ReadInt(n, k, 0, 1000000, c.workload_refresh_pods); }},
       {"coverage", [](auto& n, auto& k, auto& c) { return ReadDouble(n, k, 0.5, 1, c.workload_coverage); }},
   };
+  const std::map<std::string, Reader> rightsizing = {
+      {"headroom", [](auto& n, auto& k, auto& c) { return ReadDouble(n, k, 0, 1, c.rightsizing.headroom); }},
+      {"minSamples", [](auto& n, auto& k, auto& c) { return ReadInt(n, k, 1, 100000000, c.rightsizing.min_samples); }},
+      {"retention", [](auto& n, auto& k, auto& c) { return ReadDurationKey(n, k, c.usage_store.retention); }},
+      {"maxWorkloads", [](auto& n, auto& k, auto& c) { return ReadInt(n, k, 1, 100000, c.usage_store.max_workloads); }},
+  };
   const std::map<std::string, Reader> tls = {
       {"certFile", [](auto& n, auto& k, auto& c) { return ReadString(n, k, c.tls_cert_file); }},
       {"keyFile", [](auto& n, auto& k, auto& c) { return ReadString(n, k, c.tls_key_file); }},
@@ -230,6 +236,7 @@ StatusOr<ExtenderConfig> ParseExtenderConfig(std::string_view yaml_text) {
        }},
       {"workload", [&workload](auto& n, auto& k, auto& c) { return ReadSection(n, k, workload, c); }},
       {"tls", [&tls](auto& n, auto& k, auto& c) { return ReadSection(n, k, tls, c); }},
+      {"rightsizing", [&rightsizing](auto& n, auto& k, auto& c) { return ReadSection(n, k, rightsizing, c); }},
   };
   GPUPACK_RETURN_IF_ERROR(ReadSection(doc, "", top, config));
   if (config.tls_cert_file.empty() != config.tls_key_file.empty()) {

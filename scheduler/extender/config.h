@@ -15,6 +15,8 @@
 #include "model/model.h"
 #include "placement/decision.h"
 #include "placement/placement.h"
+#include "placement/rightsizing.h"
+#include "scheduler/extender/usage_store.h"
 
 namespace gpupack::extender {
 
@@ -61,6 +63,10 @@ struct ExtenderConfig {
   int max_devices_per_container = 16;
   std::string tls_cert_file;  // both set: serve HTTPS (kube-scheduler's enableHTTPS)
   std::string tls_key_file;
+  // rightsizing: the recommendations' headroom and sample minimum, the workload store's bounds
+  // (docs/recommendations.md).
+  placement::RightsizingOptions rightsizing;
+  UsageStoreOptions usage_store;
 };
 
 StatusOr<ExtenderConfig> ParseExtenderConfig(std::string_view yaml_text);

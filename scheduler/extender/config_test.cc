@@ -43,6 +43,7 @@ rankByFill: false
 reserveScarceCapacity: false
 rankByCompletion: false
 tls: {certFile: /c.pem, keyFile: /k.pem}
+rightsizing: {headroom: 0.2, minSamples: 5, retention: 48h, maxWorkloads: 50}
 )");
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->listen, "127.0.0.1:9000");
@@ -62,6 +63,10 @@ tls: {certFile: /c.pem, keyFile: /k.pem}
   EXPECT_FALSE(c->reserve_scarce_capacity);
   EXPECT_FALSE(c->rank_by_completion);
   EXPECT_EQ(c->tls_key_file, "/k.pem");
+  EXPECT_EQ(c->rightsizing.headroom, 0.2);
+  EXPECT_EQ(c->rightsizing.min_samples, 5);
+  EXPECT_EQ(c->usage_store.retention, std::chrono::hours(48));
+  EXPECT_EQ(c->usage_store.max_workloads, 50u);
 }
 
 TEST(ExtenderConfig, RefusesUnknownKeysAndBadValuesNamingTheKey) {
@@ -87,6 +92,8 @@ TEST(ExtenderConfig, RefusesUnknownKeysAndBadValuesNamingTheKey) {
       {"listen: localhost", "\"listen\": expected HOST:PORT"},
       {"prefix: gpupack", "\"prefix\": must start with"},
       {"tls: {certFile: /c.pem}", "\"tls\""},
+      {"rightsizing: {headroom: 10}", "\"rightsizing.headroom\""},
+      {"rightsizing: {minSamples: 0}", "\"rightsizing.minSamples\""},
       {"[1, 2]", "expected a mapping"},
       {"a: [", "invalid YAML"},
   };
