@@ -10,7 +10,9 @@ cd "$(dirname "$0")/.."
 go_bin=${GPUPACK_GO:-/usr/local/go/bin/go}
 export PATH="$(dirname "$go_bin"):$PATH"  # configuring asks scripts/build-control-plane.sh for its dir
 build_dir=${GPUPACK_FUZZ_BUILD_DIR:-build-fuzz}
-cmake -S . -B "$build_dir" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+# CC/CXX pick clang when the build dir is first configured (a -D compiler given again on a
+# configured dir that spells it differently would make CMake discard its cache).
+CC=clang CXX=clang++ cmake -S . -B "$build_dir" \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUPACK_WERROR=ON -DGPUPACK_FUZZ=ON -DGPUPACK_BUILD_BENCH=OFF \
   -DGPUPACK_FUZZ_SECONDS="${GPUPACK_FUZZ_SECONDS:-20}" -DGPUPACK_GO="$go_bin" >/dev/null
 cmake --build "$build_dir" --target fuzz_all -j"$(nproc)"
