@@ -38,7 +38,8 @@ TEST(RecommendScenario, FakeUsageOverTimeBecomesTheWorkloadsRecommendation) {
   auto made = Cluster::Create("FakeUsageOverTimeBecomesTheWorkloadsRecommendation", kOneGpuNode, DefaultBinaries());
   ASSERT_TRUE(made.ok()) << made.status();
   std::unique_ptr<Cluster> cluster = std::move(made).value();
-  if (cluster->server() == nullptr) GTEST_SKIP() << "a pod that runs without a kubelet needs the in-tree API server";
+  if (cluster->server() == nullptr)
+    GTEST_SKIP() << "a pod that runs without a kubelet needs the in-tree API server, not GPUPACK_E2E_KUBECONFIG";
 
   // A pod of Deployment "web" (through its ReplicaSet), asking 8 GiB.
   auto owned = [](const Json& pod) -> StatusOr<Json> {
