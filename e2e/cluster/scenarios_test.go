@@ -28,6 +28,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 )
 
 const allocationKey = "gpupack.io/allocation"
@@ -419,10 +421,15 @@ func mixedWorkload(prefix string, n int) []podSpec {
 }
 
 // watchBindings records, for every pod of `ns`, whether the first version of it that has
-// spec.nodeName already carries the allocation annotation (one Binding wrote both).
+// spec.nodeName already carries the allocation annotation (one Binding wrote both). The watch
+// resumes from its last resourceVersion when the API server closes it: kube-apiserver's watch
+// cache drops a watcher that falls behind a burst ("Forcing pods watcher close due to
+// unresponsiveness"), which a shared 2-core machine provokes. If it cannot resume (410 Gone),
+// ended says why and check reports that instead of one miss per pod.
 type bindingWatch struct {
 	mu        sync.Mutex
 	firstSeen map[string]bool
+	ended     error
 	stop      context.CancelFunc
 	done      chan struct{}
 }
@@ -430,15 +437,30 @@ type bindingWatch struct {
 func (b *bed) watchBindings(t *testing.T, ns string) *bindingWatch {
 	t.Helper()
 	c, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	w, err := b.kc.CoreV1().Pods(ns).Watch(c, metav1.ListOptions{})
+	// A RetryWatcher needs a concrete starting version: the empty namespace's list gives one.
+	list, err := b.kc.CoreV1().Pods(ns).List(c, metav1.ListOptions{})
 	if err != nil {
 		cancel()
-		t.Fatalf("watch pods: %v", err)
+		t.Fatalf("list pods of %s: %v", ns, err)
 	}
-	bw := &bindingWatch{firstSeen: map[string]bool{}, stop: cancel, done: make(chan struct{})}
+	w, err := watchtools.NewRetryWatcherWithContext(c, list.ResourceVersion, &cache.ListWatch{
+		WatchFuncWithContext: func(c context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return b.kc.CoreV1().Pods(ns).Watch(c, o)
+		}})
+	if err != nil {
+		cancel()
+		t.Fatalf("watch pods of %s: %v", ns, err)
+	}
+	bw := &bindingWatch{firstSeen: map[string]bool{}, stop: func() { w.Stop(); cancel() }, done: make(chan struct{})}
 	go func() {
 		defer close(bw.done)
 		for ev := range w.ResultChan() {
+			if ev.Type == watch.Error {
+				bw.mu.Lock()
+				bw.ended = apierrors.FromObject(ev.Object)
+				bw.mu.Unlock()
+				continue
+			}
 			if ev.Type != watch.Added && ev.Type != watch.Modified {
 				continue
 			}
@@ -459,23 +481,30 @@ func (b *bed) watchBindings(t *testing.T, ns string) *bindingWatch {
 
 func (bw *bindingWatch) check(t *testing.T, pods []corev1.Pod) {
 	t.Helper()
-	// The watch trails the list a little: give it a bounded moment to catch up.
-	_ = waitFor(10*time.Second, 100*time.Millisecond, "watch caught up", func() (bool, error) {
+	// The watch trails the list a little, more after a resume: give it a bounded moment to catch up.
+	_ = waitFor(30*time.Second, 100*time.Millisecond, "watch caught up", func() (bool, error) {
 		bw.mu.Lock()
 		defer bw.mu.Unlock()
-		return len(bw.firstSeen) >= len(pods), nil
+		return len(bw.firstSeen) >= len(pods) || bw.ended != nil, nil
 	})
 	bw.stop()
 	<-bw.done
 	bw.mu.Lock()
 	defer bw.mu.Unlock()
+	var unseen []string
 	for _, p := range pods {
 		has, seen := bw.firstSeen[p.Name]
 		if !seen {
-			t.Errorf("%s: the watch never saw it bound", p.Name)
+			unseen = append(unseen, p.Name)
 		} else if !has {
 			t.Errorf("%s: bound without %s in the same write (the Binding must carry it)", p.Name, allocationKey)
 		}
+	}
+	if n := len(unseen); n > 0 {
+		if n > 5 {
+			unseen = append(unseen[:5], "…")
+		}
+		t.Errorf("the watch never saw %d of %d bound pods bound (watch ended early: %v), e.g. %v", n, len(pods), bw.ended, unseen)
 	}
 }
 
