@@ -34,6 +34,7 @@ inline constexpr std::string_view kAnnotationDevicePolicy = "gpupack.io/device-p
 inline constexpr std::string_view kAnnotationSpreadKey = model::kRuleSpreadKey;
 inline constexpr std::string_view kAnnotationSpreadScope = model::kRuleSpreadScope;
 inline constexpr std::string_view kAnnotationGpuMemoryLimit = model::kRuleGpuMemoryLimit;
+inline constexpr std::string_view kAnnotationMovable = "gpupack.io/movable";
 
 // Written by the webhook (never by users): the containers, "c0,i1", whose gpupack.io/gpu-memory
 // the webhook added to a whole-device request so a ResourceQuota on requests.gpupack.io/gpu-memory

@@ -333,6 +333,18 @@ constexpr PodAnnotation kPodAnnotations[] = {
      .refusal = "is not a quantity like 16Gi, or NAME=QUANTITY naming a container",
      .read = ReadMemoryLimit,
      .write = WriteMemoryLimit},
+    {.name = kAnnotationMovable,
+     .workload_key = "movable",
+     .refusal = "is not true or false",
+     .read = [](const PodAnnotation& self, std::string_view value, PodRequest& request) -> Status {
+       if (value != "true" && value != "false") return self.Refuse(value);
+       request.movable = value == "true";
+       return Status::Ok();
+     },
+     .write = [](const PodRequest& request) -> std::optional<std::string> {
+       if (!request.movable) return std::nullopt;
+       return "true";
+     }},
     // Read by translate::ParsePodRequest with the containers it names ("c0,i1"), whose
     // gpupack.io/gpu-memory the webhook added to a whole-device request for the namespace's quota.
     {.name = kAnnotationWholeDeviceCharge,

@@ -150,6 +150,9 @@ struct PodRequest {
   // spec.priority (0 without a PriorityClass): the bind maps it to the MPS client priority its
   // containers get (api::MpsClientPriorityOf).
   int64_t priority = 0;
+  // gpupack.io/movable: "true": the pod's owner accepts that gpupack evicts it to make room for a
+  // pod that fits nowhere (docs/placement.md, "Defragmentation"); placement never reads it.
+  bool movable = false;
 
   bool WantsDevices() const { return !containers.empty(); }
   // Some container asks for a compute share (gpupack.io/gpu-compute).

@@ -294,9 +294,10 @@ std::string DefragResult::Message(std::span<const Node> nodes, std::span<const M
 namespace {
 
 bool FitsSomewhere(const Policy& policy, std::span<const Node> nodes, std::span<const NodeSummary> summaries,
-                   const PodRequest& pending) {
+                   const PodRequest& pending, std::span<const uint8_t> pending_nodes) {
   const PreparedPod prepared(pending);
   for (size_t i = 0; i < nodes.size(); ++i) {
+    if (!pending_nodes.empty() && pending_nodes[i] == 0) continue;
     if (policy.Score(nodes[i], summaries[i], prepared).verdict.fits()) return true;
   }
   return false;
@@ -305,12 +306,14 @@ bool FitsSomewhere(const Policy& policy, std::span<const Node> nodes, std::span<
 // Per node, in node order, the pods the waiting pod may displace there: never itself, never one
 // of higher priority; largest holders first (then by UID).
 std::vector<NodeCandidates> CandidatesByNode(std::span<const Node> nodes, const PodRequest& pending,
-                                             std::span<const MovablePod> movable) {
+                                             std::span<const MovablePod> movable,
+                                             std::span<const uint8_t> pending_nodes) {
   std::unordered_map<int, std::vector<std::pair<MiB, int>>> by_node;
   for (size_t p = 0; p < movable.size(); ++p) {
     const MovablePod& m = movable[p];
     GPUPACK_CHECK(m.request != nullptr && m.node >= 0 && static_cast<size_t>(m.node) < nodes.size());
     if (m.request->uid == pending.uid || m.request->priority > pending.priority) continue;
+    if (!pending_nodes.empty() && pending_nodes[m.node] == 0) continue;  // the waiting pod may not go there
     by_node[m.node].emplace_back(HeldMiB(nodes[m.node], m.request->uid), static_cast<int>(p));
   }
   std::vector<NodeCandidates> out;
@@ -377,15 +380,17 @@ std::optional<FittingSet> Evaluate(const Policy& policy, const Node& node, const
 
 DefragResult PlanDefragmentation(const Policy& policy, std::span<const Node> nodes,
                                  std::span<const NodeSummary> summaries, const PodRequest& pending,
-                                 std::span<const MovablePod> movable, const DefragOptions& options) {
+                                 std::span<const MovablePod> movable, const DefragOptions& options,
+                                 std::span<const uint8_t> pending_nodes) {
   GPUPACK_CHECK(summaries.size() == nodes.size());
+  GPUPACK_CHECK(pending_nodes.empty() || pending_nodes.size() == nodes.size());
   DefragResult result;
-  if (FitsSomewhere(policy, nodes, summaries, pending)) {
+  if (FitsSomewhere(policy, nodes, summaries, pending, pending_nodes)) {
     result.outcome = DefragOutcome::kFitsAlready;
     return result;
   }
   const std::optional<SimpleDemand> demand = SimpleDemandOf(pending);
-  std::vector<NodeCandidates> candidates = CandidatesByNode(nodes, pending, movable);
+  std::vector<NodeCandidates> candidates = CandidatesByNode(nodes, pending, movable, pending_nodes);
   for (NodeCandidates& c : candidates) PrepareCheck(c, nodes[c.node], movable, demand, policy.options());
 
   // Best first: the sets of one move on every node, then of two, and so on; within a size, the

@@ -90,10 +90,14 @@ struct DefragResult {
 // on the node the policy scores best (lowest cost, then lowest index) in the cluster as the plan
 // leaves it: after the moves before it and the waiting pod's own placement, so it may land back
 // on the node it left if room remains there.
+// `pending_nodes`: where the waiting pod may go (kube-scheduler's own filters passed those nodes);
+// empty: anywhere; else pending_nodes[i] != 0 for each node i it may take. Moved pods may go
+// anywhere.
 // REQUIRES: summaries[i] == policy.Summarize(nodes[i]); every movable.node indexes nodes and every
-// movable.request is non-null.
+// movable.request is non-null; pending_nodes is empty or as long as nodes.
 DefragResult PlanDefragmentation(const Policy& policy, std::span<const Node> nodes,
                                  std::span<const NodeSummary> summaries, const PodRequest& pending,
-                                 std::span<const MovablePod> movable, const DefragOptions& options = {});
+                                 std::span<const MovablePod> movable, const DefragOptions& options = {},
+                                 std::span<const uint8_t> pending_nodes = {});
 
 }  // namespace gpupack::placement

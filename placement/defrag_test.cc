@@ -36,10 +36,10 @@ class DefragTest : public ::testing::Test {
     if (movable) movable_.push_back(MovablePod{&pod, node});
     return pod;
   }
-  DefragResult Plan(const PodRequest& pending, DefragOptions options = {}) {
+  DefragResult Plan(const PodRequest& pending, DefragOptions options = {}, std::vector<uint8_t> pending_nodes = {}) {
     summaries_.clear();
     for (const Node& n : nodes_) summaries_.push_back(policy_.Summarize(n));
-    return PlanDefragmentation(policy_, nodes_, summaries_, pending, movable_, options);
+    return PlanDefragmentation(policy_, nodes_, summaries_, pending, movable_, options, pending_nodes);
   }
   std::string Message(const DefragResult& r, const PodRequest& pending) const {
     return r.Message(nodes_, movable_, pending);
@@ -175,6 +175,12 @@ TEST_F(DefragTest, ChoosesTheMinimalPlanOverLargerOnes) {
   EXPECT_EQ(r.plan.moves[0].to_node, b);
   EXPECT_EQ(r.plan.moved_mib, k10);
 
+  // Where kube-scheduler's filters let the waiting pod go only to node-a and node-d, node-e's
+  // cheaper plan is out: {d1} (20 GiB) is next; with node-a alone, its two moves.
+  EXPECT_EQ(Plan(pending, {}, {1, 0, 0, 1, 0}).plan.node, d);
+  const DefragResult only_a = Plan(pending, {}, {1, 0, 0, 0, 0});
+  EXPECT_EQ(only_a.plan.node, a);
+  EXPECT_EQ(only_a.plan.moves.size(), 2u);
   // At most one move per plan excludes node-a's, not the others.
   EXPECT_EQ(Plan(pending, DefragOptions{.max_moves = 1}).plan.node, e);
   // With no moves allowed, three nodes would have room, none within the limit.

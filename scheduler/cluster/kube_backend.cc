@@ -16,6 +16,7 @@
 #include "translate/allocation_ledger.h"
 #include "translate/node_from_gpunode.h"
 #include "translate/pod_request.h"
+#include "translate/workload_owner.h"
 
 namespace gpupack::cluster {
 namespace {
@@ -280,6 +281,30 @@ std::vector<model::PodRequest> KubeBackend::WaitingPodRequests() const {
     return kube::StringAt(pod, {"spec", "nodeName"}).empty() && phase != "Succeeded" && phase != "Failed" &&
            kube::StringAt(pod, {"metadata", "deletionTimestamp"}).empty();
   });
+}
+
+std::vector<extender::MovablePodOnNode> KubeBackend::MovablePods() const {
+  std::vector<extender::MovablePodOnNode> out;
+  if (!pods_) return out;
+  std::map<std::string, std::string> node_of;  // by UID, for the pods kept below
+  const std::vector<model::PodRequest> requests = PodRequestsWhere([&](const Json& pod) {
+    if (!kube::StringAt(pod, {"metadata", "deletionTimestamp"}).empty()) return false;
+    StatusOr<std::optional<api::Allocation>> alloc = PodAllocation(pod);
+    if (!alloc.ok() || !alloc->has_value()) return false;
+    const std::string kind = translate::WorkloadOfPod(pod).kind;
+    if (kind != "Deployment" && kind != "ReplicaSet" && kind != "StatefulSet" && kind != "Job") return false;
+    node_of[kube::StringAt(pod, {"metadata", "uid"})] = kube::StringAt(pod, {"spec", "nodeName"});
+    return true;
+  });
+  for (const model::PodRequest& request : requests) {
+    if (request.movable) out.push_back(extender::MovablePodOnNode{request, node_of[request.uid]});
+  }
+  return out;
+}
+
+void KubeBackend::ReportOnPod(const extender::BindTarget& pod, bool warning, const std::string& reason,
+                              const std::string& message) {
+  QueueEvent(PodEvent(pod, warning ? "Warning" : "Normal", reason, message));
 }
 
 StatusOr<model::PodRequest> KubeBackend::LookupPod(const extender::BindTarget& target) {

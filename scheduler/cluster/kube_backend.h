@@ -129,6 +129,11 @@ class KubeBackend final : public extender::ClusterBackend {
   std::vector<model::PodRequest> HeldPodRequests() const override;
   // The same cache's unbound, unfinished pods that are not being deleted, in the same order.
   std::vector<model::PodRequest> WaitingPodRequests() const override;
+  // From the same cache, in the same order.
+  std::vector<extender::MovablePodOnNode> MovablePods() const override;
+  // A Normal or Warning Event on the pod (queued, like the bind's).
+  void ReportOnPod(const extender::BindTarget& pod, bool warning, const std::string& reason,
+                   const std::string& message) override;
   Status Bind(const extender::BindTarget& pod, const std::string& node,
               const std::map<std::string, std::string>& annotations) override;
   void Stop() override;

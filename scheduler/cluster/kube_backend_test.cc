@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <functional>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -81,6 +83,18 @@ class KubeBackendTest : public ::testing::Test {
   std::string CreateBoundPod(const std::string& name, model::MiB mib) {
     auto created = api_->Create(kube::PodsResource(), "default", PodJson(name, std::to_string(mib) + "Mi"));
     EXPECT_TRUE(created.ok());
+    const std::string uid = (*created)["metadata"]["uid"];
+    EXPECT_TRUE(
+        api_->CreateBinding("default", name, uid, "n1", api::AllocationAnnotations(OneDevice("n1", "GPU-n1-0", mib)))
+            .ok());
+    return uid;
+  }
+  // As CreateBoundPod, the pod first shaped by `shape` (annotations, owner references).
+  std::string CreateBoundPodShaped(const std::string& name, model::MiB mib, const std::function<void(Json&)>& shape) {
+    Json pod = PodJson(name, std::to_string(mib) + "Mi");
+    shape(pod);
+    auto created = api_->Create(kube::PodsResource(), "default", pod);
+    EXPECT_TRUE(created.ok()) << created.status();
     const std::string uid = (*created)["metadata"]["uid"];
     EXPECT_TRUE(
         api_->CreateBinding("default", name, uid, "n1", api::AllocationAnnotations(OneDevice("n1", "GPU-n1-0", mib)))
@@ -258,6 +272,41 @@ TEST_F(KubeBackendTest, HeldPodRequestsAreTheBoundPodsWithAllocations) {
   }
   std::sort(mib.begin(), mib.end());
   EXPECT_EQ(mib, (std::vector<model::MiB>{10 * kGiB, 20 * kGiB}));
+}
+
+// What defragmentation may move: bound pods with an allocation that opted in and whose controller
+// recreates them (here a Deployment's ReplicaSet and a Job); not a bare pod that opted in, not a
+// ReplicaSet pod that did not, not a DaemonSet's.
+TEST_F(KubeBackendTest, MovablePodsAreTheOptedInPodsOfRecreatingControllers) {
+  auto owned = [](const std::string& kind, const std::string& name, bool movable) {
+    return [=](Json& pod) {
+      pod["metadata"]["ownerReferences"] = Json::array({{{"apiVersion", "apps/v1"},
+                                                         {"kind", kind},
+                                                         {"name", name},
+                                                         {"uid", "owner-" + name},
+                                                         {"controller", true}}});
+      if (movable) pod["metadata"]["annotations"]["gpupack.io/movable"] = "true";
+    };
+  };
+  const std::string web = CreateBoundPodShaped("web-7d4b9-x", 10 * kGiB, [&](Json& pod) {
+    pod["metadata"]["labels"]["pod-template-hash"] = "7d4b9";
+    owned("ReplicaSet", "web-7d4b9", true)(pod);
+  });
+  const std::string batch = CreateBoundPodShaped("batch-x", 20 * kGiB, owned("Job", "batch", true));
+  CreateBoundPodShaped("bare", 5 * kGiB,
+                       [](Json& pod) { pod["metadata"]["annotations"]["gpupack.io/movable"] = "true"; });
+  CreateBoundPodShaped("kept", 5 * kGiB, owned("ReplicaSet", "kept", false));
+  CreateBoundPodShaped("agent", 5 * kGiB, owned("DaemonSet", "agent", true));
+  StartBackend();
+  const std::vector<extender::MovablePodOnNode> movable = backend_->MovablePods();
+  ASSERT_EQ(movable.size(), 2u);
+  std::set<std::string> uids;
+  for (const extender::MovablePodOnNode& m : movable) {
+    EXPECT_EQ(m.node, "n1");
+    EXPECT_TRUE(m.request.movable);
+    uids.insert(m.request.uid);
+  }
+  EXPECT_EQ(uids, (std::set<std::string>{web, batch}));
 }
 
 // What the learner counts as demand: the unbound pods, with their UIDs, oldest first, including

@@ -32,6 +32,12 @@ struct BindTarget {
   std::string uid;
 };
 
+// A bound pod that defragmentation may move, and the node it runs on.
+struct MovablePodOnNode {
+  model::PodRequest request;
+  std::string node;
+};
+
 class ClusterBackend {
  public:
   virtual ~ClusterBackend() = default;
@@ -63,6 +69,15 @@ class ClusterBackend {
   // first, with their UIDs: what kube-scheduler will ask about, so the learner counts it before it
   // is asked. Meaningful once Synced(). Default: none (standalone knows only what it is asked).
   virtual std::vector<model::PodRequest> WaitingPodRequests() const { return {}; }
+  // The bound pods that defragmentation may move (docs/placement.md, "Defragmentation"): holding
+  // an allocation, gpupack.io/movable "true", owned by a controller that recreates them elsewhere
+  // (a Deployment's ReplicaSet, a ReplicaSet, a StatefulSet, a Job), not being deleted. Meaningful
+  // once Synced(). Default: none (standalone binds pods it knows only by their requests).
+  virtual std::vector<MovablePodOnNode> MovablePods() const { return {}; }
+  // Tells the pod's owner something about it (Kubernetes: an Event on the pod, asynchronously;
+  // `warning` picks the Event's type). Default: nothing beyond the extender's own log line.
+  virtual void ReportOnPod(const BindTarget& /*pod*/, bool /*warning*/, const std::string& /*reason*/,
+                           const std::string& /*message*/) {}
   // The backend's own metric families (e.g. watch restarts, relists, sync age), collected at
   // scrape time for the extender's /metrics. None by default.
   virtual std::vector<prometheus::MetricFamily> Metrics() const { return {}; }

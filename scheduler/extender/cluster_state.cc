@@ -438,6 +438,35 @@ void ClusterState::ForEachNode(const std::function<void(const model::Node&, cons
   for (const auto& view : views) fn(*view->node, view->summary, view->heartbeat);
 }
 
+ClusterState::FreshNodes ClusterState::CopyFreshNodes() const {
+  std::vector<std::shared_ptr<const NodeView>> views;
+  FreshNodes out;
+  uint64_t generation = 0;
+  {
+    std::shared_lock table(nodes_mu_);
+    const std::shared_ptr<const NodeSnapshot> snapshot = snapshot_.Current();
+    out.policy = snapshot->policy;
+    generation = snapshot->generation;
+    views.reserve(nodes_.size());
+    for (const auto& [name, entry] : nodes_) {
+      if (const NodeChunk* chunk = snapshot->ChunkOf(entry->row);
+          chunk != nullptr && chunk->views[entry->row % NodeChunk::kRows]) {
+        views.push_back(chunk->views[entry->row % NodeChunk::kRows]);
+      }
+    }
+  }
+  std::sort(views.begin(), views.end(), [](const auto& a, const auto& b) { return a->node->name < b->node->name; });
+  const Clock::TimePoint now = clock_.Now();
+  for (const auto& view : views) {
+    if (staleness_.Verdict(view->heartbeat, now)) continue;
+    out.nodes.push_back(*view->node);
+    // A view SetPolicy has not reached yet is summarised on the spot, as ScoreView does.
+    out.summaries.push_back(view->summary_generation == generation ? view->summary
+                                                                   : out.policy->Summarize(*view->node));
+  }
+  return out;
+}
+
 std::vector<std::string> ClusterState::NodeNames() const {
   std::shared_lock table(nodes_mu_);
   std::vector<std::string> names;

@@ -166,6 +166,15 @@ class ClusterState {
   // last upserted with, holding no lock.
   void ForEachNode(const std::function<void(const model::Node&, const placement::NodeSummary&,
                                             std::optional<Clock::TimePoint> heartbeat)>& fn) const;
+  // The nodes of one snapshot that are not stale, in name order, each with its summary under
+  // `policy` (the snapshot's): what a planner that reasons over the whole cluster reads
+  // (placement::PlanDefragmentation). Copies every node: for work off the request path.
+  struct FreshNodes {
+    std::shared_ptr<const placement::Policy> policy;
+    std::vector<model::Node> nodes;
+    std::vector<placement::NodeSummary> summaries;
+  };
+  FreshNodes CopyFreshNodes() const;
   std::vector<std::string> NodeNames() const;
   size_t NodeCount() const;
   size_t ReservationCount() const;

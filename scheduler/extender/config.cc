@@ -132,6 +132,17 @@ StatusOr<ExtenderConfig> ParseExtenderConfig(std::string_view yaml_text) {
       {"retention", [](auto& n, auto& k, auto& c) { return ReadDurationKey(n, k, c.usage_store.retention); }},
       {"maxWorkloads", [](auto& n, auto& k, auto& c) { return ReadInt(n, k, 1, 100000, c.usage_store.max_workloads); }},
   };
+  const std::map<std::string, Reader> defragmentation = {
+      {"mode",
+       [](auto& n, auto& k, auto& c) {
+         StatusOr<DefragMode> mode = ParseDefragMode(Scalar(n));
+         if (!mode.ok()) return BadKey(k, mode.status().message());
+         c.defrag.mode = *mode;
+         return Status::Ok();
+       }},
+      {"replanAfter", [](auto& n, auto& k, auto& c) { return ReadDurationKey(n, k, c.defrag.replan_after); }},
+      {"maxMoves", [](auto& n, auto& k, auto& c) { return ReadInt(n, k, 1, 8, c.defrag.planner.max_moves); }},
+  };
   const std::map<std::string, Reader> tls = {
       {"certFile", [](auto& n, auto& k, auto& c) { return ReadString(n, k, c.tls_cert_file); }},
       {"keyFile", [](auto& n, auto& k, auto& c) { return ReadString(n, k, c.tls_key_file); }},
@@ -236,6 +247,8 @@ StatusOr<ExtenderConfig> ParseExtenderConfig(std::string_view yaml_text) {
        }},
       {"workload", [&workload](auto& n, auto& k, auto& c) { return ReadSection(n, k, workload, c); }},
       {"tls", [&tls](auto& n, auto& k, auto& c) { return ReadSection(n, k, tls, c); }},
+      {"defragmentation",
+       [&defragmentation](auto& n, auto& k, auto& c) { return ReadSection(n, k, defragmentation, c); }},
       {"rightsizing", [&rightsizing](auto& n, auto& k, auto& c) { return ReadSection(n, k, rightsizing, c); }},
   };
   GPUPACK_RETURN_IF_ERROR(ReadSection(doc, "", top, config));

@@ -16,6 +16,7 @@
 #include "placement/decision.h"
 #include "placement/placement.h"
 #include "placement/rightsizing.h"
+#include "scheduler/extender/defragmenter.h"
 #include "scheduler/extender/usage_store.h"
 
 namespace gpupack::extender {
@@ -67,6 +68,9 @@ struct ExtenderConfig {
   // (docs/recommendations.md).
   placement::RightsizingOptions rightsizing;
   UsageStoreOptions usage_store;
+  // defragmentation: the mode (off | dry-run), how soon a waiting pod is planned for again, and
+  // the most moves a plan may make (docs/placement.md, "Defragmentation").
+  DefragConfig defrag;
 };
 
 StatusOr<ExtenderConfig> ParseExtenderConfig(std::string_view yaml_text);

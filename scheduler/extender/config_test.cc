@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "scheduler/extender/routes.h"
 #include "testing/builders.h"
 
 namespace gpupack::extender {
@@ -94,6 +95,9 @@ TEST(ExtenderConfig, RefusesUnknownKeysAndBadValuesNamingTheKey) {
       {"tls: {certFile: /c.pem}", "\"tls\""},
       {"rightsizing: {headroom: 10}", "\"rightsizing.headroom\""},
       {"rightsizing: {minSamples: 0}", "\"rightsizing.minSamples\""},
+      {"defragmentation: {mode: on}", "\"defragmentation.mode\": expected off or dry-run, got \"on\""},
+      {"defragmentation: {maxMoves: 9}", "\"defragmentation.maxMoves\""},
+      {"defragmentation: {replanAfter: soon}", "\"defragmentation.replanAfter\""},
       {"[1, 2]", "expected a mapping"},
       {"a: [", "invalid YAML"},
   };
@@ -123,6 +127,19 @@ TEST(ExtenderConfig, CeilingBoundAndProcessOverheadReachThePlacementOptions) {
   StatusOr<ExtenderConfig> family = ParseExtenderConfig("processOverhead: auto\n");
   ASSERT_TRUE(family.ok());
   EXPECT_EQ(PlacementOptionsOf(*family).process_overhead, placement::ProcessOverheadMode::kFamilyDefault);
+}
+
+// Defragmentation is a dry run by default: it reports plans and evicts nothing.
+TEST(ExtenderConfig, DefragmentationDefaultsToDryRunAndReachesTheExtender) {
+  StatusOr<ExtenderConfig> defaults = ParseExtenderConfig("");
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_EQ(defaults->defrag.mode, DefragMode::kDryRun);
+  StatusOr<ExtenderConfig> tuned = ParseExtenderConfig("defragmentation: {mode: off, replanAfter: 90s, maxMoves: 2}\n");
+  ASSERT_TRUE(tuned.ok()) << tuned.status();
+  const ExtenderOptions options = ExtenderOptionsOf(*tuned);
+  EXPECT_EQ(options.defrag.mode, DefragMode::kOff);
+  EXPECT_EQ(options.defrag.replan_after, std::chrono::seconds(90));
+  EXPECT_EQ(options.defrag.planner.max_moves, 2);
 }
 
 // No config file and an empty one give the decision's own defaults (placement::DecisionOptions), with

@@ -44,6 +44,23 @@ std::string PodKey(const nlohmann::json& pod) {
   return field("namespace") + "/" + field("name");
 }
 
+// Whether some node refused the pod for want of device room (memory, empty devices, distinct
+// devices, compute) that moving other pods could free: the refusals defragmentation may answer.
+bool ForWantOfDeviceRoom(const std::map<placement::RejectReason, int>& counts) {
+  for (const auto& [reason, count] : counts) {
+    switch (reason) {
+      case placement::RejectReason::kInsufficientDeviceMemory:
+      case placement::RejectReason::kInsufficientDeviceCompute:
+      case placement::RejectReason::kInsufficientEmptyDevices:
+      case placement::RejectReason::kInsufficientDevices:
+        return true;
+      default:
+        break;
+    }
+  }
+  return false;
+}
+
 // "no node fits (2 insufficient_device_memory, 1 no_matching_device), e.g. gpu-a1: <message>".
 std::string NoFitReason(const std::map<placement::RejectReason, int>& counts, std::string_view example_node,
                         const std::string& example) {
@@ -79,7 +96,8 @@ Extender::Extender(ClusterState& state, ClusterBackend& backend, ExtenderOptions
       ranking_owner_([] {
         static std::atomic<uint64_t> next{1};
         return next.fetch_add(1);
-      }()) {}
+      }()),
+      defrag_(state, backend, options_.defrag, clock, metrics) {}
 
 void Extender::Learn(const model::PodRequest& request) {
   if (!decision_.learning()) return;
@@ -191,6 +209,7 @@ std::optional<model::PodRequest> Extender::Recall(const std::string& uid) {
 
 void Extender::Maintain() {
   LearnHeldPods();
+  defrag_.Run();
   const int expired = state_.ExpireReservations(options_.reservation_ttl);
   if (expired > 0) {
     GPUPACK_LOG(kWarning, "extender") << "released " << expired << " reservation(s) whose bind never finished";
@@ -314,6 +333,7 @@ Reply Extender::Filter(std::string_view body) {
   }
   if (!any_fit && !names.empty()) {
     LogDecision(pod->ns + "/" + pod->name, "", "", "", NoFitReason(rejections, example_node, example));
+    if (ForWantOfDeviceRoom(rejections)) defrag_.Consider(*pod, names);
   }
   if (options_.decisive_filter && any_fit) {
     const bool exact_costs = !RanksOnFgdLevels(pod->node_policy);

@@ -37,6 +37,7 @@
 #include "placement/decision.h"
 #include "scheduler/extender/backend.h"
 #include "scheduler/extender/cluster_state.h"
+#include "scheduler/extender/defragmenter.h"
 #include "scheduler/extender/metrics.h"
 
 namespace gpupack::extender {
@@ -64,6 +65,9 @@ struct ExtenderOptions {
   // A filter's hold whose bind has not come after this long is released by Maintain(); zero: the
   // filter holds nothing.
   std::chrono::nanoseconds filter_hold_ttl = std::chrono::seconds(30);
+  // Pods that fit on no offered node for want of device room are planned for by Maintain
+  // (defragmenter.h); off: never.
+  DefragConfig defrag;
 };
 
 // A reply: HTTP status (200 for every protocol verdict) and JSON body.
@@ -94,7 +98,8 @@ class Extender {
   // ClusterBackend::Problem: a guarantee the backend cannot keep (empty when none), for /readyz.
   std::string BackendProblem() const { return backend_.Problem(); }
   // Periodic housekeeping (the server calls it every few seconds): releases expired
-  // reservations and forgets expired remembered requests.
+  // reservations, forgets expired remembered requests, and plans for the pods the filter found
+  // fitting nowhere (defragmenter.h).
   void Maintain();
 
   // Scores for distinct costs, best (lowest) first: exposed for tests and the docs' table.
@@ -150,6 +155,7 @@ class Extender {
   // Unique to this extender: the owner in its rankings' ids, so that two extenders on one state
   // (with other options) never serve each other's memoised ranks.
   const uint64_t ranking_owner_;
+  Defragmenter defrag_;
 };
 
 }  // namespace gpupack::extender

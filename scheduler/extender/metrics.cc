@@ -65,6 +65,15 @@ ExtenderMetrics::ExtenderMetrics(const ClusterState* state, bool per_device, con
                         .Help("Filter holds released because the pod's bind never came.")
                         .Register(*registry_)
                         .Add({});
+  defrag_plans_ = &prometheus::BuildCounter()
+                       .Name("gpupack_defrag_plans_total")
+                       .Help("Defragmentation plans made for pods that fit nowhere, by outcome.")
+                       .Register(*registry_);
+  defrag_moves_ = &prometheus::BuildCounter()
+                       .Name("gpupack_defrag_planned_moves_total")
+                       .Help("Pod moves named by defragmentation plans.")
+                       .Register(*registry_)
+                       .Add({});
   // All three results from the start, so rates and ratios exist before the first conflict.
   auto& binds = prometheus::BuildCounter()
                     .Name("gpupack_bind_requests_total")
@@ -104,6 +113,11 @@ void ExtenderMetrics::CountBind(const Status& outcome) {
 
 void ExtenderMetrics::CountExpiredHolds(int count) {
   if (count > 0) expired_holds_->Increment(count);
+}
+
+void ExtenderMetrics::CountDefragPlan(placement::DefragOutcome outcome, int moves) {
+  defrag_plans_->Add({{"outcome", std::string(placement::DefragOutcomeLabel(outcome))}}).Increment();
+  if (moves > 0) defrag_moves_->Increment(moves);
 }
 
 void ExtenderMetrics::CountExpiredReservations(int count) {

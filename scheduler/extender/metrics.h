@@ -16,6 +16,7 @@
 
 #include "common/build_info.h"
 #include "common/status.h"
+#include "placement/defrag.h"
 #include "placement/verdict.h"
 
 namespace prometheus {
@@ -49,6 +50,9 @@ class ExtenderMetrics {
   // Conflict = "conflict" (the pod was already bound elsewhere, or the fresh read found the
   // devices taken), anything else = "error".
   void CountBind(const Status& outcome);
+  // One defragmentation plan for a waiting pod (defragmenter.h): its outcome, and the moves a
+  // plan names (dry run: the moves it would make).
+  void CountDefragPlan(placement::DefragOutcome outcome, int moves);
   void CountExpiredReservations(int count);
   void CountExpiredHolds(int count);
   void SetReady(bool ready);
@@ -71,6 +75,8 @@ class ExtenderMetrics {
   prometheus::Counter* bind_error_;
   prometheus::Counter* expired_;
   prometheus::Counter* expired_holds_;
+  prometheus::Family<prometheus::Counter>* defrag_plans_;
+  prometheus::Counter* defrag_moves_;
   std::atomic<bool> ready_{false};
 };
 

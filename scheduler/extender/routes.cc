@@ -38,6 +38,7 @@ ExtenderOptions ExtenderOptionsOf(const ExtenderConfig& config) {
   options.remembered_ttl = config.remembered_ttl;
   options.reservation_ttl = config.reservation_ttl;
   options.filter_hold_ttl = config.filter_hold_ttl;
+  options.defrag = config.defrag;
   return options;
 }
 

@@ -62,13 +62,15 @@ void Append(std::string& key, const model::ContainerRequest& container) {
 std::string ShapeKey(const model::PodRequest& pod) {
   const auto& [ns, name, uid, cpu_milli, memory_bytes, containers, device_kind, mig_profile, gpu_models, hard_isolation,
                gpu_uuids, excluded_gpu_uuids, excluded_gpu_models, node_policy, device_policy, spread_key,
-               spread_across_nodes, priority] = pod;
+               spread_across_nodes, priority, movable] = pod;
   // The pod's identity: replicas of one shape share their answers.
   (void)ns;
   (void)name;
   (void)uid;
   // Read at bind from the pod itself (the MPS client priority), never by placement.
   (void)priority;
+  // Whether the defragmenter may move the pod once it runs; placement never reads it.
+  (void)movable;
   std::string key;
   key.reserve(64);
   Append(key, cpu_milli);

@@ -63,10 +63,10 @@ struct Field {
 auto FieldsOf(model::PodRequest& pod) {
   auto& [ns, name, uid, cpu_milli, memory_bytes, containers, device_kind, mig_profile, gpu_models, hard_isolation,
          gpu_uuids, excluded_gpu_uuids, excluded_gpu_models, node_policy, device_policy, spread_key,
-         spread_across_nodes, priority] = pod;
+         spread_across_nodes, priority, movable] = pod;
   return std::tie(ns, name, uid, cpu_milli, memory_bytes, containers, device_kind, mig_profile, gpu_models,
                   hard_isolation, gpu_uuids, excluded_gpu_uuids, excluded_gpu_models, node_policy, device_policy,
-                  spread_key, spread_across_nodes, priority);
+                  spread_key, spread_across_nodes, priority, movable);
 }
 // The same for a container.
 auto FieldsOf(model::ContainerRequest& container) {
@@ -79,7 +79,7 @@ void Mutate(std::vector<model::ContainerRequest>& v) { v.push_back(v.front()); }
 // Each field of FieldsOf's tuples in order: its name, and whether it is identity. The sizes must
 // match the tuples', so a field cannot be left out of the test either.
 using Label = std::pair<const char*, bool>;
-constexpr std::array<Label, 18> kPodFields = {{
+constexpr std::array<Label, 19> kPodFields = {{
     {"ns", true},
     {"name", true},
     {"uid", true},
@@ -98,6 +98,7 @@ constexpr std::array<Label, 18> kPodFields = {{
     {"spread_key", false},
     {"spread_across_nodes", false},
     {"priority", true},  // the bind reads it from the pod (MPS client priority); placement never does
+    {"movable", true},   // the defragmenter reads it from the pod; placement never does
 }};
 constexpr std::array<Label, 7> kContainerFields = {{
     {"name", true},
