@@ -286,20 +286,30 @@ std::vector<model::PodRequest> KubeBackend::WaitingPodRequests() const {
 std::vector<extender::MovablePodOnNode> KubeBackend::MovablePods() const {
   std::vector<extender::MovablePodOnNode> out;
   if (!pods_) return out;
-  std::map<std::string, std::string> node_of;  // by UID, for the pods kept below
+  std::map<std::string, std::pair<std::string, std::string>> where;  // by UID: node and workload
   const std::vector<model::PodRequest> requests = PodRequestsWhere([&](const Json& pod) {
     if (!kube::StringAt(pod, {"metadata", "deletionTimestamp"}).empty()) return false;
     StatusOr<std::optional<api::Allocation>> alloc = PodAllocation(pod);
     if (!alloc.ok() || !alloc->has_value()) return false;
-    const std::string kind = translate::WorkloadOfPod(pod).kind;
+    const translate::WorkloadRef workload = translate::WorkloadOfPod(pod);
+    const std::string& kind = workload.kind;
     if (kind != "Deployment" && kind != "ReplicaSet" && kind != "StatefulSet" && kind != "Job") return false;
-    node_of[kube::StringAt(pod, {"metadata", "uid"})] = kube::StringAt(pod, {"spec", "nodeName"});
+    where[kube::StringAt(pod, {"metadata", "uid"})] = {
+        kube::StringAt(pod, {"spec", "nodeName"}),
+        kube::StringAt(pod, {"metadata", "namespace"}) + "/" + kind + "/" + workload.name};
     return true;
   });
   for (const model::PodRequest& request : requests) {
-    if (request.movable) out.push_back(extender::MovablePodOnNode{request, node_of[request.uid]});
+    if (!request.movable) continue;
+    const auto& [node, workload] = where[request.uid];
+    out.push_back(extender::MovablePodOnNode{request, node, workload});
   }
   return out;
+}
+
+StatusOr<extender::EvictionOutcome> KubeBackend::EvictPod(const extender::BindTarget& pod) {
+  GPUPACK_ASSIGN_OR_RETURN(kube::EvictionAnswer answer, bind_client_->EvictPod(pod.ns, pod.name, pod.uid));
+  return extender::EvictionOutcome{answer.evicted, answer.message};
 }
 
 void KubeBackend::ReportOnPod(const extender::BindTarget& pod, bool warning, const std::string& reason,

@@ -131,6 +131,8 @@ class KubeBackend final : public extender::ClusterBackend {
   std::vector<model::PodRequest> WaitingPodRequests() const override;
   // From the same cache, in the same order.
   std::vector<extender::MovablePodOnNode> MovablePods() const override;
+  // POST pods/{name}/eviction through the bind client, the pod's UID its precondition.
+  StatusOr<extender::EvictionOutcome> EvictPod(const extender::BindTarget& pod) override;
   // A Normal or Warning Event on the pod (queued, like the bind's).
   void ReportOnPod(const extender::BindTarget& pod, bool warning, const std::string& reason,
                    const std::string& message) override;

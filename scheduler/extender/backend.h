@@ -32,10 +32,19 @@ struct BindTarget {
   std::string uid;
 };
 
-// A bound pod that defragmentation may move, and the node it runs on.
+// A bound pod that defragmentation may move, the node it runs on, and the workload its
+// controller makes it for ("ml/Deployment/web": what a move's cool-down is kept by, since the
+// replacement is a new pod of the same workload).
 struct MovablePodOnNode {
   model::PodRequest request;
   std::string node;
+  std::string workload;
+};
+
+// What an eviction came to when the API server did not fail it.
+struct EvictionOutcome {
+  bool evicted = false;  // false: a PodDisruptionBudget allows no disruption now
+  std::string message;   // the budget's refusal, as the API server words it
 };
 
 class ClusterBackend {
@@ -74,6 +83,12 @@ class ClusterBackend {
   // (a Deployment's ReplicaSet, a ReplicaSet, a StatefulSet, a Job), not being deleted. Meaningful
   // once Synced(). Default: none (standalone binds pods it knows only by their requests).
   virtual std::vector<MovablePodOnNode> MovablePods() const { return {}; }
+  // Evicts the pod (Kubernetes: the Eviction API with its UID as precondition, so budgets apply).
+  // Default: FailedPrecondition, the backend cannot evict (standalone).
+  virtual StatusOr<EvictionOutcome> EvictPod(const BindTarget& pod) {
+    return Status::FailedPrecondition("this backend cannot evict " + pod.ns + "/" + pod.name +
+                                      " (standalone mode has no cluster to evict from)");
+  }
   // Tells the pod's owner something about it (Kubernetes: an Event on the pod, asynchronously;
   // `warning` picks the Event's type). Default: nothing beyond the extender's own log line.
   virtual void ReportOnPod(const BindTarget& /*pod*/, bool /*warning*/, const std::string& /*reason*/,

@@ -254,7 +254,46 @@ void ClusterState::UpsertPodAllocation(std::string_view pod_uid, std::string_vie
   Publish(*entry, std::move(node), entry->view->heartbeat);
 }
 
-void ClusterState::RemovePod(std::string_view pod_uid) { RemovePodIn(pod_uid, std::nullopt); }
+void ClusterState::RemovePod(std::string_view pod_uid) {
+  if (!RemovePodIn(pod_uid, std::nullopt)) return;
+  std::vector<Claim> met;
+  {
+    std::lock_guard lock(claims_mu_);
+    for (auto it = claims_.begin(); it != claims_.end();) {
+      if (it->leaving.erase(std::string(pod_uid)) > 0 && it->leaving.empty()) {
+        met.push_back(std::move(*it));
+        it = claims_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (const Claim& claim : met) {
+    StatusOr<ReserveVerdict> held = Hold(claim.pod, claim.node);
+    GPUPACK_LOG(kInfo, "extender") << "room claimed for " << claim.pod.Key() << " on " << claim.node << ": "
+                                   << (!held.ok()         ? held.status().message()
+                                       : held->reserved() ? "held for its bind"
+                                                          : held->message);
+  }
+}
+
+void ClusterState::ClaimRoomAfter(const model::PodRequest& pod, std::string_view node, std::set<std::string> leaving,
+                                  Clock::TimePoint deadline) {
+  std::lock_guard lock(claims_mu_);
+  std::erase_if(claims_, [&](const Claim& c) { return c.pod.uid == pod.uid; });
+  claims_.push_back(Claim{pod, std::string(node), std::move(leaving), deadline});
+}
+
+int ClusterState::ExpireClaims() {
+  const Clock::TimePoint now = clock_.Now();
+  std::lock_guard lock(claims_mu_);
+  return static_cast<int>(std::erase_if(claims_, [&](const Claim& c) { return c.deadline <= now; }));
+}
+
+size_t ClusterState::ClaimCount() const {
+  std::lock_guard lock(claims_mu_);
+  return claims_.size();
+}
 
 bool ClusterState::RemovePodIn(std::string_view pod_uid, std::optional<PodLedger::PodState> only) {
   const std::string uid(pod_uid);

@@ -156,6 +156,16 @@ class ClusterState {
   // The pod's hold is removed (it is filtered again, or ranked by prioritize, which must not see
   // its own hold). Reserved and bound pods are not touched.
   void ReleaseHold(std::string_view pod_uid);
+  // Keeps the room on `node` for `pod` until the pods `leaving` (evicted to make it) are gone:
+  // when RemovePod takes the last of them out of the ledger, `pod` is Held on `node` before
+  // RemovePod returns, so the room is the waiting pod's before any other pod's filter can see it
+  // (the evicted pods' replacements are filtered meanwhile). A claim not met by `deadline` is
+  // dropped by ExpireClaims. One claim per pod UID: a new one replaces the old.
+  void ClaimRoomAfter(const model::PodRequest& pod, std::string_view node, std::set<std::string> leaving,
+                      Clock::TimePoint deadline);
+  // Drops the claims past their deadline; returns how many.
+  int ExpireClaims();
+  size_t ClaimCount() const;
   // Releases reservations older than `ttl` (a bind that never finished); returns how many.
   int ExpireReservations(std::chrono::nanoseconds ttl);
   // Releases holds older than `ttl` (kube-scheduler never bound the pod: a later plugin refused
@@ -246,6 +256,15 @@ class ClusterState {
   mutable std::shared_mutex nodes_mu_;  // guards the table and the index
   std::unordered_map<std::string, std::shared_ptr<NodeEntry>, NameHash, std::equal_to<>> nodes_;
   NodeIndex index_;
+
+  struct Claim {
+    model::PodRequest pod;
+    std::string node;
+    std::set<std::string> leaving;
+    Clock::TimePoint deadline;
+  };
+  mutable std::mutex claims_mu_;  // taken alone: never with a node's lock or the ledger's
+  std::vector<Claim> claims_;
 
   // Written by the const read verbs: a memo is a cache of their answers, not state they change.
   mutable AssessmentMemo memo_;

@@ -142,6 +142,9 @@ StatusOr<ExtenderConfig> ParseExtenderConfig(std::string_view yaml_text) {
        }},
       {"replanAfter", [](auto& n, auto& k, auto& c) { return ReadDurationKey(n, k, c.defrag.replan_after); }},
       {"maxMoves", [](auto& n, auto& k, auto& c) { return ReadInt(n, k, 1, 8, c.defrag.planner.max_moves); }},
+      {"maxMovesPerHour",
+       [](auto& n, auto& k, auto& c) { return ReadInt(n, k, 1, 100000, c.defrag.max_moves_per_hour); }},
+      {"cooldown", [](auto& n, auto& k, auto& c) { return ReadDurationKey(n, k, c.defrag.cooldown); }},
   };
   const std::map<std::string, Reader> tls = {
       {"certFile", [](auto& n, auto& k, auto& c) { return ReadString(n, k, c.tls_cert_file); }},

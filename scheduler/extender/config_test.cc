@@ -95,7 +95,7 @@ TEST(ExtenderConfig, RefusesUnknownKeysAndBadValuesNamingTheKey) {
       {"tls: {certFile: /c.pem}", "\"tls\""},
       {"rightsizing: {headroom: 10}", "\"rightsizing.headroom\""},
       {"rightsizing: {minSamples: 0}", "\"rightsizing.minSamples\""},
-      {"defragmentation: {mode: on}", "\"defragmentation.mode\": expected off or dry-run, got \"on\""},
+      {"defragmentation: {mode: yes}", "\"defragmentation.mode\": expected off, dry-run or on, got \"yes\""},
       {"defragmentation: {maxMoves: 9}", "\"defragmentation.maxMoves\""},
       {"defragmentation: {replanAfter: soon}", "\"defragmentation.replanAfter\""},
       {"[1, 2]", "expected a mapping"},

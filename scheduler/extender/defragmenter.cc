@@ -1,5 +1,6 @@
 #include "scheduler/extender/defragmenter.h"
 
+#include <set>
 #include <utility>
 
 #include "common/log.h"
@@ -9,10 +10,21 @@ namespace gpupack::extender {
 StatusOr<DefragMode> ParseDefragMode(std::string_view text) {
   if (text == "off") return DefragMode::kOff;
   if (text == "dry-run") return DefragMode::kDryRun;
-  return Status::InvalidArgument("expected off or dry-run, got \"" + std::string(text) + "\"");
+  if (text == "on") return DefragMode::kOn;
+  return Status::InvalidArgument("expected off, dry-run or on, got \"" + std::string(text) + "\"");
 }
 
-std::string_view DefragModeName(DefragMode mode) { return mode == DefragMode::kOff ? "off" : "dry-run"; }
+std::string_view DefragModeName(DefragMode mode) {
+  switch (mode) {
+    case DefragMode::kOff:
+      return "off";
+    case DefragMode::kDryRun:
+      return "dry-run";
+    case DefragMode::kOn:
+      return "on";
+  }
+  return "unknown";
+}
 
 Defragmenter::Defragmenter(ClusterState& state, ClusterBackend& backend, DefragConfig config, const Clock& clock,
                            ExtenderMetrics* metrics)
@@ -48,9 +60,17 @@ int Defragmenter::Run() {
   for (size_t i = 0; i < cluster.nodes.size(); ++i) index.emplace(cluster.nodes[i].name, static_cast<int>(i));
   const std::vector<MovablePodOnNode> known = backend_.MovablePods();
   std::vector<placement::MovablePod> movable;
-  for (const MovablePodOnNode& m : known) {
-    if (auto it = index.find(m.node); it != index.end())
+  std::vector<const MovablePodOnNode*> source;  // source[i]: what movable[i] came from
+  {
+    std::lock_guard lock(mu_);
+    const Clock::TimePoint now = clock_.Now();
+    std::erase_if(moved_at_, [&](const auto& entry) { return now - entry.second >= config_.cooldown; });
+    for (const MovablePodOnNode& m : known) {
+      auto it = index.find(m.node);
+      if (it == index.end() || moved_at_.count(m.workload) > 0) continue;  // gone, or resting after a move
       movable.push_back(placement::MovablePod{&m.request, it->second});
+      source.push_back(&m);
+    }
   }
   for (const Queued& q : work) {
     std::vector<uint8_t> offered(cluster.nodes.size(), 0);
@@ -60,6 +80,9 @@ int Defragmenter::Run() {
     const placement::DefragResult result = placement::PlanDefragmentation(
         *cluster.policy, cluster.nodes, cluster.summaries, q.pod, movable, config_.planner, offered);
     Report(q, result, cluster, movable);
+    if (config_.mode == DefragMode::kOn && result.outcome == placement::DefragOutcome::kPlanned) {
+      Execute(q, result, cluster, movable, source);
+    }
   }
   return static_cast<int>(work.size());
 }
@@ -75,7 +98,9 @@ void Defragmenter::Report(const Queued& queued, const placement::DefragResult& r
   switch (result.outcome) {
     case placement::DefragOutcome::kPlanned:
       backend_.ReportOnPod(pod, false, "GpupackDefragPlan",
-                           "gpupack defragmentation (dry-run: nothing evicted): would " + message);
+                           config_.mode == DefragMode::kOn
+                               ? "gpupack defragmentation: " + message
+                               : "gpupack defragmentation (dry-run: nothing evicted): would " + message);
       return;
     case placement::DefragOutcome::kTooManyMoves:
     case placement::DefragOutcome::kNoReplacement:
@@ -87,6 +112,62 @@ void Defragmenter::Report(const Queued& queued, const placement::DefragResult& r
     case placement::DefragOutcome::kNoMovableRoom:  // nothing may move for it: the common case, no Event
       return;
   }
+}
+
+size_t Defragmenter::RecentEvictions(Clock::TimePoint now) {
+  while (!evictions_.empty() && now - evictions_.front() >= std::chrono::hours(1)) evictions_.pop_front();
+  return evictions_.size();
+}
+
+void Defragmenter::Execute(const Queued& queued, const placement::DefragResult& result,
+                           const ClusterState::FreshNodes& cluster, const std::vector<placement::MovablePod>& movable,
+                           const std::vector<const MovablePodOnNode*>& source) {
+  const BindTarget waiting{queued.pod.ns, queued.pod.name, queued.pod.uid};
+  const size_t moves = result.plan.moves.size();
+  {
+    std::lock_guard lock(mu_);
+    const size_t recent = RecentEvictions(clock_.Now());
+    if (recent + moves > static_cast<size_t>(config_.max_moves_per_hour)) {
+      const std::string why =
+          "the plan's " + std::to_string(moves) + " evictions would pass defragmentation.maxMovesPerHour (" +
+          std::to_string(config_.max_moves_per_hour) + "; " + std::to_string(recent) + " in the last hour): it waits";
+      GPUPACK_LOG(kInfo, "defrag") << "deferred pod=" << queued.pod.Key() << " reason=\"" << why << "\"";
+      if (metrics_ != nullptr) metrics_->CountDefragEviction("deferred", static_cast<int>(moves));
+      backend_.ReportOnPod(waiting, false, "GpupackDefragDeferred", "gpupack defragmentation: " + why);
+      return;
+    }
+  }
+  std::set<std::string> evicted;
+  for (size_t i = 0; i < moves; ++i) {
+    const placement::DefragMove& move = result.plan.moves[i];
+    const model::PodRequest& pod = *movable[move.pod].request;
+    const BindTarget target{pod.ns, pod.name, pod.uid};
+    StatusOr<EvictionOutcome> outcome = backend_.EvictPod(target);
+    if (!outcome.ok() || !outcome->evicted) {
+      const bool budget = outcome.ok();
+      const std::string why =
+          (budget ? "a PodDisruptionBudget forbids evicting " + pod.Key() + " now (" + outcome->message + ")"
+                  : "evicting " + pod.Key() + " failed: " + outcome.status().message()) +
+          "; " + std::to_string(i) + " of " + std::to_string(moves) + " moves made, the rest not tried";
+      GPUPACK_LOG(kWarning, "defrag") << "stopped pod=" << queued.pod.Key() << " reason=\"" << why << "\"";
+      if (metrics_ != nullptr) metrics_->CountDefragEviction(budget ? "refused_by_budget" : "error", 1);
+      backend_.ReportOnPod(waiting, !budget, "GpupackDefragStopped", "gpupack defragmentation: " + why);
+      return;
+    }
+    evicted.insert(pod.uid);
+    {
+      std::lock_guard lock(mu_);
+      evictions_.push_back(clock_.Now());
+      moved_at_[source[move.pod]->workload] = clock_.Now();
+    }
+    if (metrics_ != nullptr) metrics_->CountDefragEviction("evicted", 1);
+    backend_.ReportOnPod(target, false, "GpupackDefragEvicted",
+                         "evicted by gpupack defragmentation to make room for " + queued.pod.Key() +
+                             ", which fits on no node as the cluster is; it fits again on " +
+                             cluster.nodes[move.to_node].name);
+  }
+  state_.ClaimRoomAfter(queued.pod, cluster.nodes[result.plan.node].name, std::move(evicted),
+                        clock_.Now() + config_.claim_ttl);
 }
 
 }  // namespace gpupack::extender

@@ -11,6 +11,15 @@
 // A pod is planned for again only after `replan_after`: kube-scheduler retries an unschedulable
 // pod every few seconds to minutes, and each retry would otherwise repeat the same report.
 //
+// In on mode a plan is also carried out: its pods are evicted in order through the backend (the
+// Eviction API, so PodDisruptionBudgets apply; a budget's refusal stops the plan), each with a
+// GpupackDefragEvicted Event, and the room is claimed for the waiting pod
+// (ClusterState::ClaimRoomAfter): held for it the moment the last evicted pod leaves the ledger,
+// before the replacements that the pods' controllers create can take it. Bounded: at most
+// `max_moves_per_hour` evictions in any hour (a plan that would pass it waits), and a workload
+// whose pod was moved is not moved again within `cooldown`. Only the extender that kube-scheduler
+// calls acts: a standby replica's extender gets no filters, so it plans for nothing.
+//
 // Thread safety: Consider may run concurrently with everything; Run from one thread at a time.
 #pragma once
 
@@ -34,8 +43,8 @@
 
 namespace gpupack::extender {
 
-enum class DefragMode : uint8_t { kOff, kDryRun };
-// "off" | "dry-run"; InvalidArgument naming the value otherwise.
+enum class DefragMode : uint8_t { kOff, kDryRun, kOn };
+// "off" | "dry-run" | "on"; InvalidArgument naming the value otherwise.
 StatusOr<DefragMode> ParseDefragMode(std::string_view text);
 std::string_view DefragModeName(DefragMode mode);
 
@@ -44,6 +53,10 @@ struct DefragConfig {
   std::chrono::nanoseconds replan_after = std::chrono::minutes(5);
   size_t max_queued = 64;  // pods waiting for a plan; more are not queued until the queue drains
   placement::DefragOptions planner;
+  int max_moves_per_hour = 20;                                   // on: evictions in any hour, at most
+  std::chrono::nanoseconds cooldown = std::chrono::minutes(30);  // on: a moved workload rests this long
+  std::chrono::nanoseconds claim_ttl =
+      std::chrono::minutes(2);  // on: the room waits this long for the evicted pods to go
 };
 
 class Defragmenter {
@@ -67,6 +80,11 @@ class Defragmenter {
   // Reports one plan: the log line, the metric and, where the pod's owner can act on it, an Event.
   void Report(const Queued& queued, const placement::DefragResult& result, const ClusterState::FreshNodes& cluster,
               const std::vector<placement::MovablePod>& movable);
+  // On mode: evicts the plan's pods in order and claims the room; stops at a refusal or error.
+  void Execute(const Queued& queued, const placement::DefragResult& result, const ClusterState::FreshNodes& cluster,
+               const std::vector<placement::MovablePod>& movable, const std::vector<const MovablePodOnNode*>& source);
+  // Evictions in the last hour, after forgetting older ones. REQUIRES mu_.
+  size_t RecentEvictions(Clock::TimePoint now);
 
   ClusterState& state_;
   ClusterBackend& backend_;
@@ -78,6 +96,8 @@ class Defragmenter {
   std::deque<Queued> queue_;                                      // REQUIRES mu_
   std::unordered_set<std::string> queued_uids_;                   // REQUIRES mu_
   std::unordered_map<std::string, Clock::TimePoint> planned_at_;  // by UID; REQUIRES mu_
+  std::deque<Clock::TimePoint> evictions_;                        // on: the last hour's; REQUIRES mu_
+  std::unordered_map<std::string, Clock::TimePoint> moved_at_;    // on: by workload; REQUIRES mu_
 };
 
 }  // namespace gpupack::extender

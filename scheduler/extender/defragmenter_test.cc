@@ -33,6 +33,12 @@ class MovableBackend final : public ClusterBackend {
   }
   void Stop() override {}
   std::vector<MovablePodOnNode> MovablePods() const override { return movable; }
+  StatusOr<EvictionOutcome> EvictPod(const BindTarget& pod) override {
+    if (pod.name == refuse)
+      return EvictionOutcome{false, "The disruption budget " + pod.name + " needs 1 healthy pods"};
+    evicted.push_back(pod.ns + "/" + pod.name);
+    return EvictionOutcome{true, ""};
+  }
   void ReportOnPod(const BindTarget& pod, bool warning, const std::string& reason,
                    const std::string& message) override {
     reports.push_back({pod.ns + "/" + pod.name, warning, reason, message});
@@ -40,6 +46,8 @@ class MovableBackend final : public ClusterBackend {
 
   std::vector<MovablePodOnNode> movable;
   std::vector<Reported> reports;
+  std::vector<std::string> evicted;
+  std::string refuse;  // a pod whose eviction a PodDisruptionBudget refuses
 };
 
 class DefragmenterTest : public ::testing::Test {
@@ -63,7 +71,7 @@ class DefragmenterTest : public ::testing::Test {
     if (movable) {
       StatusOr<model::PodRequest> request = translate::ParsePodRequest(pod, 16);
       ASSERT_TRUE(request.ok()) << request.status();
-      backend_.movable.push_back({*request, node});
+      backend_.movable.push_back({*request, node, "default/ReplicaSet/" + name});
     }
   }
   // n-a: movable a1 20 + a2 20 and a fixed 40 (full); n-b and n-c: a fixed 60 each (20 free).
@@ -170,10 +178,97 @@ TEST_F(DefragmenterTest, OnlyRefusalsForWantOfDeviceRoomArePlannedFor) {
   EXPECT_EQ(metrics_.Render().find("gpupack_defrag_plans_total{"), std::string::npos);
 }
 
+// On: the plan's pods are evicted in order, each told why, and once both have left the ledger (as
+// the pod informer removes them) the room on n-a is held for the waiting pod.
+TEST_F(DefragmenterTest, OnEvictsThePlanAndHoldsTheRoomOnceTheEvictedPodsAreGone) {
+  Extender extender = Make(DefragConfig{.mode = DefragMode::kOn});
+  Fragment(extender);
+  FilterTrain(extender);
+  extender.Maintain();
+  EXPECT_EQ(backend_.evicted, (std::vector<std::string>{"default/a1", "default/a2"}));
+  ASSERT_EQ(backend_.reports.size(), 3u);
+  EXPECT_EQ(backend_.reports[0].reason, "GpupackDefragPlan");
+  EXPECT_EQ(backend_.reports[0].message.rfind("gpupack defragmentation: evict default/a1 (20480 MiB) from n-a", 0), 0u)
+      << backend_.reports[0].message;
+  EXPECT_EQ(backend_.reports[1].pod, "default/a1");
+  EXPECT_EQ(backend_.reports[1].reason, "GpupackDefragEvicted");
+  EXPECT_EQ(backend_.reports[1].message,
+            "evicted by gpupack defragmentation to make room for default/train, which fits on no node as the cluster "
+            "is; it fits again on n-b");
+  EXPECT_EQ(backend_.reports[2].pod, "default/a2");
+  EXPECT_EQ(state_.ClaimCount(), 1u);
+  EXPECT_EQ(state_.HoldCount(), 0u);
+  state_.RemovePod("uid-a1");
+  EXPECT_EQ(state_.HoldCount(), 0u);  // a2 still holds 20 GiB of the 40 the pod needs
+  state_.RemovePod("uid-a2");
+  EXPECT_EQ(state_.ClaimCount(), 0u);
+  EXPECT_EQ(state_.HoldCount(), 1u);
+  // The room is the waiting pod's: another 40 GiB pod (a replacement, say) finds none on n-a.
+  const std::optional<placement::NodeEvaluation> other =
+      state_.Evaluate("n-a", *translate::ParsePodRequest(builders::PodJson("other", "uid-other", "40Gi"), 16));
+  ASSERT_TRUE(other.has_value());
+  EXPECT_FALSE(other->verdict.fits());
+  const std::string scrape = metrics_.Render();
+  EXPECT_NE(scrape.find("gpupack_defrag_evictions_total{result=\"evicted\"} 2"), std::string::npos) << scrape;
+}
+
+TEST_F(DefragmenterTest, OnStopsAtABudgetsRefusalAndClaimsNothing) {
+  Extender extender = Make(DefragConfig{.mode = DefragMode::kOn});
+  Fragment(extender);
+  backend_.refuse = "a2";
+  FilterTrain(extender);
+  extender.Maintain();
+  EXPECT_EQ(backend_.evicted, (std::vector<std::string>{"default/a1"}));
+  ASSERT_EQ(backend_.reports.size(), 3u);
+  EXPECT_EQ(backend_.reports[2].pod, "default/train");
+  EXPECT_EQ(backend_.reports[2].reason, "GpupackDefragStopped");
+  EXPECT_FALSE(backend_.reports[2].warning);
+  EXPECT_EQ(backend_.reports[2].message,
+            "gpupack defragmentation: a PodDisruptionBudget forbids evicting default/a2 now (The disruption budget a2 "
+            "needs 1 healthy pods); 1 of 2 moves made, the rest not tried");
+  EXPECT_EQ(state_.ClaimCount(), 0u);
+  EXPECT_NE(metrics_.Render().find("gpupack_defrag_evictions_total{result=\"refused_by_budget\"} 1"),
+            std::string::npos);
+}
+
+// maxMovesPerHour 1: the two-move plan waits, and nothing is evicted.
+TEST_F(DefragmenterTest, OnDefersAPlanThatWouldPassTheHourlyBound) {
+  Extender extender = Make(DefragConfig{.mode = DefragMode::kOn, .max_moves_per_hour = 1});
+  Fragment(extender);
+  FilterTrain(extender);
+  extender.Maintain();
+  EXPECT_TRUE(backend_.evicted.empty());
+  ASSERT_EQ(backend_.reports.size(), 2u);
+  EXPECT_EQ(backend_.reports[1].reason, "GpupackDefragDeferred");
+  EXPECT_EQ(backend_.reports[1].message,
+            "gpupack defragmentation: the plan's 2 evictions would pass defragmentation.maxMovesPerHour (1; 0 in the "
+            "last hour): it waits");
+}
+
+// A workload whose pod was moved rests for the cool-down (30 minutes): its pods (the test backend
+// keeps listing them, as it would list their replacements) are not moved again before.
+TEST_F(DefragmenterTest, OnLetsAMovedWorkloadRestForTheCooldown) {
+  Extender extender = Make(DefragConfig{.mode = DefragMode::kOn});
+  Fragment(extender);
+  FilterTrain(extender);
+  extender.Maintain();
+  ASSERT_EQ(backend_.evicted.size(), 2u);
+  clock_.Advance(std::chrono::minutes(5));
+  FilterTrain(extender);
+  extender.Maintain();
+  EXPECT_EQ(backend_.evicted.size(), 2u);
+  EXPECT_NE(metrics_.Render().find("gpupack_defrag_plans_total{outcome=\"no_movable_room\"} 1"), std::string::npos);
+  clock_.Advance(std::chrono::minutes(25));
+  FilterTrain(extender);
+  extender.Maintain();
+  EXPECT_EQ(backend_.evicted.size(), 4u);
+}
+
 TEST(DefragMode, ParsesItsNamesAndRefusesOthers) {
   EXPECT_EQ(*ParseDefragMode("off"), DefragMode::kOff);
   EXPECT_EQ(*ParseDefragMode("dry-run"), DefragMode::kDryRun);
-  EXPECT_EQ(ParseDefragMode("on").status().message(), "expected off or dry-run, got \"on\"");
+  EXPECT_EQ(*ParseDefragMode("on"), DefragMode::kOn);
+  EXPECT_EQ(ParseDefragMode("yes").status().message(), "expected off, dry-run or on, got \"yes\"");
   EXPECT_EQ(DefragModeName(DefragMode::kDryRun), "dry-run");
 }
 

@@ -210,6 +210,10 @@ std::optional<model::PodRequest> Extender::Recall(const std::string& uid) {
 void Extender::Maintain() {
   LearnHeldPods();
   defrag_.Run();
+  if (const int claims = state_.ExpireClaims(); claims > 0) {
+    GPUPACK_LOG(kInfo, "extender") << "dropped " << claims
+                                   << " defragmentation room claim(s) whose evicted pods did not go in time";
+  }
   const int expired = state_.ExpireReservations(options_.reservation_ttl);
   if (expired > 0) {
     GPUPACK_LOG(kWarning, "extender") << "released " << expired << " reservation(s) whose bind never finished";

@@ -74,6 +74,10 @@ ExtenderMetrics::ExtenderMetrics(const ClusterState* state, bool per_device, con
                        .Help("Pod moves named by defragmentation plans.")
                        .Register(*registry_)
                        .Add({});
+  defrag_evictions_ = &prometheus::BuildCounter()
+                           .Name("gpupack_defrag_evictions_total")
+                           .Help("Pods defragmentation evicted, or did not evict, by result.")
+                           .Register(*registry_);
   // All three results from the start, so rates and ratios exist before the first conflict.
   auto& binds = prometheus::BuildCounter()
                     .Name("gpupack_bind_requests_total")
@@ -118,6 +122,10 @@ void ExtenderMetrics::CountExpiredHolds(int count) {
 void ExtenderMetrics::CountDefragPlan(placement::DefragOutcome outcome, int moves) {
   defrag_plans_->Add({{"outcome", std::string(placement::DefragOutcomeLabel(outcome))}}).Increment();
   if (moves > 0) defrag_moves_->Increment(moves);
+}
+
+void ExtenderMetrics::CountDefragEviction(std::string_view result, int count) {
+  if (count > 0) defrag_evictions_->Add({{"result", std::string(result)}}).Increment(count);
 }
 
 void ExtenderMetrics::CountExpiredReservations(int count) {

@@ -53,6 +53,9 @@ class ExtenderMetrics {
   // One defragmentation plan for a waiting pod (defragmenter.h): its outcome, and the moves a
   // plan names (dry run: the moves it would make).
   void CountDefragPlan(placement::DefragOutcome outcome, int moves);
+  // Evictions a plan made or did not (mode on): `result` is "evicted", "refused_by_budget",
+  // "error" or "deferred" (the hourly bound), `count` pods.
+  void CountDefragEviction(std::string_view result, int count);
   void CountExpiredReservations(int count);
   void CountExpiredHolds(int count);
   void SetReady(bool ready);
@@ -77,6 +80,7 @@ class ExtenderMetrics {
   prometheus::Counter* expired_holds_;
   prometheus::Family<prometheus::Counter>* defrag_plans_;
   prometheus::Counter* defrag_moves_;
+  prometheus::Family<prometheus::Counter>* defrag_evictions_;
   std::atomic<bool> ready_{false};
 };
 
