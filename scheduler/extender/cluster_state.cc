@@ -277,24 +277,6 @@ void ClusterState::RemovePod(std::string_view pod_uid) {
   }
 }
 
-void ClusterState::ClaimRoomAfter(const model::PodRequest& pod, std::string_view node, std::set<std::string> leaving,
-                                  Clock::TimePoint deadline) {
-  std::lock_guard lock(claims_mu_);
-  std::erase_if(claims_, [&](const Claim& c) { return c.pod.uid == pod.uid; });
-  claims_.push_back(Claim{pod, std::string(node), std::move(leaving), deadline});
-}
-
-int ClusterState::ExpireClaims() {
-  const Clock::TimePoint now = clock_.Now();
-  std::lock_guard lock(claims_mu_);
-  return static_cast<int>(std::erase_if(claims_, [&](const Claim& c) { return c.deadline <= now; }));
-}
-
-size_t ClusterState::ClaimCount() const {
-  std::lock_guard lock(claims_mu_);
-  return claims_.size();
-}
-
 bool ClusterState::RemovePodIn(std::string_view pod_uid, std::optional<PodLedger::PodState> only) {
   const std::string uid(pod_uid);
   std::optional<std::string> node = NodeOfPod(uid);
@@ -475,35 +457,6 @@ void ClusterState::ForEachNode(const std::function<void(const model::Node&, cons
     }
   }
   for (const auto& view : views) fn(*view->node, view->summary, view->heartbeat);
-}
-
-ClusterState::FreshNodes ClusterState::CopyFreshNodes() const {
-  std::vector<std::shared_ptr<const NodeView>> views;
-  FreshNodes out;
-  uint64_t generation = 0;
-  {
-    std::shared_lock table(nodes_mu_);
-    const std::shared_ptr<const NodeSnapshot> snapshot = snapshot_.Current();
-    out.policy = snapshot->policy;
-    generation = snapshot->generation;
-    views.reserve(nodes_.size());
-    for (const auto& [name, entry] : nodes_) {
-      if (const NodeChunk* chunk = snapshot->ChunkOf(entry->row);
-          chunk != nullptr && chunk->views[entry->row % NodeChunk::kRows]) {
-        views.push_back(chunk->views[entry->row % NodeChunk::kRows]);
-      }
-    }
-  }
-  std::sort(views.begin(), views.end(), [](const auto& a, const auto& b) { return a->node->name < b->node->name; });
-  const Clock::TimePoint now = clock_.Now();
-  for (const auto& view : views) {
-    if (staleness_.Verdict(view->heartbeat, now)) continue;
-    out.nodes.push_back(*view->node);
-    // A view SetPolicy has not reached yet is summarised on the spot, as ScoreView does.
-    out.summaries.push_back(view->summary_generation == generation ? view->summary
-                                                                   : out.policy->Summarize(*view->node));
-  }
-  return out;
 }
 
 std::vector<std::string> ClusterState::NodeNames() const {
