@@ -50,13 +50,12 @@ std::string SimUsage() {
                        card's 448 MiB); compare it with gpupack in one table
   --timeline           the replay with departures (Alibaba pod CSV): pods arrive at creation_time,
                        leave at deletion_time, wait in a queue while they fit nowhere; gpupack
-                       only, in time order (--policy, --seeds, --tune, --fill-pods, --keep-order
-                       and --compute-rho do not apply); prints a table with and without
-                       defragmentation
+                       alone, in time order (the flags above and below that shape the table
+                       are refused with it); prints a table with and without defragmentation
   --defrag off|on|both the timeline's runs (default both)
   --movable be|all|none  the pods defragmentation may move: the trace's best-effort (qos BE,
                        default), every pod, or none
-  --max-moves-per-hour N  the cluster's move budget over any hour of trace time (default 60)
+  --max-moves-per-hour N  the cluster's move budget over any hour of replay time (default 60)
   --move-cooldown S    seconds before a moved pod may move again (default 600)
   --arrival-speedup X  divide the arrival times by X (> 0), lifetimes kept: X times the
                        trace's load (default 1)

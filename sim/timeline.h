@@ -46,7 +46,7 @@ std::string_view MovabilityLabel(Movability movable);
 struct TimelineOptions {
   bool defrag = false;
   Movability movable = Movability::kBestEffort;
-  int max_moves_per_hour = 60;    // per cluster, over the last 3600 s of trace time
+  int max_moves_per_hour = 60;    // per cluster, over the last 3600 s of replay time
   int64_t move_cooldown_s = 600;  // a moved pod may not move again for this long
   // Arrival times are divided by this (the gaps between arrivals this many times shorter),
   // lifetimes kept: this many times the trace's offered load. 1 = the trace as it is.
@@ -71,7 +71,7 @@ struct TimelineRun {
   int never_ran = 0;  // left while waiting
   double unallocated_mean_pct = 0;
   std::vector<double> unallocated_sampled_pct;  // 100 instants, evenly over the arrivals' span
-  int64_t span_s = 0;                           // first to last arrival, trace seconds
+  int64_t span_s = 0;                           // first to last arrival, replay seconds
   int nodes = 0;                                // replayed
   int devices = 0;
   int64_t moves = 0;
