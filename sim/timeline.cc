@@ -100,7 +100,11 @@ class Timeline {
       movable_class_.push_back(options.movable == Movability::kAll ||
                                (options.movable == Movability::kBestEffort && lives[p].qos == "BE"));
     }
-    for (const model::Node& node : nodes_) {
+    for (model::Node& node : nodes_) {
+      // Allocation alone is replayed: a usage reported with the cluster would stand still while
+      // pods come and go around it (and the planner discounts an evicted pod's usage, which a
+      // departure here would not), so none is kept.
+      for (model::Device& d : node.devices) d.used_mib = 0;
       tie_rank_.push_back(placement::NodeTieBreakRank(node.name, 0));
       for (const model::Device& d : node.devices) capacity_mib_ += d.capacity_mib;
       allocated_mib_.push_back(NodeAllocatedMiB(node));
@@ -326,6 +330,7 @@ class Timeline {
   }
 
   void RefreshPolicy() {
+    ++version_;  // a new policy may plan otherwise
     policy_.emplace(decision_.Refresh([&](const std::function<void(const model::Node&)>& visit) {
       for (const model::Node& node : nodes_) visit(node);
     }));
@@ -348,8 +353,8 @@ class Timeline {
   // last of node n.
   uint64_t epoch_ = 1;
   std::vector<uint64_t> freed_at_;
-  // Changes of the cluster (every placement and removal), and the planner's no-plan answers by
-  // request shape at one version and instant.
+  // Changes of what the planner reads (every placement, removal and policy refresh), and its
+  // no-plan answers by request shape at one version and instant.
   uint64_t version_ = 0;
   uint64_t no_plan_version_ = 0;
   int64_t no_plan_time_ = std::numeric_limits<int64_t>::min();

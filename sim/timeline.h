@@ -17,6 +17,8 @@
 //    kube-scheduler place it; here it moves at once and keeps its deletion time). A waiting pod
 //    asks the planner again only once room has been freed somewhere since it last asked (a
 //    departure or a move): the controller re-plans on a change, not on every retry.
+//  * Allocation only: the devices' reported usage (a cluster file's `used`) is dropped; the shares
+//    a cluster file already holds stay, and never move.
 //  * Measured: the unallocated GPU share (allocated = Σ caps, a whole device its capacity),
 //    time-weighted over the arrivals' span (first to last arrival) and sampled at 100 evenly
 //    spaced instants of it; the pods that waited and how long; the moves.
