@@ -1,6 +1,8 @@
 #include "sim/flags.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <span>
 
 #include "common/quantity.h"
 #include "sim/policy.h"
@@ -46,6 +48,19 @@ std::string SimUsage() {
                        auto (default) each GPU family's default, or one quantity in the
                        cluster's MiB (the Alibaba trace's GPUs are 1000 "MiB": 27Mi is a 16 GiB
                        card's 448 MiB); compare it with gpupack in one table
+  --timeline           the replay with departures (Alibaba pod CSV): pods arrive at creation_time,
+                       leave at deletion_time, wait in a queue while they fit nowhere; gpupack
+                       alone, in time order (the flags above and below that shape the table
+                       are refused with it); prints a table with and without defragmentation
+  --defrag off|on|both the timeline's runs (default both)
+  --movable be|all|none  the pods defragmentation may move: the trace's best-effort (qos BE,
+                       default), every pod, or none
+  --max-moves-per-hour N  the cluster's move budget over any hour of replay time (default 60)
+  --move-cooldown S    seconds before a moved pod may move again (default 600)
+  --arrival-speedup X  divide the arrival times by X (> 0), lifetimes kept: X times the
+                       trace's load (default 1)
+  --cluster-share F    replay on this share of the nodes (0 < F <= 1, default 1): the first in
+                       the extender's fixed pseudo-random node order
   --keep-order         replay pods in file order (default: sort by name, shuffle per seed)
   --extender URL       replay through a running gpupack-extender (policy name: extender), as
                        kube-scheduler would (filter, prioritize, bind over HTTP); with --policy,
@@ -62,12 +77,90 @@ each arrived-workload level, median over seeds; "@100 mean±sd" the same at 100 
 )";
 }
 
+namespace {
+
+// A whole number in [low, high] for `flag`, or an error naming the flag and the value.
+StatusOr<int64_t> WholeNumber(const std::string& flag, const std::string& v, int64_t low, int64_t high,
+                              const std::string& what) {
+  char* end = nullptr;
+  const long long n = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || end == v.c_str() || *end != '\0' || n < low || n > high) {
+    return Status::InvalidArgument(flag + ": \"" + v + "\" is not " + what + " in " + std::to_string(low) + ".." +
+                                   std::to_string(high));
+  }
+  return static_cast<int64_t>(n);
+}
+
+// The timeline's own flags (each takes a value), and the replay's flags that do not apply to it.
+constexpr const char* kTimelineOnly[] = {"--defrag",        "--movable",         "--max-moves-per-hour",
+                                         "--move-cooldown", "--arrival-speedup", "--cluster-share"};
+constexpr const char* kReplayOnly[] = {
+    "--policy",          "--seeds", "--tune",   "--fill-pods", "--keep-order", "--compute-rho",     "--extender",
+    "--extender-weight", "--json",  "--report", "--what-if",   "--usage-seed", "--process-overhead"};
+
+bool IsTimelineFlag(const std::string& arg) {
+  return std::find(std::begin(kTimelineOnly), std::end(kTimelineOnly), arg) != std::end(kTimelineOnly);
+}
+
+// REQUIRES: IsTimelineFlag(arg).
+Status ParseTimelineFlag(const std::string& arg, const std::string& v, SimFlags& f) {
+  TimelineOptions& t = f.timeline_options;
+  if (arg == "--defrag") {
+    if (v == "off" || v == "on") {
+      f.defrag_runs = {v == "on"};
+    } else if (v == "both") {
+      f.defrag_runs = {false, true};
+    } else {
+      return Status::InvalidArgument("--defrag: \"" + v + "\" is not off, on or both");
+    }
+  } else if (arg == "--movable") {
+    GPUPACK_ASSIGN_OR_RETURN(t.movable, ParseMovability(v));
+  } else if (arg == "--max-moves-per-hour") {
+    GPUPACK_ASSIGN_OR_RETURN(int64_t n, WholeNumber(arg, v, 0, 1000000, "a number of moves"));
+    t.max_moves_per_hour = static_cast<int>(n);
+  } else if (arg == "--move-cooldown") {
+    GPUPACK_ASSIGN_OR_RETURN(t.move_cooldown_s, WholeNumber(arg, v, 0, 100000000, "a number of seconds"));
+  } else if (arg == "--cluster-share") {
+    char* end = nullptr;
+    const double x = std::strtod(v.c_str(), &end);
+    if (end == v.c_str() || *end != '\0' || !(x > 0) || x > 1) {
+      return Status::InvalidArgument("--cluster-share: \"" + v + "\" is not a share in (0, 1]");
+    }
+    t.cluster_share = x;
+  } else {  // --arrival-speedup
+    char* end = nullptr;
+    const double x = std::strtod(v.c_str(), &end);
+    if (end == v.c_str() || *end != '\0' || !(x > 0) || x > 1e6) {
+      return Status::InvalidArgument("--arrival-speedup: \"" + v + "\" is not a positive number up to 1000000");
+    }
+    t.arrival_speedup = x;
+  }
+  return Status::Ok();
+}
+
+// The flags that do not apply to --timeline, and the timeline's own without it.
+Status CheckTimelineFlags(const SimFlags& f, const std::vector<std::string>& given) {
+  for (const std::string& flag : given) {
+    for (const char* other :
+         f.timeline ? std::span<const char* const>(kReplayOnly) : std::span<const char* const>(kTimelineOnly)) {
+      if (flag != other) continue;
+      return Status::InvalidArgument(f.timeline ? flag + " does not apply to --timeline (gpupack alone, in time order)"
+                                                : flag + " needs --timeline");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 StatusOr<SimFlags> ParseSimFlags(const std::vector<std::string>& args) {
   SimFlags f;
   bool seeds_given = false;
   std::optional<uint64_t> usage_seed;
+  std::vector<std::string> given;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
+    given.push_back(arg);
     auto value = [&](std::string& out) -> bool {
       if (i + 1 >= args.size()) return false;
       out = args[++i];
@@ -79,6 +172,11 @@ StatusOr<SimFlags> ParseSimFlags(const std::vector<std::string>& args) {
       return f;
     } else if (arg == "--json") {
       f.json = true;
+    } else if (arg == "--timeline") {
+      f.timeline = true;
+    } else if (IsTimelineFlag(arg)) {
+      if (!value(v)) return Status::InvalidArgument(arg + " needs a value");
+      GPUPACK_RETURN_IF_ERROR(ParseTimelineFlag(arg, v, f));
     } else if (arg == "--keep-order") {
       f.options.shuffle = false;
     } else if (arg == "--cluster") {
@@ -151,6 +249,7 @@ StatusOr<SimFlags> ParseSimFlags(const std::vector<std::string>& args) {
     }
   }
   if (f.cluster_path.empty()) return Status::InvalidArgument("--cluster is required\n" + SimUsage());
+  GPUPACK_RETURN_IF_ERROR(CheckTimelineFlags(f, given));
   if (!f.extender_url.empty() && !seeds_given) f.seeds_text = "42";
   if (usage_seed && !f.what_if) return Status::InvalidArgument("--usage-seed needs --what-if");
   if (usage_seed) f.what_if->seed = *usage_seed;

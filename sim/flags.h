@@ -8,6 +8,7 @@
 
 #include "common/status.h"
 #include "sim/replay.h"
+#include "sim/timeline.h"
 #include "sim/what_if.h"
 
 namespace gpupack::sim {
@@ -31,6 +32,11 @@ struct SimFlags {
   std::optional<double> compute_rho;
   // --what-if beta:A,B: the right-sizing what-if (sim/what_if.h) instead of the replay table.
   std::optional<UsageModel> what_if;
+  // --timeline: the replay with departures (sim/timeline.h) instead of the replay table, once
+  // per entry of `defrag_runs` (--defrag off|on|both: without and / or with defragmentation).
+  bool timeline = false;
+  std::vector<bool> defrag_runs = {false, true};
+  TimelineOptions timeline_options;
 };
 
 // `args` without the program name. On failure the status message is what the main prints after

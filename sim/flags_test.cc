@@ -66,6 +66,70 @@ TEST(SimFlagsTest, ProcessOverheadIsAutoOrOneQuantity) {
   EXPECT_EQ(f->options.overhead.mib, 27);
 }
 
+TEST(SimFlagsTest, TimelineDefaultsAndItsFlags) {
+  StatusOr<SimFlags> f = ParseSimFlags({"--cluster", "c", "--workload", "w", "--timeline"});
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_TRUE(f->timeline);
+  EXPECT_EQ(f->defrag_runs, (std::vector<bool>{false, true})) << "without, then with defragmentation";
+  EXPECT_EQ(f->timeline_options.movable, Movability::kBestEffort);
+  EXPECT_EQ(f->timeline_options.max_moves_per_hour, 60);
+  EXPECT_EQ(f->timeline_options.move_cooldown_s, 600);
+  EXPECT_EQ(f->timeline_options.arrival_speedup, 1);
+  EXPECT_EQ(f->timeline_options.cluster_share, 1);
+
+  f = ParseSimFlags({"--cluster", "c", "--timeline", "--defrag", "on", "--movable", "all", "--max-moves-per-hour", "0",
+                     "--move-cooldown", "30", "--arrival-speedup", "100", "--cluster-share", "0.05"});
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(f->defrag_runs, std::vector<bool>{true});
+  EXPECT_EQ(f->timeline_options.movable, Movability::kAll);
+  EXPECT_EQ(f->timeline_options.max_moves_per_hour, 0);
+  EXPECT_EQ(f->timeline_options.move_cooldown_s, 30);
+  EXPECT_EQ(f->timeline_options.arrival_speedup, 100);
+  EXPECT_EQ(f->timeline_options.cluster_share, 0.05);
+  f = ParseSimFlags({"--cluster", "c", "--timeline", "--defrag", "off", "--movable", "none"});
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(f->defrag_runs, std::vector<bool>{false});
+  EXPECT_EQ(f->timeline_options.movable, Movability::kNone);
+}
+
+TEST(SimFlagsTest, TimelineBadInputNamesTheFlagAndTheValue) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const Case cases[] = {
+      {{"--defrag", "maybe"}, "--defrag: \"maybe\" is not off, on or both"},
+      {{"--movable", "ls"}, "--movable: \"ls\" is not be, all or none"},
+      {{"--max-moves-per-hour", "-1"}, "--max-moves-per-hour: \"-1\" is not a number of moves in 0..1000000"},
+      {{"--max-moves-per-hour", "6x"}, "--max-moves-per-hour: \"6x\" is not a number of moves in 0..1000000"},
+      {{"--move-cooldown", ""}, "--move-cooldown: \"\" is not a number of seconds in 0..100000000"},
+      {{"--arrival-speedup", "0"}, "--arrival-speedup: \"0\" is not a positive number up to 1000000"},
+      {{"--cluster-share", "1.5"}, "--cluster-share: \"1.5\" is not a share in (0, 1]"},
+      {{"--cluster-share"}, "--cluster-share needs a value"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> args = {"--cluster", "c", "--timeline"};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    StatusOr<SimFlags> f = ParseSimFlags(args);
+    ASSERT_FALSE(f.ok()) << c.message;
+    EXPECT_EQ(f.status().message(), c.message);
+  }
+}
+
+// The timeline replays gpupack alone in time order: the replay table's flags are refused with
+// it, and its own flags without it.
+TEST(SimFlagsTest, TimelineFlagsAndReplayFlagsDoNotMix) {
+  StatusOr<SimFlags> f = ParseSimFlags({"--cluster", "c", "--timeline", "--tune", "2"});
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().message(), "--tune does not apply to --timeline (gpupack alone, in time order)");
+  f = ParseSimFlags({"--cluster", "c", "--timeline", "--policy", "fgd"});
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().message(), "--policy does not apply to --timeline (gpupack alone, in time order)");
+  f = ParseSimFlags({"--cluster", "c", "--defrag", "on"});
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().message(), "--defrag needs --timeline");
+}
+
 TEST(SimFlagsTest, UsageListsEveryPolicy) {
   const std::string usage = SimUsage();
   for (const std::string& name : PolicyNames()) EXPECT_NE(usage.find(name), std::string::npos) << name;

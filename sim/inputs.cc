@@ -204,6 +204,31 @@ StatusOr<std::vector<model::PodRequest>> ParseAlibabaPods(std::string_view csv, 
   return pods;
 }
 
+StatusOr<std::vector<PodLifetime>> ParseAlibabaPodLifetimes(std::string_view csv, const std::string& where) {
+  std::vector<CsvRow> rows = SplitCsv(csv);
+  if (rows.empty()) return Status::InvalidArgument(where + ": empty pod list");
+  GPUPACK_ASSIGN_OR_RETURN(auto cols, Columns(rows[0], {"name", "creation_time", "deletion_time"}, where));
+  const bool has_qos = cols.count("qos") > 0;
+  std::vector<PodLifetime> lives;
+  lives.reserve(rows.size());
+  for (size_t r = 1; r < rows.size(); ++r) {
+    const CsvRow& row = rows[r];
+    PodLifetime life;
+    GPUPACK_ASSIGN_OR_RETURN(Field name, Get(row, cols["name"], "name", where));
+    GPUPACK_ASSIGN_OR_RETURN(life.created_s, Integer(row, cols["creation_time"], "creation_time", where));
+    GPUPACK_ASSIGN_OR_RETURN(life.deleted_s, Integer(row, cols["deletion_time"], "deletion_time", where));
+    if (life.deleted_s < life.created_s) {
+      return Status::InvalidArgument(At(where, row.line, row.fields[cols["deletion_time"]].column) + "pod \"" +
+                                     std::string(name.text) + "\": deletion_time " + std::to_string(life.deleted_s) +
+                                     " is before its creation_time " + std::to_string(life.created_s));
+    }
+    if (has_qos && cols["qos"] < static_cast<int>(row.fields.size()))
+      life.qos = std::string(row.fields[cols["qos"]].text);
+    lives.push_back(std::move(life));
+  }
+  return lives;
+}
+
 StatusOr<std::vector<model::PodRequest>> ParseWorkloadYaml(std::string_view text, const std::string& where) {
   StatusOr<YAML::Node> parsed = ParseYamlStrict(text);
   if (!parsed.ok()) return parsed.status().WithContext(where);
@@ -316,6 +341,19 @@ StatusOr<std::vector<model::PodRequest>> LoadWorkload(const std::string& path) {
   GPUPACK_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path, "input file"));
   if (text.rfind("name,", 0) == 0) return ParseAlibabaPods(text, path);
   return ParseWorkloadYaml(text, path);
+}
+
+StatusOr<TimedWorkload> LoadTimedWorkload(const std::string& path) {
+  GPUPACK_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path, "input file"));
+  if (text.rfind("name,", 0) != 0) {
+    return Status::InvalidArgument(path +
+                                   ": not an Alibaba pod CSV (a \"name,\" header): the timeline needs its "
+                                   "creation_time and deletion_time");
+  }
+  TimedWorkload workload;
+  GPUPACK_ASSIGN_OR_RETURN(workload.pods, ParseAlibabaPods(text, path));
+  GPUPACK_ASSIGN_OR_RETURN(workload.lives, ParseAlibabaPodLifetimes(text, path));
+  return workload;
 }
 
 std::string ClusterYaml(const std::vector<model::Node>& nodes) {

@@ -7,6 +7,7 @@
 // Errors name the file, line and column ("pods.csv:12:18: num_gpu: \"x\" is not a number").
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,6 +25,17 @@ inline constexpr model::MiB kTraceGpuMiB = 1000;
 StatusOr<std::vector<model::Node>> ParseAlibabaNodes(std::string_view csv, const std::string& where);
 // The Alibaba pod list (name, cpu_milli, memory_mib, num_gpu, gpu_milli, optional gpu_spec).
 StatusOr<std::vector<model::PodRequest>> ParseAlibabaPods(std::string_view csv, const std::string& where);
+// A trace pod's life: when it was created and deleted (seconds from the trace's start) and its
+// QoS class ("LS", "BE", "Burstable", "Guaranteed" in the Alibaba trace).
+struct PodLifetime {
+  int64_t created_s = 0;
+  int64_t deleted_s = 0;
+  std::string qos;  // empty when the list has no qos column
+};
+// The lifetimes of the Alibaba pod list, one per pod in ParseAlibabaPods' order (the same rows):
+// columns creation_time and deletion_time (non-negative integers) required, qos optional. A
+// deletion before its creation is an error naming the pod.
+StatusOr<std::vector<PodLifetime>> ParseAlibabaPodLifetimes(std::string_view csv, const std::string& where);
 // Our workload file:
 //   pods:
 //     - {name: infer, gpuMemory: 10Gi, gpus: 1, cpu: "4", memory: 16Gi, count: 20}
@@ -39,6 +51,13 @@ StatusOr<std::vector<model::PodRequest>> ParseWorkloadYaml(std::string_view yaml
 // YAML (the cluster file via translate::LoadClusterFile).
 StatusOr<std::vector<model::Node>> LoadCluster(const std::string& path);
 StatusOr<std::vector<model::PodRequest>> LoadWorkload(const std::string& path);
+// An Alibaba pod CSV with its lifetimes (the timeline replay's input); InvalidArgument naming the
+// file for a workload of another format, which has no times.
+struct TimedWorkload {
+  std::vector<model::PodRequest> pods;
+  std::vector<PodLifetime> lives;  // lives[i] is pods[i]'s
+};
+StatusOr<TimedWorkload> LoadTimedWorkload(const std::string& path);
 
 // Writes nodes as a cluster file (docs/cluster-file.md), e.g. to start a standalone extender on the
 // Alibaba cluster for the HTTP mode. Everything the file can say round-trips (labels, reported

@@ -332,27 +332,9 @@ class CorePolicy final : public SimPolicy {
   StatusOr<std::optional<Choice>> Choose(const ClusterState& s, const SimPod& pod, Rng&) override {
     // The extender counts a pod when kube-scheduler first asks about it, before ranking it.
     if (decision_->Observe(ArrivalRequest(pod))) RefreshPolicy();
-    const placement::DecisionOptions& rank_options = decision_->options();
-    const model::MiB unit = decision_->unit_mib();
-    const bool levels = kind_ == model::PolicyKind::kFgd && rank_options.fgd_levels;
-    placement::DecisionOptions options = rank_options;
-    options.fgd_levels = levels;
-    int best = -1;
-    placement::RankKey best_key;
-    const placement::PreparedPod prepared(*pod.request);
-    for (int n = 0; n < static_cast<int>(nodes_.size()); ++n) {
-      // The compact filter is the same fit; it only saves the core the infeasible nodes.
-      if (!s.Fits(n, pod.demand)) continue;
-      const placement::NodeScore score = policy_->Score(nodes_[n], summaries_[n], prepared);
-      if (!score.verdict.fits()) continue;
-      const placement::RankKey key =
-          placement::RankOf({score.cost, score.fill_cost, score.reservation_cost, score.completion_loss, rank_[n]},
-                            unit, options, pod.request->node_policy);
-      if (best < 0 || key < best_key || (key == best_key && rank_[n] < rank_[best])) {
-        best = n;
-        best_key = key;
-      }
-    }
+    // The compact filter is the same fit; it only saves the core the infeasible nodes.
+    const int best = CoreRankFirst(*decision_, kind_, *policy_, nodes_, summaries_, rank_, *pod.request,
+                                   [&](int n) { return s.Fits(n, pod.demand); });
     if (best < 0) return std::optional<Choice>();
     // Only the winner's devices are needed; Evaluate makes the same choice Score costed.
     model::Placement best_placement = policy_->Evaluate(nodes_[best], summaries_[best], *pod.request).placement;
@@ -394,6 +376,31 @@ class CorePolicy final : public SimPolicy {
 };
 
 }  // namespace
+
+int CoreRankFirst(const placement::Decision& decision, model::PolicyKind kind, const placement::Policy& policy,
+                  std::span<const model::Node> nodes, std::span<const placement::NodeSummary> summaries,
+                  std::span<const uint64_t> tie_rank, const model::PodRequest& pod,
+                  const std::function<bool(int)>& admits) {
+  placement::DecisionOptions options = decision.options();
+  options.fgd_levels = kind == model::PolicyKind::kFgd && options.fgd_levels;
+  const model::MiB unit = decision.unit_mib();
+  int best = -1;
+  placement::RankKey best_key;
+  const placement::PreparedPod prepared(pod);
+  for (int n = 0; n < static_cast<int>(nodes.size()); ++n) {
+    if (!admits(n)) continue;
+    const placement::NodeScore score = policy.Score(nodes[n], summaries[n], prepared);
+    if (!score.verdict.fits()) continue;
+    const placement::RankKey key =
+        placement::RankOf({score.cost, score.fill_cost, score.reservation_cost, score.completion_loss, tie_rank[n]},
+                          unit, options, pod.node_policy);
+    if (best < 0 || key < best_key || (key == best_key && tie_rank[n] < tie_rank[best])) {
+      best = n;
+      best_key = key;
+    }
+  }
+  return best;
+}
 
 std::vector<std::string> PolicyNames() {
   return {"gpupack",

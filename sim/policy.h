@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <random>
@@ -20,6 +21,7 @@
 
 #include "common/status.h"
 #include "model/model.h"
+#include "placement/decision.h"
 #include "placement/node_summary.h"
 #include "placement/workload.h"
 #include "sim/cluster_state.h"
@@ -66,6 +68,17 @@ class SimPolicy {
   // The choice was committed to `state`.
   virtual void Committed(const SimPod& pod, const Choice& choice) = 0;
 };
+
+// gpupack's choice of a node for a pod, as the extender makes it: every node that `admits` and
+// where the core fits the pod is keyed by placement::RankOf (FGD levels for a kFgd decision whose
+// options say so), its tie-break rank `tie_rank[n]` (placement::NodeTieBreakRank) last; the lowest
+// key wins, equal keys the lower tie-break rank. `admits` only saves the core nodes it rules out:
+// it must admit every node where the pod fits. -1 when it fits on none.
+// REQUIRES: summaries[n] == policy.Summarize(nodes[n]); tie_rank has one entry per node.
+int CoreRankFirst(const placement::Decision& decision, model::PolicyKind kind, const placement::Policy& policy,
+                  std::span<const model::Node> nodes, std::span<const placement::NodeSummary> summaries,
+                  std::span<const uint64_t> tie_rank, const model::PodRequest& pod,
+                  const std::function<bool(int)>& admits);
 
 // What "gpupack-overhead" charges each process on a device (gpupack-sim --process-overhead):
 // each device's family default (model/process_overhead.h), or one figure in the cluster's MiB.

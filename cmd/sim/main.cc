@@ -15,6 +15,7 @@
 #include "sim/inputs.h"
 #include "sim/replay.h"
 #include "sim/report.h"
+#include "sim/timeline.h"
 #include "sim/what_if.h"
 
 namespace {
@@ -47,6 +48,20 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (flags.workload_path.empty()) return Fail("--workload is required\n" + sim::SimUsage());
+  if (flags.timeline) {
+    auto workload = sim::LoadTimedWorkload(flags.workload_path);
+    if (!workload.ok()) return Fail(workload.status().message());
+    std::vector<sim::TimelineRun> runs;
+    for (bool defrag : flags.defrag_runs) {
+      sim::TimelineOptions options = flags.timeline_options;
+      options.defrag = defrag;
+      auto run = sim::RunTimeline(*nodes, workload->pods, workload->lives, options);
+      if (!run.ok()) return Fail(run.status().message());
+      runs.push_back(std::move(*run));
+    }
+    std::cout << sim::FormatTimeline(runs, flags.timeline_options);
+    return 0;
+  }
   auto pods = sim::LoadWorkload(flags.workload_path);
   if (!pods.ok()) return Fail(pods.status().message());
   // One draw of the family's memory (seed 1) for every replay seed: the seeds vary the order.
