@@ -77,8 +77,8 @@ WEBHOOK_CONFIG_KEYS = {"schedulerName", "allowCustomSchedulerName", "failurePoli
 # From the code (scheduler/cluster/kube_backend.cc, agent/kube_sink.cc, cmd/agent/main.cc,
 # kube/client.cc) and docs/agent.md "GPUNode status", docs/kubernetes.md. (apiGroup, resource[/subresource], verb, namespace or
 # None for cluster scope / all namespaces, resourceName or None)
-def extender_calls(ns, scheduler_name):
-    return [
+def extender_calls(ns, scheduler_name, defrag_on=True):
+    calls = [
         ("", "pods", "list", None, None), ("", "pods", "watch", None, None),  # informer, fresh read
         ("", "pods", "get", None, None),                                      # the pod before a bind
         ("", "pods/binding", "create", None, None),
@@ -93,6 +93,10 @@ def extender_calls(ns, scheduler_name):
         ("coordination.k8s.io", "leases", "get", ns, "gpupack-fence-gpu-a1"),
         ("coordination.k8s.io", "leases", "update", ns, "gpupack-fence-gpu-a1"),
     ]
+    # EvictPod (scheduler/cluster/kube_backend.cc), only with defragmentation on: least privilege.
+    if defrag_on:
+        calls.append(("", "pods/eviction", "create", None, None))
+    return calls
 
 
 def agent_calls(foreign_pod_eviction):
@@ -441,7 +445,9 @@ def check_rbac(m, ns, values):
                 errs.append(f"{r['kind']}/{r['metadata']['name']}: grants secrets")
     components = []
     sched = workload_of(m, "scheduler")
-    components.append(("scheduler", sched, extender_calls(ns, values["schedulerName"]),
+    ext = values["scheduler"]["extender"]
+    defrag_mode = (ext.get("config") or {}).get("defragmentation", {}).get("mode", ext["defragmentation"])
+    components.append(("scheduler", sched, extender_calls(ns, values["schedulerName"], defrag_mode == "on"),
                        {("ClusterRole", "system:kube-scheduler", None), ("ClusterRole", "system:volume-scheduler", None),
                         ("Role", "extension-apiserver-authentication-reader", "kube-system")}))
     agent = workload_of(m, "agent")
