@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the real control plane the `cluster` tests run against — etcd, kube-apiserver,
-# kube-scheduler and helm — from the Go modules pinned in tools/controlplane/go.mod, once, into a
-# cache outside the repository, and prints the folder holding the binaries on stdout.
+# kube-controller-manager, kube-scheduler and helm — from the Go modules pinned in
+# tools/controlplane/go.mod, once, into a cache outside the repository, and prints the folder
+# holding the binaries on stdout.
 #
 #   scripts/build-control-plane.sh            # build if missing, print the bin folder
 #   scripts/build-control-plane.sh --dir      # print the bin folder only (CMake), build nothing
@@ -17,7 +18,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 module_dir=$root/tools/controlplane
 go_bin=${GPUPACK_GO:-/usr/local/go/bin/go}
 cache_root=${GPUPACK_CONTROLPLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpupack/controlplane}
-tools=(etcd kube-apiserver kube-scheduler helm)
+tools=(etcd kube-apiserver kube-controller-manager kube-scheduler helm)
 
 if [ ! -x "$go_bin" ]; then
   echo "build-control-plane: $go_bin not found; install Go >= 1.26 there or set GPUPACK_GO" >&2

@@ -1,8 +1,9 @@
 package cluster
 
 // The control plane of the `cluster` suite: etcd and kube-apiserver on loopback (TLS, RBAC,
-// service-account tokens), real child processes that never outlive the test, and kubeconfigs
-// per identity. Everything waits with a deadline; nothing here can hang the suite.
+// service-account tokens), kube-controller-manager with the ReplicaSet and disruption controllers
+// (what recreates an evicted pod and keeps PodDisruptionBudgets' status), real child processes
+// that never outlive the test, and kubeconfigs per identity. Everything waits with a deadline; nothing here can hang the suite.
 
 import (
 	"bytes"
@@ -234,6 +235,7 @@ type controlPlane struct {
 	etcd        *proc
 	apiserver   *proc
 	apiArgs     []string // kube-apiserver's command line, for restarts
+	controllers *proc    // kube-controller-manager
 	server      string   // https://127.0.0.1:PORT
 	ca          *keyPair
 	admin       string // kubeconfig path: system:masters client certificate
@@ -352,7 +354,16 @@ func startControlPlane(bin, dir string) (*controlPlane, error) {
 	if cp.apiserver, err = startProc(cp.logDir, "kube-apiserver", cp.apiArgs, nil); err != nil {
 		return cp, err
 	}
-	return cp, cp.waitAPIServerReady()
+	if err := cp.waitAPIServerReady(); err != nil {
+		return cp, err
+	}
+	// Only the controllers the scenarios lean on: the rest (service accounts, namespaces, nodes)
+	// would act on a bed whose nodes have no kubelet. No serving port: nothing scrapes it.
+	cp.controllers, err = startProc(cp.logDir, "kube-controller-manager", []string{
+		filepath.Join(bin, "kube-controller-manager"), "--kubeconfig", cp.admin,
+		"--controllers", "replicaset-controller,disruption-controller", "--leader-elect=false",
+		"--secure-port", "0", "--v=1"}, nil)
+	return cp, err
 }
 
 // restartAPIServer is `kill -9` of kube-apiserver, `down` without one, and a start with the same
@@ -403,6 +414,7 @@ func (cp *controlPlane) stop() {
 	if cp == nil {
 		return
 	}
+	cp.controllers.stop(10 * time.Second)
 	cp.apiserver.stop(10 * time.Second)
 	cp.etcd.stop(10 * time.Second)
 }

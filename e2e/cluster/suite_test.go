@@ -318,6 +318,8 @@ func (b *bed) installChart() error {
 		"scheduler.leaderElection.renewDeadline=3s",
 		"scheduler.leaderElection.retryPeriod=1s",
 		"scheduler.extender.config.heartbeatTTL=" + heartbeatTTL,
+		// Defragmentation evicts (TestDefrag*); only those scenarios' pods opt in to moving.
+		"scheduler.extender.defragmentation=on",
 		"agent.backend=file:" + clusterFile,
 		"agent.extraArgs={--poll-interval,1s,--heartbeat-interval,1s,--min-write-interval,1s}",
 	}
