@@ -2,6 +2,8 @@
 // rebuild share one lock; keeping them together keeps the lock protocol checkable in one place.
 #include "scheduler/cluster/kube_backend.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <future>
 #include <iomanip>
@@ -113,8 +115,21 @@ Status CheckNodeFits(const model::Node& node, const std::vector<Json>& pods, std
   return Status::Ok();
 }
 
+namespace {
+
+std::string ProcessIdentity() {
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
+  return std::string(host[0] != '\0' ? host : "unknown-host") + "-" + std::to_string(getpid());
+}
+
+}  // namespace
+
 KubeBackend::KubeBackend(std::unique_ptr<kube::Client> client, KubeBackendConfig config, const Clock& clock)
-    : client_(std::move(client)), config_(std::move(config)), clock_(clock) {}
+    : client_(std::move(client)),
+      config_(std::move(config)),
+      clock_(clock),
+      identity_(config_.identity.empty() ? ProcessIdentity() : config_.identity) {}
 
 KubeBackend::~KubeBackend() { Stop(); }
 
@@ -305,6 +320,36 @@ std::vector<extender::MovablePodOnNode> KubeBackend::MovablePods() const {
     out.push_back(extender::MovablePodOnNode{request, node, workload});
   }
   return out;
+}
+
+StatusOr<bool> KubeBackend::TakeActorLease(std::chrono::seconds ttl) {
+  constexpr std::string_view kLease = "gpupack-defrag";
+  constexpr const char* kActing = "gpupack.io/acting";
+  const std::string ns = FenceNamespace();
+  const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(clock_.Now().time_since_epoch()).count();
+  const std::string acting = Json{{"holder", identity_}, {"until", now + ttl.count()}}.dump();
+  StatusOr<Json> got = bind_client_->Get(kube::LeasesResource(), ns, kLease);
+  if (!got.ok() && got.status().code() != StatusCode::kNotFound) return got.status();
+  if (!got.ok()) {
+    StatusOr<Json> created =
+        bind_client_->Create(kube::LeasesResource(), ns,
+                             {{"apiVersion", "coordination.k8s.io/v1"},
+                              {"kind", "Lease"},
+                              {"metadata", {{"name", kLease}, {"namespace", ns}, {"annotations", {{kActing, acting}}}}},
+                              {"spec", {{"holderIdentity", identity_}}}});
+    if (created.ok()) return true;
+    if (created.status().code() == StatusCode::kAlreadyExists) return false;  // another replica, first
+    return created.status();
+  }
+  Json lease = std::move(got).value();
+  const Json held = Json::parse(kube::StringAt(lease, {"metadata", "annotations", kActing}), nullptr, false);
+  if (held.is_object() && held.value("holder", "") != identity_ && held.value("until", int64_t{0}) > now) return false;
+  lease["metadata"]["annotations"][kActing] = acting;
+  lease["spec"]["holderIdentity"] = identity_;
+  StatusOr<Json> written = bind_client_->Update(kube::LeasesResource(), ns, lease);
+  if (written.ok()) return true;
+  if (written.status().code() == StatusCode::kConflict) return false;  // another replica wrote first
+  return written.status();
 }
 
 StatusOr<extender::EvictionOutcome> KubeBackend::EvictPod(const extender::BindTarget& pod) {

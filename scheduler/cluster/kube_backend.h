@@ -87,6 +87,8 @@ struct KubeBackendConfig {
   // the backend.
   extender::WorkloadUsageStore* usage = nullptr;
   kube::InformerOptions informer;  // ns/selectors are set by the backend
+  // This replica in the defragmentation lease (TakeActorLease); empty: "<host>-<pid>".
+  std::string identity;
 };
 
 struct KubeBackendStats {
@@ -131,6 +133,10 @@ class KubeBackend final : public extender::ClusterBackend {
   std::vector<model::PodRequest> WaitingPodRequests() const override;
   // From the same cache, in the same order.
   std::vector<extender::MovablePodOnNode> MovablePods() const override;
+  // The Lease "gpupack-defrag" in the fence namespace, its annotation gpupack.io/acting naming the
+  // holder (host and process) and until when: taken when absent, expired or this replica's, by a
+  // write with the Lease's resourceVersion as precondition, so two replicas never both win.
+  StatusOr<bool> TakeActorLease(std::chrono::seconds ttl) override;
   // POST pods/{name}/eviction through the bind client, the pod's UID its precondition.
   StatusOr<extender::EvictionOutcome> EvictPod(const extender::BindTarget& pod) override;
   // A Normal or Warning Event on the pod (queued, like the bind's).
@@ -226,6 +232,7 @@ class KubeBackend final : public extender::ClusterBackend {
   std::unique_ptr<kube::Client> bind_client_;  // the bind path, with short deadlines
   const KubeBackendConfig config_;
   const Clock& clock_;
+  const std::string identity_;  // this replica in the defragmentation lease (config_.identity)
   extender::ClusterState* state_ = nullptr;
   std::unique_ptr<kube::Informer> gpunodes_;
   std::unique_ptr<kube::Informer> pods_;

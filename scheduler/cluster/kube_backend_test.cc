@@ -309,6 +309,35 @@ TEST_F(KubeBackendTest, MovablePodsAreTheOptedInPodsOfRecreatingControllers) {
   EXPECT_EQ(uids, (std::set<std::string>{web, batch}));
 }
 
+// One replica evicts at a time: the defragmentation Lease is the replica's that took it while it
+// renews it, and another's only once it went unrenewed for its ttl.
+TEST_F(KubeBackendTest, TheDefragmentationLeaseHasOneHolderAtATime) {
+  auto make = [&](const std::string& identity, extender::ClusterState& state) {
+    kube::Config c;
+    c.server = server_->url();
+    KubeBackendConfig config;
+    config.identity = identity;
+    auto backend = std::make_unique<KubeBackend>(std::move(kube::Client::Create(c)).value(), config, clock_);
+    EXPECT_TRUE(backend->Start(state).ok());
+    return backend;
+  };
+  extender::ClusterState other_state{builders::PriorPolicy(model::PolicyKind::kBinpack, 80 * kGiB), clock_,
+                                     std::chrono::seconds(0)};
+  std::unique_ptr<KubeBackend> a = make("replica-a", state_);
+  std::unique_ptr<KubeBackend> b = make("replica-b", other_state);
+  const std::chrono::seconds ttl{60};
+  EXPECT_EQ(a->TakeActorLease(ttl).value(), true);   // created: a's
+  EXPECT_EQ(b->TakeActorLease(ttl).value(), false);  // a's until now + 60 s
+  clock_.Advance(std::chrono::seconds(30));
+  EXPECT_EQ(a->TakeActorLease(ttl).value(), true);  // renewed: a's until now + 60 s
+  clock_.Advance(std::chrono::seconds(59));
+  EXPECT_EQ(b->TakeActorLease(ttl).value(), false);
+  clock_.Advance(std::chrono::seconds(2));  // a went 61 s unrenewed
+  EXPECT_EQ(b->TakeActorLease(ttl).value(), true);
+  EXPECT_EQ(a->TakeActorLease(ttl).value(), false);  // b's now
+  b->Stop();
+}
+
 // What the learner counts as demand: the unbound pods, with their UIDs, oldest first, including
 // one created after the backend synced (the pod watch delivers it), not the bound ones nor a
 // finished one.

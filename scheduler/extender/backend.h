@@ -10,6 +10,7 @@
 // Thread safety: LookupPod, Bind and Synced may be called concurrently.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -89,6 +90,10 @@ class ClusterBackend {
     return Status::FailedPrecondition("this backend cannot evict " + pod.ns + "/" + pod.name +
                                       " (standalone mode has no cluster to evict from)");
   }
+  // Whether this replica may act for the whole cluster now (defragmentation's evictions): it
+  // holds the cluster's actor lease, renewed or taken for `ttl`, and no other replica does.
+  // Default: true (standalone is one process).
+  virtual StatusOr<bool> TakeActorLease(std::chrono::seconds /*ttl*/) { return true; }
   // Tells the pod's owner something about it (Kubernetes: an Event on the pod, asynchronously;
   // `warning` picks the Event's type). Default: nothing beyond the extender's own log line.
   virtual void ReportOnPod(const BindTarget& /*pod*/, bool /*warning*/, const std::string& /*reason*/,

@@ -6,6 +6,13 @@
 #include "common/log.h"
 
 namespace gpupack::extender {
+namespace {
+
+// How long one replica's hold on the defragmentation lease lasts: longer than a plan's evictions
+// take, short enough that a replica that stopped is replaced within a replan.
+constexpr std::chrono::seconds kActorLeaseTtl{60};
+
+}  // namespace
 
 StatusOr<DefragMode> ParseDefragMode(std::string_view text) {
   if (text == "off") return DefragMode::kOff;
@@ -136,6 +143,16 @@ void Defragmenter::Execute(const Queued& queued, const placement::DefragResult& 
       backend_.ReportOnPod(waiting, false, "GpupackDefragDeferred", "gpupack defragmentation: " + why);
       return;
     }
+  }
+  // One replica evicts at a time: a standby whose kube-scheduler lost its lease may still hold
+  // queued pods for a moment.
+  StatusOr<bool> acting = backend_.TakeActorLease(kActorLeaseTtl);
+  if (!acting.ok() || !*acting) {
+    const std::string why = acting.ok() ? "another extender replica holds the defragmentation lease"
+                                        : "the defragmentation lease: " + acting.status().message();
+    GPUPACK_LOG(kInfo, "defrag") << "not acting pod=" << queued.pod.Key() << " reason=\"" << why << "\"";
+    if (metrics_ != nullptr) metrics_->CountDefragEviction("not_leader", static_cast<int>(moves));
+    return;
   }
   std::set<std::string> evicted;
   for (size_t i = 0; i < moves; ++i) {

@@ -17,8 +17,9 @@
 // (ClusterState::ClaimRoomAfter): held for it the moment the last evicted pod leaves the ledger,
 // before the replacements that the pods' controllers create can take it. Bounded: at most
 // `max_moves_per_hour` evictions in any hour (a plan that would pass it waits), and a workload
-// whose pod was moved is not moved again within `cooldown`. Only the extender that kube-scheduler
-// calls acts: a standby replica's extender gets no filters, so it plans for nothing.
+// whose pod was moved is not moved again within `cooldown`. One replica evicts at a time: a standby
+// replica's extender gets no filters, so it plans for nothing, and a plan is carried out only by
+// the holder of the backend's actor lease (ClusterBackend::TakeActorLease).
 //
 // Thread safety: Consider may run concurrently with everything; Run from one thread at a time.
 #pragma once

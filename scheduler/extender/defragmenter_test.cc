@@ -33,6 +33,7 @@ class MovableBackend final : public ClusterBackend {
   }
   void Stop() override {}
   std::vector<MovablePodOnNode> MovablePods() const override { return movable; }
+  StatusOr<bool> TakeActorLease(std::chrono::seconds) override { return acting; }
   StatusOr<EvictionOutcome> EvictPod(const BindTarget& pod) override {
     if (pod.name == refuse)
       return EvictionOutcome{false, "The disruption budget " + pod.name + " needs 1 healthy pods"};
@@ -48,6 +49,7 @@ class MovableBackend final : public ClusterBackend {
   std::vector<Reported> reports;
   std::vector<std::string> evicted;
   std::string refuse;  // a pod whose eviction a PodDisruptionBudget refuses
+  bool acting = true;  // this replica holds the defragmentation lease
 };
 
 class DefragmenterTest : public ::testing::Test {
@@ -229,6 +231,18 @@ TEST_F(DefragmenterTest, OnStopsAtABudgetsRefusalAndClaimsNothing) {
   EXPECT_EQ(state_.ClaimCount(), 0u);
   EXPECT_NE(metrics_.Render().find("gpupack_defrag_evictions_total{result=\"refused_by_budget\"} 1"),
             std::string::npos);
+}
+
+// A replica without the defragmentation lease evicts nothing (the plan is still reported).
+TEST_F(DefragmenterTest, OnEvictsOnlyWithTheLease) {
+  Extender extender = Make(DefragConfig{.mode = DefragMode::kOn});
+  Fragment(extender);
+  backend_.acting = false;
+  FilterTrain(extender);
+  extender.Maintain();
+  EXPECT_TRUE(backend_.evicted.empty());
+  EXPECT_EQ(state_.ClaimCount(), 0u);
+  EXPECT_NE(metrics_.Render().find("gpupack_defrag_evictions_total{result=\"not_leader\"} 2"), std::string::npos);
 }
 
 // maxMovesPerHour 1: the two-move plan waits, and nothing is evicted.

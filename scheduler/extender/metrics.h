@@ -54,7 +54,7 @@ class ExtenderMetrics {
   // plan names (dry run: the moves it would make).
   void CountDefragPlan(placement::DefragOutcome outcome, int moves);
   // Evictions a plan made or did not (mode on): `result` is "evicted", "refused_by_budget",
-  // "error" or "deferred" (the hourly bound), `count` pods.
+  // "error", "deferred" (the hourly bound) or "not_leader" (another replica acts), `count` pods.
   void CountDefragEviction(std::string_view result, int count);
   void CountExpiredReservations(int count);
   void CountExpiredHolds(int count);
