@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <functional>
 #include <mutex>
 
@@ -24,6 +25,17 @@ class Clock {
   virtual bool WaitUntil(std::unique_lock<std::mutex>& lock, std::condition_variable& cv, TimePoint deadline,
                          const std::function<bool()>& done) const = 0;
 };
+
+// later − earlier, saturated at Clock::Duration's range instead of overflowing: the nanosecond
+// difference of two points some 292 years apart does not fit, and a heartbeat from a peer (a
+// GPUNode's "1707-12-02T07:00:00Z") may be that far from now.
+inline Clock::Duration SaturatingElapsed(Clock::TimePoint earlier, Clock::TimePoint later) {
+  int64_t out = 0;
+  if (__builtin_sub_overflow(later.time_since_epoch().count(), earlier.time_since_epoch().count(), &out)) {
+    return later > earlier ? Clock::Duration::max() : Clock::Duration::min();
+  }
+  return Clock::Duration(out);
+}
 
 class SystemClock final : public Clock {
  public:

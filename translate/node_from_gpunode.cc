@@ -80,7 +80,8 @@ StatusOr<model::Node> NodeFromGpuNode(const nlohmann::json& gpunode, std::chrono
   if (!has_heartbeat) {
     node.stale_reason = "GPUNode has no heartbeat";
   } else {
-    const auto age = std::chrono::duration_cast<std::chrono::seconds>(clock.Now() - status.heartbeat_time);
+    const auto age =
+        std::chrono::duration_cast<std::chrono::seconds>(SaturatingElapsed(status.heartbeat_time, clock.Now()));
     if (age > heartbeat_ttl) {
       node.stale_reason = "GPUNode heartbeat " + std::to_string(age.count()) + "s old > TTL " +
                           std::to_string(heartbeat_ttl.count()) + "s";
