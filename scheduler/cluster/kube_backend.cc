@@ -303,7 +303,12 @@ std::vector<extender::MovablePodOnNode> KubeBackend::MovablePods() const {
   if (!pods_) return out;
   std::map<std::string, std::pair<std::string, std::string>> where;  // by UID: node and workload
   const std::vector<model::PodRequest> requests = PodRequestsWhere([&](const Json& pod) {
-    if (!kube::StringAt(pod, {"metadata", "deletionTimestamp"}).empty()) return false;
+    // The annotation's own check first (only "true" opts in): most pods never opted in, and it
+    // spares them the allocation's decoding and the owner's.
+    if (kube::StringAt(pod, {"metadata", "annotations", std::string(api::kAnnotationMovable).c_str()}) != "true" ||
+        !kube::StringAt(pod, {"metadata", "deletionTimestamp"}).empty()) {
+      return false;
+    }
     StatusOr<std::optional<api::Allocation>> alloc = PodAllocation(pod);
     if (!alloc.ok() || !alloc->has_value()) return false;
     const translate::WorkloadRef workload = translate::WorkloadOfPod(pod);

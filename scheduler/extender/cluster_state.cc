@@ -441,22 +441,24 @@ int ClusterState::Expire(PodLedger::PodState state, std::chrono::nanoseconds ttl
   return expired;
 }
 
+ClusterState::Views ClusterState::CurrentViews() const {
+  Views out;
+  std::shared_lock table(nodes_mu_);
+  out.snapshot = snapshot_.Current();
+  out.views.reserve(nodes_.size());
+  for (const auto& [name, entry] : nodes_) {
+    if (const NodeChunk* chunk = out.snapshot->ChunkOf(entry->row);
+        chunk != nullptr && chunk->views[entry->row % NodeChunk::kRows]) {
+      out.views.push_back(chunk->views[entry->row % NodeChunk::kRows]);
+    }
+  }
+  return out;
+}
+
 void ClusterState::ForEachNode(const std::function<void(const model::Node&, const placement::NodeSummary&,
                                                         std::optional<Clock::TimePoint>)>& fn) const {
   // In the table's order (the order the callers have always seen), from one snapshot.
-  std::vector<std::shared_ptr<const NodeView>> views;
-  {
-    std::shared_lock table(nodes_mu_);
-    const std::shared_ptr<const NodeSnapshot> snapshot = snapshot_.Current();
-    views.reserve(nodes_.size());
-    for (const auto& [name, entry] : nodes_) {
-      if (const NodeChunk* chunk = snapshot->ChunkOf(entry->row);
-          chunk != nullptr && chunk->views[entry->row % NodeChunk::kRows]) {
-        views.push_back(chunk->views[entry->row % NodeChunk::kRows]);
-      }
-    }
-  }
-  for (const auto& view : views) fn(*view->node, view->summary, view->heartbeat);
+  for (const auto& view : CurrentViews().views) fn(*view->node, view->summary, view->heartbeat);
 }
 
 std::vector<std::string> ClusterState::NodeNames() const {

@@ -213,6 +213,12 @@ class ClusterState {
   };
 
   std::shared_ptr<NodeEntry> FindNode(std::string_view name) const;
+  // Every node's view in the current snapshot, in the table's order, with that snapshot.
+  struct Views {
+    std::shared_ptr<const NodeSnapshot> snapshot;
+    std::vector<std::shared_ptr<const NodeView>> views;
+  };
+  Views CurrentViews() const;
   // The node's current view from the current snapshot, or null for an unknown node.
   std::shared_ptr<const NodeView> CurrentView(std::string_view name) const;
   // Scores `pod` on one view under the snapshot's policy (summarising on the spot when a SetPolicy

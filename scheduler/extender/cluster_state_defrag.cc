@@ -7,22 +7,11 @@
 namespace gpupack::extender {
 
 ClusterState::FreshNodes ClusterState::CopyFreshNodes() const {
-  std::vector<std::shared_ptr<const NodeView>> views;
+  Views current = CurrentViews();
+  std::vector<std::shared_ptr<const NodeView>>& views = current.views;
   FreshNodes out;
-  uint64_t generation = 0;
-  {
-    std::shared_lock table(nodes_mu_);
-    const std::shared_ptr<const NodeSnapshot> snapshot = snapshot_.Current();
-    out.policy = snapshot->policy;
-    generation = snapshot->generation;
-    views.reserve(nodes_.size());
-    for (const auto& [name, entry] : nodes_) {
-      if (const NodeChunk* chunk = snapshot->ChunkOf(entry->row);
-          chunk != nullptr && chunk->views[entry->row % NodeChunk::kRows]) {
-        views.push_back(chunk->views[entry->row % NodeChunk::kRows]);
-      }
-    }
-  }
+  out.policy = current.snapshot->policy;
+  const uint64_t generation = current.snapshot->generation;
   std::sort(views.begin(), views.end(), [](const auto& a, const auto& b) { return a->node->name < b->node->name; });
   const Clock::TimePoint now = clock_.Now();
   for (const auto& view : views) {
