@@ -1,6 +1,7 @@
 #include "agent/pods.h"
 
 #include "api/annotations.h"
+#include "api/json_fields.h"
 #include "common/quantity.h"
 
 namespace gpupack::agent {
@@ -8,18 +9,8 @@ namespace {
 
 using Json = nlohmann::json;
 
-std::string StringAt(const Json& obj, const char* key) {
-  if (!obj.is_object()) return "";
-  auto it = obj.find(key);
-  return it != obj.end() && it->is_string() ? it->get<std::string>() : "";
-}
-
-const Json& ObjectAt(const Json& obj, const char* key) {
-  static const Json empty = Json::object();
-  if (!obj.is_object()) return empty;
-  auto it = obj.find(key);
-  return it != obj.end() && it->is_object() ? *it : empty;
-}
+using api::ObjectField;
+using api::StringField;
 
 const Json& ArrayAt(const Json& obj, const char* key) {
   static const Json empty = Json::array();
@@ -39,13 +30,13 @@ void AddContainers(const Json& spec, const Json& status, bool init, PodInfo* pod
   const Json& statuses = ArrayAt(status, init ? "initContainerStatuses" : "containerStatuses");
   for (size_t i = 0; i < specs.size(); ++i) {
     PodContainer c;
-    c.name = StringAt(specs[i], "name");
+    c.name = StringField(specs[i], "name");
     c.index = static_cast<int>(i);
     c.init = init;
     for (const Json& st : statuses) {
-      if (StringAt(st, "name") != c.name) continue;
-      c.container_id = StripScheme(StringAt(st, "containerID"));
-      c.running = ObjectAt(st, "state").contains("running");
+      if (StringField(st, "name") != c.name) continue;
+      c.container_id = StripScheme(StringField(st, "containerID"));
+      c.running = ObjectField(st, "state").contains("running");
     }
     pod->containers.push_back(std::move(c));
   }
@@ -55,20 +46,20 @@ void AddContainers(const Json& spec, const Json& status, bool init, PodInfo* pod
 
 PodInfo PodInfoFromJson(const nlohmann::json& pod) {
   PodInfo info;
-  const Json& meta = ObjectAt(pod, "metadata");
-  info.uid = StringAt(meta, "uid");
-  info.ns = StringAt(meta, "namespace");
-  info.name = StringAt(meta, "name");
+  const Json& meta = ObjectField(pod, "metadata");
+  info.uid = StringField(meta, "uid");
+  info.ns = StringField(meta, "namespace");
+  info.name = StringField(meta, "name");
   info.workload = translate::WorkloadOfPod(pod);
-  const Json& status = ObjectAt(pod, "status");
-  const std::string phase = StringAt(status, "phase");
+  const Json& status = ObjectField(pod, "status");
+  const std::string phase = StringField(status, "phase");
   info.finished = phase == "Succeeded" || phase == "Failed";
   info.terminating = meta.contains("deletionTimestamp") || info.finished;
-  AddContainers(ObjectAt(pod, "spec"), status, /*init=*/false, &info);
-  AddContainers(ObjectAt(pod, "spec"), status, /*init=*/true, &info);
+  AddContainers(ObjectField(pod, "spec"), status, /*init=*/false, &info);
+  AddContainers(ObjectField(pod, "spec"), status, /*init=*/true, &info);
 
-  const Json& annotations = ObjectAt(meta, "annotations");
-  const std::string text = StringAt(annotations, std::string(api::kAnnotationAllocation).c_str());
+  const Json& annotations = ObjectField(meta, "annotations");
+  const std::string text = StringField(annotations, std::string(api::kAnnotationAllocation).c_str());
   if (text.empty()) return info;
   auto allocation = api::DecodeAllocation(text);
   if (!allocation.ok()) {
@@ -81,7 +72,7 @@ PodInfo PodInfoFromJson(const nlohmann::json& pod) {
       if (c.init != ca.init || c.index != ca.index) continue;
       c.devices = ca.devices;
       const std::string key = api::ContainerAnnotationKey(c.init, c.index, api::ContainerEnvKey::kMemoryRequestMiB);
-      const std::string request = StringAt(annotations, key.c_str());
+      const std::string request = StringField(annotations, key.c_str());
       if (!request.empty()) {
         auto mib = ParseCount(request, key);
         if (mib.ok()) c.request_mib = *mib;

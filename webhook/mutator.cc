@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "api/annotations.h"
+#include "api/json_fields.h"
 #include "api/pod_annotations.h"
 #include "common/log.h"
 #include "common/quantity.h"
@@ -78,16 +79,8 @@ ReviewResult Malformed(const std::string& uid, const std::string& message) {
   return Refuse(uid, Outcome::kError, 400, 400, "BadRequest", "gpupack-webhook: malformed AdmissionReview: " + message);
 }
 
-const json* Field(const json& object, std::string_view key) {
-  if (!object.is_object()) return nullptr;
-  auto it = object.find(key);
-  return it == object.end() ? nullptr : &*it;
-}
-
-std::string StringField(const json& object, std::string_view key) {
-  const json* value = Field(object, key);
-  return value != nullptr && value->is_string() ? value->get<std::string>() : std::string();
-}
+using api::FieldOf;
+using api::StringField;
 
 std::string ContainerLabel(const json& container, std::string_view list, size_t index) {
   std::string name = StringField(container, "name");
@@ -139,8 +132,8 @@ std::string_view WriterName(api::AnnotationWriter writer) {
 // The annotations only gpupack's components write (the rows of api::PodAnnotations() whose writer
 // is not the user); refused on every pod.
 Status CheckComponentAnnotations(const json& pod) {
-  const json* metadata = Field(pod, "metadata");
-  const json* annotations = metadata != nullptr ? Field(*metadata, "annotations") : nullptr;
+  const json* metadata = FieldOf(pod, "metadata");
+  const json* annotations = metadata != nullptr ? FieldOf(*metadata, "annotations") : nullptr;
   if (annotations == nullptr || !annotations->is_object()) return Status::Ok();
   for (const auto& entry : annotations->items()) {
     const std::string& key = entry.key();
@@ -163,7 +156,7 @@ Status CheckNodeName(const json& spec) {
 }
 
 std::string PodName(const json& pod) {
-  const json* metadata = Field(pod, "metadata");
+  const json* metadata = FieldOf(pod, "metadata");
   std::string name = metadata != nullptr ? StringField(*metadata, "name") : std::string();
   if (name.empty() && metadata != nullptr) name = StringField(*metadata, "generateName") + "*";
   return name;
@@ -206,7 +199,7 @@ std::string_view OutcomeName(Outcome outcome) {
 Mutator::Mutator(Config config) : config_(std::move(config)) {}
 
 json Mutator::SchedulerNamePatch(const json& spec) const {
-  const json* current = Field(spec, "schedulerName");
+  const json* current = FieldOf(spec, "schedulerName");
   if (current == nullptr || current->is_null()) {
     return {{"op", "add"}, {"path", "/spec/schedulerName"}, {"value", config_.scheduler_name}};
   }
@@ -220,7 +213,7 @@ json Mutator::SchedulerNamePatch(const json& spec) const {
 
 Status Mutator::ReviewEnv(const json& container, std::string_view list, size_t index, const json& own,
                           PodPatch& patch) const {
-  const json* old_env = Field(container, "env");
+  const json* old_env = FieldOf(container, "env");
   if (old_env != nullptr && !old_env->is_null() && !old_env->is_array()) {
     return Status::InvalidArgument(ContainerLabel(container, list, index) + ": env must be a list");
   }
@@ -254,7 +247,7 @@ StatusOr<PodPatch> Mutator::PatchFor(const json& pod) const {
     GPUPACK_RETURN_IF_ERROR(CheckMinimumShares(request));
     GPUPACK_RETURN_IF_ERROR(CheckNodeName(pod.at("spec")));
   }
-  const json* spec = Field(pod, "spec");
+  const json* spec = FieldOf(pod, "spec");
   if (spec == nullptr || !spec->is_object()) return patch;
   std::string charged;  // api::kAnnotationWholeDeviceCharge: "c0,i1"
   for (const model::ContainerRequest& container : request.containers) {
@@ -263,7 +256,7 @@ StatusOr<PodPatch> Mutator::PatchFor(const json& pod) const {
     if (config_.whole_device_charge_mib > 0 && container.whole_device()) {
       // Charge whole devices to the namespace's gpu-memory quota: requests and limits alike
       // (Kubernetes wants them equal for extended resources).
-      const json* old = Field(object, "resources");
+      const json* old = FieldOf(object, "resources");
       if (old != nullptr && !old->is_null() && !old->is_object()) {
         return Status::InvalidArgument(ContainerLabel(object, list, container.index) + ": resources must be an object");
       }
@@ -289,7 +282,7 @@ StatusOr<PodPatch> Mutator::PatchFor(const json& pod) const {
     }
   }
   for (std::string_view list : kContainerLists) {
-    const json* containers = Field(*spec, list);
+    const json* containers = FieldOf(*spec, list);
     if (containers == nullptr || !containers->is_array()) continue;
     for (size_t i = 0; i < containers->size(); ++i) {
       const bool init = list == "initContainers";
@@ -302,8 +295,8 @@ StatusOr<PodPatch> Mutator::PatchFor(const json& pod) const {
     }
   }
   if (!charged.empty()) {
-    const json* metadata = Field(pod, "metadata");
-    const json* annotations = metadata != nullptr ? Field(*metadata, "annotations") : nullptr;
+    const json* metadata = FieldOf(pod, "metadata");
+    const json* annotations = metadata != nullptr ? FieldOf(*metadata, "annotations") : nullptr;
     if (annotations != nullptr && annotations->is_object()) {
       patch.ops.push_back(
           {{"op", "add"},
@@ -325,11 +318,11 @@ StatusOr<PodPatch> Mutator::PatchFor(const json& pod) const {
 
 StatusOr<PodPatch> Mutator::EphemeralContainersPatchFor(const json& pod, const json& old_pod) const {
   PodPatch patch;
-  const json* spec = Field(pod, "spec");
-  const json* containers = spec != nullptr ? Field(*spec, "ephemeralContainers") : nullptr;
+  const json* spec = FieldOf(pod, "spec");
+  const json* containers = spec != nullptr ? FieldOf(*spec, "ephemeralContainers") : nullptr;
   if (containers == nullptr || !containers->is_array()) return patch;
-  const json* old_spec = Field(old_pod, "spec");
-  const json* old_containers = old_spec != nullptr ? Field(*old_spec, "ephemeralContainers") : nullptr;
+  const json* old_spec = FieldOf(old_pod, "spec");
+  const json* old_containers = old_spec != nullptr ? FieldOf(*old_spec, "ephemeralContainers") : nullptr;
   for (size_t i = 0; i < containers->size(); ++i) {
     const std::string name = StringField((*containers)[i], "name");
     const bool added = old_containers == nullptr || !old_containers->is_array() ||
@@ -347,7 +340,7 @@ ReviewResult Mutator::Review(std::string_view body) const {
   if (StringField(review, "apiVersion") != kReviewApiVersion || StringField(review, "kind") != "AdmissionReview") {
     return Malformed("", "expected apiVersion admission.k8s.io/v1 and kind AdmissionReview");
   }
-  const json* request = Field(review, "request");
+  const json* request = FieldOf(review, "request");
   if (request == nullptr || !request->is_object()) return Malformed("", "request is missing");
   std::string uid = StringField(*request, "uid");
   if (uid.empty()) return Malformed("", "request.uid is missing or not a string");
@@ -368,7 +361,7 @@ ReviewResult Mutator::Review(std::string_view body) const {
     return result;
   };
   try {
-    const json* resource = Field(*request, "resource");
+    const json* resource = FieldOf(*request, "resource");
     const bool pods =
         resource != nullptr && StringField(*resource, "group").empty() && StringField(*resource, "resource") == "pods";
     const std::string subresource = StringField(*request, "subResource");
@@ -376,9 +369,9 @@ ReviewResult Mutator::Review(std::string_view body) const {
     const bool create = pods && subresource.empty() && operation == "CREATE";
     const bool debug = pods && subresource == "ephemeralcontainers" && operation == "UPDATE";
     if (!create && !debug) return Allow(uid, Outcome::kSkipped);
-    const json* pod = Field(*request, "object");
+    const json* pod = FieldOf(*request, "object");
     if (pod == nullptr || !pod->is_object()) return failed("request.object is not a Pod object");
-    const json* old_pod = Field(*request, "oldObject");
+    const json* old_pod = FieldOf(*request, "oldObject");
     StatusOr<PodPatch> patch =
         create ? PatchFor(*pod) : EphemeralContainersPatchFor(*pod, old_pod != nullptr ? *old_pod : json());
     auto pod_label = [&] { return StringField(*request, "namespace") + "/" + PodName(*pod) + " (uid " + uid + ")"; };
