@@ -66,6 +66,17 @@ TEST(AgentFlagsTest, DoctorNeedsNoNodeNameAndTakesItsProbePaths) {
   EXPECT_EQ(DoctorRootsOf(*defaults).cdi_dirs, (std::vector<std::string>{"/etc/cdi", "/var/run/cdi"}));
 }
 
+// The chart passes the probe paths to the running agent, whose pass reports the doctor's verdicts
+// as GPUNode conditions.
+TEST(AgentFlagsTest, TheRunningAgentTakesTheDoctorsProbePathsToo) {
+  StatusOr<AgentFlags> f = ParseAgentFlags(
+      {"--node-name", "n1", "--cdi-spec-dirs", "/etc/cdi,/run/cdi", "--nri-socket", "/run/nri/nri.sock"}, "");
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_FALSE(f->doctor);
+  EXPECT_EQ(DoctorRootsOf(*f).cdi_dirs, (std::vector<std::string>{"/etc/cdi", "/run/cdi"}));
+  EXPECT_EQ(DoctorRootsOf(*f).nri_socket, "/run/nri/nri.sock");
+}
+
 TEST(AgentFlagsTest, HelpStopsParsing) {
   StatusOr<AgentFlags> f = ParseAgentFlags({"--help", "--bogus"}, "");
   ASSERT_TRUE(f.ok());

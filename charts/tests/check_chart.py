@@ -679,6 +679,7 @@ def check_agent(m, values):
         allowed.add(os.path.dirname(av["nri"]["socket"]))
     if av["mps"]["pipeDirectory"]:
         allowed.add(av["mps"]["pipeDirectory"])
+    allowed |= set(av["cdiSpecDirs"])
     for v in spec.get("volumes", []):
         if "hostPath" in v and v["hostPath"]["path"] not in allowed:
             errs.append(f"agent: hostPath {v['hostPath']['path']} is more host access than NVML and cgroups need")
@@ -697,6 +698,7 @@ def check_agent(m, values):
     if eviction["enabled"] and arg_after(cmd, "--foreign-eviction-interval") != eviction["interval"]:
         errs.append(f"agent: --foreign-eviction-interval must be foreignPodEviction.interval {eviction['interval']}")
     errs += check_agent_mps(spec, c, av)
+    errs += check_agent_doctor_paths(c, av)
     env = {e["name"]: e for e in c.get("env", [])}
     if env.get("NODE_NAME", {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") != "spec.nodeName":
         errs.append("agent: NODE_NAME must come from the downward API (spec.nodeName)")
@@ -720,6 +722,29 @@ def check_agent_mps(spec, c, av):
     mounts = {vm["mountPath"]: vm for vm in c.get("volumeMounts", [])}
     if pipe and not mounts.get(pipe, {}).get("readOnly"):
         errs.append(f"agent: the MPS pipe directory {pipe} must be mounted read-only at its host path")
+    return errs
+
+
+def check_agent_doctor_paths(c, av):
+    """The doctor in the agent's pod reads what the host has: every CDI spec directory and, with
+    node-side injection, the NRI socket's directory are mounted read-only at their host paths and
+    named in the agent's flags."""
+    errs = []
+    cmd = c["command"]
+    mounts = {vm["mountPath"]: vm for vm in c.get("volumeMounts", [])}
+    if arg_after(cmd, "--cdi-spec-dirs") != ",".join(av["cdiSpecDirs"]):
+        errs.append(f"agent: --cdi-spec-dirs must be agent.cdiSpecDirs {av['cdiSpecDirs']}")
+    wanted = list(av["cdiSpecDirs"])
+    nri = av["nri"]
+    if nri["enabled"]:
+        wanted.append(os.path.dirname(nri["socket"]))
+        if arg_after(cmd, "--nri-socket") != nri["socket"]:
+            errs.append(f"agent: --nri-socket must be agent.nri.socket {nri['socket']}")
+    elif "--nri-socket" in cmd:
+        errs.append("agent: --nri-socket without agent.nri.enabled")
+    for path in wanted:
+        if not mounts.get(path, {}).get("readOnly"):
+            errs.append(f"agent: {path} must be mounted read-only at its host path for the doctor")
     return errs
 
 
