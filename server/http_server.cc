@@ -113,6 +113,45 @@ struct Core {
                                .Help("Requests whose handler threw; each was answered 500.")
                                .Register(registry)
                                .Add({});
+    queued_ = &prometheus::BuildGauge()
+                   .Name("gpupack_http_requests_queued")
+                   .Help("Requests waiting for a worker now.")
+                   .Register(registry)
+                   .Add({});
+    shed_ = &prometheus::BuildCounter()
+                 .Name("gpupack_http_shed_total")
+                 .Help("Requests answered 503 unrun: they waited for a worker longer than the queue bound.")
+                 .Register(registry)
+                 .Add({});
+  }
+
+  // The worker pool's queue. Enqueue as a request is posted to it; TakeFromQueue as a worker
+  // picks it up, which gives the 503 to answer instead of running it when it waited too long.
+  Clock::TimePoint Enqueue() {
+    queued_count.fetch_add(1, std::memory_order_relaxed);
+    queued_->Increment();
+    return options.max_queue_wait.count() > 0 ? clock.Now() : Clock::TimePoint{};
+  }
+
+  std::optional<Response> TakeFromQueue(Clock::TimePoint queued_at, const Request& request) {
+    queued_count.fetch_sub(1, std::memory_order_relaxed);
+    queued_->Decrement();
+    if (options.max_queue_wait.count() <= 0) return std::nullopt;
+    const Clock::Duration waited = SaturatingElapsed(queued_at, clock.Now());
+    if (waited <= options.max_queue_wait) return std::nullopt;
+    shed_->Increment();
+    const std::string what = request.method + " " + request.path + " waited " +
+                             std::to_string(std::chrono::ceil<std::chrono::milliseconds>(waited).count()) +
+                             " ms for a worker, more than the bound of " +
+                             std::to_string(options.max_queue_wait.count()) + " ms";
+    // One line for the first and then every 1,000th: under overload a line per request would
+    // add to the load it reports.
+    const int64_t shed = shed_count.fetch_add(1, std::memory_order_relaxed) + 1;
+    if (shed == 1 || shed % 1000 == 0) {
+      GPUPACK_LOG(kWarning, options.component) << "overloaded: " << what << " (" << shed << " shed so far)";
+    }
+    return Response{
+        503, "text/plain", options.component + " overloaded: " + what + "; not run, retry\n", {{"Retry-After", "1"}}};
   }
 
   // Routing: the handler for (method, path), or a ready-made refusal (404, 405 + Allow).
@@ -203,6 +242,7 @@ struct Core {
   void BeginDrain();  // on the I/O thread
 
   HttpServerOptions options;
+  const Clock& clock = options.clock != nullptr ? *options.clock : SystemClock::Instance();
   std::map<std::string, std::map<std::string, Route>> routes;  // path -> method -> route
   std::vector<std::function<std::vector<prometheus::MetricFamily>()>> metric_sources;
 
@@ -215,6 +255,10 @@ struct Core {
   prometheus::Counter* closed_[std::size(kCloseReasonNames)] = {};
   prometheus::Family<prometheus::Counter>* responses_ = nullptr;
   prometheus::Counter* handler_exceptions_ = nullptr;
+  prometheus::Gauge* queued_ = nullptr;
+  prometheus::Counter* shed_ = nullptr;
+  std::atomic<int64_t> queued_count{0};
+  std::atomic<int64_t> shed_count{0};
   std::atomic<prometheus::Counter*> response_counters_[600] = {};  // by status code; null until used
   std::mutex sessions_mu;
   std::condition_variable sessions_cv;
@@ -423,13 +467,25 @@ class Session final : public SessionBase {
     }
     // Everything else, /metrics included, runs on a worker or, for a route that waits, on the
     // waiting pool.
-    net::thread_pool& pool = route != nullptr && route->run_on == RunOn::kWaiting ? *server_.waiting : *server_.workers;
-    net::post(pool, [self = Self(), request, route] {
-      Response response = self->server_.Guarded(
-          *request, [&] { return route != nullptr ? route->handler(*request) : self->server_.Metrics(); });
-      net::post(self->stream_.get_executor(),
-                [self, response = std::move(response)]() mutable { self->Write(std::move(response)); });
+    const bool waits = route != nullptr && route->run_on == RunOn::kWaiting;
+    if (waits) {
+      return net::post(*server_.waiting, [self = Self(), request, route] {
+        self->Reply(self->server_.Guarded(*request, [&] { return route->handler(*request); }));
+      });
+    }
+    net::post(*server_.workers, [self = Self(), request, route, queued_at = server_.Enqueue()] {
+      if (std::optional<Response> shed = self->server_.TakeFromQueue(queued_at, *request)) {
+        return self->Reply(std::move(*shed));
+      }
+      self->Reply(self->server_.Guarded(
+          *request, [&] { return route != nullptr ? route->handler(*request) : self->server_.Metrics(); }));
     });
+  }
+
+  // From a worker: hands the reply back to the connection's strand.
+  void Reply(Response response) {
+    net::post(stream_.get_executor(),
+              [self = Self(), response = std::move(response)]() mutable { self->Write(std::move(response)); });
   }
 
   // Sends the handler's reply; the connection stays open when the client wants it and the server
@@ -568,6 +624,8 @@ void HttpServer::AddMetrics(const prometheus::Collectable& collectable) {
 }
 
 int HttpServer::port() const { return impl_->port; }
+
+int64_t HttpServer::queued() const { return impl_->queued_count.load(std::memory_order_relaxed); }
 
 StatusOr<std::string> HttpServer::Start(const std::string& listen) {
   Impl& s = *impl_;

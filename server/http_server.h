@@ -14,6 +14,12 @@
 //   * Bodies above `max_body_bytes` get 413 naming the limit. Bodies are handed over as bytes,
 //     whatever their Content-Type (curl's default application/x-www-form-urlencoded included).
 //   * A known path with the wrong method gets 405 and an Allow header; an unknown path 404.
+//   * Overload: a request that has waited for a worker longer than `max_queue_wait` is answered
+//     503 with Retry-After, without running its handler, and counted (gpupack_http_shed_total):
+//     its caller (kube-scheduler, whose extender httpTimeout bounds how long it listens) gets a
+//     fast, clear error instead of an answer after it stopped waiting, and the queue drains at
+//     the workers' speed. Routes on the waiting pool are never shed (a bind queued behind others
+//     is still worth doing); the probes answer on the I/O threads.
 //   * A handler (or probe, or metrics source) that throws gets its request answered 500 with the
 //     exception's what(), logged and counted (gpupack_http_handler_exceptions_total); the
 //     connection and the process carry on.
@@ -88,8 +94,12 @@ struct HttpServerOptions {
   std::chrono::milliseconds body_timeout{std::chrono::seconds(30)};    // end of headers to end of body
   std::chrono::milliseconds write_timeout{std::chrono::seconds(30)};   // one reply
   std::chrono::milliseconds drain_timeout{std::chrono::seconds(20)};   // Drain waits this long at most
+  // Longest wait in the worker pool's queue before a request is shed (above); 0: no bound. The
+  // wait is measured on `clock` (below).
+  std::chrono::milliseconds max_queue_wait{0};
   // Both set: HTTPS (TLS 1.2+). The files are looked at again at most once per
-  // `cert_check_interval`, on a handshake, by `clock` (SystemClock when null; must outlive).
+  // `cert_check_interval`, on a handshake, by `clock` (SystemClock when null; must outlive). The
+  // same clock times the queue waits.
   std::string tls_cert_file;
   std::string tls_key_file;
   std::chrono::seconds cert_check_interval{10};
@@ -118,6 +128,8 @@ class HttpServer {
   StatusOr<std::string> Start(const std::string& listen);
   // The bound port; 0 before Start.
   int port() const;
+  // Requests waiting for a worker now (also the gauge gpupack_http_requests_queued).
+  int64_t queued() const;
   // Stops accepting, finishes requests in flight, closes idle connections, then stops the
   // threads. Idempotent.
   void Drain();

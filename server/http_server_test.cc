@@ -413,6 +413,61 @@ TEST(HttpServer, WaitingRoutesHoldNoWorker) {
   for (auto& c : waits) EXPECT_NE(c->ReadResponse().find("waited"), std::string::npos);
 }
 
+// One worker, held by /slow; two /echo requests queue behind it. The bound is 1 s on the fake
+// clock: the first waits 1 s exactly (not more than the bound) and runs, then the clock moves
+// 1.5 s on while the second still waits, so it has waited 2.5 s > 1 s and is answered 503 unrun.
+// Waiting-pool routes are never shed, however long the clock says they waited.
+TEST(HttpServer, ARequestQueuedPastTheBoundIsShedWith503AndRetryAfter) {
+  FakeClock clock;
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::promise<void> entered;
+  std::atomic<int> echoes_run = 0;
+  HttpServerOptions options = Quick();  // one worker
+  options.clock = &clock;
+  options.max_queue_wait = milliseconds(1000);
+  options.waiting_threads = 1;
+  HttpServer server(options);
+  server.Handle("POST", "/slow", [&](const Request&) {
+    entered.set_value();
+    released.wait();
+    return Response{200, "text/plain", "slow", {}};
+  });
+  server.Handle("POST", "/echo", [&](const Request& req) {
+    ++echoes_run;
+    if (echoes_run == 1) clock.Advance(milliseconds(1500));  // while the second is still queued
+    return Echo()(req);
+  });
+  server.Handle("POST", "/wait", Echo(), RunOn::kWaiting);
+  ASSERT_TRUE(server.Start("127.0.0.1:0").ok());
+  RawConnection busy(server.port());
+  busy.Send(Post("/slow", ""));
+  entered.get_future().wait();
+  RawConnection first(server.port()), second(server.port());
+  first.Send(Post("/echo", "a"));
+  ASSERT_TRUE(builders::Eventually([&] { return server.queued() == 1; }));
+  second.Send(Post("/echo", "bb"));
+  ASSERT_TRUE(builders::Eventually([&] { return server.queued() == 2; }));
+  clock.Advance(milliseconds(1000));
+  RawConnection bind(server.port());
+  bind.Send(Post("/wait", "ccc"));
+  EXPECT_NE(bind.ReadResponse().find("|3"), std::string::npos) << "the waiting pool is not shed";
+  release.set_value();
+  EXPECT_NE(busy.ReadResponse().find("slow"), std::string::npos);
+  EXPECT_NE(first.ReadResponse().find("|1"), std::string::npos) << "1000 ms is within the bound";
+  const std::string shed = second.ReadResponse();
+  EXPECT_NE(shed.find("HTTP/1.1 503"), std::string::npos) << shed;
+  EXPECT_NE(shed.find("Retry-After: 1"), std::string::npos) << shed;
+  EXPECT_NE(shed.find("test overloaded: POST /echo waited 2500 ms for a worker, more than the bound of 1000 ms"),
+            std::string::npos)
+      << shed;
+  EXPECT_EQ(echoes_run, 1) << "the shed request's handler never ran";
+  EXPECT_EQ(server.queued(), 0);
+  const std::string metrics = MetricsOf(server);
+  EXPECT_NE(metrics.find("gpupack_http_shed_total 1"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("gpupack_http_requests_queued 0"), std::string::npos) << metrics;
+}
+
 TEST(HttpServer, ProbesAndMetrics) {
   std::string unhealthy;
   std::string not_ready = "not synced yet";
