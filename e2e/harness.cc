@@ -642,8 +642,7 @@ ScheduleResult FakeKubeScheduler::Schedule(const std::vector<Json>& pods, const 
       drain(false);
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
-    in_flight.push_back(std::async(std::launch::async, [this, url, node, it = std::move(item), &done,
-                                                        &done_mu]() mutable {
+    in_flight.push_back(std::async(std::launch::async, [url, node, it = std::move(item), &done, &done_mu]() mutable {
       const Json& p = it.pod;
       Json args = {{"PodName", kube::StringAt(p, {"metadata", "name"})},
                    {"PodNamespace", kube::StringAt(p, {"metadata", "namespace"})},
