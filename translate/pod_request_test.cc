@@ -17,6 +17,13 @@ json PodWith(json containers, json annotations = json::object(), json init = nul
   if (!init.is_null()) pod["spec"]["initContainers"] = init;
   return pod;
 }
+// A braced list of containers is an array under every compiler: clang reads `json{one}` as a copy
+// of `one`, gcc as an array holding it.
+json PodWith(std::initializer_list<json> containers, json annotations = json::object(), json init = nullptr) {
+  json array = json::array();
+  for (const json& c : containers) array.push_back(c);
+  return PodWith(std::move(array), std::move(annotations), std::move(init));
+}
 json Container(std::string name, json limits, json requests = nullptr) {
   json c = {{"name", name}, {"resources", {{"limits", limits}}}};
   if (!requests.is_null()) c["resources"]["requests"] = requests;
