@@ -392,6 +392,11 @@ def check_scheduler(m, ns, values):
         errs.append(f"extender.yaml metricsListen {ext_cfg.get('metricsListen')!r} is not the metrics port {metrics_port} on all interfaces")
     if arg_after(extc["command"], "--config") != "/etc/gpupack/extender.yaml":
         errs.append("extender: --config is not the mounted /etc/gpupack/extender.yaml")
+    # A filter shed after kube-scheduler stopped listening would be no faster than a timeout.
+    if "maxQueueWait" in ext_cfg:
+        wait = parse_duration(str(ext_cfg["maxQueueWait"]))
+        if wait is None or (t is not None and wait >= t):
+            errs.append(f"extender.yaml maxQueueWait {ext_cfg['maxQueueWait']!r} is not a duration below httpTimeout {ext.get('httpTimeout')!r}")
     annotations = dep["spec"]["template"]["metadata"].get("annotations", {})
     if not re.fullmatch(r"[0-9a-f]{64}", annotations.get("checksum/config", "")):
         errs.append("scheduler Deployment: no checksum/config annotation (config changes would not roll the pods)")

@@ -233,6 +233,7 @@ StatusOr<ExtenderConfig> ParseExtenderConfig(std::string_view yaml_text) {
        }},
       {"reservationTTL", [](auto& n, auto& k, auto& c) { return ReadDurationKey(n, k, c.reservation_ttl); }},
       {"filterHoldTTL", [](auto& n, auto& k, auto& c) { return ReadDurationKey(n, k, c.filter_hold_ttl); }},
+      {"maxQueueWait", [](auto& n, auto& k, auto& c) { return ReadDurationKey(n, k, c.max_queue_wait); }},
       {"rememberedPods", [](auto& n, auto& k, auto& c) { return ReadInt(n, k, 0, 10000000, c.remembered_pods); }},
       {"rememberedTTL", [](auto& n, auto& k, auto& c) { return ReadDurationKey(n, k, c.remembered_ttl); }},
       {"maxBodyBytes",

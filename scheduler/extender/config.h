@@ -60,6 +60,9 @@ struct ExtenderConfig {
   int64_t max_body_bytes = 64ll << 20;
   int threads = 4;
   int bind_threads = 32;  // binds in flight at once (each waits on the API server)
+  // A verb that waited this long for a worker is answered 503 unrun; 0 = no bound. Below
+  // kube-scheduler's extender httpTimeout (the chart's 5 s), so it hears a refusal in time.
+  std::chrono::nanoseconds max_queue_wait = std::chrono::seconds(2);
   bool per_device_metrics = true;
   int max_devices_per_container = 16;
   std::string tls_cert_file;  // both set: serve HTTPS (kube-scheduler's enableHTTPS)

@@ -37,6 +37,7 @@ rememberedTTL: 2m
 maxBodyBytes: 8Mi
 threads: 2
 bindThreads: 8
+maxQueueWait: 1500ms
 perDeviceMetrics: false
 maxDevicesPerContainer: 8
 workload: {halfLifePods: 200, priorPods: 10, refreshPods: 5, coverage: 0.9}
@@ -58,6 +59,7 @@ rightsizing: {headroom: 0.2, minSamples: 5, retention: 48h, maxWorkloads: 50}
   EXPECT_EQ(c->max_body_bytes, 8 << 20);
   EXPECT_EQ(c->threads, 2);
   EXPECT_EQ(c->bind_threads, 8);
+  EXPECT_EQ(c->max_queue_wait, std::chrono::milliseconds(1500));
   EXPECT_EQ(c->workload_refresh_pods, 5);
   EXPECT_EQ(c->workload_coverage, 0.9);
   EXPECT_FALSE(c->rank_by_fill);

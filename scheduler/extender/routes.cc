@@ -9,6 +9,7 @@ server::HttpServerOptions ExtenderServerOptions(const ExtenderConfig& config, co
   options.component = "extender";
   options.worker_threads = config.threads;
   options.waiting_threads = config.bind_threads;
+  options.max_queue_wait = std::chrono::duration_cast<std::chrono::milliseconds>(config.max_queue_wait);
   options.max_body_bytes = config.max_body_bytes;
   options.tls_cert_file = config.tls_cert_file;
   options.tls_key_file = config.tls_key_file;
