@@ -95,7 +95,8 @@ struct HttpServerOptions {
   std::chrono::milliseconds write_timeout{std::chrono::seconds(30)};   // one reply
   std::chrono::milliseconds drain_timeout{std::chrono::seconds(20)};   // Drain waits this long at most
   // Longest wait in the worker pool's queue before a request is shed (above); 0: no bound. The
-  // wait is measured on `clock` (below).
+  // wait is measured on `clock` (below), wall time: a clock step forward past the bound sheds the
+  // requests queued across it, once.
   std::chrono::milliseconds max_queue_wait{0};
   // Both set: HTTPS (TLS 1.2+). The files are looked at again at most once per
   // `cert_check_interval`, on a handshake, by `clock` (SystemClock when null; must outlive). The
