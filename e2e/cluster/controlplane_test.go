@@ -13,14 +13,17 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -233,6 +236,8 @@ func newClient(ca *keyPair, user string, groups []string) (*keyPair, error) {
 type controlPlane struct {
 	dir, logDir string
 	etcd        *proc
+	etcdArgs    []string // etcd's command line, for restarts
+	etcdURL     string   // http://127.0.0.1:PORT, its client URL
 	apiserver   *proc
 	apiArgs     []string // kube-apiserver's command line, for restarts
 	controllers *proc    // kube-controller-manager
@@ -289,25 +294,16 @@ func startControlPlane(bin, dir string) (*controlPlane, error) {
 	etcdClient, etcdPeer, apiPort := ports[0], ports[1], ports[2]
 	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdClient)
 	peerURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPeer)
-	cp.etcd, err = startProc(cp.logDir, "etcd", []string{filepath.Join(bin, "etcd"),
+	cp.etcdURL = etcdURL
+	cp.etcdArgs = []string{filepath.Join(bin, "etcd"),
 		"--name", "e2e", "--data-dir", filepath.Join(dir, "etcd"),
 		"--listen-client-urls", etcdURL, "--advertise-client-urls", etcdURL,
 		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
-		"--initial-cluster", "e2e=" + peerURL, "--unsafe-no-fsync", "--log-level", "warn"}, nil)
-	if err != nil {
+		"--initial-cluster", "e2e=" + peerURL, "--unsafe-no-fsync", "--log-level", "warn"}
+	if cp.etcd, err = startProc(cp.logDir, "etcd", cp.etcdArgs, nil); err != nil {
 		return cp, err
 	}
-	if err := waitFor(30*time.Second, 200*time.Millisecond, "etcd /health", func() (bool, error) {
-		if cp.etcd.exited() {
-			return false, fmt.Errorf("etcd exited: %s", cp.etcd.tail(20))
-		}
-		r, err := http.Get(etcdURL + "/health")
-		if err != nil {
-			return false, err
-		}
-		r.Body.Close()
-		return r.StatusCode == 200, nil
-	}); err != nil {
+	if err := cp.waitEtcdHealthy(); err != nil {
 		return cp, err
 	}
 
@@ -377,6 +373,69 @@ func (cp *controlPlane) restartAPIServer(down time.Duration) error {
 		return err
 	}
 	return cp.waitAPIServerReady()
+}
+
+// restartEtcd is `kill -9` of etcd, `down` without it (kube-apiserver answers 5xx, its watch
+// cache loses its source), and a start on the same data directory until /health answers.
+func (cp *controlPlane) restartEtcd(down time.Duration) error {
+	cp.etcd.kill9()
+	time.Sleep(down)
+	var err error
+	if cp.etcd, err = startProc(cp.logDir, "etcd", cp.etcdArgs, nil); err != nil {
+		return err
+	}
+	return cp.waitEtcdHealthy()
+}
+
+func (cp *controlPlane) waitEtcdHealthy() error {
+	return waitFor(30*time.Second, 100*time.Millisecond, "etcd /health", func() (bool, error) {
+		if cp.etcd.exited() {
+			return false, fmt.Errorf("etcd exited: %s", cp.etcd.tail(20))
+		}
+		r, err := http.Get(cp.etcdURL + "/health")
+		if err != nil {
+			return false, err
+		}
+		r.Body.Close()
+		return r.StatusCode == 200, nil
+	})
+}
+
+// compactEtcd writes a key outside the API server's prefix twice and compacts etcd's history up
+// to that revision, through etcd's JSON gateway: a watch that resumes from a revision before the
+// restart is refused as compacted (kube-apiserver's watch cache relists and its clients get 410
+// Gone), as after a long outage on a cluster whose API server compacts every 5 minutes. It
+// returns the revision compacted to.
+func (cp *controlPlane) compactEtcd() (int64, error) {
+	post := func(path, body string, out any) error {
+		r, err := http.Post(cp.etcdURL+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			return err
+		}
+		defer r.Body.Close()
+		raw, _ := io.ReadAll(r.Body)
+		if r.StatusCode != 200 {
+			return fmt.Errorf("etcd %s: %d %s", path, r.StatusCode, raw)
+		}
+		return json.Unmarshal(raw, out)
+	}
+	var put struct {
+		Header struct {
+			Revision string `json:"revision"`
+		} `json:"header"`
+	}
+	marker := b64([]byte("/gpupack-e2e/compaction-marker"))
+	for i := 0; i < 2; i++ {
+		if err := post("/v3/kv/put", fmt.Sprintf(`{"key":%q,"value":"eA=="}`, marker), &put); err != nil {
+			return 0, err
+		}
+	}
+	rev, err := strconv.ParseInt(put.Header.Revision, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("etcd revision %q: %v", put.Header.Revision, err)
+	}
+	var ignored map[string]any
+	return rev, post("/v3/kv/compaction", fmt.Sprintf(`{"revision":"%d","physical":true}`, rev), &ignored)
 }
 
 func (cp *controlPlane) waitAPIServerReady() error {

@@ -96,6 +96,9 @@ type bed struct {
 	webhookHost string   // IP the API server reaches this machine's webhook at
 	nsSuffix    string   // appended to scenario namespaces (external: a run id)
 	namespaces  []string // created by the scenarios
+	// Between the scheduler pods and the bed's own API server (nil on an existing cluster, whose
+	// serving certificate need not name 127.0.0.1): the slow-API scenario delays through it.
+	apiProxy *faultProxy
 
 	stopNodeHeartbeats chan struct{}
 }
@@ -162,6 +165,9 @@ func setUp() (*bed, error) {
 		}
 		b.admin, b.server, b.serverCA, b.certCA = b.cp.admin, b.cp.server, b.cp.ca.certPEM, b.cp.ca
 		b.webhookHost = "127.0.0.1"
+		if b.apiProxy, err = startFaultProxy(strings.TrimPrefix(b.server, "https://")); err != nil {
+			return b, err
+		}
 	}
 	if b.rest, err = clientcmd.BuildConfigFromFlags("", b.admin); err != nil {
 		return b, err
@@ -247,6 +253,7 @@ func (b *bed) tearDown(passed bool) {
 	for _, p := range b.procs() {
 		p.stop(5 * time.Second)
 	}
+	b.apiProxy.close()
 	b.cp.stop()
 	if b.external && os.Getenv("GPUPACK_CLUSTER_KEEP") == "" {
 		b.cleanUpCluster()
@@ -468,6 +475,11 @@ func (b *bed) readChartObjects() error {
 // tokenKubeconfig writes a kubeconfig holding a fresh token of ServiceAccount releaseNS/sa, so a
 // component has exactly the chart's RBAC for it.
 func (b *bed) tokenKubeconfig(sa string) (string, error) {
+	return b.tokenKubeconfigFor(sa, b.server)
+}
+
+// tokenKubeconfigFor is tokenKubeconfig reaching the API server at `server`.
+func (b *bed) tokenKubeconfigFor(sa, server string) (string, error) {
 	c, cancel := ctx(10 * time.Second)
 	defer cancel()
 	expiry := int64(3600)
@@ -477,7 +489,7 @@ func (b *bed) tokenKubeconfig(sa string) (string, error) {
 		return "", fmt.Errorf("token for ServiceAccount %s/%s: %v", releaseNS, sa, err)
 	}
 	path := filepath.Join(b.dir, sa+".kubeconfig")
-	return path, kubeconfig(path, b.server, b.serverCA, nil, tr.Status.Token)
+	return path, kubeconfig(path, server, b.serverCA, nil, tr.Status.Token)
 }
 
 func (b *bed) configMapData(name, key string) (string, error) {
@@ -801,7 +813,11 @@ func (b *bed) startAgent(node string) error {
 
 func (b *bed) startSchedulers() error {
 	var err error
-	if b.schedulerKubeconfig, err = b.tokenKubeconfig(b.saScheduler); err != nil {
+	server := b.server
+	if b.apiProxy != nil {
+		server = "https://" + b.apiProxy.addr()
+	}
+	if b.schedulerKubeconfig, err = b.tokenKubeconfigFor(b.saScheduler, server); err != nil {
 		return err
 	}
 	schedConfig, err := b.configMapData(b.saScheduler, "scheduler-config.yaml")
@@ -959,6 +975,61 @@ func (b *bed) leaseHolder() (string, error) {
 		return "", nil
 	}
 	return *l.Spec.HolderIdentity, nil
+}
+
+// leaderIndex is the replica whose running kube-scheduler acquired the Lease (its log since its
+// last start says so; every replica runs on this host, so the Lease's holder identity,
+// hostname_UUID, does not tell them apart), or -1 while none has.
+func (b *bed) leaderIndex() int {
+	for i, s := range b.scheduler {
+		if s.kubeScheduler.exited() {
+			continue
+		}
+		raw, err := os.ReadFile(s.kubeScheduler.logPath)
+		if err != nil {
+			continue
+		}
+		log := string(raw)
+		if at := strings.LastIndex(log, "\n=== "); at >= 0 {
+			log = log[at:]
+		}
+		if strings.Contains(log, "successfully acquired lease") {
+			return i
+		}
+	}
+	return -1
+}
+
+// makeReplica0Lead restarts the other replica's kube-scheduler if it leads (after a fault
+// scenario either may), so a scenario that kills replica 0 kills the leader.
+func (b *bed) makeReplica0Lead(t *testing.T) {
+	t.Helper()
+	if err := waitFor(time.Minute, 250*time.Millisecond, "a kube-scheduler leading", func() (bool, error) {
+		return b.leaderIndex() >= 0, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range b.scheduler {
+		if i == 0 || b.leaderIndex() != i {
+			continue
+		}
+		holder, err := b.leaseHolder()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.scheduler[i].kubeScheduler.kill9()
+		if _, err := b.waitLeaderChange(holder); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.startKubeScheduler(i); err != nil {
+			t.Fatalf("restart kube-scheduler-%d: %v", i, err)
+		}
+	}
+	if err := waitFor(time.Minute, 250*time.Millisecond, "kube-scheduler-0 leading", func() (bool, error) {
+		return b.leaderIndex() == 0, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func (b *bed) waitLeaderChange(from string) (string, error) {
