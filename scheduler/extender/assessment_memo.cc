@@ -34,17 +34,28 @@ void AssessmentMemo::Store(std::shared_ptr<const Memo> memo) {
     next_ = (next_ + 1) % kShapes;
   }
   replaced = std::exchange(*slot, std::move(memo));
-  // Out of memos_ and held by no reader, it can be reused: no one can reach it any more. Memos
-  // are only ever created non-const (New), so the cast is sound.
-  if (replaced && replaced.use_count() == 1) spare_ = std::const_pointer_cast<Memo>(std::move(replaced));
 }
 
-std::shared_ptr<AssessmentMemo::Memo> AssessmentMemo::New() {
-  {
-    std::lock_guard lock(mu_);
-    if (spare_) return std::move(spare_);
+const Assessment* AssessmentMemo::Memo::Find(size_t row, uint64_t version) const {
+  const size_t c = row / kRowsPerChunk;
+  if (c >= chunks.size() || chunks[c] == nullptr) return nullptr;
+  const size_t r = row % kRowsPerChunk;
+  return chunks[c]->versions[r] == version ? &chunks[c]->assessments[r] : nullptr;
+}
+
+Assessment& AssessmentMemo::Memo::Write(size_t row, uint64_t version) {
+  const size_t c = row / kRowsPerChunk;
+  if (c >= chunks.size()) chunks.resize(c + 1);
+  std::shared_ptr<Chunk>& chunk = chunks[c];
+  // use_count 1: only this memo, which nobody can read before it is stored, holds the chunk.
+  if (chunk == nullptr) {
+    chunk = std::make_shared<Chunk>();
+  } else if (chunk.use_count() != 1) {
+    chunk = std::make_shared<Chunk>(*chunk);
   }
-  return std::make_shared<Memo>();
+  const size_t r = row % kRowsPerChunk;
+  chunk->versions[r] = version;
+  return chunk->assessments[r];
 }
 
 }  // namespace gpupack::extender

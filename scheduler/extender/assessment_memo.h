@@ -4,10 +4,12 @@
 // A memo is keyed by (shape id, policy generation, ranking id) and holds one assessment per
 // snapshot row, each valid while the row's view version is the one stored beside it. View
 // versions are never reused (ClusterState), so a memo can never serve an answer about an older
-// view. Memos are immutable once stored: a call that scores rows afresh stores a new one.
+// view. Memos are immutable once stored: a call that scores rows afresh stores a new one, which
+// shares every chunk of rows it did not write with the memo it came from (copy on write), so a
+// call that rescored one node copies one chunk, not the whole cluster's assessments.
 //
 // Thread safety: one mutex, over the shape table and the memo slots, never held with another
-// lock; the memos themselves are read without it.
+// lock; stored memos and their chunks are read without it.
 #pragma once
 
 #include <array>
@@ -46,14 +48,25 @@ struct Ranking {
 
 class AssessmentMemo {
  public:
+  static constexpr size_t kRowsPerChunk = 64;
+  struct Chunk {
+    std::array<uint64_t, kRowsPerChunk> versions{};  // 0: not assessed
+    std::array<Assessment, kRowsPerChunk> assessments;
+  };
   // Assessments of one pod shape under one policy generation, by row, each valid while the
-  // row's view version is versions[row].
+  // row's view version is the one stored beside it.
   struct Memo {
     uint64_t shape_id = 0;
     uint64_t generation = 0;
     std::array<uint64_t, 2> ranking{};  // the Ranking::id its ranks are from
-    std::vector<uint64_t> versions;     // 0: not assessed
-    std::vector<Assessment> assessments;
+    // By row / kRowsPerChunk; null: no row of the chunk assessed.
+    std::vector<std::shared_ptr<Chunk>> chunks;
+
+    // The assessment of `row` stored for view `version`, or null.
+    const Assessment* Find(size_t row, uint64_t version) const;
+    // The slot for `row`'s assessment at `version`, to fill before the memo is stored. The first
+    // write into a chunk this memo shares with another copies it; later writes reuse the copy.
+    Assessment& Write(size_t row, uint64_t version);
   };
 
   // A number that stands for `shape` in the memos: equal shapes get equal ids while the shape
@@ -65,9 +78,6 @@ class AssessmentMemo {
                                    const std::array<uint64_t, 2>& ranking) const;
   // Stores `memo` in its shape's slot (or the oldest slot), replacing what was there.
   void Store(std::shared_ptr<const Memo> memo);
-  // An empty memo to fill: the spare, or a new one. A reused memo keeps its vectors' contents
-  // (the caller resets what it reads).
-  std::shared_ptr<Memo> New();
 
  private:
   static constexpr int kShapes = 8;
@@ -76,9 +86,6 @@ class AssessmentMemo {
   uint64_t next_shape_id_ = 1;
   std::array<std::shared_ptr<const Memo>, kShapes> memos_;
   int next_ = 0;
-  // A memo evicted while nobody read it, kept for the next call that builds one: a memo of 5,000
-  // nodes is about 0.7 MB, and allocating it afresh per call cost page faults on every call.
-  std::shared_ptr<Memo> spare_;
 };
 
 }  // namespace gpupack::extender

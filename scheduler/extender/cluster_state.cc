@@ -112,7 +112,6 @@ void ClusterState::AssessMany(const std::vector<std::string_view>& names, const 
   // One snapshot for the whole call: every node is ranked by the same policy, as of one moment.
   const std::shared_ptr<const NodeSnapshot> snapshot = snapshot_.Current();
   const std::shared_ptr<const AssessmentMemo::Memo> memo = memo_.Find(shape_id, snapshot->generation, ranking.id);
-  const size_t memo_rows = memo ? memo->versions.size() : 0;
   std::vector<std::pair<size_t, size_t>> fresh;  // (row, i) to score afresh
   std::vector<size_t> name_rows;
   index_.RowsOf(names, name_rows);
@@ -128,8 +127,8 @@ void ClusterState::AssessMany(const std::vector<std::string_view>& names, const 
           &out.own_.emplace_back(Assessment{std::move(*stale), 0, 0, 0, 0, chunk->views[r]->tie_break_rank, {}});
       continue;
     }
-    if (row < memo_rows && memo->versions[row] == chunk->versions[r]) {
-      out.at_[i] = &memo->assessments[row];
+    if (const Assessment* hit = memo ? memo->Find(row, chunk->versions[r]) : nullptr) {
+      out.at_[i] = hit;
       continue;
     }
     fresh.emplace_back(row, i);
@@ -138,23 +137,13 @@ void ClusterState::AssessMany(const std::vector<std::string_view>& names, const 
   out.fresh_ = nullptr;
   if (fresh.empty()) return;
   // This call's answers go into the shape's next memo (for the next call of the shape, such as a
-  // prioritize after its filter), which the answers then point into.
-  std::shared_ptr<AssessmentMemo::Memo> next = memo_.New();
+  // prioritize after its filter), which the answers then point into; it shares the chunks of
+  // rows it does not rescore with the memo found.
+  auto next = std::make_shared<AssessmentMemo::Memo>();
   next->shape_id = shape_id;
   next->generation = snapshot->generation;
   next->ranking = ranking.id;
-  if (memo) {
-    next->versions = memo->versions;
-    next->assessments = memo->assessments;
-  } else {
-    // A reused memo's assessments stay as they were (their rows read as not assessed).
-    std::fill(next->versions.begin(), next->versions.end(), 0);
-  }
-  const size_t rows = snapshot->chunks.size() * NodeChunk::kRows;
-  if (next->versions.size() < rows) {
-    next->versions.resize(rows, 0);
-    next->assessments.resize(rows);
-  }
+  if (memo) next->chunks = memo->chunks;
   const placement::PreparedPod prepared(pod);
   for (size_t k = 0; k < fresh.size(); ++k) {
     // The next nodes' summaries load while this one is scored (placement_bench: BM_FilterScore).
@@ -162,15 +151,15 @@ void ClusterState::AssessMany(const std::vector<std::string_view>& names, const 
       const size_t ahead = fresh[k + kPrefetchAhead].first;
       snapshot->ChunkOf(ahead)->views[ahead % NodeChunk::kRows]->summary.Prefetch();
     }
-    const size_t row = fresh[k].first;
+    const auto [row, i] = fresh[k];
     const NodeChunk* chunk = snapshot->ChunkOf(row);
     const size_t r = row % NodeChunk::kRows;
-    Assessment& assessment = next->assessments[row];
+    Assessment& assessment = next->Write(row, chunk->versions[r]);
     assessment = ScoreView(*chunk->views[r], prepared, *snapshot);
     if (ranking.rank && assessment.verdict.fits()) assessment.rank = ranking.rank(assessment);
-    next->versions[row] = chunk->versions[r];
+    // Stable: a chunk is copied only on this memo's first write into it.
+    out.at_[i] = &assessment;
   }
-  for (const auto& [row, i] : fresh) out.at_[i] = &next->assessments[row];
   out.fresh_ = next;
   memo_.Store(std::move(next));
 }
