@@ -2,9 +2,11 @@
 # Installs what is missing, builds the real control plane once (scripts/build-control-plane.sh:
 # etcd, kube-apiserver, kube-scheduler, helm into ~/.cache/gpupack; reused afterwards), builds
 # everything with warnings as errors, and runs every CTest test (labels unit, e2e, cluster, chart,
-# slow), then the fuzz leg (scripts/fuzz.sh: every fuzz target for 20 s under ASan and UBSan) and
-# the ThreadSanitizer leg (scripts/sanitize.sh tsan: the tests that run threads against each other).
-# Extra arguments go to ctest and leave both legs out, e.g. `scripts/test.sh -L unit`.
+# slow), then the fuzz leg (scripts/fuzz.sh: every fuzz target for 20 s under ASan and UBSan), the
+# ASan+UBSan leg in the same clang tree (scripts/sanitize.sh asan-ci: the decoders', ledger's and
+# e2e scenarios' tests) and the ThreadSanitizer leg (scripts/sanitize.sh tsan: the tests that run
+# threads against each other). Extra arguments go to ctest and leave the legs out, e.g.
+# `scripts/test.sh -L unit`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -20,5 +22,6 @@ cmake --build "$build_dir" -j"$(nproc)"
 ctest --test-dir "$build_dir" --output-on-failure --timeout 900 -j"$(nproc)" "$@"
 if [ $# -eq 0 ]; then
   scripts/fuzz.sh
+  scripts/sanitize.sh asan-ci
   scripts/sanitize.sh tsan
 fi
