@@ -366,25 +366,23 @@ func startControlPlane(bin, dir string) (*controlPlane, error) {
 // flags (port, certificates, etcd) until /readyz answers: what an upgrade or a crash-looping
 // static pod does to every client.
 func (cp *controlPlane) restartAPIServer(down time.Duration) error {
-	cp.apiserver.kill9()
-	time.Sleep(down)
-	var err error
-	if cp.apiserver, err = startProc(cp.logDir, "kube-apiserver", cp.apiArgs, nil); err != nil {
-		return err
-	}
-	return cp.waitAPIServerReady()
+	return cp.restart(&cp.apiserver, "kube-apiserver", cp.apiArgs, down, cp.waitAPIServerReady)
 }
 
 // restartEtcd is `kill -9` of etcd, `down` without it (kube-apiserver answers 5xx, its watch
 // cache loses its source), and a start on the same data directory until /health answers.
 func (cp *controlPlane) restartEtcd(down time.Duration) error {
-	cp.etcd.kill9()
+	return cp.restart(&cp.etcd, "etcd", cp.etcdArgs, down, cp.waitEtcdHealthy)
+}
+
+func (cp *controlPlane) restart(p **proc, name string, args []string, down time.Duration, ready func() error) error {
+	(*p).kill9()
 	time.Sleep(down)
 	var err error
-	if cp.etcd, err = startProc(cp.logDir, "etcd", cp.etcdArgs, nil); err != nil {
+	if *p, err = startProc(cp.logDir, name, args, nil); err != nil {
 		return err
 	}
-	return cp.waitEtcdHealthy()
+	return ready()
 }
 
 func (cp *controlPlane) waitEtcdHealthy() error {
