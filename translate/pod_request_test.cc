@@ -1,5 +1,7 @@
 #include "translate/pod_request.h"
 
+#include <vector>
+
 #include <gtest/gtest.h>
 
 #include "api/annotations.h"
@@ -11,15 +13,17 @@ namespace {
 
 using nlohmann::json;
 
-json PodWith(json containers, json annotations = json::object(), json init = nullptr) {
+// Init containers are a list of their own for the reason below: `{Container(...)}` passed as a
+// json is one container, not an array of one, under clang.
+json PodWith(json containers, json annotations = json::object(), std::vector<json> init = {}) {
   json pod = {{"metadata", {{"name", "p"}, {"namespace", "ml"}, {"uid", "u-1"}, {"annotations", annotations}}},
               {"spec", {{"containers", containers}}}};
-  if (!init.is_null()) pod["spec"]["initContainers"] = init;
+  if (!init.empty()) pod["spec"]["initContainers"] = init;
   return pod;
 }
 // A braced list of containers is an array under every compiler: clang reads `json{one}` as a copy
 // of `one`, gcc as an array holding it.
-json PodWith(std::initializer_list<json> containers, json annotations = json::object(), json init = nullptr) {
+json PodWith(std::initializer_list<json> containers, json annotations = json::object(), std::vector<json> init = {}) {
   json array = json::array();
   for (const json& c : containers) array.push_back(c);
   return PodWith(std::move(array), std::move(annotations), std::move(init));
