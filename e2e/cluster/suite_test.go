@@ -1000,10 +1000,17 @@ func (b *bed) leaderIndex() int {
 	return -1
 }
 
-// makeReplica0Lead restarts the other replica's kube-scheduler if it leads (after a fault
-// scenario either may), so a scenario that kills replica 0 kills the leader.
+// makeReplica0Lead starts a kube-scheduler that exited and restarts the other replica's if it
+// leads (after a fault scenario either may), so a scenario that kills replica 0 kills the leader.
 func (b *bed) makeReplica0Lead(t *testing.T) {
 	t.Helper()
+	for i, s := range b.scheduler {
+		if s.kubeScheduler.exited() { // the kubelet's part, as in the fault scenarios
+			if err := b.startKubeScheduler(i); err != nil {
+				t.Fatalf("restart kube-scheduler-%d: %v", i, err)
+			}
+		}
+	}
 	if err := waitFor(time.Minute, 250*time.Millisecond, "a kube-scheduler leading", func() (bool, error) {
 		return b.leaderIndex() >= 0, nil
 	}); err != nil {
