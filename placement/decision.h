@@ -47,13 +47,12 @@ struct DecisionOptions {
   bool reserve_scarce_capacity = true;  // the capacity reservation's price is in the fill level
   bool fixed_tie_break = true;          // the last key is the node order (false: ties stay ties)
   // The learner (WorkloadLearner): half-life in pods; the prior's weight in pods once the
-  // evidence reaches its steady state, and the same share of the blend before (20 % at these
-  // defaults: a handful of pods of a new mix outweigh it, and the prior's whole devices still keep
-  // room for the rare large pods a long run brings; docs/placement.md, "The evidence rule"); the
-  // typical set's coverage; and the most pods between refreshes once the doubling schedule
-  // reaches it (0: never learn, keep the starting policy).
+  // evidence reaches its steady state, and the same share of the blend before (6.5 % at these
+  // defaults, so a handful of pods of a new mix outweigh it); the typical set's coverage; and the
+  // most pods between refreshes once the doubling schedule reaches it (0: never learn, keep the
+  // starting policy).
   double half_life_pods = 1000;
-  double prior_pods = 360;
+  double prior_pods = 100;
   double coverage = 0.95;
   int refresh_pods = 50;
 };

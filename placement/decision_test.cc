@@ -140,21 +140,20 @@ TEST(Decision, RefreshesAfterOneTwoFourPodsThenEveryRefreshPods) {
 }
 
 // The mix change: 964 pods of 10 GiB, then 40 GiB pods, on 80 GiB devices. Half-life 1000 pods,
-// r = 2^(-1/1000); prior 360 pods, so its share is s = 360(1 − r) / (1 + 360(1 − r)) = 19.96 %
-// (whole devices 30 % of it = 5.99 %, halves 3.99 %, quarters and CPU-only 2.99 % each, eighths
-// and two whole devices 2.00 %; the prior's shapes ask 4 CPUs, these pods 1, so none is the same
-// shape); coverage 0.95; refresh_pods 50. The last refresh was at the 964th pod, so the schedule's
-// next is 50 pods later, and a change of the typical set is due once max(1, 50 / 8) = 6 pods have
-// come since the last refresh.
+// r = 2^(-1/1000); prior 100 pods, so its share is s = 100(1 − r) / (1 + 100(1 − r)) = 6.48 %
+// (whole devices 30 % of it = 1.94 %, halves 1.30 %, the rest below; the prior's shapes ask 4
+// CPUs, these pods 1, so none is the same shape); coverage 0.95; refresh_pods 50. The last
+// refresh was at the 964th pod, so the schedule's next is 50 pods later, and a change of the
+// typical set is due once max(1, 50 / 8) = 6 pods have come since the last refresh.
 //   after n large pods: small S = r^n·(1 − r^964)/(1 − r) = 703.36·r^n, large L = (1 − r^n)/(1 − r),
 //   small's share (1 − s)·S/(S + L), large's (1 − s)·L/(S + L)
-//   n = 0: small 0.8004 + whole 0.0599 + half 0.0399 + quarter 0.0299 + CPU-only 0.0299 = 0.9601
-//          ≥ 0.95: the typical set is those five
-//   n = 9: S = 698.99, L = 8.98, small 0.7902: the five cover 0.9499 < 0.95, so the prior's eighth
-//          (0.0200) joins; 9 ≥ 6 pods since the refresh: refresh due; large is 0.0102, not in it
-//   n = 18: S = 694.64, L = 17.89, large 0.0201 > the eighth's 0.0200 and takes its place; 9 ≥ 6
-//          pods since the refresh at n = 9: refresh due, and the policy knows the 40 GiB pods from
-//          the 19th on.
+//   n = 0: small 0.9352 + whole 0.0194 = 0.9546 ≥ 0.95: the typical set is {10 GiB, whole}
+//   n = 4: S = 701.42, L = 4.00, small 0.9299; + whole 0.9493 < 0.95, so the prior's half
+//          device joins: {10 GiB, whole, 40 GiB of the prior}; 4 < 6 pods since the refresh
+//   n = 6: the set differs from the last refresh's: refresh due; large is 0.0079, not in it
+//   n = 10: S = 698.51, L = 9.97, large 0.0132 > the prior's half 0.0130, and the set becomes
+//          {10 GiB, whole, 40 GiB of 1 CPU}; 4 < 6 pods since the refresh at n = 6
+//   n = 12: 6 pods since: refresh due, and the policy knows the 40 GiB pods from the 13th on.
 // The schedule alone would refresh at the 50th. Before the evidence rule (the prior as 100 pods
 // against the count seen, a refresh every 50 binds) the policy saw them at the 50th.
 TEST(Decision, AMixChangeRefreshesAsSoonAsTheNewShapeIsTypical) {
@@ -179,9 +178,9 @@ TEST(Decision, AMixChangeRefreshesAsSoonAsTheNewShapeIsTypical) {
     knew_large.push_back(has_large(decision.Refresh(each)));
   }
   ASSERT_GE(refreshed_at.size(), 2u);
-  EXPECT_EQ(refreshed_at[0], 9);
+  EXPECT_EQ(refreshed_at[0], 6);
   EXPECT_FALSE(knew_large[0]);
-  EXPECT_EQ(refreshed_at[1], 18);
+  EXPECT_EQ(refreshed_at[1], 12);
   EXPECT_TRUE(knew_large[1]);
 }
 

@@ -88,7 +88,7 @@ class WorkloadLearner {
   TypicalWorkload EveryShape() const;
   double observed_mass() const { return mass_; }
   // The prior's share of the blend once anything is observed:
-  // prior_pods·(1 − decay) / (1 + prior_pods·(1 − decay)); 20 % at 360 pods and half-life 1,000.
+  // prior_pods·(1 − decay) / (1 + prior_pods·(1 − decay)); 6.5 % at 100 pods and half-life 1,000.
   double prior_share() const { return prior_share_; }
   static double PriorShare(double prior_pods, double decay);
 

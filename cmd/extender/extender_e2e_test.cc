@@ -89,11 +89,10 @@ TEST(ExtenderBinary, ServesStandaloneAndStopsOnSigterm) {
   ASSERT_TRUE(filter);
   ASSERT_EQ(filter->status, 200);
   json f = json::parse(filter->body);
-  // The learner has seen this one pod (filter counts it) and weighs it at 80 % against the
-  // prior's 20 %. The completion loss, the first key, decides: on the 10 GiB MIG instance the pod
-  // gives up the instance's whole completion value (10240 MiB: the 2 GiB left completes no shape),
-  // on an A100 only the 8192 MiB it takes (the 72 GiB left still holds nine more). FGD's ΔF alone
-  // would take the instance (983 against 4344 MiB: the prior's whole GPUs price the A100's room).
+  // The learner has seen this one pod (filter counts it) and weighs it at 93.5 % against the
+  // prior's 6.5 %: 8 GiB on the 10 GiB MIG instance strands 2 GiB that no 8 GiB pod can use
+  // (0.98 · 2 GiB), while the 72 GiB an A100 keeps holds nine more and is lost only to whole-GPU
+  // pods (the prior's 30 % of 6.5 %: 0.02 · 72 GiB = 1.47 GiB). FGD takes the A100.
   EXPECT_EQ(f["NodeNames"], json({"gpu-a1"})) << filter->body;
   auto bind = client.Post("/gpupack/bind",
                           json{{"PodName", "p"}, {"PodNamespace", "ml"}, {"PodUID", "u-1"}, {"Node", "gpu-a1"}}.dump(),

@@ -144,7 +144,7 @@ TEST(ExtenderLearner, ARunningExtenderCountsAWaitingBurstAtItsFirstRefresh) {
 
 // The standalone repro, where nothing is waiting: after three pairs of 48 + 32 GiB (or
 // 60 + 20) have been bound, two small pods sent to a node with two empty GPUs take one GPU each.
-// The six pods hold 80 % of the weight (the prior's fixed share is 20 %), and a small pod
+// The six pods hold 93.5 % of the weight (the prior's fixed share is 6.5 %), and a small pod
 // beside a small one leaves 80 − 2·32 = 16 GiB (80 − 2·20 = 40) that the large size cannot use;
 // with the prior as 100 pods against the six, both went to device 0.
 TEST(ExtenderLearner, AFewPairsOutweighThePrior) {
