@@ -153,9 +153,20 @@ bool ClusterState::DeviceFits(int n, int slot, const Demand& d) const {
   return UsableForShape(nodes_[n].devices[slot], d, true);
 }
 
+bool ClusterState::HostFits(int n, const Demand& d) const {
+  return nodes_[n].cpu_free >= d.cpu_milli && nodes_[n].memory_free >= d.memory_bytes;
+}
+
+bool ClusterState::AnyHostFits(const Demand& d) const {
+  for (int n = 0; n < static_cast<int>(nodes_.size()); ++n) {
+    if (HostFits(n, d)) return true;
+  }
+  return false;
+}
+
 bool ClusterState::Fits(int n, const Demand& d) const {
   const SimNode& node = nodes_[n];
-  if (node.stale || node.cpu_free < d.cpu_milli || node.memory_free < d.memory_bytes) return false;
+  if (node.stale || !HostFits(n, d)) return false;
   if (d.device_count == 0) return true;
   int usable = 0;
   for (const SimDevice& dev : node.devices) {

@@ -104,6 +104,11 @@ class ClusterState {
   // kube-scheduler's NodeResourcesFit plus the device fit: CPU, host memory, model/kind, and
   // enough devices with room (whole requests: enough empty devices).
   bool Fits(int n, const Demand& d) const;
+  // kube-scheduler's own NodeResourcesFit alone (CPU and host memory): the nodes it passes to an
+  // extender. With none, kube-scheduler does not call the extender, so the extender never hears
+  // of the pod (findNodesThatPassExtenders).
+  bool HostFits(int n, const Demand& d) const;
+  bool AnyHostFits(const Demand& d) const;
 
   // F_n(M) of node n, MiB.
   double NodeFragmentation(int n) const { return frag_[n]; }

@@ -38,19 +38,17 @@ class ExtenderPolicy final : public SimPolicy {
   }
 
   StatusOr<std::optional<Choice>> Choose(const ClusterState& s, const SimPod& pod, Rng& rng) override {
+    // kube-scheduler's own fit first: with no node left it does not call the extender.
+    std::vector<std::string> names;
+    for (int n = 0; n < static_cast<int>(s.nodes().size()); ++n) {
+      if (s.HostFits(n, pod.demand)) names.push_back(s.nodes()[n].name);
+    }
+    if (names.empty()) return std::optional<Choice>();
     // The extender counts the pod at this filter, before it ranks it (once per UID: not again at
     // the bind).
     if (decision_->Observe(ArrivalRequest(pod))) RebuildMirror();
     api::ExtenderArgs args;
     args.pod = PodJson(*pod.request, pod.name);
-    std::vector<std::string> names;
-    for (int n = 0; n < static_cast<int>(s.nodes().size()); ++n) {
-      const SimNode& node = s.nodes()[n];
-      if (node.cpu_free >= pod.demand.cpu_milli && node.memory_free >= pod.demand.memory_bytes) {
-        names.push_back(node.name);
-      }
-    }
-    if (names.empty()) return std::optional<Choice>();
     args.node_names = names;
     const std::string body = api::EncodeExtenderArgs(args);
 

@@ -330,7 +330,9 @@ class CorePolicy final : public SimPolicy {
   }
 
   StatusOr<std::optional<Choice>> Choose(const ClusterState& s, const SimPod& pod, Rng&) override {
-    // The extender counts a pod when kube-scheduler first asks about it, before ranking it.
+    // The extender counts a pod when kube-scheduler first asks about it, before ranking it; a pod
+    // whose CPU or host memory no node has room for is never asked about.
+    if (!s.AnyHostFits(pod.demand)) return std::optional<Choice>();
     if (decision_->Observe(ArrivalRequest(pod))) RefreshPolicy();
     // The compact filter is the same fit; it only saves the core the infeasible nodes.
     const int best = CoreRankFirst(*decision_, kind_, *policy_, nodes_, summaries_, rank_, *pod.request,

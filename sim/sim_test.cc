@@ -263,6 +263,55 @@ TEST(Policy, CompletionLossKeepsASliceForThePodsThatCompleteIt) {
   EXPECT_EQ(PickWith("gpupack-pinned", nodes, m, pod, {1, 0, 2}).node, 2);
 }
 
+// Replays `pods` in order through `policy` on `nodes` as the replayer does (Choose, then Apply and
+// Committed when it placed the pod); the slots each pod got, empty where it got none.
+std::vector<std::vector<int>> ReplayInOrder(const std::string& policy, const std::vector<model::Node>& nodes,
+                                            const std::vector<model::PodRequest>& pods) {
+  ClusterState s(nodes, {});
+  std::vector<int> rank(nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i) rank[i] = static_cast<int>(i);
+  auto p = MakePolicy(policy, {});
+  EXPECT_TRUE(p.ok()) << p.status();
+  EXPECT_TRUE((*p)->Start(s, nodes, rank).ok());
+  Rng rng(1);
+  std::vector<std::vector<int>> slots;
+  for (const model::PodRequest& pod : pods) {
+    SimPod sp{&pod, *s.DemandOf(pod), pod.name};
+    auto choice = (*p)->Choose(s, sp, rng);
+    EXPECT_TRUE(choice.ok()) << choice.status();
+    slots.emplace_back();
+    if (!choice.ok() || !choice->has_value()) continue;
+    s.Apply(**choice, sp.demand);
+    (*p)->Committed(sp, **choice);
+    slots.back() = (**choice).slots;
+  }
+  return slots;
+}
+
+TEST(Policy, APodNoNodeHasHostRoomForIsNotLearned) {
+  // kube-scheduler calls no extender for a pod that its own CPU and memory fit leaves no node
+  // for, so the extender's learner never hears of it, and the in-process policy must not either.
+  // One node, two GPUs of 1000, 1 TiB of host memory. The first 320 takes GPU 0. Five pods of 600
+  // that ask 2 TiB of host memory come next: no node has room. Then the second 320. The policy
+  // has seen only 320s and stacks it on GPU 0 (the 360 left there still takes a 320; GPU 1 stays
+  // whole). Had it learned the 600s (5 of 7 pods), it would spread the 320s: stacked, the 360 left
+  // takes no 600, while 680 on each GPU takes one each.
+  const std::vector<model::Node> nodes{TraceNode("n", 8000, {0, 0})};
+  std::vector<model::PodRequest> pods{NamedPod("first", 1, 320, 1000)};
+  for (int i = 0; i < 5; ++i) {
+    pods.push_back(NamedPod(Numbered("wide", i), 1, 600, 1000));
+    pods.back().memory_bytes = int64_t{2} << 40;
+  }
+  pods.push_back(NamedPod("second", 1, 320, 1000));
+  const std::vector<std::vector<int>> slots = ReplayInOrder("gpupack", nodes, pods);
+  EXPECT_EQ(slots.front(), std::vector<int>{0});
+  for (int i = 1; i <= 5; ++i) EXPECT_TRUE(slots[i].empty()) << "wide" << i - 1 << " has no host memory to land on";
+  EXPECT_EQ(slots.back(), std::vector<int>{0}) << "the policy learned the pods the extender never hears of";
+  // The same order with the wide pods left out gives the same slots.
+  const std::vector<std::vector<int>> alone = ReplayInOrder("gpupack", nodes, {pods.front(), pods.back()});
+  EXPECT_EQ(alone.back(), slots.back());
+}
+
 TEST(Policy, NothingFitsGivesNoChoice) {
   std::vector<model::Node> nodes{TraceNode("a", 1000, {0})};
   for (const auto& name : PolicyNames()) {
