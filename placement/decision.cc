@@ -89,7 +89,7 @@ Decision::Decision(PolicyKind kind, PlacementOptions placement, DecisionOptions 
       unit_mib_(options.device_mib > 0 ? options.device_mib : kUnknownDeviceMiB),
       prior_mib_(unit_mib_),
       learner_(prior ? std::move(*prior) : DefaultPriorWorkload(prior_mib_), options.half_life_pods, options.prior_pods,
-               options.coverage) {}
+               options.whole_gpu_prior_pods, options.coverage) {}
 
 Decision Decision::Pinned(PolicyKind kind, PlacementOptions placement, DecisionOptions options,
                           TypicalWorkload workload) {

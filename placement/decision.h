@@ -48,11 +48,13 @@ struct DecisionOptions {
   bool fixed_tie_break = true;          // the last key is the node order (false: ties stay ties)
   // The learner (WorkloadLearner): half-life in pods; the prior's weight in pods once the
   // evidence reaches its steady state, and the same share of the blend before (6.5 % at these
-  // defaults, so a handful of pods of a new mix outweigh it); the typical set's coverage; and the
-  // most pods between refreshes once the doubling schedule reaches it (0: never learn, keep the
-  // starting policy).
+  // defaults, so a handful of pods of a new mix outweigh it), and the same while pods of whole
+  // GPUs come (20 %: the prior's whole and multi-GPU shapes keep room for the rare large pods);
+  // the typical set's coverage; and the most pods between refreshes once the doubling schedule
+  // reaches it (0: never learn, keep the starting policy).
   double half_life_pods = 1000;
   double prior_pods = 100;
+  double whole_gpu_prior_pods = 360;
   double coverage = 0.95;
   int refresh_pods = 50;
 };

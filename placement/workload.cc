@@ -122,10 +122,12 @@ double WorkloadLearner::PriorShare(double prior_pods, double decay) {
   return weight_per_pod / (1.0 + weight_per_pod);
 }
 
-WorkloadLearner::WorkloadLearner(TypicalWorkload prior, double half_life_pods, double prior_pods, double coverage)
+WorkloadLearner::WorkloadLearner(TypicalWorkload prior, double half_life_pods, double prior_pods,
+                                 double whole_gpu_prior_pods, double coverage)
     : prior_(std::move(prior)),
       decay_(std::pow(2.0, -1.0 / std::max(1.0, half_life_pods))),
       prior_share_(PriorShare(std::max(0.0, prior_pods), decay_)),
+      whole_gpu_prior_share_(PriorShare(std::max(0.0, whole_gpu_prior_pods), decay_)),
       coverage_(std::clamp(coverage, 1e-9, 1.0)) {
   prior_.Normalize();
 }
@@ -148,6 +150,10 @@ void WorkloadLearner::Observe(const PodRequest& pod) {
     scale_ = 1.0;
   }
   TypicalSpec spec = SpecOfPod(pod);
+  // Whole GPUs, as the prior's whole shapes are (a whole MIG instance is a slice of one).
+  const bool whole_gpus = spec.device_count > 0 && spec.mem_per_device_mib == 0 &&
+                          spec.device_kind != DeviceKindPreference::kMig && spec.mig_profile.empty();
+  whole_gpu_mass_ = whole_gpu_mass_ * decay_ + (whole_gpus ? 1.0 : 0.0);
   const double memory = static_cast<double>(spec.memory_bytes);
   for (auto& b : buckets_) {
     if (SameShape(b.spec, spec)) {
@@ -181,17 +187,17 @@ TypicalWorkload WorkloadLearner::EveryShape() const {
   TypicalWorkload out;
   double observed_total = 0;
   for (const auto& b : buckets_) observed_total += b.weight;
-  const double prior_share = mass_ > 0 ? prior_share_ : 1.0;
-  if (prior_share > 0) {
+  const double share = mass_ > 0 ? prior_share() : 1.0;
+  if (share > 0) {
     for (auto s : prior_.specs) {
-      s.weight *= prior_share;
+      s.weight *= share;
       out.specs.push_back(std::move(s));
     }
   }
   if (observed_total > 0) {
     for (const auto& b : buckets_) {
       TypicalSpec s = b.spec;
-      s.weight = (1.0 - prior_share) * b.weight / observed_total;
+      s.weight = (1.0 - share) * b.weight / observed_total;
       s.memory_bytes = static_cast<int64_t>(b.memory_weighted / b.weight);
       auto same =
           std::find_if(out.specs.begin(), out.specs.end(), [&](const TypicalSpec& x) { return SameShape(x, s); });

@@ -65,15 +65,19 @@ TypicalWorkload DefaultPriorWorkload(MiB device_mib);
 // fixed share (the evidence rule, docs/placement.md): the prior weighs as `prior_pods` pods
 // against the observed mass once that mass has reached its steady state (1 / (1 − decay), 1,443
 // pods at a half-life of 1,000), and as the same share before, so a handful of pods of a new mix
-// already outweigh it; with nothing observed it is the whole estimate. The snapshot then keeps the
-// heaviest specs until they cover `coverage` of the blended weight, as FGD's typical set
-// covers 95% of pods: the rarest shapes otherwise pull the policy towards keeping room for pods
-// that almost never come (bench/RESULTS.md keeps the measurement). 0 < coverage ≤ 1. Shapes are exact
-// (SpecOfPod); the histogram holds at most 4 × kMaxTypicalSpecs of them, dropping the lightest.
-// Not thread-safe: the owner serialises calls.
+// already outweigh it; with nothing observed it is the whole estimate. While pods of whole GPUs
+// come (their decayed count is at least ½: one within the last half-life) it weighs as
+// `whole_gpu_prior_pods` instead: its whole and multi-GPU shapes then keep room for the rare
+// large pods that the coverage cut drops, where no such pod comes they keep room for nothing. The
+// snapshot then keeps the heaviest specs until they cover `coverage` of the blended weight, as
+// FGD's typical set covers 95% of pods: the rarest shapes otherwise pull the policy towards
+// keeping room for pods that almost never come (bench/RESULTS.md keeps the measurements).
+// 0 < coverage ≤ 1. Shapes are exact (SpecOfPod); the histogram holds at most 4 ×
+// kMaxTypicalSpecs of them, dropping the lightest. Not thread-safe: the owner serialises calls.
 class WorkloadLearner {
  public:
-  WorkloadLearner(TypicalWorkload prior, double half_life_pods, double prior_pods, double coverage);
+  WorkloadLearner(TypicalWorkload prior, double half_life_pods, double prior_pods, double whole_gpu_prior_pods,
+                  double coverage);
   void Observe(const PodRequest& pod);
   // Replaces the prior (e.g. once the cluster's device size is known); observations stay.
   void SetPrior(TypicalWorkload prior);
@@ -87,9 +91,11 @@ class WorkloadLearner {
   // rare large shape seen once must not lose its place to common ones. Not a Policy's workload.
   TypicalWorkload EveryShape() const;
   double observed_mass() const { return mass_; }
-  // The prior's share of the blend once anything is observed:
-  // prior_pods·(1 − decay) / (1 + prior_pods·(1 − decay)); 6.5 % at 100 pods and half-life 1,000.
-  double prior_share() const { return prior_share_; }
+  // The prior's share of the blend once anything is observed: PriorShare of prior_pods, or of
+  // whole_gpu_prior_pods while pods of whole GPUs come.
+  double prior_share() const { return whole_gpu_mass_ >= 0.5 ? whole_gpu_prior_share_ : prior_share_; }
+  // prior_pods·(1 − decay) / (1 + prior_pods·(1 − decay)); 6.5 % at 100 pods and half-life 1,000,
+  // 20 % at 360.
   static double PriorShare(double prior_pods, double decay);
 
  private:
@@ -101,9 +107,11 @@ class WorkloadLearner {
   TypicalWorkload prior_;
   double decay_;
   double prior_share_;
+  double whole_gpu_prior_share_;
   double coverage_;
-  double scale_ = 1.0;  // current weight of an observation made now, relative to storage units
-  double mass_ = 0;     // decayed count of observations
+  double scale_ = 1.0;         // current weight of an observation made now, relative to storage units
+  double mass_ = 0;            // decayed count of observations
+  double whole_gpu_mass_ = 0;  // decayed count of the observed pods that ask for whole GPUs
   std::vector<Bucket> buckets_;
 };
 

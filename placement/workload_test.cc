@@ -51,7 +51,7 @@ TEST(TypicalWorkload, PriorIsRelativeToTheDevice) {
 TEST(WorkloadLearner, PriorKeepsAFixedShareAndOldObservationsDecay) {
   TypicalWorkload prior{{Spec(0, 1, 0)}};
   prior.specs[0].weight = 1;
-  WorkloadLearner learner(prior, 10, 10, 1.0);
+  WorkloadLearner learner(prior, 10, 10, 10, 1.0);
   TypicalWorkload cold = learner.Snapshot();
   ASSERT_EQ(cold.specs.size(), 1u);
   EXPECT_EQ(cold.specs[0].mem_per_device_mib, 0);
@@ -77,10 +77,40 @@ TEST(WorkloadLearner, PriorKeepsAFixedShareAndOldObservationsDecay) {
   EXPECT_NEAR(w3, 0.30, 0.01);
 }
 
+// The heavier prior while pods of whole GPUs come: half-life 10 pods (r = 2^-0.1, 1 − r =
+// 0.066967), the prior worth 1 pod, or 10 while whole-GPU pods come:
+//   1 pod:   0.066967 / 1.066967 = 6.28 %;   10 pods: 0.66967 / 1.66967 = 40.1 %.
+// A pod of 3000 MiB keeps the light share; a pod of one whole GPU makes the decayed whole count
+// 1 ≥ ½; after 9 more shares it is r^9 = 0.536, after 11 r^11 = 0.467 < ½.
+// A whole MIG instance does not count: it is a slice of a GPU.
+TEST(WorkloadLearner, ThePriorWeighsMoreWhilePodsOfWholeGpusCome) {
+  TypicalWorkload prior{{Spec(0, 1, 0)}};
+  prior.specs[0].weight = 1;
+  WorkloadLearner learner(prior, 10, 1, 10, 1.0);
+  learner.Observe(Pod(1, 3000));
+  EXPECT_NEAR(learner.prior_share(), 0.0628, 0.0001);
+  PodRequest mig = Pod(1, 0);
+  mig.device_kind = DeviceKindPreference::kMig;
+  mig.mig_profile = "1g.10gb";
+  learner.Observe(mig);
+  EXPECT_NEAR(learner.prior_share(), 0.0628, 0.0001) << "a whole MIG instance is not a whole GPU";
+  learner.Observe(Pod(1, 0));
+  EXPECT_NEAR(learner.prior_share(), 0.401, 0.001);
+  double prior_weight = 0;
+  for (const auto& s : learner.Snapshot().specs)
+    prior_weight += s.mem_per_device_mib == 0 && s.cpu_milli == 0 ? s.weight : 0;
+  EXPECT_GT(prior_weight, 0.401) << "the blend uses the heavier share (the whole-GPU pod adds to the prior's shape)";
+  for (int i = 0; i < 9; ++i) learner.Observe(Pod(1, 3000));
+  EXPECT_NEAR(learner.prior_share(), 0.401, 0.001) << "r^9 = 0.536: still within a half-life";
+  learner.Observe(Pod(1, 3000));
+  learner.Observe(Pod(1, 3000));
+  EXPECT_NEAR(learner.prior_share(), 0.0628, 0.0001) << "r^11 = 0.467: a half-life without one";
+}
+
 // Coverage keeps the heaviest specs until their share reaches it: with weights .5/.3/.15/.05
 // (no prior), 0.9 keeps three (.5 + .3 = .8 < .9 ≤ .95) and renormalises them to sum 1.
 TEST(WorkloadLearner, CoverageDropsTheRarestShapes) {
-  WorkloadLearner learner(TypicalWorkload{}, 1e9, 0, 0.9);
+  WorkloadLearner learner(TypicalWorkload{}, 1e9, 0, 0, 0.9);
   const std::pair<MiB, int> counts[] = {{100, 50}, {200, 30}, {300, 15}, {400, 5}};
   for (const auto& [mem, n] : counts) {
     for (int i = 0; i < n; ++i) learner.Observe(Pod(1, mem));
@@ -92,7 +122,7 @@ TEST(WorkloadLearner, CoverageDropsTheRarestShapes) {
   EXPECT_NEAR(w.specs[0].weight, .5 / .95, 1e-6);
   EXPECT_NEAR(w.specs[2].weight, .15 / .95, 1e-6);
   // Full coverage keeps the rare one too.
-  WorkloadLearner all(TypicalWorkload{}, 1e9, 0, 1.0);
+  WorkloadLearner all(TypicalWorkload{}, 1e9, 0, 0, 1.0);
   for (const auto& [mem, n] : counts) {
     for (int i = 0; i < n; ++i) all.Observe(Pod(1, mem));
   }
@@ -104,7 +134,7 @@ TEST(WorkloadLearner, CoverageDropsTheRarestShapes) {
 // 141 pods (no prior; a half-life of 10⁹ pods decays them by less than 10⁻⁷), so the rare one
 // weighs 1/141.
 TEST(WorkloadLearner, EveryShapeKeepsWhatTheSnapshotCuts) {
-  WorkloadLearner learner(TypicalWorkload{}, 1e9, 0, 1.0);
+  WorkloadLearner learner(TypicalWorkload{}, 1e9, 0, 0, 1.0);
   for (int round = 0; round < 2; ++round) {
     for (int i = 0; i < 70; ++i) learner.Observe(Pod(1, 100 + i));
   }
@@ -132,7 +162,7 @@ TEST(WorkloadLearner, EveryShapeKeepsWhatTheSnapshotCuts) {
 // (12960 + 3040 = 16000). Rounded up to 1 GiB buckets they would be 13312 + 3072 = 16384 and no
 // longer fit, and every price built from the learned shapes would say so.
 TEST(WorkloadLearner, KeepsExactSizesSoShapesThatFitTogetherStillDo) {
-  WorkloadLearner learner(TypicalWorkload{}, 1e9, 0, 1.0);
+  WorkloadLearner learner(TypicalWorkload{}, 1e9, 0, 0, 1.0);
   learner.Observe(Pod(1, 12960));
   learner.Observe(Pod(1, 3040));
   MiB sum = 0;
@@ -145,7 +175,7 @@ TEST(WorkloadLearner, KeepsExactSizesSoShapesThatFitTogetherStillDo) {
 // shape, whose memory is their decayed mean. Half-life 1 pod: each pod weighs twice the one
 // before, so 30 MiB then 60 MiB give (1·30 + 2·60) / 3 = 50 MiB; a 2-device pod is its own shape.
 TEST(WorkloadLearner, HostMemoryIsTheShapesMeanNotItsIdentity) {
-  WorkloadLearner learner(TypicalWorkload{}, 1, 0, 1.0);
+  WorkloadLearner learner(TypicalWorkload{}, 1, 0, 0, 1.0);
   PodRequest a = Pod(1, 500), b = Pod(1, 500), c = Pod(1, 500);
   a.memory_bytes = int64_t{30} << 20;
   b.memory_bytes = int64_t{60} << 20;
@@ -172,7 +202,7 @@ TEST(WorkloadLearner, HostMemoryIsTheShapesMeanNotItsIdentity) {
 // dropped first. 300 distinct sizes seen once each, then size 7 seen twice: 256 remain, size 7
 // (the heaviest) among them.
 TEST(WorkloadLearner, BoundsTheDistinctShapes) {
-  WorkloadLearner learner(TypicalWorkload{}, 1e9, 0, 1.0);
+  WorkloadLearner learner(TypicalWorkload{}, 1e9, 0, 0, 1.0);
   for (int i = 0; i < 300; ++i) learner.Observe(Pod(1, 1000 + i));
   learner.Observe(Pod(1, 7));
   learner.Observe(Pod(1, 7));
@@ -186,7 +216,7 @@ TEST(WorkloadLearner, BoundsTheDistinctShapes) {
 TEST(WorkloadLearner, SetPriorKeepsObservations) {
   TypicalWorkload old_prior{{Spec(0, 1, 0)}};
   old_prior.specs[0].weight = 1;
-  WorkloadLearner learner(old_prior, 1, 2, 1.0);
+  WorkloadLearner learner(old_prior, 1, 2, 2, 1.0);
   learner.Observe(Pod(1, 500));
   learner.SetPrior(DefaultPriorWorkload(16000));
   double observed = 0, whole = 0;

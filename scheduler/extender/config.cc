@@ -123,6 +123,8 @@ StatusOr<ExtenderConfig> ParseExtenderConfig(std::string_view yaml_text) {
   const std::map<std::string, Reader> workload = {
       {"halfLifePods", [](auto& n, auto& k, auto& c) { return ReadDouble(n, k, 1, 1e9, c.workload_half_life_pods); }},
       {"priorPods", [](auto& n, auto& k, auto& c) { return ReadDouble(n, k, 0, 1e9, c.workload_prior_pods); }},
+      {"wholeGpuPriorPods",
+       [](auto& n, auto& k, auto& c) { return ReadDouble(n, k, 0, 1e9, c.workload_whole_gpu_prior_pods); }},
       {"refreshPods", [](auto& n, auto& k, auto& c) { return ReadInt(n, k, 0, 1000000, c.workload_refresh_pods); }},
       {"coverage", [](auto& n, auto& k, auto& c) { return ReadDouble(n, k, 0.5, 1, c.workload_coverage); }},
   };
@@ -272,6 +274,7 @@ placement::DecisionOptions DecisionOptionsOf(const ExtenderConfig& config) {
   options.fixed_tie_break = config.fixed_tie_break;
   options.half_life_pods = config.workload_half_life_pods;
   options.prior_pods = config.workload_prior_pods;
+  options.whole_gpu_prior_pods = config.workload_whole_gpu_prior_pods;
   options.coverage = config.workload_coverage;
   options.refresh_pods = config.workload_refresh_pods;
   return options;

@@ -47,6 +47,7 @@ struct ExtenderConfig {
   model::MiB process_overhead_mib = 0;
   double workload_half_life_pods = placement::DecisionOptions{}.half_life_pods;
   double workload_prior_pods = placement::DecisionOptions{}.prior_pods;
+  double workload_whole_gpu_prior_pods = placement::DecisionOptions{}.whole_gpu_prior_pods;
   double workload_coverage =
       placement::DecisionOptions{}.coverage;  // the learned typical set covers this share of pods
   int workload_refresh_pods =

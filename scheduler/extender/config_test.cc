@@ -40,7 +40,7 @@ bindThreads: 8
 maxQueueWait: 1500ms
 perDeviceMetrics: false
 maxDevicesPerContainer: 8
-workload: {halfLifePods: 200, priorPods: 10, refreshPods: 5, coverage: 0.9}
+workload: {halfLifePods: 200, priorPods: 10, wholeGpuPriorPods: 30, refreshPods: 5, coverage: 0.9}
 rankByFill: false
 reserveScarceCapacity: false
 rankByCompletion: false
@@ -60,6 +60,8 @@ rightsizing: {headroom: 0.2, minSamples: 5, retention: 48h, maxWorkloads: 50}
   EXPECT_EQ(c->threads, 2);
   EXPECT_EQ(c->bind_threads, 8);
   EXPECT_EQ(c->max_queue_wait, std::chrono::milliseconds(1500));
+  EXPECT_EQ(c->workload_prior_pods, 10);
+  EXPECT_EQ(c->workload_whole_gpu_prior_pods, 30);
   EXPECT_EQ(c->workload_refresh_pods, 5);
   EXPECT_EQ(c->workload_coverage, 0.9);
   EXPECT_FALSE(c->rank_by_fill);
@@ -158,6 +160,7 @@ TEST(ExtenderConfig, DefaultsAreTheDecisionDefaults) {
   EXPECT_EQ(got.fixed_tie_break, want.fixed_tie_break);
   EXPECT_EQ(got.half_life_pods, want.half_life_pods);
   EXPECT_EQ(got.prior_pods, want.prior_pods);
+  EXPECT_EQ(got.whole_gpu_prior_pods, want.whole_gpu_prior_pods);
   EXPECT_EQ(got.coverage, want.coverage);
   EXPECT_EQ(got.refresh_pods, want.refresh_pods);
 }
