@@ -591,13 +591,19 @@ Status Client::Watch(const Resource& r, std::string_view ns, const WatchOptions&
   int http_status = 0;
   std::string error_body;  // body of a non-200 response
   WatchStreamDecoder decoder(what);
+  // httplib's stop() shuts down only a socket whose request is in flight: a Cancel() between the
+  // registration above and the request's connect closes nothing, and the watch would then stream
+  // until its timeoutSeconds (Informer::Stop blocked that long). So the stream also ends itself at
+  // its response headers and at every chunk once cancelled.
+  const auto cancelled = [canceller] { return canceller != nullptr && canceller->cancelled(); };
   httplib::Result res = conn->Get(
       path, headers,
       [&](const httplib::Response& response) {
         http_status = response.status;
-        return true;
+        return !cancelled();
       },
       [&](const char* data, size_t len) {
+        if (cancelled()) return false;
         if (http_status != 200) {
           if (error_body.size() < 64 * 1024) error_body.append(data, len);
           return true;
@@ -606,7 +612,7 @@ Status Client::Watch(const Resource& r, std::string_view ns, const WatchOptions&
       });
   if (decoder.stopped_by_handler()) return Status::Ok();
   if (!decoder.status().ok()) return decoder.status();
-  if (canceller != nullptr && canceller->cancelled()) return Status::Ok();
+  if (cancelled()) return Status::Ok();
   if (http_status == 401) BearerToken(/*force_reread=*/true);  // the next watch uses a rotated token
   if (http_status != 0 && http_status != 200) return StatusFromHttp(http_status, error_body, what);
   if (!res) {
