@@ -53,7 +53,7 @@ namespace {
 // Orders specs "larger first" on equal counts, as FGD's GetTypicalPods does (cpu, gpu share,
 // device count, then the constraint text).
 auto SpecKey(const TypicalSpec& s) {
-  MiB mem = s.device_count > 0 && s.mem_per_device_mib == 0 ? INT64_MAX : s.mem_per_device_mib;
+  MiB mem = s.whole_device() ? INT64_MAX : s.mem_per_device_mib;
   std::string models;
   for (const auto& m : s.gpu_models) models += m + "|";
   return std::make_tuple(s.cpu_milli, mem, s.device_count, models, s.mig_profile, static_cast<int>(s.device_kind),
@@ -151,8 +151,8 @@ void WorkloadLearner::Observe(const PodRequest& pod) {
   }
   TypicalSpec spec = SpecOfPod(pod);
   // Whole GPUs, as the prior's whole shapes are (a whole MIG instance is a slice of one).
-  const bool whole_gpus = spec.device_count > 0 && spec.mem_per_device_mib == 0 &&
-                          spec.device_kind != DeviceKindPreference::kMig && spec.mig_profile.empty();
+  const bool whole_gpus =
+      spec.whole_device() && spec.device_kind != DeviceKindPreference::kMig && spec.mig_profile.empty();
   whole_gpu_mass_ = whole_gpu_mass_ * decay_ + (whole_gpus ? 1.0 : 0.0);
   const double memory = static_cast<double>(spec.memory_bytes);
   for (auto& b : buckets_) {

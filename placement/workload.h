@@ -28,6 +28,8 @@ struct TypicalSpec {
   // Part of the shape.
   int compute_pct = 0;
 
+  // Whole devices taken exclusively, as model::ContainerRequest::whole_device().
+  bool whole_device() const { return device_count > 0 && mem_per_device_mib == 0; }
   bool operator==(const TypicalSpec&) const = default;
 };
 
