@@ -366,7 +366,7 @@ func startControlPlane(bin, dir string) (*controlPlane, error) {
 // flags (port, certificates, etcd) until /readyz answers: what an upgrade or a crash-looping
 // static pod does to every client.
 func (cp *controlPlane) restartAPIServer(down time.Duration) error {
-	return cp.restart(&cp.apiserver, "kube-apiserver", cp.apiArgs, down, cp.waitAPIServerReady)
+	return cp.restart(&cp.apiserver, "kube-apiserver", cp.apiArgs, down, nil, cp.waitAPIServerReady)
 }
 
 // restartEtcdCompacted is `kill -9` of etcd, `down` without it for kube-apiserver (which answers
@@ -379,50 +379,53 @@ func (cp *controlPlane) restartAPIServer(down time.Duration) error {
 // long outage on a cluster whose API server compacts every 5 minutes. It returns the revision
 // compacted to.
 func (cp *controlPlane) restartEtcdCompacted(down time.Duration) (int64, error) {
-	start := time.Now()
-	cp.etcd.kill9()
-	ports, err := freePorts(1)
-	if err != nil {
-		return 0, err
-	}
-	privateURL := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
-	args := append([]string(nil), cp.etcdArgs...)
-	for i := range args {
-		if args[i] == cp.etcdURL {
-			args[i] = privateURL
+	var rev int64
+	compact := func() error {
+		ports, err := freePorts(1)
+		if err != nil {
+			return err
 		}
-	}
-	private, err := startProc(cp.logDir, "etcd", args, nil)
-	if err != nil {
-		return 0, err
-	}
-	rev, err := func() (int64, error) {
+		privateURL := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+		args := append([]string(nil), cp.etcdArgs...)
+		for i := range args {
+			if args[i] == cp.etcdURL {
+				args[i] = privateURL
+			}
+		}
+		private, err := startProc(cp.logDir, "etcd", args, nil)
+		if err != nil {
+			return err
+		}
+		defer private.stop(10 * time.Second)
 		if err := waitEtcdHealthy(private, privateURL); err != nil {
-			return 0, err
+			return err
 		}
-		return compactEtcd(privateURL)
-	}()
-	private.stop(10 * time.Second)
-	// etcd comes back on its own port even when the compaction failed: the suite goes on.
-	time.Sleep(time.Until(start.Add(down)))
-	var startErr error
-	if cp.etcd, startErr = startProc(cp.logDir, "etcd", cp.etcdArgs, nil); startErr == nil {
-		startErr = waitEtcdHealthy(cp.etcd, cp.etcdURL)
-	}
-	if err != nil {
-		return 0, fmt.Errorf("compact etcd on its private port: %w", err)
-	}
-	return rev, startErr
-}
-
-func (cp *controlPlane) restart(p **proc, name string, args []string, down time.Duration, ready func() error) error {
-	(*p).kill9()
-	time.Sleep(down)
-	var err error
-	if *p, err = startProc(cp.logDir, name, args, nil); err != nil {
+		rev, err = compactEtcd(privateURL)
 		return err
 	}
-	return ready()
+	err := cp.restart(&cp.etcd, "etcd", cp.etcdArgs, down, compact, func() error { return waitEtcdHealthy(cp.etcd, cp.etcdURL) })
+	return rev, err
+}
+
+// restart is `kill -9` of *p, `whileDown` (nil: nothing) run in the outage, a start with `args`
+// once `down` has passed since the kill, and `ready`. The process comes back even when whileDown
+// failed, so the suite goes on; whileDown's error is returned first.
+func (cp *controlPlane) restart(p **proc, name string, args []string, down time.Duration, whileDown, ready func() error) error {
+	killed := time.Now()
+	(*p).kill9()
+	var downErr error
+	if whileDown != nil {
+		downErr = whileDown()
+	}
+	time.Sleep(time.Until(killed.Add(down)))
+	var err error
+	if *p, err = startProc(cp.logDir, name, args, nil); err == nil {
+		err = ready()
+	}
+	if downErr != nil {
+		return fmt.Errorf("%s while down: %w", name, downErr)
+	}
+	return err
 }
 
 func waitEtcdHealthy(etcd *proc, url string) error {
