@@ -49,13 +49,23 @@ func (b *bed) gpupackProcs() map[string]*proc {
 	return out
 }
 
-// actAsKubelet restarts a kube-scheduler that exited, until the returned stop is called:
-// kube-scheduler exits by design when it cannot renew its leader Lease within renewDeadline
-// (3 s in the chart), and a kubelet would restart its container.
+// actAsKubelet restarts a kube-scheduler that exited, until the returned stop is called or the
+// test ends (a t.Fatal on the way must not leave it logging into a finished test, which panics
+// the whole suite): kube-scheduler exits by design when it cannot renew its leader Lease within
+// renewDeadline (3 s in the chart), and a kubelet would restart its container.
 func (b *bed) actAsKubelet(t *testing.T) (stop func() (restarts int)) {
 	quit := make(chan struct{})
 	done := make(chan struct{})
 	restarts := 0
+	var once sync.Once
+	stop = func() int {
+		once.Do(func() {
+			close(quit)
+			<-done
+		})
+		return restarts
+	}
+	t.Cleanup(func() { stop() })
 	go func() {
 		defer close(done)
 		for {
@@ -75,11 +85,7 @@ func (b *bed) actAsKubelet(t *testing.T) (stop func() (restarts int)) {
 			}
 		}
 	}()
-	return func() int {
-		close(quit)
-		<-done
-		return restarts
-	}
+	return stop
 }
 
 // createPodsThroughFault creates `specs` from `workers` goroutines, each create retried until
@@ -168,7 +174,6 @@ func (b *bed) burstThroughFault(t *testing.T, base string, fault func(t *testing
 		return bound >= faultTrigger, err
 	}); err != nil {
 		<-created
-		stopKubelet()
 		t.Fatal(err)
 	}
 	pods, _ := b.listPods(ns)
