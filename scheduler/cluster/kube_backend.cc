@@ -32,6 +32,9 @@ constexpr std::chrono::minutes kTombstoneTtl{10};
 constexpr int kFenceAttempts = 8;
 // A fence that could not work (RBAC, a missing namespace) is tried again after this long.
 constexpr std::chrono::seconds kFenceRetryPeriod{60};
+// A fence that worked and is now refused fails binds for this long before it is taken for off:
+// far longer than a restarted kube-apiserver takes to fill its RBAC caches.
+constexpr std::chrono::seconds kFenceRefusalGrace{60};
 constexpr std::string_view kIntentsAnnotation = "gpupack.io/binds-in-flight";
 // Staleness is judged by the ClusterState at evaluation time from the heartbeat it is given, so
 // the conversion must not bake a verdict in.
@@ -76,8 +79,10 @@ Status CheckNodeFits(const model::Node& node, const std::vector<Json>& pods, std
     std::set<std::string> pods;
   };
   std::map<std::string, Use> use;
+  std::set<std::string> ours_touches;
   auto add = [&](const api::Allocation& a, const std::string& uid, const std::string& key) {
     for (const auto& [uuid, share] : translate::AllocationShares(a, uid, key, &node)) {
+      if (uid == our_uid) ours_touches.insert(uuid);
       Use& u = use[uuid];
       u.mib += share.mem_mib;
       u.ceiling_mib += share.CeilingMiB();
@@ -95,6 +100,10 @@ Status CheckNodeFits(const model::Node& node, const std::vector<Json>& pods, std
   }
   add(ours, std::string(our_uid), "(this bind)");
   for (const model::Device& d : node.devices) {
+    // A device this bind leaves alone is not its to judge: one overbooked by others (a race of
+    // replicas without a fence, a device that shrank) would otherwise refuse every bind onto the
+    // node, on devices with room, for as long as those pods live.
+    if (!ours_touches.count(d.uuid)) continue;
     auto it = use.find(d.uuid);
     if (it == use.end()) continue;
     const Use& u = it->second;
@@ -109,7 +118,8 @@ Status CheckNodeFits(const model::Node& node, const std::vector<Json>& pods, std
     if (over_ceilings) msg << u.ceiling_mib << " MiB of ceilings over the bound of " << ceiling_bound << " MiB, ";
     msg << u.compute_pct << " % compute" << (u.exclusive ? ", exclusive" : "") << ") by pods";
     for (const std::string& p : u.pods) msg << " " << p;
-    msg << ": an allocation this extender had not yet seen (another replica's bind?); retry";
+    msg << ": allocations the placement had not counted (another replica's binds, or a Binding that failed to "
+           "answer yet landed); retry";
     return Status::Conflict(msg.str());
   }
   return Status::Ok();
@@ -563,8 +573,14 @@ Status KubeBackend::FencedCheck(const extender::BindTarget& target, const std::s
       FenceRound round =
           JoinFenceWrite(node, target.uid, {{"alloc", allocation_text}, {"pod", target.ns + "/" + target.name}});
       if (round.outcome == FenceRound::kUnusable) {
+        if (FenceRefusalTransient()) {
+          return Status::Unavailable("fence of node " + node + " refused after it had worked (" +
+                                     round.status.message() +
+                                     "); a kube-apiserver that just started refuses until its RBAC caches fill; "
+                                     "retry");
+        }
         FenceCannotWork(round.status, target);
-        continue;  // fresh read only
+        continue;  // fresh read and this replica's own binds only
       }
       if (round.outcome == FenceRound::kRetry) {
         last = round.status;
@@ -576,6 +592,7 @@ Status KubeBackend::FencedCheck(const extender::BindTarget& target, const std::s
       others = std::move(round.in_flight);
       others.erase(target.uid);
     } else {
+      others = LocalBindsOn(node, target.uid);  // before the read is sent: see kube_backend.h
       fresh = std::make_shared<StatusOr<kube::ListResult>>(FreshReadOf(node));
     }
     if (!fresh->ok()) {
@@ -691,8 +708,29 @@ std::string KubeBackend::FenceAdvice() const {
   return "grant get, create and update on leases in namespace " + FenceNamespace() + " (which must exist)";
 }
 
+bool KubeBackend::FenceRefusalTransient() {
+  std::lock_guard<std::mutex> l(mu_);
+  if (!fence_worked_) return false;  // never worked: a missing permission or namespace
+  const Clock::TimePoint now = clock_.Now();
+  if (!fence_refused_since_) fence_refused_since_ = now;
+  return now - *fence_refused_since_ < kFenceRefusalGrace;
+}
+
+Json KubeBackend::LocalBindsOn(const std::string& node, const std::string& uid) const {
+  Json out = Json::object();
+  std::lock_guard<std::mutex> l(local_binds_mu_);
+  auto it = local_binds_.find(node);
+  if (it == local_binds_.end()) return out;
+  for (const auto& [other, intent] : it->second) {
+    if (other != uid) out[other] = intent;
+  }
+  return out;
+}
+
 void KubeBackend::FenceWorks() {
   std::lock_guard<std::mutex> l(mu_);
+  fence_worked_ = true;
+  fence_refused_since_.reset();
   if (fence_problem_.empty()) return;
   fence_problem_.clear();
   GPUPACK_LOG(kInfo, kComponent) << "per-node bind fences work again";
@@ -723,7 +761,34 @@ Status KubeBackend::Bind(const extender::BindTarget& target, const std::string& 
   auto alloc_it = annotations.find(std::string(api::kAnnotationAllocation));
   const std::string allocation_text = alloc_it == annotations.end() ? "" : alloc_it->second;
   const bool checked = config_.fresh_read_before_bind && !allocation_text.empty();
+  // Registered for the whole bind: until its Binding has answered, a later fresh read need not
+  // list it.
+  class LocalBind {
+   public:
+    LocalBind(KubeBackend& backend, const std::string& node, const extender::BindTarget& target,
+              const std::string& allocation_text)
+        : backend_(backend), node_(node), uid_(target.uid) {
+      std::lock_guard<std::mutex> l(backend_.local_binds_mu_);
+      backend_.local_binds_[node_][uid_] = Json{{"alloc", allocation_text}, {"pod", target.ns + "/" + target.name}};
+    }
+    LocalBind(const LocalBind&) = delete;
+    LocalBind& operator=(const LocalBind&) = delete;
+    ~LocalBind() {
+      std::lock_guard<std::mutex> l(backend_.local_binds_mu_);
+      auto it = backend_.local_binds_.find(node_);
+      if (it == backend_.local_binds_.end()) return;  // a second bind of the same pod ended first
+      it->second.erase(uid_);
+      if (it->second.empty()) backend_.local_binds_.erase(it);
+    }
+
+   private:
+    KubeBackend& backend_;
+    const std::string& node_;
+    const std::string& uid_;
+  };
+  std::optional<LocalBind> local;
   if (checked) {
+    local.emplace(*this, node, target, allocation_text);
     Status fresh = FencedCheck(target, node, allocation_text);
     if (!fresh.ok()) {
       std::lock_guard<std::mutex> l(mu_);

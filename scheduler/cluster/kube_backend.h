@@ -27,7 +27,13 @@
 // other. When the fence cannot work (RBAC
 // forbids leases, or the namespace does not exist) binds keep steps 2 and 4, and the backend says
 // so loudly: Problem() (so /readyz), the gpupack_bind_fence_up metric, an error log and a Warning
-// Event on the pod; the fence is tried again every minute.
+// Event on the pod; the fence is tried again every minute. Step 4 then counts this replica's own
+// binds in flight on N in place of the fence's intents (taken before the fresh read is sent, so
+// of two overlapping binds the later one sees the earlier: the ledger they were placed from may
+// lack a pod whose Binding failed to answer yet landed). A fence that has worked in this process
+// and is then refused fails the bind (Unavailable; kube-scheduler retries) until the refusals
+// have lasted a minute: a kube-apiserver that just restarted answers 403 until its RBAC caches
+// fill, and unfenced binds during that failover window are how two replicas overbook a device.
 //
 // Idempotent binds: a Binding whose response was lost (timeout, 5xx after commit) is retried by
 // the client; the retry's 409 "already assigned" is turned into success when the pod is bound to
@@ -113,8 +119,8 @@ StatusOr<std::optional<api::Allocation>> PodAllocation(const nlohmann::json& pod
 // Checks that `ours` fits on `node` together with every allocation in `pods` (other UIDs than
 // `our_uid`): per device, Σ caps ≤ capacity, Σ ceilings (a share's limitMiB, else its cap) ≤
 // capacity × ceiling_overcommit_pct / 100 when some share has a ceiling, and an exclusive share is
-// alone. Conflict naming the device and the pods otherwise. Devices unknown to `node` are ignored
-// (the ledger keeps them).
+// alone. Conflict naming the device and the pods otherwise. Only the devices `ours` takes a share
+// of are judged; devices unknown to `node` are ignored (the ledger keeps them).
 Status CheckNodeFits(const model::Node& node, const std::vector<nlohmann::json>& pods, std::string_view our_uid,
                      const api::Allocation& ours, int ceiling_overcommit_pct = placement::kDefaultCeilingOvercommitPct);
 
@@ -211,6 +217,12 @@ class KubeBackend final : public extender::ClusterBackend {
   void WithdrawIntent(const std::string& node, const std::string& uid);
   // Fencing is configured and not found unusable within the last retry period.
   bool FenceActive() const;
+  // The fence was refused (`FenceRound::kUnusable`) after it had worked in this process, for
+  // less than kFenceRefusalGrace in a row: a restarting API server's, not a missing permission.
+  bool FenceRefusalTransient();
+  // This replica's binds in flight on `node` (registered by Bind for its whole run), other than
+  // `uid`'s, as fence intents (UID → {"alloc", "pod"}).
+  nlohmann::json LocalBindsOn(const std::string& node, const std::string& uid) const;
   // Records why the fence cannot work; the first time, logs it and queues a Warning Event on `pod`.
   void FenceCannotWork(const Status& why, const extender::BindTarget& pod);
   // A fence write succeeded: clears a recorded problem.
@@ -247,8 +259,15 @@ class KubeBackend final : public extender::ClusterBackend {
 
   mutable std::mutex mu_;
   KubeBackendStats stats_;
-  std::string fence_problem_;            // GUARDED_BY(mu_); empty: the fence works (or is untried)
-  Clock::TimePoint fence_problem_at_{};  // GUARDED_BY(mu_)
+  std::string fence_problem_;                            // GUARDED_BY(mu_); empty: the fence works (or is untried)
+  Clock::TimePoint fence_problem_at_{};                  // GUARDED_BY(mu_)
+  bool fence_worked_ = false;                            // GUARDED_BY(mu_); a fence write succeeded in this process
+  std::optional<Clock::TimePoint> fence_refused_since_;  // GUARDED_BY(mu_); refusals in a row since
+
+  mutable std::mutex local_binds_mu_;
+  // node → UID → intent: binds of this replica between the start of their check and their
+  // Binding's answer.
+  std::map<std::string, std::map<std::string, nlohmann::json>> local_binds_;  // GUARDED_BY(local_binds_mu_)
   std::deque<kube::EventSpec> events_;
   bool stopping_ = false;
   std::condition_variable events_cv_;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <functional>
+#include <future>
 #include <set>
 #include <thread>
 #include <vector>
@@ -123,7 +124,7 @@ class KubeBackendTest : public ::testing::Test {
                     .ok());
   }
 
-  void StartBackend() {
+  void StartBackend(const std::function<void(KubeBackendConfig&)>& configure = nullptr) {
     kube::Config c;
     c.server = server_->url();
     kube::RetryPolicy p;
@@ -131,6 +132,7 @@ class KubeBackendTest : public ::testing::Test {
     KubeBackendConfig config;
     config.informer.initial_backoff = std::chrono::milliseconds(1);
     config.informer.max_backoff = std::chrono::milliseconds(20);
+    if (configure) configure(config);
     backend_ = std::make_unique<KubeBackend>(std::move(kube::Client::Create(c, p)).value(), config, clock_);
     ASSERT_TRUE(backend_->Start(state_).ok());
     ASSERT_TRUE(Eventually([&] { return backend_->Synced(); }));
@@ -215,6 +217,28 @@ TEST(CheckNodeFitsTest, SumsCapsPerDeviceAndHonoursExclusive) {
   // An exclusive holder shares with nobody.
   EXPECT_EQ(CheckNodeFits(node, {bound("x", 10 * kGiB, true)}, "me", OneDevice("n1", "GPU-a", 0)).code(),
             StatusCode::kConflict);
+}
+
+// A device overbooked by other pods refuses binds onto itself only: GPU-a holds 6 + 6 = 12 GiB
+// of 10, and a bind of 4 GiB onto GPU-b (0 + 4 ≤ 10) goes on. (Judging the whole node kept every
+// pod off a node whose one device two replicas had overbooked, for as long as those pods lived.)
+TEST(CheckNodeFitsTest, JudgesOnlyTheDevicesTheBindTakes) {
+  const model::Node node = builders::NodeOf({builders::Gpu("GPU-a", 10 * kGiB), builders::Gpu("GPU-b", 10 * kGiB)});
+  auto bound = [](const std::string& uid, model::MiB mib) {
+    Json p = PodJson(uid, "1Gi");
+    p["metadata"]["uid"] = uid;
+    p["spec"]["nodeName"] = "n1";
+    p["metadata"]["annotations"][std::string(api::kAnnotationAllocation)] =
+        api::EncodeAllocation(OneDevice("n1", "GPU-a", mib));
+    return p;
+  };
+  const std::vector<Json> overbooked = {bound("a", 6 * kGiB), bound("b", 6 * kGiB)};
+  EXPECT_TRUE(CheckNodeFits(node, overbooked, "me", OneDevice("n1", "GPU-b", 4 * kGiB)).ok());
+  // 12 + 1 = 13 GiB on GPU-a: still refused there, naming both holders.
+  Status over = CheckNodeFits(node, overbooked, "me", OneDevice("n1", "GPU-a", 1 * kGiB));
+  EXPECT_EQ(over.code(), StatusCode::kConflict);
+  EXPECT_NE(over.message().find("13312 MiB of 10240"), std::string::npos) << over;
+  EXPECT_NE(over.message().find("default/a default/b"), std::string::npos) << over;
 }
 
 // The bind's check against allocations it had not seen keeps the ceiling bound too: on a 10 GiB
@@ -591,6 +615,60 @@ TEST_F(KubeBackendTest, FenceThatCannotWorkIsLoudUntilItWorksAgain) {
   ASSERT_TRUE(ExtenderBind("p3", CreatePod("p3", 10 * kGiB)).ok());
   EXPECT_EQ(backend_->Problem(), "");
   EXPECT_TRUE(fence_up());
+}
+
+// A fence that has worked is then refused, as by a kube-apiserver that just restarted and has
+// not filled its RBAC caches: binds fail (Unavailable, so kube-scheduler retries) instead of going
+// on unfenced, and the fence stays up. Refused for a minute in a row, it is taken for off as when
+// it never worked; binds go on with the fresh read.
+TEST_F(KubeBackendTest, FenceRefusedAfterItWorkedFailsBindsForAMinute) {
+  StartBackend();
+  auto fence_up = [&] { return Sample(*backend_, "gpupack_bind_fence_up") == 1; };
+  ASSERT_TRUE(ExtenderBind("p0", CreatePod("p0", 10 * kGiB)).ok());
+  e2e::Faults forbidden;
+  forbidden.forbidden_rate = 1.0;
+  forbidden.path_contains = "/leases";
+  server_->SetFaults(forbidden);
+  const std::string uid1 = CreatePod("p1", 10 * kGiB);
+  Status refused = ExtenderBind("p1", uid1);
+  EXPECT_EQ(refused.code(), StatusCode::kUnavailable) << refused;
+  EXPECT_NE(refused.message().find("refused after it had worked"), std::string::npos) << refused;
+  EXPECT_EQ(backend_->Problem(), "");
+  EXPECT_TRUE(fence_up());
+  clock_.Advance(std::chrono::seconds(59));
+  RefreshHeartbeat();
+  EXPECT_EQ(ExtenderBind("p1", uid1).code(), StatusCode::kUnavailable) << "59 s of refusals";
+  clock_.Advance(std::chrono::seconds(2));
+  RefreshHeartbeat();
+  ASSERT_TRUE(ExtenderBind("p1", uid1).ok());
+  EXPECT_NE(backend_->Problem().find("bind fence off"), std::string::npos) << backend_->Problem();
+  EXPECT_FALSE(fence_up());
+}
+
+// Unfenced, this replica's own binds in flight on a node still count. Two binds of 50 GiB onto the
+// 80 GiB GPU, chosen without the ledger (as from one that lacks a pod whose Binding failed to
+// answer yet landed), overlap while their Bindings are held 300 ms: whichever checks second sees
+// the other in flight (or bound) and is refused, so exactly one binds.
+TEST_F(KubeBackendTest, UnfencedBindsCountThisReplicasOwnBindsInFlight) {
+  StartBackend([](KubeBackendConfig& c) { c.fencing = false; });
+  e2e::Faults slow;
+  slow.path_contains = "/binding";
+  slow.latency_ms = 300;
+  server_->SetFaults(slow);
+  auto bind = [&](const std::string& name, const std::string& uid) {
+    return backend_->Bind({"default", name, uid}, "n1",
+                          api::AllocationAnnotations(OneDevice("n1", "GPU-n1-0", 50 * kGiB)));
+  };
+  const std::string uid1 = CreatePod("p1", 50 * kGiB);
+  const std::string uid2 = CreatePod("p2", 50 * kGiB);
+  std::future<Status> first = std::async(std::launch::async, [&] { return bind("p1", uid1); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const Status second = bind("p2", uid2);
+  const Status one = first.get();
+  EXPECT_NE(one.ok(), second.ok()) << one << " / " << second;
+  const Status& refused = one.ok() ? second : one;
+  EXPECT_EQ(refused.code(), StatusCode::kConflict) << refused;
+  EXPECT_NE(refused.message().find("102400 MiB of 81920"), std::string::npos) << refused;
 }
 
 TEST_F(KubeBackendTest, LostBindResponseIsNotAFailure) {
