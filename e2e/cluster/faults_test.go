@@ -221,7 +221,9 @@ func (b *bed) extenderCounters(t *testing.T) map[string]float64 {
 // kill -9 of kube-apiserver while the burst is being scheduled, and a start with the same flags
 // 5 s later (an upgrade, a crash, a certificate rotation). Every client's connections break
 // mid-write: the extender once died of that write's SIGPIPE, without a log line, and nothing got
-// a node after it. Now every gpupack process lives through it with no restart.
+// a node after it. Now every gpupack process lives through it with no restart. The restarted
+// kube-apiserver answers 403 until its RBAC caches fill: the bind fence must wait that out, not
+// go off (it once did, and binds of one replica overbooked a device).
 func TestAPIServerKilledMidBurst(t *testing.T) {
 	needOwnControlPlane(t)
 	tb.burstThroughFault(t, "apikill", func(t *testing.T) {
@@ -229,6 +231,11 @@ func TestAPIServerKilledMidBurst(t *testing.T) {
 			t.Fatalf("restart kube-apiserver: %v", err)
 		}
 	})
+	for i, s := range tb.scheduler {
+		if up, err := tb.scrape(s.metricsPort, "gpupack_bind_fence_up"); err != nil || up != 1 {
+			t.Errorf("extender-%d: gpupack_bind_fence_up = %v (%v) after kube-apiserver's restart: the fence went off (see its log)", i, up, err)
+		}
+	}
 }
 
 // kill -9 of etcd for 10 s: kube-apiserver answers 5xx to every write and quorum read, and its

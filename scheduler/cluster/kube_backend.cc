@@ -32,8 +32,9 @@ constexpr std::chrono::minutes kTombstoneTtl{10};
 constexpr int kFenceAttempts = 8;
 // A fence that could not work (RBAC, a missing namespace) is tried again after this long.
 constexpr std::chrono::seconds kFenceRetryPeriod{60};
-// A fence that worked and is now refused fails binds for this long before it is taken for off:
-// far longer than a restarted kube-apiserver takes to fill its RBAC caches.
+// A refused fence fails binds for this long in a row before it is taken for off: far longer than
+// a restarted kube-apiserver takes to fill its RBAC caches, short enough that an install whose
+// RBAC lacks the Leases still binds after a minute (loudly).
 constexpr std::chrono::seconds kFenceRefusalGrace{60};
 constexpr std::string_view kIntentsAnnotation = "gpupack.io/binds-in-flight";
 // Staleness is judged by the ClusterState at evaluation time from the heartbeat it is given, so
@@ -574,10 +575,11 @@ Status KubeBackend::FencedCheck(const extender::BindTarget& target, const std::s
           JoinFenceWrite(node, target.uid, {{"alloc", allocation_text}, {"pod", target.ns + "/" + target.name}});
       if (round.outcome == FenceRound::kUnusable) {
         if (FenceRefusalTransient()) {
-          return Status::Unavailable("fence of node " + node + " refused after it had worked (" +
-                                     round.status.message() +
-                                     "); a kube-apiserver that just started refuses until its RBAC caches fill; "
-                                     "retry");
+          return Status::Unavailable("fence of node " + node + " refused (" + round.status.message() +
+                                     "): a kube-apiserver that just started refuses until its RBAC caches fill; "
+                                     "retry (refused for " +
+                                     std::to_string(kFenceRefusalGrace.count()) +
+                                     " s in a row, the fence is taken for off)");
         }
         FenceCannotWork(round.status, target);
         continue;  // fresh read and this replica's own binds only
@@ -710,7 +712,6 @@ std::string KubeBackend::FenceAdvice() const {
 
 bool KubeBackend::FenceRefusalTransient() {
   std::lock_guard<std::mutex> l(mu_);
-  if (!fence_worked_) return false;  // never worked: a missing permission or namespace
   const Clock::TimePoint now = clock_.Now();
   if (!fence_refused_since_) fence_refused_since_ = now;
   return now - *fence_refused_since_ < kFenceRefusalGrace;
@@ -729,7 +730,6 @@ Json KubeBackend::LocalBindsOn(const std::string& node, const std::string& uid) 
 
 void KubeBackend::FenceWorks() {
   std::lock_guard<std::mutex> l(mu_);
-  fence_worked_ = true;
   fence_refused_since_.reset();
   if (fence_problem_.empty()) return;
   fence_problem_.clear();

@@ -30,10 +30,10 @@
 // Event on the pod; the fence is tried again every minute. Step 4 then counts this replica's own
 // binds in flight on N in place of the fence's intents (taken before the fresh read is sent, so
 // of two overlapping binds the later one sees the earlier: the ledger they were placed from may
-// lack a pod whose Binding failed to answer yet landed). A fence that has worked in this process
-// and is then refused fails the bind (Unavailable; kube-scheduler retries) until the refusals
-// have lasted a minute: a kube-apiserver that just restarted answers 403 until its RBAC caches
-// fill, and unfenced binds during that failover window are how two replicas overbook a device.
+// lack a pod whose Binding failed to answer yet landed). A refused fence fails the bind
+// (Unavailable; kube-scheduler retries) until the refusals have lasted a minute in a row, and only
+// then is taken for off: a kube-apiserver that just restarted answers 403 until its RBAC caches
+// fill, and unfenced binds in that failover window are how replicas overbook a device.
 //
 // Idempotent binds: a Binding whose response was lost (timeout, 5xx after commit) is retried by
 // the client; the retry's 409 "already assigned" is turned into success when the pod is bound to
@@ -217,8 +217,9 @@ class KubeBackend final : public extender::ClusterBackend {
   void WithdrawIntent(const std::string& node, const std::string& uid);
   // Fencing is configured and not found unusable within the last retry period.
   bool FenceActive() const;
-  // The fence was refused (`FenceRound::kUnusable`) after it had worked in this process, for
-  // less than kFenceRefusalGrace in a row: a restarting API server's, not a missing permission.
+  // The fence was refused (`FenceRound::kUnusable`) for less than kFenceRefusalGrace in a row
+  // (since the last fence write that succeeded): maybe a restarting API server's, not yet taken
+  // for a missing permission.
   bool FenceRefusalTransient();
   // This replica's binds in flight on `node` (registered by Bind for its whole run), other than
   // `uid`'s, as fence intents (UID → {"alloc", "pod"}).
@@ -261,7 +262,6 @@ class KubeBackend final : public extender::ClusterBackend {
   KubeBackendStats stats_;
   std::string fence_problem_;                            // GUARDED_BY(mu_); empty: the fence works (or is untried)
   Clock::TimePoint fence_problem_at_{};                  // GUARDED_BY(mu_)
-  bool fence_worked_ = false;                            // GUARDED_BY(mu_); a fence write succeeded in this process
   std::optional<Clock::TimePoint> fence_refused_since_;  // GUARDED_BY(mu_); refusals in a row since
 
   mutable std::mutex local_binds_mu_;
