@@ -11,7 +11,8 @@
 // compute. On a node whose shares all reserve their memory's share (NodeSummary::compute_slack)
 // and specs without compute shares of their own it equals the one-dimensional F (fgd_cost.h).
 //
-// O(specs) per candidate device and per pick, O(devices × specs) to start.
+// O(specs) per candidate device and per pick, O(devices × specs) to start (each device's usable
+// specs found once per state: twins share them).
 #pragma once
 
 #include <array>
@@ -35,20 +36,38 @@ class ComputeFragmentation {
  public:
   // The tallies of `devices` (n of them) with the node's CPU short of the specs in `cpu_short`.
   void Start(const Columns& c, const ComputeDevice* devices, int n, uint64_t cpu_short);
+  // The same tallies with the node's CPU short of the specs in `cpu_short` instead.
+  void SetCpuShort(uint64_t cpu_short);
   // F_n(M) of the current state.
   double Value() const { return value_; }
   // F after device `g` goes to (new_free, new_compute), no longer empty, less F now.
   double Delta(int g, MiB new_free, int new_compute) const;
   // Applies that change.
   void Apply(int g, MiB new_free, int new_compute);
+  // Devices in the same state give the same Delta for the same change.
+  static bool SameState(const ComputeDevice& a, const ComputeDevice& b);
+  const ComputeDevice& device(int g) const { return devices_[g]; }
 
  private:
-  bool Usable(int m, const ComputeDevice& d) const;
+  // Bit m: d can hold one copy of spec m (above).
+  uint64_t UsableMask(const ComputeDevice& d) const;
   double Term(int m, int usable, MiB unusable_free, MiB total_free) const;
+  static ComputeDevice After(const ComputeDevice& d, MiB new_free, int new_compute);
+  // feasible_ from usable_ and cpu_short_.
+  void UpdateFeasible();
 
   const Columns* c_ = nullptr;
   int n_ = 0;
+  uint64_t specs_ = 0;            // bit m for every spec
+  uint64_t zero_mem_specs_ = 0;   // whole-device and CPU-only specs: they need an empty device
+  uint64_t other_mem_specs_ = 0;  // specs with memory past the fractional prefix (none expected)
   uint64_t cpu_short_ = 0;
+  // The compute share each spec needs of a device of proportional_capacity_ MiB.
+  MiB proportional_capacity_ = 0;
+  std::array<int, kMaxTypicalSpecs> need_;
+  std::array<uint64_t, kMaxDevicesPerNode> usable_mask_;
+  std::array<double, kMaxTypicalSpecs> term_;  // spec m's term of value_, as Term gives it
+  uint64_t feasible_ = 0;                      // bit m: spec m's term is its unusable free memory
   MiB total_free_ = 0;
   double value_ = 0;
   std::array<ComputeDevice, kMaxDevicesPerNode> devices_;

@@ -263,7 +263,7 @@ void TentativePlacement::StartFgd() {
     compute_fgd_.emplace();
     compute_fgd_->Start(cols_, devices.data(), n_, sum_.cpu_short);
     const double before = compute_fgd_->Value();
-    if (cpu_short_ != sum_.cpu_short) compute_fgd_->Start(cols_, devices.data(), n_, cpu_short_);
+    if (cpu_short_ != sum_.cpu_short) compute_fgd_->SetCpuShort(cpu_short_);
     fgd_cost_ = compute_fgd_->Value() - before;
     return;
   }
@@ -389,6 +389,11 @@ Pick TentativePlacement::BestDevice(const Demand& demand, uint64_t taken) const 
 
 Pick TentativePlacement::BestDeviceWithCompute(const Demand& demand, uint64_t taken) const {
   Pick best;
+  // Under FGD, a device in the same state as one already evaluated, taken the same way, has the
+  // same ΔF and cannot beat it (ties keep the first).
+  std::array<int, kMaxDevicesPerNode> seen;
+  std::array<bool, kMaxDevicesPerNode> seen_exclusive;
+  int seen_n = 0;
   for (int g = 0; g < n_; ++g) {
     if ((taken >> g) & 1) continue;
     const Device& d = node_.devices[g];
@@ -397,6 +402,16 @@ Pick TentativePlacement::BestDeviceWithCompute(const Demand& demand, uint64_t ta
     if (exclusive ? !st_.empty[g] || (demand.mem > 0 && st_.free[g] < demand.mem) : st_.free[g] < demand.mem) continue;
     const int compute = ComputeNeedPct(d, demand, exclusive);
     if (compute > free_compute_[g]) continue;
+    if (device_kind_ == PolicyKind::kFgd) {
+      const ComputeDevice& state = compute_fgd_->device(g);
+      bool twin = false;
+      for (int i = 0; i < seen_n && !twin; ++i) {
+        twin = seen_exclusive[i] == exclusive && ComputeFragmentation::SameState(compute_fgd_->device(seen[i]), state);
+      }
+      if (twin) continue;
+      seen[seen_n] = g;
+      seen_exclusive[seen_n++] = exclusive;
+    }
     Pick candidate;
     candidate.slot = g;
     candidate.compute = compute;
