@@ -155,6 +155,15 @@ class KubeBackendTest : public ::testing::Test {
     return s;
   }
 
+  // RBAC refuses every call on Leases (the fence), as it does for a kube-apiserver that just
+  // restarted until its caches fill.
+  void ForbidLeases() {
+    e2e::Faults forbidden;
+    forbidden.forbidden_rate = 1.0;
+    forbidden.path_contains = "/leases";
+    server_->SetFaults(forbidden);
+  }
+
   // "The agent" reports n1 again, now (after the clock moved).
   void RefreshHeartbeat() {
     auto g = api_->GetGpuNode("n1");
@@ -594,10 +603,7 @@ TEST_F(KubeBackendTest, FenceThatCannotWorkIsLoudUntilItWorksAgain) {
   StartBackend();
   auto fence_up = [&] { return Sample(*backend_, "gpupack_bind_fence_up") == 1; };
   EXPECT_TRUE(fence_up());
-  e2e::Faults forbidden;
-  forbidden.forbidden_rate = 1.0;
-  forbidden.path_contains = "/leases";
-  server_->SetFaults(forbidden);
+  ForbidLeases();
   const std::string uid1 = CreatePod("p1", 10 * kGiB);
   Status refused = ExtenderBind("p1", uid1);
   EXPECT_EQ(refused.code(), StatusCode::kUnavailable) << refused;
@@ -635,17 +641,14 @@ TEST_F(KubeBackendTest, FenceThatCannotWorkIsLoudUntilItWorksAgain) {
 // fails instead of going on unfenced.
 TEST_F(KubeBackendTest, FenceRefusalsCountFromTheLastWriteThatWorked) {
   StartBackend();
-  e2e::Faults forbidden;
-  forbidden.forbidden_rate = 1.0;
-  forbidden.path_contains = "/leases";
-  server_->SetFaults(forbidden);
+  ForbidLeases();
   const std::string uid1 = CreatePod("p1", 10 * kGiB);
   EXPECT_EQ(ExtenderBind("p1", uid1).code(), StatusCode::kUnavailable);
   clock_.Advance(std::chrono::seconds(30));
   RefreshHeartbeat();
   server_->SetFaults({});
   ASSERT_TRUE(ExtenderBind("p1", uid1).ok());
-  server_->SetFaults(forbidden);
+  ForbidLeases();
   clock_.Advance(std::chrono::seconds(40));
   RefreshHeartbeat();
   EXPECT_EQ(ExtenderBind("p2", CreatePod("p2", 10 * kGiB)).code(), StatusCode::kUnavailable);
