@@ -12,13 +12,9 @@ uint64_t FirstBits(int n) { return n >= 64 ? ~uint64_t{0} : (uint64_t{1} << n) -
 uint64_t ComputeFragmentation::UsableMask(const ComputeDevice& d) const {
   const uint64_t candidates = d.spec_match & specs_;
   const uint64_t whole = d.empty ? candidates & zero_mem_specs_ : 0;
-  // The fractional specs are a prefix by memory (columns.h); memory past them is not expected.
-  uint64_t fits = FirstBits(c_->FractionalFit(d.free));
-  for (uint64_t bits = other_mem_specs_; bits != 0; bits &= bits - 1) {
-    const int m = std::countr_zero(bits);
-    if (c_->mem[m] <= d.free) fits |= uint64_t{1} << m;
-  }
-  fits &= candidates;
+  // spec_match holds device specs only (SpecMatch), and those with memory are the fractional
+  // prefix, ordered by it (columns.h).
+  const uint64_t fits = FirstBits(c_->FractionalFit(d.free)) & candidates;
   if (fits == 0) return whole;
   uint64_t compute_ok = 0;
   if (d.capacity == proportional_capacity_) {
@@ -41,15 +37,12 @@ double ComputeFragmentation::Term(int m, int usable, MiB unusable_free, MiB tota
 
 void ComputeFragmentation::Start(const Columns& c, const ComputeDevice* devices, int n, uint64_t cpu_short) {
   c_ = &c;
-  n_ = n;
   specs_ = FirstBits(c.n);
   zero_mem_specs_ = 0;
-  other_mem_specs_ = 0;
   // Most nodes have one device size: the specs' shares are computed once for it.
   proportional_capacity_ = n > 0 ? devices[0].capacity : 0;
   for (int m = 0; m < c.n; ++m) {
     if (c.mem[m] == 0) zero_mem_specs_ |= uint64_t{1} << m;
-    if (c.mem[m] > 0 && m >= c.n_fractional) other_mem_specs_ |= uint64_t{1} << m;
     need_[m] = c.compute[m] > 0 ? c.compute[m] : model::ProportionalComputePct(c.mem[m], proportional_capacity_);
   }
   total_free_ = 0;
@@ -100,10 +93,13 @@ bool ComputeFragmentation::SameState(const ComputeDevice& a, const ComputeDevice
 }
 
 double ComputeFragmentation::Delta(int g, MiB new_free, int new_compute) const {
+  return DeltaTo(g, new_free, UsableMask(After(devices_[g], new_free, new_compute)));
+}
+
+double ComputeFragmentation::DeltaTo(int g, MiB new_free, uint64_t now_mask) const {
   const ComputeDevice& before = devices_[g];
   const MiB total_after = total_free_ + new_free - before.free;
   const uint64_t was_mask = usable_mask_[g];
-  const uint64_t now_mask = UsableMask(After(before, new_free, new_compute));
   // A feasible spec the device can hold before and after keeps its usable count and its unusable
   // free memory, so its term is unchanged: its difference would be exactly +0.
   const uint64_t unchanged = was_mask & now_mask & feasible_;
@@ -120,11 +116,11 @@ double ComputeFragmentation::Delta(int g, MiB new_free, int new_compute) const {
 }
 
 void ComputeFragmentation::Apply(int g, MiB new_free, int new_compute) {
-  const double delta = Delta(g, new_free, new_compute);
   ComputeDevice& d = devices_[g];
   const ComputeDevice after = After(d, new_free, new_compute);
   const uint64_t was_mask = usable_mask_[g];
   const uint64_t now_mask = UsableMask(after);
+  const double delta = DeltaTo(g, new_free, now_mask);
   for (int m = 0; m < c_->n; ++m) {
     const bool was = (was_mask >> m) & 1;
     const bool now = (now_mask >> m) & 1;

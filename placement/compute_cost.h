@@ -51,16 +51,16 @@ class ComputeFragmentation {
  private:
   // Bit m: d can hold one copy of spec m (above).
   uint64_t UsableMask(const ComputeDevice& d) const;
+  // Delta, given the usable mask of device g after the change.
+  double DeltaTo(int g, MiB new_free, uint64_t now_mask) const;
   double Term(int m, int usable, MiB unusable_free, MiB total_free) const;
   static ComputeDevice After(const ComputeDevice& d, MiB new_free, int new_compute);
   // feasible_ from usable_ and cpu_short_.
   void UpdateFeasible();
 
   const Columns* c_ = nullptr;
-  int n_ = 0;
-  uint64_t specs_ = 0;            // bit m for every spec
-  uint64_t zero_mem_specs_ = 0;   // whole-device and CPU-only specs: they need an empty device
-  uint64_t other_mem_specs_ = 0;  // specs with memory past the fractional prefix (none expected)
+  uint64_t specs_ = 0;           // bit m for every spec
+  uint64_t zero_mem_specs_ = 0;  // whole-device and CPU-only specs: they need an empty device
   uint64_t cpu_short_ = 0;
   // The compute share each spec needs of a device of proportional_capacity_ MiB.
   MiB proportional_capacity_ = 0;

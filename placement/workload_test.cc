@@ -83,10 +83,14 @@ TEST(WorkloadLearner, PriorKeepsAFixedShareAndOldObservationsDecay) {
 // A pod of 3000 MiB keeps the light share; a pod of one whole GPU makes the decayed whole count
 // 1 ≥ ½; after 9 more shares it is r^9 = 0.536, after 11 r^11 = 0.467 < ½.
 // A whole MIG instance does not count: it is a slice of a GPU.
-TEST(WorkloadLearner, ThePriorWeighsMoreWhilePodsOfWholeGpusCome) {
+WorkloadLearner LearnerOfTheWholeGpuRule() {
   TypicalWorkload prior{{Spec(0, 1, 0)}};
   prior.specs[0].weight = 1;
-  WorkloadLearner learner(prior, 10, 1, 10, 1.0);
+  return WorkloadLearner(prior, 10, 1, 10, 1.0);
+}
+
+TEST(WorkloadLearner, ThePriorWeighsMoreWhilePodsOfWholeGpusCome) {
+  WorkloadLearner learner = LearnerOfTheWholeGpuRule();
   learner.Observe(Pod(1, 3000));
   EXPECT_NEAR(learner.prior_share(), 0.0628, 0.0001);
   PodRequest mig = Pod(1, 0);
@@ -111,9 +115,7 @@ TEST(WorkloadLearner, ThePriorWeighsMoreWhilePodsOfWholeGpusCome) {
 // help: while one has come within the last half-life (decay r = 2^(-1/10)), the prior weighs as
 // prior_pods (6.28 %) even though whole GPUs come.
 TEST(WorkloadLearner, ThePriorStaysLightWhilePodsNameComputeShares) {
-  TypicalWorkload prior{{Spec(0, 1, 0)}};
-  prior.specs[0].weight = 1;
-  WorkloadLearner learner(prior, 10, 1, 10, 1.0);
+  WorkloadLearner learner = LearnerOfTheWholeGpuRule();
   learner.Observe(Pod(1, 0));
   EXPECT_NEAR(learner.prior_share(), 0.401, 0.001) << "whole GPUs, no compute share: heavier";
   PodRequest shared = Pod(1, 3000);
