@@ -89,6 +89,17 @@ WorkloadLearner LearnerOfTheWholeGpuRule() {
   return WorkloadLearner(prior, 10, 1, 10, 1.0);
 }
 
+// Observes `pod` nine times, then twice more: the pod that last switched the rule then weighs
+// r^9 = 0.536, still within a half-life (share `within`), then r^11 = 0.467 (share `after`).
+void ExpectTheRuleToLastAHalfLife(WorkloadLearner& learner, const PodRequest& pod, double within,
+                                  double within_tolerance, double after, double after_tolerance) {
+  for (int i = 0; i < 9; ++i) learner.Observe(pod);
+  EXPECT_NEAR(learner.prior_share(), within, within_tolerance) << "r^9 = 0.536: still within a half-life";
+  learner.Observe(pod);
+  learner.Observe(pod);
+  EXPECT_NEAR(learner.prior_share(), after, after_tolerance) << "r^11 = 0.467: a half-life without one";
+}
+
 TEST(WorkloadLearner, ThePriorWeighsMoreWhilePodsOfWholeGpusCome) {
   WorkloadLearner learner = LearnerOfTheWholeGpuRule();
   learner.Observe(Pod(1, 3000));
@@ -104,11 +115,7 @@ TEST(WorkloadLearner, ThePriorWeighsMoreWhilePodsOfWholeGpusCome) {
   for (const auto& s : learner.Snapshot().specs)
     prior_weight += s.mem_per_device_mib == 0 && s.cpu_milli == 0 ? s.weight : 0;
   EXPECT_GT(prior_weight, 0.401) << "the blend uses the heavier share (the whole-GPU pod adds to the prior's shape)";
-  for (int i = 0; i < 9; ++i) learner.Observe(Pod(1, 3000));
-  EXPECT_NEAR(learner.prior_share(), 0.401, 0.001) << "r^9 = 0.536: still within a half-life";
-  learner.Observe(Pod(1, 3000));
-  learner.Observe(Pod(1, 3000));
-  EXPECT_NEAR(learner.prior_share(), 0.0628, 0.0001) << "r^11 = 0.467: a half-life without one";
+  ExpectTheRuleToLastAHalfLife(learner, Pod(1, 3000), 0.401, 0.001, 0.0628, 0.0001);
 }
 
 // Pods that name a compute share are ranked in two dimensions, where the heavier prior does not
@@ -122,11 +129,7 @@ TEST(WorkloadLearner, ThePriorStaysLightWhilePodsNameComputeShares) {
   shared.containers[0].compute_pct = 30;
   learner.Observe(shared);
   EXPECT_NEAR(learner.prior_share(), 0.0628, 0.0001) << "a compute share within the half-life";
-  for (int i = 0; i < 9; ++i) learner.Observe(Pod(1, 0));
-  EXPECT_NEAR(learner.prior_share(), 0.0628, 0.0001) << "r^9 = 0.536: still within a half-life";
-  learner.Observe(Pod(1, 0));
-  learner.Observe(Pod(1, 0));
-  EXPECT_NEAR(learner.prior_share(), 0.401, 0.001) << "r^11 = 0.467: a half-life without one";
+  ExpectTheRuleToLastAHalfLife(learner, Pod(1, 0), 0.0628, 0.0001, 0.401, 0.001);
 }
 
 // Coverage keeps the heaviest specs until their share reaches it: with weights .5/.3/.15/.05
