@@ -25,8 +25,11 @@ struct Columns {
   int n_fractional = 0;  // specs [0, n_fractional) ask for part of a device
   int n_device = 0;      // specs [n_fractional, n_device) ask for whole devices; the rest CPU only
   double total_weight = 0;
-  int64_t max_cpu = 0;                      // the largest spec CPU: a node with more free never lacks CPU
-  uint64_t multi_whole = 0;                 // bit m: spec m asks for several whole devices
+  int64_t max_cpu = 0;       // the largest spec CPU: a node with more free never lacks CPU
+  uint64_t multi_whole = 0;  // bit m: spec m asks for several whole devices
+  // Bit m: device spec m accepts every sort of device (no kind, profile, model or isolation rule),
+  // so only a device's pool membership and size decide whether it can serve the spec.
+  uint64_t any_sort = 0;
   std::array<MiB, kMaxTypicalSpecs> mem{};  // per-device need; 0 = whole device
   // Per-device compute share, percent; 0 = proportional to mem (TypicalSpec::compute_pct).
   std::array<int16_t, kMaxTypicalSpecs> compute{};

@@ -1,6 +1,8 @@
 #include "placement/node_summary.h"
 
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <vector>
 
 #include "model/process_overhead.h"
@@ -73,14 +75,14 @@ bool CanHost(const Node& node, const TypicalSpec& spec, const PlacementOptions& 
 namespace {
 
 // Bit m: the device can serve spec m at all (in the pool, of a sort the spec accepts, and large
-// enough for its slice).
-uint64_t SpecMatch(const Device& d, const std::vector<TypicalSpec>& specs, const PlacementOptions& options) {
+// enough for its slice). `usable` is DeviceUsableMiB(d, options).
+uint64_t SpecMatch(const Device& d, MiB usable, const std::vector<TypicalSpec>& specs, const Columns& cols) {
+  if (!InPool(d)) return 0;
   uint64_t mask = 0;
-  for (int m = 0; m < static_cast<int>(specs.size()); ++m) {
+  for (int m = 0; m < cols.n_device; ++m) {
     const TypicalSpec& s = specs[m];
-    if (s.device_count == 0 || !InPool(d)) continue;
-    if (!SortMatches(d, DemandOfSpec(s))) continue;
-    if (s.mem_per_device_mib > 0 && DeviceUsableMiB(d, options) < s.mem_per_device_mib) continue;
+    if (s.mem_per_device_mib > usable) continue;
+    if (!((cols.any_sort >> m) & 1) && !SortMatches(d, DemandOfSpec(s))) continue;
     mask |= uint64_t{1} << m;
   }
   return mask;
@@ -99,10 +101,11 @@ void SummarizeDevices(const Node& node, const Columns& cols, const std::vector<T
   for (int g = 0; g < sum.device_count; ++g) {
     const Device& d = node.devices[g];
     NodeSummary::DeviceSlot& slot = slots[g];
+    const MiB usable = DeviceUsableMiB(d, options);
     slot.free = DeviceFreeMiB(d, options);
-    slot.empty = InPool(d) && d.shares.empty() && slot.free == DeviceUsableMiB(d, options);
+    slot.empty = InPool(d) && d.shares.empty() && slot.free == usable;
     sum.total_free += slot.free;
-    slot.completion_table = static_cast<int16_t>(completion.TableFor(DeviceUsableMiB(d, options)));
+    slot.completion_table = static_cast<int16_t>(completion.TableFor(usable));
     slot.completion_value = slot.completion_table < 0 ? 0 : completion.Value(slot.completion_table, slot.free);
     slot.fractional_fit = static_cast<int8_t>(cols.FractionalFit(slot.free));
     slot.free_compute = static_cast<int8_t>(DeviceFreeComputePct(d));
@@ -110,7 +113,7 @@ void SummarizeDevices(const Node& node, const Columns& cols, const std::vector<T
         sum.compute_slack && slot.free_compute >= model::ProportionalComputePct(slot.free, d.capacity_mib);
     // A node's GPUs are usually identical, so compute the mask once per sort.
     slot.spec_match =
-        g > 0 && SameSort(node.devices[g - 1], d) ? slots[g - 1].spec_match : SpecMatch(d, specs, options);
+        g > 0 && SameSort(node.devices[g - 1], d) ? slots[g - 1].spec_match : SpecMatch(d, usable, specs, cols);
     auto twin = [&](const NodeSummary::DeviceSlot& other) {
       return other.free == slot.free && other.empty == slot.empty && other.spec_match == slot.spec_match &&
              other.completion_table == slot.completion_table;
@@ -119,23 +122,28 @@ void SummarizeDevices(const Node& node, const Columns& cols, const std::vector<T
   }
 }
 
-// q_n(m), the free memory no device of spec m can use, and which specs are satisfied.
+// q_n(m), the free memory no device of spec m can use, and which specs are satisfied. A device can
+// use the fractional specs its free memory holds (a prefix) and, while empty, the whole ones, of
+// those its sort matches; so each device adds itself to the specs it can use, and q_n(m) is the
+// node's free memory less theirs.
 void SummarizeSpecs(const Columns& cols, NodeSummary& sum) {
   const auto* slots = sum.devices();
-  for (int m = 0; m < cols.n; ++m) {
-    int16_t usable = 0;
-    MiB unusable = 0;
-    for (int g = 0; g < sum.device_count; ++g) {
-      const bool ok = ((slots[g].spec_match >> m) & 1) && UsableFor(cols.mem[m], slots[g].free, slots[g].empty);
-      if (ok)
-        ++usable;
-      else
-        unusable += slots[g].free;
+  auto low_bits = [](int k) { return k >= 64 ? ~uint64_t{0} : (uint64_t{1} << k) - 1; };
+  const uint64_t whole = low_bits(cols.n_device) & ~low_bits(cols.n_fractional);
+  std::array<MiB, kMaxTypicalSpecs> usable_free{};
+  int16_t* usable = sum.usable();
+  for (int g = 0; g < sum.device_count; ++g) {
+    const uint64_t can_use = slots[g].spec_match & (low_bits(slots[g].fractional_fit) | (slots[g].empty ? whole : 0));
+    for (uint64_t bits = can_use; bits != 0; bits &= bits - 1) {
+      const int m = std::countr_zero(bits);
+      ++usable[m];
+      usable_free[m] += slots[g].free;
     }
-    sum.usable()[m] = usable;
-    sum.unusable_free()[m] = unusable;
-    sum.satisfied |= static_cast<uint64_t>(usable >= cols.count[m]) << m;
-    sum.spare |= static_cast<uint64_t>(usable > cols.count[m]) << m;
+  }
+  for (int m = 0; m < cols.n; ++m) {
+    sum.unusable_free()[m] = sum.total_free - usable_free[m];
+    sum.satisfied |= static_cast<uint64_t>(usable[m] >= cols.count[m]) << m;
+    sum.spare |= static_cast<uint64_t>(usable[m] > cols.count[m]) << m;
   }
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "placement/demand.h"
 #include "placement/device_pick.h"
 #include "placement/fgd_cost.h"
 
@@ -121,6 +122,7 @@ Columns Columns::Of(const std::vector<TypicalSpec>& specs) {
       continue;
     }
     c.host_memory_needed |= s.memory_bytes > 0;
+    if (DemandOfSpec(s).Unconstrained()) c.any_sort |= uint64_t{1} << m;
     c.cpu_unneeded[m] = s.cpu_milli > 0 ? 0.0 : kUnneededCopies;
     c.host_memory_unneeded[m] = s.memory_bytes > 0 ? 0.0 : kUnneededCopies;
     if (m < c.n_fractional) {

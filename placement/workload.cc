@@ -197,14 +197,16 @@ TypicalWorkload WorkloadLearner::EveryShape() const {
       out.specs.push_back(std::move(s));
     }
   }
+  const size_t prior_count = out.specs.size();
   if (observed_total > 0) {
     for (const auto& b : buckets_) {
       TypicalSpec s = b.spec;
       s.weight = (1.0 - share) * b.weight / observed_total;
       s.memory_bytes = static_cast<int64_t>(b.memory_weighted / b.weight);
-      auto same =
-          std::find_if(out.specs.begin(), out.specs.end(), [&](const TypicalSpec& x) { return SameShape(x, s); });
-      if (same != out.specs.end()) {
+      // Buckets are distinct shapes, so a bucket can only meet one of the prior's.
+      const auto prior_end = out.specs.begin() + static_cast<std::ptrdiff_t>(prior_count);
+      auto same = std::find_if(out.specs.begin(), prior_end, [&](const TypicalSpec& x) { return SameShape(x, s); });
+      if (same != prior_end) {
         // A shape of the prior, which carries no memory: the observed pods' memory stands.
         same->weight += s.weight;
         same->memory_bytes = s.memory_bytes;
