@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -81,7 +82,9 @@ type bed struct {
 	agents    map[string]*proc
 	agentArgs map[string][]string
 	nodes     []string
-	schedName string
+	// The agents' cluster file: testdata/cluster.yaml, or a copy with GPUPACK_BENCH_NODES more nodes.
+	clusterFile string
+	schedName   string
 
 	saScheduler, saAgent                 string
 	schedulerKubeconfig, agentKubeconfig string
@@ -311,8 +314,7 @@ func (b *bed) installChart() error {
 	if err != nil {
 		return err
 	}
-	clusterFile, err := filepath.Abs("testdata/cluster.yaml")
-	if err != nil {
+	if b.clusterFile, err = b.writeClusterFile(); err != nil {
 		return err
 	}
 	// Values a user would set for this bed: two scheduler replicas, short leader-election and
@@ -327,7 +329,7 @@ func (b *bed) installChart() error {
 		"scheduler.extender.config.heartbeatTTL=" + heartbeatTTL,
 		// Defragmentation evicts (TestDefrag*); only those scenarios' pods opt in to moving.
 		"scheduler.extender.defragmentation=on",
-		"agent.backend=file:" + clusterFile,
+		"agent.backend=file:" + b.clusterFile,
 		"agent.extraArgs={--poll-interval,1s,--heartbeat-interval,1s,--min-write-interval,1s}",
 	}
 	args := []string{"install", release, b.chart, "--namespace", releaseNS, "--create-namespace", "--timeout", "60s"}
@@ -609,14 +611,54 @@ type clusterFile struct {
 	} `json:"nodes"`
 }
 
+// benchNodes is GPUPACK_BENCH_NODES (default 0): how many nodes of 2 × 80 GiB the bed adds to
+// testdata/cluster.yaml's, for TestBindThroughput at a larger scale (docs/e2e.md). The other
+// scenarios are written for the file's nodes alone.
+func benchNodes() (int, error) {
+	v := os.Getenv("GPUPACK_BENCH_NODES")
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("GPUPACK_BENCH_NODES=%q: want a number of nodes to add, 0 or more", v)
+	}
+	return n, nil
+}
+
+// writeClusterFile returns the agents' cluster file: testdata/cluster.yaml, or with
+// GPUPACK_BENCH_NODES a copy in the bed's directory with nodes bench-1 … bench-N appended.
+func (b *bed) writeClusterFile() (string, error) {
+	base, err := filepath.Abs("testdata/cluster.yaml")
+	if err != nil {
+		return "", err
+	}
+	extra, err := benchNodes()
+	if err != nil || extra == 0 {
+		return base, err
+	}
+	raw, err := os.ReadFile(base)
+	if err != nil {
+		return "", err
+	}
+	var more strings.Builder
+	for i := 1; i <= extra; i++ {
+		fmt.Fprintf(&more, "  - name: bench-%d\n    cpu: \"64\"\n    memory: 512Gi\n    gpus:\n"+
+			"      - {model: NVIDIA A100-SXM4-80GB, memory: 80Gi, count: 2}\n", i)
+	}
+	path := filepath.Join(b.dir, "cluster.yaml")
+	text := strings.TrimRight(string(raw), "\n") + "\n" + more.String()
+	return path, os.WriteFile(path, []byte(text), 0o644)
+}
+
 func (b *bed) startAgents() error {
-	raw, err := os.ReadFile("testdata/cluster.yaml")
+	raw, err := os.ReadFile(b.clusterFile)
 	if err != nil {
 		return err
 	}
 	var cf clusterFile
 	if err := yaml.Unmarshal(raw, &cf); err != nil {
-		return fmt.Errorf("testdata/cluster.yaml: %v", err)
+		return fmt.Errorf("%s: %v", b.clusterFile, err)
 	}
 	if b.agentKubeconfig, err = b.tokenKubeconfig(b.saAgent); err != nil {
 		return err
