@@ -159,12 +159,40 @@ TEST(Compute, MemoryOnADeviceWithoutComputeIsAFragment) {
   EXPECT_DOUBLE_EQ(e.cost, -200);
   EXPECT_EQ(e.placement.containers[0].device_slots, std::vector<int>{0});
   EXPECT_EQ(e.placement.containers[0].compute_pct, std::vector<int>{10});
-  // Score computes the same cost without the placement, and the two-dimensional costs leave the
-  // memory-only fill fragmentation and completion value out.
+  // Score computes the same costs without the placement. The fill fragmentation measures memory
+  // alone: a could use GPU 0's 500 MiB and cannot use the 300 left, b can use both, so
+  // ΔF̂ = .5 · 300 = 150. This policy has no completion value: no loss.
   NodeScore score = fgd.Score(node, fgd.Summarize(node), ComputePod(1, 200, 10));
   EXPECT_DOUBLE_EQ(score.cost, -200);
-  EXPECT_DOUBLE_EQ(score.fill_cost, 0);
+  EXPECT_DOUBLE_EQ(score.fill_cost, 150);
   EXPECT_DOUBLE_EQ(score.completion_loss, 0);
+}
+
+// A pod that names a compute share is ranked by the same keys as one that does not (RankOf): the
+// completion loss, the fill fragmentation, then FGD's ΔF, here the two-dimensional one.
+// completion_test.cc's three slices on 1000-MiB GPUs, each asking its memory's share of compute:
+// {650 MiB at 65 %, p = .2; 320 at 32 %, p = .4; 470 at 47 %, p = .4}, priced y650 = 2/3,
+// y470 = 1/2, y320 = 1/3 of a device. GPU 0 holds a 650 (350 MiB and 35 % free), GPU 1 a 470
+// (530 MiB, 53 % free). The pod: 320 MiB at 32 %.
+//   GPU 0 (→ 30 MiB, 3 %): it completes the device: loss K(350) − K(30) = 1/3 − 0 of 1000 MiB.
+//   GPU 1 (→ 210 MiB, 21 %): loss K(530) − K(210) = 1/2 − 0: 1/6 of a device wasted.
+// On GPU 0, R goes 880 → 560. F, two-dimensional: 650 fits no device before or after
+// (.2 · 880 → .2 · 560); 320 fits both devices before (0), only GPU 1 after (.4 · 30); 470 fits
+// only GPU 1 before and after (.4 · 350 → .4 · 30): ΔF = (112 + 12 + 12) − (176 + 0 + 140) = −180.
+// With compute at the memory's share, F̂ has the same usable devices: ΔF̂ = −180.
+TEST(Compute, TwoDimensionalPicksRankByCompletionAndFillFirst) {
+  const TypicalWorkload workload{{ComputeSpec(650, 65, 1), ComputeSpec(320, 32, 2), ComputeSpec(470, 47, 2)}};
+  Policy fgd(PolicyKind::kFgd, workload, {}, {}, CompletionValue::Build(workload, {1000}));
+  Node node = NodeOf({GpuWithShare(1000, 650, 65), GpuWithShare(1000, 470, 47)});
+  NodeEvaluation e = fgd.Evaluate(node, ComputePod(1, 320, 32));
+  ASSERT_TRUE(e.verdict.fits()) << e.verdict.Message();
+  EXPECT_EQ(e.placement.containers[0].device_slots, std::vector<int>{0});
+  EXPECT_NEAR(e.completion_loss, 1000.0 / 3, 1e-6);
+  EXPECT_DOUBLE_EQ(e.cost, -180);
+  EXPECT_NEAR(e.fill_cost, -180, 1e-9);
+  // The other pick loses half a device: on a node with only GPU 1's state, the pod costs 500.
+  NodeEvaluation on_gpu1 = fgd.Evaluate(NodeOf({GpuWithShare(1000, 470, 47)}), ComputePod(1, 320, 32));
+  EXPECT_NEAR(on_gpu1.completion_loss, 500, 1e-6);
 }
 
 TEST(Compute, SummaryKnowsWhenMemoryAloneDecides) {

@@ -137,7 +137,7 @@ class TentativePlacement {
   // `taken` bit g: the container already has device g.
   Pick BestDevice(const Demand& demand, uint64_t taken) const;
   // The same in two dimensions (compute_mode_): every device the memory and the compute share
-  // fit, priced by the two-dimensional ΔF under FGD.
+  // fit, priced by its completion loss, then the two-dimensional ΔF, under FGD.
   Pick BestDeviceWithCompute(const Demand& demand, uint64_t taken) const;
   bool SameStateSeen(const std::array<int, kMaxDevicesPerNode>& seen, int seen_n, int g, const Demand& demand,
                      bool exclusive) const;
@@ -196,8 +196,9 @@ class TentativePlacement {
   const bool constrained_;
   int picks_left_;
   // Two dimensions: the pod or a typical shape names a compute share, so FGD's ΔF is the
-  // two-dimensional one (compute_cost.h) and F̂ and the completion value, which measure memory
-  // alone, are left out of the costs.
+  // two-dimensional one (compute_cost.h). F̂ and the completion value still measure memory alone:
+  // they rank before ΔF as in one dimension (RankOf), and ΔF then tells apart the picks that
+  // strand compute.
   const bool compute_mode_;
   // The devices' free compute is followed: in compute_mode_, or where a share on the node
   // reserves more compute than its memory's share, so a memory-only pick can find it short.
@@ -230,7 +231,7 @@ TentativePlacement::TentativePlacement(const EvaluationInputs& in, NodeScore& ou
       fill_usable_free_now_(in.sum.fill_usable_free()),
       fill_total_free_(in.sum.total_free),
       multi_whole_(in.cols.multi_whole),
-      with_completion_(device_kind_ == PolicyKind::kFgd && !in.completion.empty() && !InComputeMode(in)),
+      with_completion_(device_kind_ == PolicyKind::kFgd && !in.completion.empty()),
       constrained_(in.pod.constrained),
       picks_left_(in.pod.picks),
       compute_mode_(InComputeMode(in)),
@@ -412,19 +413,15 @@ Pick TentativePlacement::BestDeviceWithCompute(const Demand& demand, uint64_t ta
       seen[seen_n] = g;
       seen_exclusive[seen_n++] = exclusive;
     }
-    Pick candidate;
-    candidate.slot = g;
+    Pick candidate = Candidate(g, demand, exclusive);
     candidate.compute = compute;
-    candidate.new_free = exclusive ? 0 : st_.free[g] - demand.mem;
     const int new_compute = free_compute_[g] - compute;
+    if (best.slot >= 0 && candidate.loss > best.loss) continue;
     if (device_kind_ == PolicyKind::kFgd) {
       candidate.fgd_delta = compute_fgd_->Delta(g, candidate.new_free, new_compute);
       candidate.cost = candidate.fgd_delta;
-    } else {
-      const double left = static_cast<double>(candidate.new_free);
-      candidate.cost = device_kind_ == PolicyKind::kBinpack ? left : -left;
     }
-    if (best.slot < 0 || candidate.cost < best.cost) best = candidate;
+    if (best.slot < 0 || candidate.loss < best.loss || candidate.cost < best.cost) best = candidate;
   }
   if (best.slot >= 0 && fgd_ && device_kind_ != PolicyKind::kFgd)
     best.fgd_delta = compute_fgd_->Delta(best.slot, best.new_free, free_compute_[best.slot] - best.compute);
@@ -484,6 +481,8 @@ void TentativePlacement::Take(const Pick& pick, const Demand& demand, ContainerP
     if (fgd_) {
       fgd_cost_ += pick.fgd_delta;
       compute_fgd_->Apply(best, pick.new_free, free_compute_[best] - pick.compute);
+      TakeFill(pick);
+      completion_loss_ += pick.loss_mib;
     }
     fill_total_free_ += pick.new_free - st_.free[best];
     st_.total_free += pick.new_free - st_.free[best];
@@ -595,7 +594,7 @@ double TentativePlacement::FillCost() const {
 void TentativePlacement::FinishCost() {
   if (node_kind_ == PolicyKind::kFgd) {
     out_.cost = fgd_cost_;
-    out_.fill_cost = compute_mode_ ? 0 : FillCost();
+    out_.fill_cost = FillCost();
     out_.reservation_cost = sum_.reservation_tightness * static_cast<double>(sum_.total_free - fill_total_free_);
     out_.completion_loss = completion_loss_;
   } else if (!pod_.WantsDevices()) {

@@ -154,9 +154,6 @@ void WorkloadLearner::Observe(const PodRequest& pod) {
   const bool whole_gpus =
       spec.whole_device() && spec.device_kind != DeviceKindPreference::kMig && spec.mig_profile.empty();
   whole_gpu_mass_ = whole_gpu_mass_ * decay_ + (whole_gpus ? 1.0 : 0.0);
-  // As Columns::any_compute counts a spec that names one.
-  const bool names_compute = spec.device_count > 0 && spec.compute_pct > 0;
-  compute_mass_ = compute_mass_ * decay_ + (names_compute ? 1.0 : 0.0);
   const double memory = static_cast<double>(spec.memory_bytes);
   for (auto& b : buckets_) {
     if (SameShape(b.spec, spec)) {

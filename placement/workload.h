@@ -70,10 +70,7 @@ TypicalWorkload DefaultPriorWorkload(MiB device_mib);
 // already outweigh it; with nothing observed it is the whole estimate. While pods of whole GPUs
 // come (their decayed count is at least ½: one within the last half-life) it weighs as
 // `whole_gpu_prior_pods` instead: its whole and multi-GPU shapes then keep room for the rare
-// large pods that the coverage cut drops, where no such pod comes they keep room for nothing;
-// but not while pods that name a compute share come (the same count): their evaluations are
-// two-dimensional and rank on FGD's ΔF alone, leaving out the completion value and F̂ that the
-// heavier prior's shapes help, and the prior's shapes, which name none, only blur that ΔF. The
+// large pods that the coverage cut drops, where no such pod comes they keep room for nothing. The
 // snapshot then keeps the heaviest specs until they cover `coverage` of the blended weight, as
 // FGD's typical set covers 95% of pods: the rarest shapes otherwise pull the policy towards
 // keeping room for pods that almost never come (bench/RESULTS.md keeps the measurements).
@@ -97,10 +94,8 @@ class WorkloadLearner {
   TypicalWorkload EveryShape() const;
   double observed_mass() const { return mass_; }
   // The prior's share of the blend once anything is observed: PriorShare of prior_pods, or of
-  // whole_gpu_prior_pods while pods of whole GPUs come and pods that name a compute share do not.
-  double prior_share() const {
-    return whole_gpu_mass_ >= 0.5 && compute_mass_ < 0.5 ? whole_gpu_prior_share_ : prior_share_;
-  }
+  // whole_gpu_prior_pods while pods of whole GPUs come.
+  double prior_share() const { return whole_gpu_mass_ >= 0.5 ? whole_gpu_prior_share_ : prior_share_; }
   // prior_pods·(1 − decay) / (1 + prior_pods·(1 − decay)); 6.5 % at 100 pods and half-life 1,000,
   // 20 % at 360.
   static double PriorShare(double prior_pods, double decay);
@@ -119,7 +114,6 @@ class WorkloadLearner {
   double scale_ = 1.0;         // current weight of an observation made now, relative to storage units
   double mass_ = 0;            // decayed count of observations
   double whole_gpu_mass_ = 0;  // decayed count of the observed pods that ask for whole GPUs
-  double compute_mass_ = 0;    // decayed count of the observed pods that name a compute share
   std::vector<Bucket> buckets_;
 };
 

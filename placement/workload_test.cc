@@ -118,20 +118,6 @@ TEST(WorkloadLearner, ThePriorWeighsMoreWhilePodsOfWholeGpusCome) {
   ExpectTheRuleToLastAHalfLife(learner, Pod(1, 3000), 0.401, 0.001, 0.0628, 0.0001);
 }
 
-// Pods that name a compute share are ranked in two dimensions, where the heavier prior does not
-// help: while one has come within the last half-life (decay r = 2^(-1/10)), the prior weighs as
-// prior_pods (6.28 %) even though whole GPUs come.
-TEST(WorkloadLearner, ThePriorStaysLightWhilePodsNameComputeShares) {
-  WorkloadLearner learner = LearnerOfTheWholeGpuRule();
-  learner.Observe(Pod(1, 0));
-  EXPECT_NEAR(learner.prior_share(), 0.401, 0.001) << "whole GPUs, no compute share: heavier";
-  PodRequest shared = Pod(1, 3000);
-  shared.containers[0].compute_pct = 30;
-  learner.Observe(shared);
-  EXPECT_NEAR(learner.prior_share(), 0.0628, 0.0001) << "a compute share within the half-life";
-  ExpectTheRuleToLastAHalfLife(learner, Pod(1, 0), 0.0628, 0.0001, 0.401, 0.001);
-}
-
 // Coverage keeps the heaviest specs until their share reaches it: with weights .5/.3/.15/.05
 // (no prior), 0.9 keeps three (.5 + .3 = .8 < .9 ≤ .95) and renormalises them to sum 1.
 TEST(WorkloadLearner, CoverageDropsTheRarestShapes) {
