@@ -10,6 +10,9 @@
 
 namespace gpupack::placement {
 
+// Bits [0, k) of a spec or device mask, k ≤ 64 (k = 64: every bit).
+inline constexpr uint64_t FirstBits(int k) { return k >= 64 ? ~uint64_t{0} : (uint64_t{1} << k) - 1; }
+
 // F̂'s data-parallel loops (fgd_cost.cc) read per-spec columns and tallies this many at a time.
 inline constexpr int kFillLanes = 2;
 // The length of a column those loops read: a lane group may start at the last spec.

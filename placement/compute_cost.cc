@@ -3,11 +3,6 @@
 #include <bit>
 
 namespace gpupack::placement {
-namespace {
-
-uint64_t FirstBits(int n) { return n >= 64 ? ~uint64_t{0} : (uint64_t{1} << n) - 1; }
-
-}  // namespace
 
 uint64_t ComputeFragmentation::UsableMask(const ComputeDevice& d) const {
   const uint64_t candidates = d.spec_match & specs_;

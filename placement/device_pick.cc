@@ -353,7 +353,7 @@ Pick TentativePlacement::BestDevice(const Demand& demand, uint64_t taken) const 
   // first pick, the summary knows them for a pod without device rules, on a node where memory
   // alone decides (its twins may differ in compute).
   const bool distinct_known = !constrained_ && pod_holds_ == 0 && !track_compute_;
-  const uint64_t every = n_ >= 64 ? ~uint64_t{0} : (uint64_t{1} << n_) - 1;
+  const uint64_t every = FirstBits(n_);
   std::array<int, kMaxDevicesPerNode> seen;
   int seen_n = 0;
   for (uint64_t bits = (distinct_known ? sum_.distinct : every) & ~taken; bits != 0; bits &= bits - 1) {

@@ -63,8 +63,7 @@ inline MiB UsableFreeChange(MiB spec_mem, MiB old_free, bool old_empty, MiB new_
 inline double FillPick(const Columns& c, uint64_t match, MiB old_free, bool old_empty, MiB new_free,
                        int32_t* empty_devices, MiB* usable_free) {
   double weighted = 0;
-  for (uint64_t bits = match & ((c.n_device >= 64 ? ~uint64_t{0} : (uint64_t{1} << c.n_device) - 1)); bits != 0;
-       bits &= bits - 1) {
+  for (uint64_t bits = match & FirstBits(c.n_device); bits != 0; bits &= bits - 1) {
     const int m = std::countr_zero(bits);
     const MiB delta = UsableFreeChange(c.mem[m], old_free, old_empty, new_free);
     if (empty_devices != nullptr && c.mem[m] == 0 && old_empty) empty_devices[m] -= 1;
@@ -176,10 +175,7 @@ class DeltaEvaluator {
   }
 
   // Bits [from, to).
-  static uint64_t BitRange(int from, int to) {
-    auto below = [](int k) { return k >= 64 ? ~uint64_t{0} : (uint64_t{1} << k) - 1; };
-    return from >= to ? 0 : below(to) & ~below(from);
-  }
+  static uint64_t BitRange(int from, int to) { return from >= to ? 0 : FirstBits(to) & ~FirstBits(from); }
 
   // Σ weight of fractional specs j < upto that the mask matches and that are satisfied. Prefix
   // sums are kept per mask and extended only as far as a query needs.

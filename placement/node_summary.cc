@@ -128,12 +128,11 @@ void SummarizeDevices(const Node& node, const Columns& cols, const std::vector<T
 // node's free memory less theirs.
 void SummarizeSpecs(const Columns& cols, NodeSummary& sum) {
   const auto* slots = sum.devices();
-  auto low_bits = [](int k) { return k >= 64 ? ~uint64_t{0} : (uint64_t{1} << k) - 1; };
-  const uint64_t whole = low_bits(cols.n_device) & ~low_bits(cols.n_fractional);
+  const uint64_t whole = FirstBits(cols.n_device) & ~FirstBits(cols.n_fractional);
   std::array<MiB, kMaxTypicalSpecs> usable_free{};
   int16_t* usable = sum.usable();
   for (int g = 0; g < sum.device_count; ++g) {
-    const uint64_t can_use = slots[g].spec_match & (low_bits(slots[g].fractional_fit) | (slots[g].empty ? whole : 0));
+    const uint64_t can_use = slots[g].spec_match & (FirstBits(slots[g].fractional_fit) | (slots[g].empty ? whole : 0));
     for (uint64_t bits = can_use; bits != 0; bits &= bits - 1) {
       const int m = std::countr_zero(bits);
       ++usable[m];

@@ -83,25 +83,10 @@ TEST(WorkloadLearner, PriorKeepsAFixedShareAndOldObservationsDecay) {
 // A pod of 3000 MiB keeps the light share; a pod of one whole GPU makes the decayed whole count
 // 1 ≥ ½; after 9 more shares it is r^9 = 0.536, after 11 r^11 = 0.467 < ½.
 // A whole MIG instance does not count: it is a slice of a GPU.
-WorkloadLearner LearnerOfTheWholeGpuRule() {
+TEST(WorkloadLearner, ThePriorWeighsMoreWhilePodsOfWholeGpusCome) {
   TypicalWorkload prior{{Spec(0, 1, 0)}};
   prior.specs[0].weight = 1;
-  return WorkloadLearner(prior, 10, 1, 10, 1.0);
-}
-
-// Observes `pod` nine times, then twice more: the pod that last switched the rule then weighs
-// r^9 = 0.536, still within a half-life (share `within`), then r^11 = 0.467 (share `after`).
-void ExpectTheRuleToLastAHalfLife(WorkloadLearner& learner, const PodRequest& pod, double within,
-                                  double within_tolerance, double after, double after_tolerance) {
-  for (int i = 0; i < 9; ++i) learner.Observe(pod);
-  EXPECT_NEAR(learner.prior_share(), within, within_tolerance) << "r^9 = 0.536: still within a half-life";
-  learner.Observe(pod);
-  learner.Observe(pod);
-  EXPECT_NEAR(learner.prior_share(), after, after_tolerance) << "r^11 = 0.467: a half-life without one";
-}
-
-TEST(WorkloadLearner, ThePriorWeighsMoreWhilePodsOfWholeGpusCome) {
-  WorkloadLearner learner = LearnerOfTheWholeGpuRule();
+  WorkloadLearner learner(prior, 10, 1, 10, 1.0);
   learner.Observe(Pod(1, 3000));
   EXPECT_NEAR(learner.prior_share(), 0.0628, 0.0001);
   PodRequest mig = Pod(1, 0);
@@ -115,7 +100,11 @@ TEST(WorkloadLearner, ThePriorWeighsMoreWhilePodsOfWholeGpusCome) {
   for (const auto& s : learner.Snapshot().specs)
     prior_weight += s.mem_per_device_mib == 0 && s.cpu_milli == 0 ? s.weight : 0;
   EXPECT_GT(prior_weight, 0.401) << "the blend uses the heavier share (the whole-GPU pod adds to the prior's shape)";
-  ExpectTheRuleToLastAHalfLife(learner, Pod(1, 3000), 0.401, 0.001, 0.0628, 0.0001);
+  for (int i = 0; i < 9; ++i) learner.Observe(Pod(1, 3000));
+  EXPECT_NEAR(learner.prior_share(), 0.401, 0.001) << "r^9 = 0.536: still within a half-life";
+  learner.Observe(Pod(1, 3000));
+  learner.Observe(Pod(1, 3000));
+  EXPECT_NEAR(learner.prior_share(), 0.0628, 0.0001) << "r^11 = 0.467: a half-life without one";
 }
 
 // Coverage keeps the heaviest specs until their share reaches it: with weights .5/.3/.15/.05
