@@ -611,17 +611,16 @@ type clusterFile struct {
 	} `json:"nodes"`
 }
 
-// benchNodes is GPUPACK_BENCH_NODES (default 0): how many nodes of 2 × 80 GiB the bed adds to
-// testdata/cluster.yaml's, for TestBindThroughput at a larger scale (docs/e2e.md). The other
-// scenarios are written for the file's nodes alone.
-func benchNodes() (int, error) {
-	v := os.Getenv("GPUPACK_BENCH_NODES")
+// envCount is the whole number in environment variable `name`, at least `least`; `fallback` when
+// the variable is unset or empty.
+func envCount(name string, fallback, least int) (int, error) {
+	v := os.Getenv(name)
 	if v == "" {
-		return 0, nil
+		return fallback, nil
 	}
 	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 {
-		return 0, fmt.Errorf("GPUPACK_BENCH_NODES=%q: want a number of nodes to add, 0 or more", v)
+	if err != nil || n < least {
+		return 0, fmt.Errorf("%s=%q: want a whole number, at least %d", name, v, least)
 	}
 	return n, nil
 }
@@ -633,7 +632,9 @@ func (b *bed) writeClusterFile() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	extra, err := benchNodes()
+	// GPUPACK_BENCH_NODES: nodes of 2 × 80 GiB added for TestBindThroughput at a larger scale
+	// (docs/e2e.md); the other scenarios are written for the file's nodes alone.
+	extra, err := envCount("GPUPACK_BENCH_NODES", 0, 0)
 	if err != nil || extra == 0 {
 		return base, err
 	}

@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -33,13 +32,9 @@ const (
 
 // benchPods is GPUPACK_BENCH_PODS (default 100: cheap enough for the suite).
 func benchPods(t *testing.T) int {
-	v := os.Getenv("GPUPACK_BENCH_PODS")
-	if v == "" {
-		return 100
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n <= 0 {
-		t.Fatalf("GPUPACK_BENCH_PODS=%q: want a positive number", v)
+	n, err := envCount("GPUPACK_BENCH_PODS", 100, 1)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return n
 }
