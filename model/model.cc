@@ -1,5 +1,7 @@
 #include "model/model.h"
 
+#include <limits>
+
 namespace gpupack::model {
 
 MiB PodRequest::TotalMemMiB() const {
@@ -28,6 +30,12 @@ int ProportionalComputePct(MiB mem_mib, MiB capacity_mib) {
   if (capacity_mib <= 0 || mem_mib <= 0) return 0;
   if (mem_mib >= capacity_mib) return kDeviceComputePct;
   return static_cast<int>(mem_mib * kDeviceComputePct / capacity_mib);
+}
+
+MiB LargestMemoryWithinComputePct(int compute_pct, MiB capacity_mib) {
+  // ⌊100 · mem / capacity⌋ ≤ pct ⟺ 100 · mem < (pct + 1) · capacity ⟺ 100 · mem ≤ (pct + 1) · capacity − 1.
+  if (capacity_mib <= 0) return std::numeric_limits<MiB>::max();
+  return ((compute_pct + 1) * capacity_mib - 1) / kDeviceComputePct;
 }
 
 int AllocatedComputePct(const Device& device) {

@@ -30,6 +30,11 @@ inline constexpr int kDeviceComputePct = 100;
 // ⌊100 · mem / capacity⌋ percent, its share of the device's memory rounded down, so the memory-only
 // shares on a device never sum over 100 %. 0 for a device without capacity.
 int ProportionalComputePct(MiB mem_mib, MiB capacity_mib);
+// The most memory whose proportional share fits in `compute_pct` (≥ 0) of a device:
+// ProportionalComputePct(mem, capacity) ≤ compute_pct exactly when mem ≤ this, for 0 < mem <
+// capacity. So the specs a device's free compute allows are a prefix by memory, like those its
+// free memory allows. No limit (the largest MiB) for a device without capacity.
+MiB LargestMemoryWithinComputePct(int compute_pct, MiB capacity_mib);
 
 // What a pod's memory lands on: a whole GPU (not in MIG mode) or one MIG instance.
 enum class DeviceKind : uint8_t { kGpu, kMig };

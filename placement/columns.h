@@ -37,6 +37,7 @@ struct Columns {
   // Per-device compute share, percent; 0 = proportional to mem (TypicalSpec::compute_pct).
   std::array<int16_t, kMaxTypicalSpecs> compute{};
   bool any_compute = false;                       // some spec names a compute share: Score measures in two dimensions
+  uint64_t own_compute = 0;                       // bit m: fractional spec m names its own compute share
   std::array<int32_t, kMaxTypicalSpecs> count{};  // devices needed; CPU-only specs: never satisfiable
   std::array<double, kMaxTypicalSpecs> weight{};
   std::array<int64_t, kMaxTypicalSpecs> cpu{};

@@ -1,5 +1,6 @@
 #include "placement/compute_cost.h"
 
+#include <algorithm>
 #include <bit>
 
 namespace gpupack::placement {
@@ -11,16 +12,13 @@ uint64_t ComputeFragmentation::UsableMask(const ComputeDevice& d) const {
   // prefix, ordered by it (columns.h).
   const uint64_t fits = FirstBits(c_->FractionalFit(d.free)) & candidates;
   if (fits == 0) return whole;
-  uint64_t compute_ok = 0;
-  if (d.capacity == proportional_capacity_) {
-    const int last = std::bit_width(fits);  // fits is within the first `last` specs
-    for (int m = 0; m < last; ++m) compute_ok |= uint64_t{need_[m] <= d.free_compute} << m;
-  } else {
-    for (uint64_t bits = fits; bits != 0; bits &= bits - 1) {
-      const int m = std::countr_zero(bits);
-      const int need = c_->compute[m] > 0 ? c_->compute[m] : model::ProportionalComputePct(c_->mem[m], d.capacity);
-      if (need <= d.free_compute) compute_ok |= uint64_t{1} << m;
-    }
+  // The specs without a share of its own whose memory's share the free compute holds are a prefix
+  // by memory too; those with one are checked one by one.
+  const MiB compute_bound = model::LargestMemoryWithinComputePct(d.free_compute, d.capacity);
+  uint64_t compute_ok = FirstBits(c_->FractionalFit(compute_bound)) & ~c_->own_compute;
+  for (uint64_t bits = fits & c_->own_compute; bits != 0; bits &= bits - 1) {
+    const int m = std::countr_zero(bits);
+    if (c_->compute[m] <= d.free_compute) compute_ok |= uint64_t{1} << m;
   }
   return whole | (fits & compute_ok);
 }
@@ -30,20 +28,30 @@ double ComputeFragmentation::Term(int m, int usable, MiB unusable_free, MiB tota
   return c_->weight[m] * static_cast<double>(infeasible ? total_free : unusable_free);
 }
 
-void ComputeFragmentation::Start(const Columns& c, const ComputeDevice* devices, int n, uint64_t cpu_short) {
+void ComputeFragmentation::Start(const Columns& c, const ComputeDevice* devices, int n, uint64_t cpu_short,
+                                 const NodeSummary* one_dimensional) {
   c_ = &c;
+  cpu_short_ = cpu_short;
   specs_ = FirstBits(c.n);
-  zero_mem_specs_ = 0;
-  // Most nodes have one device size: the specs' shares are computed once for it.
-  proportional_capacity_ = n > 0 ? devices[0].capacity : 0;
-  for (int m = 0; m < c.n; ++m) {
-    if (c.mem[m] == 0) zero_mem_specs_ |= uint64_t{1} << m;
-    need_[m] = c.compute[m] > 0 ? c.compute[m] : model::ProportionalComputePct(c.mem[m], proportional_capacity_);
-  }
+  zero_mem_specs_ = specs_ & ~FirstBits(c.n_fractional);  // the specs after the fractional prefix
   total_free_ = 0;
   for (int g = 0; g < n; ++g) {
     devices_[g] = devices[g];
     total_free_ += devices[g].free;
+  }
+  if (one_dimensional != nullptr) {
+    // Every spec's compute fits wherever its memory does: the masks are the summary's (SummarizeSpecs).
+    const NodeSummary::DeviceSlot* slots = one_dimensional->devices();
+    for (int g = 0; g < n; ++g) {
+      usable_mask_[g] =
+          slots[g].spec_match & (FirstBits(slots[g].fractional_fit) | (slots[g].empty ? zero_mem_specs_ : 0));
+    }
+    std::copy_n(one_dimensional->usable(), c.n, usable_.begin());
+    std::copy_n(one_dimensional->unusable_free(), c.n, unusable_free_.begin());
+    SetSatisfied(one_dimensional->satisfied);
+    return;
+  }
+  for (int g = 0; g < n; ++g) {
     // A device in the same state as an earlier one (most nodes have twins) has its mask.
     int twin = 0;
     while (twin < g && !SameState(devices_[twin], devices_[g])) ++twin;
@@ -62,24 +70,27 @@ void ComputeFragmentation::Start(const Columns& c, const ComputeDevice* devices,
     }
   }
   for (int m = 0; m < c.n; ++m) unusable_free_[m] = total_free_ - usable_free[m];
-  SetCpuShort(cpu_short);
+  SetSatisfied(CountSatisfied());
 }
 
-void ComputeFragmentation::SetCpuShort(uint64_t cpu_short) {
-  cpu_short_ = cpu_short;
-  value_ = 0;
-  for (int m = 0; m < c_->n; ++m) {
-    term_[m] = Term(m, usable_[m], unusable_free_[m], total_free_);
-    value_ += term_[m];
-  }
-  UpdateFeasible();
+uint64_t ComputeFragmentation::CountSatisfied() const {
+  uint64_t satisfied = 0;
+  for (int m = 0; m < c_->n; ++m) satisfied |= uint64_t{usable_[m] >= c_->count[m]} << m;
+  return satisfied;
 }
 
-void ComputeFragmentation::UpdateFeasible() {
-  feasible_ = 0;
+void ComputeFragmentation::SetSatisfied(uint64_t satisfied) {
+  satisfied_ = satisfied;
+  feasible_ = satisfied & ~cpu_short_;
+}
+
+double ComputeFragmentation::ValueWith(uint64_t cpu_short) const {
+  const uint64_t feasible = satisfied_ & ~cpu_short;
+  double value = 0;
   for (int m = 0; m < c_->n; ++m) {
-    if (!((cpu_short_ >> m) & 1) && usable_[m] >= c_->count[m]) feasible_ |= uint64_t{1} << m;
+    value += c_->weight[m] * static_cast<double>((feasible >> m) & 1 ? unusable_free_[m] : total_free_);
   }
+  return value;
 }
 
 bool ComputeFragmentation::SameState(const ComputeDevice& a, const ComputeDevice& b) {
@@ -93,19 +104,24 @@ double ComputeFragmentation::Delta(int g, MiB new_free, int new_compute) const {
 
 double ComputeFragmentation::DeltaTo(int g, MiB new_free, uint64_t now_mask) const {
   const ComputeDevice& before = devices_[g];
-  const MiB total_after = total_free_ + new_free - before.free;
+  const MiB change = new_free - before.free;
   const uint64_t was_mask = usable_mask_[g];
-  // A feasible spec the device can hold before and after keeps its usable count and its unusable
-  // free memory, so its term is unchanged: its difference would be exactly +0.
-  const uint64_t unchanged = was_mask & now_mask & feasible_;
-  double delta = 0;
-  for (uint64_t bits = specs_ & ~unchanged; bits != 0; bits &= bits - 1) {
+  const uint64_t changed = was_mask ^ now_mask;
+  // A spec the device can hold both before and after, or neither, keeps its usable count, so its
+  // feasibility: a feasible one it holds keeps its unusable free memory too (its term is unchanged),
+  // and every other one's term is its weight times free memory that changes by `change` (the
+  // node's total when it is infeasible, the unusable memory when the device cannot hold it).
+  const uint64_t steady = specs_ & ~changed & ~(was_mask & feasible_);
+  double steady_weight = 0;
+  for (uint64_t bits = steady; bits != 0; bits &= bits - 1) steady_weight += c_->weight[std::countr_zero(bits)];
+  double delta = steady_weight * static_cast<double>(change);
+  const MiB total_after = total_free_ + change;
+  for (uint64_t bits = changed; bits != 0; bits &= bits - 1) {
     const int m = std::countr_zero(bits);
     const bool was = (was_mask >> m) & 1;
-    const bool now = (now_mask >> m) & 1;
-    const int usable = usable_[m] - was + now;
-    const MiB unusable_free = unusable_free_[m] - (was ? 0 : before.free) + (now ? 0 : new_free);
-    delta += Term(m, usable, unusable_free, total_after) - term_[m];
+    const int usable = usable_[m] - was + !was;
+    const MiB unusable_free = unusable_free_[m] - (was ? 0 : before.free) + (was ? new_free : 0);
+    delta += Term(m, usable, unusable_free, total_after) - Term(m, usable_[m], unusable_free_[m], total_free_);
   }
   return delta;
 }
@@ -115,7 +131,6 @@ void ComputeFragmentation::Apply(int g, MiB new_free, int new_compute) {
   const ComputeDevice after = After(d, new_free, new_compute);
   const uint64_t was_mask = usable_mask_[g];
   const uint64_t now_mask = UsableMask(after);
-  const double delta = DeltaTo(g, new_free, now_mask);
   for (int m = 0; m < c_->n; ++m) {
     const bool was = (was_mask >> m) & 1;
     const bool now = (now_mask >> m) & 1;
@@ -125,9 +140,7 @@ void ComputeFragmentation::Apply(int g, MiB new_free, int new_compute) {
   total_free_ += new_free - d.free;
   d = after;
   usable_mask_[g] = now_mask;
-  for (int m = 0; m < c_->n; ++m) term_[m] = Term(m, usable_[m], unusable_free_[m], total_free_);
-  UpdateFeasible();
-  value_ += delta;
+  SetSatisfied(CountSatisfied());
 }
 
 ComputeDevice ComputeFragmentation::After(const ComputeDevice& d, MiB new_free, int new_compute) {

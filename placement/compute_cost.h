@@ -19,27 +19,36 @@
 #include <cstdint>
 
 #include "placement/columns.h"
+#include "placement/node_summary.h"
 #include "placement/vocabulary.h"
 
 namespace gpupack::placement {
 
 // One device as the two-dimensional tallies see it.
+// No member initialisers: the arrays of them the evaluations keep per node are filled, never zeroed.
 struct ComputeDevice {
-  MiB free = 0;
-  int free_compute = 0;
-  bool empty = false;
-  uint64_t spec_match = 0;  // NodeSummary::DeviceSlot::spec_match
-  MiB capacity = 0;         // Device::capacity_mib, for the proportional shares
+  MiB free;
+  int free_compute;
+  bool empty;
+  uint64_t spec_match;  // NodeSummary::DeviceSlot::spec_match
+  MiB capacity;         // Device::capacity_mib, for the proportional shares
 };
 
 class ComputeFragmentation {
  public:
+  // User-provided, so that optional::emplace (once per node evaluated) does not zero the arrays
+  // first; Start fills what is read.
+  ComputeFragmentation() {}
   // The tallies of `devices` (n of them) with the node's CPU short of the specs in `cpu_short`.
-  void Start(const Columns& c, const ComputeDevice* devices, int n, uint64_t cpu_short);
-  // The same tallies with the node's CPU short of the specs in `cpu_short` instead.
-  void SetCpuShort(uint64_t cpu_short);
+  // `one_dimensional`: the node's summary when its one-dimensional tallies are these too (its
+  // shares leave every device its memory's compute, NodeSummary::compute_slack, and no spec names
+  // a share of its own), so they are copied rather than counted again; else null.
+  void Start(const Columns& c, const ComputeDevice* devices, int n, uint64_t cpu_short,
+             const NodeSummary* one_dimensional);
   // F_n(M) of the current state.
-  double Value() const { return value_; }
+  double Value() const { return ValueWith(cpu_short_); }
+  // F_n(M) of the current state were the node's CPU short of the specs in `cpu_short` instead.
+  double ValueWith(uint64_t cpu_short) const;
   // F after device `g` goes to (new_free, new_compute), no longer empty, less F now.
   double Delta(int g, MiB new_free, int new_compute) const;
   // Applies that change.
@@ -55,21 +64,19 @@ class ComputeFragmentation {
   double DeltaTo(int g, MiB new_free, uint64_t now_mask) const;
   double Term(int m, int usable, MiB unusable_free, MiB total_free) const;
   static ComputeDevice After(const ComputeDevice& d, MiB new_free, int new_compute);
-  // feasible_ from usable_ and cpu_short_.
-  void UpdateFeasible();
+  // Bit m: usable_[m] ≥ spec m's count.
+  uint64_t CountSatisfied() const;
+  // satisfied_, and feasible_ from it and cpu_short_.
+  void SetSatisfied(uint64_t satisfied);
 
   const Columns* c_ = nullptr;
   uint64_t specs_ = 0;           // bit m for every spec
   uint64_t zero_mem_specs_ = 0;  // whole-device and CPU-only specs: they need an empty device
   uint64_t cpu_short_ = 0;
-  // The compute share each spec needs of a device of proportional_capacity_ MiB.
-  MiB proportional_capacity_ = 0;
-  std::array<int, kMaxTypicalSpecs> need_;
   std::array<uint64_t, kMaxDevicesPerNode> usable_mask_;
-  std::array<double, kMaxTypicalSpecs> term_;  // spec m's term of value_, as Term gives it
-  uint64_t feasible_ = 0;                      // bit m: spec m's term is its unusable free memory
+  uint64_t satisfied_ = 0;  // bit m: enough devices can hold spec m (usable_[m] ≥ its count)
+  uint64_t feasible_ = 0;   // satisfied_ less cpu_short_: bit m, spec m's term is its unusable free memory
   MiB total_free_ = 0;
-  double value_ = 0;
   std::array<ComputeDevice, kMaxDevicesPerNode> devices_;
   std::array<int16_t, kMaxTypicalSpecs> usable_;
   std::array<MiB, kMaxTypicalSpecs> unusable_free_;

@@ -3,6 +3,7 @@
 // written out.
 #include <gtest/gtest.h>
 
+#include "placement/compute_cost.h"
 #include "placement/placement.h"
 #include "testing/builders.h"
 
@@ -53,6 +54,24 @@ TEST(Compute, ProportionalShareIsTheMemoryShareRoundedDown) {
   // Memory-only shares never sum over 100 %: three thirds of 1000 MiB plus one MiB are
   // 33 + 33 + 33 = 99 %.
   EXPECT_EQ(3 * model::ProportionalComputePct(333, 1000), 99);
+}
+
+// The memory bound a free compute share sets on the specs without a share of their own agrees
+// with the share itself at every percent and every memory below the capacity: for 1000 MiB and
+// 30 %, ⌊100 · 309 / 1000⌋ = 30 fits and ⌊100 · 310 / 1000⌋ = 31 does not, so the bound is
+// (31 · 1000 − 1) / 100 = 309.
+TEST(Compute, FreeComputeBoundsTheMemoryOfProportionalShares) {
+  EXPECT_EQ(model::LargestMemoryWithinComputePct(30, 1000), 309);
+  EXPECT_EQ(model::LargestMemoryWithinComputePct(0, 81920), 819);  // 100 · 819 / 81920 = 0.9998
+  for (const MiB capacity : {MiB{1000}, MiB{9728}, MiB{16000}, MiB{81920}}) {
+    for (int pct = 0; pct <= model::kDeviceComputePct; ++pct) {
+      const MiB bound = model::LargestMemoryWithinComputePct(pct, capacity);
+      for (MiB mem = 1; mem<capacity; mem += capacity> 1000 ? 7 : 1) {
+        ASSERT_EQ(model::ProportionalComputePct(mem, capacity) <= pct, mem <= bound)
+            << mem << " MiB of " << capacity << " at " << pct << " %";
+      }
+    }
+  }
 }
 
 // gpupack.io/isolation: hard asks a GPU to hold the memory cap (R615 cgroup limits) and, for a
@@ -193,6 +212,46 @@ TEST(Compute, TwoDimensionalPicksRankByCompletionAndFillFirst) {
   // The other pick loses half a device: on a node with only GPU 1's state, the pod costs 500.
   NodeEvaluation on_gpu1 = fgd.Evaluate(NodeOf({GpuWithShare(1000, 470, 47)}), ComputePod(1, 320, 32));
   EXPECT_NEAR(on_gpu1.completion_loss, 500, 1e-6);
+}
+
+// Where memory alone decides (compute slack, no spec with a share of its own), the two-dimensional
+// tallies start from the node's summary instead of being counted: both starts give the same F and
+// the same ΔF for every device and change, on nodes of twins, part-used, empty and short of CPU.
+TEST(Compute, TalliesFromTheSummaryAreTheCountedOnes) {
+  Policy fgd = Fgd({Spec(2000, 1, 200, .3), Spec(1000, 1, 450, .2), Spec(4000, 1, 700, .1), Spec(8000, 2, 0, .2),
+                    Spec(16000, 0, 0, .2)});
+  const Node nodes[] = {
+      NodeOf({Gpu(1000), Gpu(1000), Gpu(1000, 300), Gpu(1000, 300), Gpu(1000, 800)}, 16000),
+      NodeOf({Gpu(1000, 600), Gpu(1000, 100), Gpu(1000)}, 3000),
+      NodeOf({Gpu(1000, 1000), Gpu(1000, 550)}),
+  };
+  const Columns cols = Columns::Of(fgd.workload().specs);
+  for (const Node& node : nodes) {
+    const NodeSummary sum = fgd.Summarize(node);
+    ASSERT_TRUE(sum.compute_slack);
+    std::array<ComputeDevice, kMaxDevicesPerNode> devices;
+    const int n = static_cast<int>(node.devices.size());
+    for (int g = 0; g < n; ++g) {
+      const NodeSummary::DeviceSlot& slot = sum.devices()[g];
+      devices[g] =
+          ComputeDevice{slot.free, slot.free_compute, slot.empty, slot.spec_match, node.devices[g].capacity_mib};
+    }
+    ComputeFragmentation counted, copied;
+    counted.Start(cols, devices.data(), n, sum.cpu_short, nullptr);
+    copied.Start(cols, devices.data(), n, sum.cpu_short, &sum);
+    EXPECT_DOUBLE_EQ(copied.Value(), counted.Value());
+    EXPECT_DOUBLE_EQ(copied.Value(), sum.fragmentation);
+    for (int g = 0; g < n; ++g) {
+      for (const MiB take : {MiB{0}, MiB{100}, devices[g].free}) {
+        for (const int compute : {10, 40, devices[g].free_compute}) {
+          if (take > devices[g].free || compute > devices[g].free_compute) continue;
+          EXPECT_DOUBLE_EQ(copied.Delta(g, devices[g].free - take, devices[g].free_compute - compute),
+                           counted.Delta(g, devices[g].free - take, devices[g].free_compute - compute))
+              << "device " << g << " less " << take << " MiB and " << compute << " %";
+        }
+      }
+    }
+  }
 }
 
 TEST(Compute, SummaryKnowsWhenMemoryAloneDecides) {

@@ -78,9 +78,12 @@ inline bool TakesExclusively(const Device& d, const Demand& demand) {
 
 // The compute share, percent, the demand reserves on device `d`: all of it when taken exclusively,
 // its own share when it names one, else its memory's share of the device (ProportionalComputePct).
-inline int ComputeNeedPct(const Device& d, const Demand& demand, bool exclusive) {
+inline int ComputeNeedPct(MiB capacity_mib, const Demand& demand, bool exclusive) {
   if (exclusive) return model::kDeviceComputePct;
-  return demand.compute > 0 ? demand.compute : model::ProportionalComputePct(demand.mem, d.capacity_mib);
+  return demand.compute > 0 ? demand.compute : model::ProportionalComputePct(demand.mem, capacity_mib);
+}
+inline int ComputeNeedPct(const Device& d, const Demand& demand, bool exclusive) {
+  return ComputeNeedPct(d.capacity_mib, demand, exclusive);
 }
 
 Demand DemandOfSpec(const TypicalSpec& s);

@@ -142,6 +142,10 @@ class TentativePlacement {
   bool SameStateSeen(const std::array<int, kMaxDevicesPerNode>& seen, int seen_n, int g, const Demand& demand,
                      bool exclusive) const;
   Pick Candidate(int g, const Demand& demand, bool exclusive) const;
+  // Device g's Device::capacity_mib, from the summary on a node of one device size.
+  MiB CapacityOf(int g) const {
+    return sum_.device_capacity >= 0 ? sum_.device_capacity : node_.devices[g].capacity_mib;
+  }
   void Take(const Pick& pick, const Demand& demand, ContainerPlacement* cp);
   void TakeFgd(const Pick& pick);
   void TakeFill(const Pick& pick);
@@ -258,14 +262,12 @@ void TentativePlacement::StartFgd() {
     std::array<ComputeDevice, kMaxDevicesPerNode> devices;
     for (int g = 0; g < n_; ++g) {
       const NodeSummary::DeviceSlot& slot = sum_.devices()[g];
-      devices[g] =
-          ComputeDevice{slot.free, slot.free_compute, slot.empty, slot.spec_match, node_.devices[g].capacity_mib};
+      devices[g] = ComputeDevice{slot.free, slot.free_compute, slot.empty, slot.spec_match, CapacityOf(g)};
     }
     compute_fgd_.emplace();
-    compute_fgd_->Start(cols_, devices.data(), n_, sum_.cpu_short);
-    const double before = compute_fgd_->Value();
-    if (cpu_short_ != sum_.cpu_short) compute_fgd_->SetCpuShort(cpu_short_);
-    fgd_cost_ = compute_fgd_->Value() - before;
+    compute_fgd_->Start(cols_, devices.data(), n_, cpu_short_,
+                        sum_.compute_slack && cols_.own_compute == 0 ? &sum_ : nullptr);
+    if (cpu_short_ != sum_.cpu_short) fgd_cost_ = compute_fgd_->Value() - compute_fgd_->ValueWith(sum_.cpu_short);
     return;
   }
   if (cpu_short_ != sum_.cpu_short) {
@@ -397,11 +399,12 @@ Pick TentativePlacement::BestDeviceWithCompute(const Demand& demand, uint64_t ta
   int seen_n = 0;
   for (int g = 0; g < n_; ++g) {
     if ((taken >> g) & 1) continue;
-    const Device& d = node_.devices[g];
-    if (constrained_ ? !Allowed(d, demand, options_) : !InPool(d)) continue;
-    const bool exclusive = constrained_ ? TakesExclusively(d, demand) : demand.mem == 0;
+    // Unconstrained demands read the Device no more than in BestDevice (an unhealthy device has no
+    // free memory and is never empty), and its capacity from the summary where it has it.
+    if (constrained_ && !Allowed(node_.devices[g], demand, options_)) continue;
+    const bool exclusive = constrained_ ? TakesExclusively(node_.devices[g], demand) : demand.mem == 0;
     if (exclusive ? !st_.empty[g] || (demand.mem > 0 && st_.free[g] < demand.mem) : st_.free[g] < demand.mem) continue;
-    const int compute = ComputeNeedPct(d, demand, exclusive);
+    const int compute = ComputeNeedPct(CapacityOf(g), demand, exclusive);
     if (compute > free_compute_[g]) continue;
     if (device_kind_ == PolicyKind::kFgd) {
       const ComputeDevice& state = compute_fgd_->device(g);
@@ -480,7 +483,8 @@ void TentativePlacement::Take(const Pick& pick, const Demand& demand, ContainerP
   if (compute_mode_) {
     if (fgd_) {
       fgd_cost_ += pick.fgd_delta;
-      compute_fgd_->Apply(best, pick.new_free, free_compute_[best] - pick.compute);
+      // The tallies only matter for later picks, as in TakeFgd.
+      if (picks_left_ > 0) compute_fgd_->Apply(best, pick.new_free, free_compute_[best] - pick.compute);
       TakeFill(pick);
       completion_loss_ += pick.loss_mib;
     }

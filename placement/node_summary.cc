@@ -109,6 +109,7 @@ void SummarizeDevices(const Node& node, const Columns& cols, const std::vector<T
     slot.completion_value = slot.completion_table < 0 ? 0 : completion.Value(slot.completion_table, slot.free);
     slot.fractional_fit = static_cast<int8_t>(cols.FractionalFit(slot.free));
     slot.free_compute = static_cast<int8_t>(DeviceFreeComputePct(d));
+    sum.device_capacity = g == 0 || sum.device_capacity == d.capacity_mib ? d.capacity_mib : -1;
     sum.compute_slack =
         sum.compute_slack && slot.free_compute >= model::ProportionalComputePct(slot.free, d.capacity_mib);
     // A node's GPUs are usually identical, so compute the mask once per sort.

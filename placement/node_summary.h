@@ -68,6 +68,9 @@ struct NodeSummary {
   // that fits a device's memory fits its compute too: the memory-only arithmetic is exact. True
   // whenever no share on the node names a compute share larger than its memory's.
   bool compute_slack = true;
+  // Every device's Device::capacity_mib when they are all the same (most nodes), else -1: the
+  // proportional compute shares read it here rather than from the node's devices.
+  MiB device_capacity = -1;
   MiB total_free = 0;           // R_n
   int64_t free_cpu_milli = -1;  // -1 = unlimited
   int64_t free_memory_bytes = -1;

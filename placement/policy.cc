@@ -109,6 +109,7 @@ Columns Columns::Of(const std::vector<TypicalSpec>& specs) {
     c.mem[m] = s.mem_per_device_mib;
     c.compute[m] = static_cast<int16_t>(s.compute_pct);
     c.any_compute = c.any_compute || (s.device_count > 0 && s.compute_pct > 0);
+    if (m < c.n_fractional && s.compute_pct > 0) c.own_compute |= uint64_t{1} << m;
     // A CPU-only spec uses no device, so every idle device is a fragment for it (FGD): make it
     // never "satisfied".
     c.count[m] = s.device_count == 0 ? std::numeric_limits<int32_t>::max() : s.device_count;

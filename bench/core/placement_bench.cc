@@ -3,8 +3,9 @@
 // allocs_per_node 0, and linear in nodes up to 20,000). Cases: BM_FilterScore/<nodes> with cached node
 // summaries (the extender keeps them next to each node and recomputes only changed nodes), and
 // BM_FilterScoreColdSummaries/<nodes> recomputing every summary (the worst case after a policy
-// snapshot swap); BM_FilterScoreWithCompute/<nodes> the same pod asking for a compute share, so
-// scored in two dimensions. Allocation counts per iteration are reported as a counter.
+// snapshot swap); BM_FilterScoreWithCompute/<nodes>/<shares> the same pod asking for a compute
+// share, so scored in two dimensions, with typical shapes that ask for memory alone (0) or name
+// compute shares of their own (1). Allocation counts per iteration are reported as a counter.
 // BM_RefreshReservation/<nodes> is the extra work of a policy refresh with capacity reservation:
 // building it over every node, on a cluster where one node in eight has T4 GPUs that four pinned
 // shapes depend on; BM_RefreshSummaries/<nodes>/<reserve> re-summarises every node under the new
@@ -150,7 +151,15 @@ BENCHMARK(BM_FilterScore)
 void BM_FilterScoreWithCompute(benchmark::State& state) {
   const int nodes = static_cast<int>(state.range(0));
   std::vector<Node> cluster = MakeCluster(nodes);
-  Policy policy(PolicyKind::kFgd, ThirtySpecs(), {});
+  TypicalWorkload workload = ThirtySpecs();
+  if (state.range(1) == 1) {
+    // Shapes that name shares of their own, unrelated to their memory (as learned from pods that
+    // ask for compute): the tallies are counted per node, not taken from its summary.
+    for (size_t i = 0; i < workload.specs.size(); ++i) {
+      if (workload.specs[i].mem_per_device_mib > 0) workload.specs[i].compute_pct = 5 + static_cast<int>(i * 37 % 60);
+    }
+  }
+  Policy policy(PolicyKind::kFgd, workload, {});
   std::vector<NodeSummary> summaries;
   for (const auto& n : cluster) summaries.push_back(policy.Summarize(n));
   PodRequest request = TheIncomingPod();
@@ -168,7 +177,7 @@ void BM_FilterScoreWithCompute(benchmark::State& state) {
   state.counters["ns_per_node"] = benchmark::Counter(
       static_cast<double>(nodes), benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
 }
-BENCHMARK(BM_FilterScoreWithCompute)->Arg(5000)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_FilterScoreWithCompute)->Args({5000, 0})->Args({5000, 1})->Unit(benchmark::kMicrosecond);
 
 void BM_FilterScoreColdSummaries(benchmark::State& state) {
   const int nodes = static_cast<int>(state.range(0));
