@@ -254,6 +254,24 @@ TEST(Compute, TalliesFromTheSummaryAreTheCountedOnes) {
   }
 }
 
+// Out of the pool, a device is never a compute pod's pick, though the two-dimensional pick reads
+// only the summary for it: unhealthy or excluded, it has no free memory and is not empty, so
+// neither a share nor a whole device fits there.
+TEST(Compute, DevicesOutOfThePoolAreNeverPicked) {
+  Node node = NodeOf({Gpu(1000), Gpu(1000), Gpu(1000)});
+  node.devices[0].healthy = false;
+  node.devices[1].excluded = true;
+  // A shape with a share of its own: every evaluation is two-dimensional, the whole-device one too.
+  Policy fgd = Fgd({ComputeSpec(200, 30, .5), Spec(0, 1, 0, .5)});
+  NodeEvaluation shared = fgd.Evaluate(node, ComputePod(1, 200, 30));
+  ASSERT_TRUE(shared.verdict.fits()) << shared.verdict.Message();
+  EXPECT_EQ(shared.placement.containers[0].device_slots, std::vector<int>{2});
+  NodeEvaluation whole = fgd.Evaluate(node, ComputePod(1, 0, 0));
+  ASSERT_TRUE(whole.verdict.fits()) << whole.verdict.Message();
+  EXPECT_EQ(whole.placement.containers[0].device_slots, std::vector<int>{2});
+  EXPECT_FALSE(fgd.Evaluate(node, ComputePod(2, 200, 30)).verdict.fits());
+}
+
 TEST(Compute, SummaryKnowsWhenMemoryAloneDecides) {
   // Memory-only shares (no share, or one at its memory's share) leave the compute slack; a share
   // above its memory's share does not: 8192 MiB is 10 % of 81920, free 90 % ≥ ⌊100 · 73728 / 81920⌋
