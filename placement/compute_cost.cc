@@ -12,8 +12,9 @@ uint64_t ComputeFragmentation::UsableMask(const ComputeDevice& d) const {
   // prefix, ordered by it (columns.h).
   const uint64_t fits = FirstBits(c_->FractionalFit(d.free)) & candidates;
   if (fits == 0) return whole;
-  // The specs without a share of its own whose memory's share the free compute holds are a prefix
-  // by memory too; those with one are checked one by one.
+  // The specs without shares of their own whose memory's share the free compute holds are a
+  // prefix by memory too (model::LargestMemoryWithinComputePct); those with one are checked one by
+  // one.
   const MiB compute_bound = model::LargestMemoryWithinComputePct(d.free_compute, d.capacity);
   uint64_t compute_ok = FirstBits(c_->FractionalFit(compute_bound)) & ~c_->own_compute;
   for (uint64_t bits = fits & c_->own_compute; bits != 0; bits &= bits - 1) {

@@ -9,10 +9,12 @@
 // else the free memory of the devices that cannot hold m, and F_n(M) = Σ_m p_m · F_n(m) in MiB. So
 // the free memory of a device whose compute is gone is a fragment for every spec that needs
 // compute. On a node whose shares all reserve their memory's share (NodeSummary::compute_slack)
-// and specs without compute shares of their own it equals the one-dimensional F (fgd_cost.h).
+// and specs without compute shares of their own it equals the one-dimensional F (fgd_cost.h), and
+// the tallies start as the node summary's.
 //
-// O(specs) per candidate device and per pick, O(devices × specs) to start (each device's usable
-// specs found once per state: twins share them).
+// A candidate device's ΔF costs O(specs whose usability on it flips) plus a sum of weights; a
+// pick O(specs); the start O(specs) from the summary, else O(devices × specs) (each device's
+// usable specs found once per state: twins share them).
 #pragma once
 
 #include <array>
