@@ -30,7 +30,7 @@ double ComputeFragmentation::Term(int m, int usable, MiB unusable_free, MiB tota
 }
 
 void ComputeFragmentation::Start(const Columns& c, const ComputeDevice* devices, int n, uint64_t cpu_short,
-                                 const NodeSummary* one_dimensional) {
+                                 const NodeSummary* summary) {
   c_ = &c;
   cpu_short_ = cpu_short;
   specs_ = FirstBits(c.n);
@@ -40,16 +40,23 @@ void ComputeFragmentation::Start(const Columns& c, const ComputeDevice* devices,
     devices_[g] = devices[g];
     total_free_ += devices[g].free;
   }
-  if (one_dimensional != nullptr) {
+  if (summary != nullptr && summary->has_compute_tallies()) {
+    std::copy_n(summary->compute_usable_masks(), n, usable_mask_.begin());
+    std::copy_n(summary->compute_usable(), c.n, usable_.begin());
+    std::copy_n(summary->compute_unusable_free(), c.n, unusable_free_.begin());
+    SetSatisfied(summary->compute_satisfied);
+    return;
+  }
+  if (summary != nullptr) {
     // Every spec's compute fits wherever its memory does: the masks are the summary's (SummarizeSpecs).
-    const NodeSummary::DeviceSlot* slots = one_dimensional->devices();
+    const NodeSummary::DeviceSlot* slots = summary->devices();
     for (int g = 0; g < n; ++g) {
       usable_mask_[g] =
           slots[g].spec_match & (FirstBits(slots[g].fractional_fit) | (slots[g].empty ? zero_mem_specs_ : 0));
     }
-    std::copy_n(one_dimensional->usable(), c.n, usable_.begin());
-    std::copy_n(one_dimensional->unusable_free(), c.n, unusable_free_.begin());
-    SetSatisfied(one_dimensional->satisfied);
+    std::copy_n(summary->usable(), c.n, usable_.begin());
+    std::copy_n(summary->unusable_free(), c.n, unusable_free_.begin());
+    SetSatisfied(summary->satisfied);
     return;
   }
   for (int g = 0; g < n; ++g) {
@@ -72,6 +79,13 @@ void ComputeFragmentation::Start(const Columns& c, const ComputeDevice* devices,
   }
   for (int m = 0; m < c.n; ++m) unusable_free_[m] = total_free_ - usable_free[m];
   SetSatisfied(CountSatisfied());
+}
+
+void ComputeFragmentation::Export(NodeSummary& summary) const {
+  std::copy_n(usable_mask_.begin(), summary.device_count, summary.compute_usable_masks());
+  std::copy_n(usable_.begin(), c_->n, summary.compute_usable());
+  std::copy_n(unusable_free_.begin(), c_->n, summary.compute_unusable_free());
+  summary.compute_satisfied = satisfied_;
 }
 
 uint64_t ComputeFragmentation::CountSatisfied() const {

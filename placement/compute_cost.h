@@ -36,17 +36,29 @@ struct ComputeDevice {
   MiB capacity;         // Device::capacity_mib, for the proportional shares
 };
 
+// Device g of a summary, of Device::capacity_mib `capacity`.
+inline ComputeDevice ComputeDeviceOf(const NodeSummary::DeviceSlot& slot, MiB capacity) {
+  return ComputeDevice{slot.free, slot.free_compute, slot.empty, slot.spec_match, capacity};
+}
+
 class ComputeFragmentation {
  public:
   // User-provided, so that optional::emplace (once per node evaluated) does not zero the arrays
   // first; Start fills what is read.
   ComputeFragmentation() {}
   // The tallies of `devices` (n of them) with the node's CPU short of the specs in `cpu_short`.
-  // `one_dimensional`: the node's summary when its one-dimensional tallies are these too (its
-  // shares leave every device its memory's compute, NodeSummary::compute_slack, and no spec names
-  // a share of its own), so they are copied rather than counted again; else null.
-  void Start(const Columns& c, const ComputeDevice* devices, int n, uint64_t cpu_short,
-             const NodeSummary* one_dimensional);
+  // `summary`: the node's summary (of these devices) when it has the tallies, so they are copied
+  // rather than counted again: its two-dimensional ones where it keeps them, else its
+  // one-dimensional ones, which are these too when its shares leave every device its memory's
+  // compute (NodeSummary::compute_slack) and no spec names a share of its own. Else null.
+  void Start(const Columns& c, const ComputeDevice* devices, int n, uint64_t cpu_short, const NodeSummary* summary);
+  // Whether `summary` has the tallies Start can copy, for specs `c`.
+  static bool SummaryHasTallies(const Columns& c, const NodeSummary& summary) {
+    return summary.has_compute_tallies() || (summary.compute_slack && c.own_compute == 0);
+  }
+  // Writes the tallies as they are into `summary`'s two-dimensional ones.
+  // REQUIRES: summary.has_compute_tallies(), of the devices Start was given.
+  void Export(NodeSummary& summary) const;
   // F_n(M) of the current state.
   double Value() const { return ValueWith(cpu_short_); }
   // F_n(M) of the current state were the node's CPU short of the specs in `cpu_short` instead.

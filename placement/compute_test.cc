@@ -214,33 +214,23 @@ TEST(Compute, TwoDimensionalPicksRankByCompletionAndFillFirst) {
   EXPECT_NEAR(on_gpu1.completion_loss, 500, 1e-6);
 }
 
-// Where memory alone decides (compute slack, no spec with a share of its own), the two-dimensional
-// tallies start from the node's summary instead of being counted: both starts give the same F and
-// the same ΔF for every device and change, on nodes of twins, part-used, empty and short of CPU.
-TEST(Compute, TalliesFromTheSummaryAreTheCountedOnes) {
-  Policy fgd = Fgd({Spec(2000, 1, 200, .3), Spec(1000, 1, 450, .2), Spec(4000, 1, 700, .1), Spec(8000, 2, 0, .2),
-                    Spec(16000, 0, 0, .2)});
-  const Node nodes[] = {
-      NodeOf({Gpu(1000), Gpu(1000), Gpu(1000, 300), Gpu(1000, 300), Gpu(1000, 800)}, 16000),
-      NodeOf({Gpu(1000, 600), Gpu(1000, 100), Gpu(1000)}, 3000),
-      NodeOf({Gpu(1000, 1000), Gpu(1000, 550)}),
-  };
-  const Columns cols = Columns::Of(fgd.workload().specs);
+// The two-dimensional tallies start from the node's summary where it has them: its
+// one-dimensional ones where memory alone decides (compute slack, no spec with a share of its own),
+// else the two-dimensional ones it keeps when some spec names a share. Either start gives the same
+// F and the same ΔF for every device and change as counting them, on nodes of twins, part-used,
+// empty, short of CPU and (with shares) short of compute.
+void ExpectTheSummaryTalliesCounted(const Policy& policy, const std::vector<Node>& nodes) {
+  const Columns cols = Columns::Of(policy.workload().specs);
   for (const Node& node : nodes) {
-    const NodeSummary sum = fgd.Summarize(node);
-    ASSERT_TRUE(sum.compute_slack);
+    const NodeSummary sum = policy.Summarize(node);
+    ASSERT_TRUE(ComputeFragmentation::SummaryHasTallies(cols, sum));
     std::array<ComputeDevice, kMaxDevicesPerNode> devices;
     const int n = static_cast<int>(node.devices.size());
-    for (int g = 0; g < n; ++g) {
-      const NodeSummary::DeviceSlot& slot = sum.devices()[g];
-      devices[g] =
-          ComputeDevice{slot.free, slot.free_compute, slot.empty, slot.spec_match, node.devices[g].capacity_mib};
-    }
+    for (int g = 0; g < n; ++g) devices[g] = ComputeDeviceOf(sum.devices()[g], node.devices[g].capacity_mib);
     ComputeFragmentation counted, copied;
     counted.Start(cols, devices.data(), n, sum.cpu_short, nullptr);
     copied.Start(cols, devices.data(), n, sum.cpu_short, &sum);
     EXPECT_DOUBLE_EQ(copied.Value(), counted.Value());
-    EXPECT_DOUBLE_EQ(copied.Value(), sum.fragmentation);
     for (int g = 0; g < n; ++g) {
       for (const MiB take : {MiB{0}, MiB{100}, devices[g].free}) {
         for (const int compute : {10, 40, devices[g].free_compute}) {
@@ -252,6 +242,36 @@ TEST(Compute, TalliesFromTheSummaryAreTheCountedOnes) {
       }
     }
   }
+}
+
+TEST(Compute, TalliesFromTheSummaryAreTheCountedOnes) {
+  const std::vector<Node> nodes = {
+      NodeOf({Gpu(1000), Gpu(1000), Gpu(1000, 300), Gpu(1000, 300), Gpu(1000, 800)}, 16000),
+      NodeOf({Gpu(1000, 600), Gpu(1000, 100), Gpu(1000)}, 3000),
+      NodeOf({Gpu(1000, 1000), Gpu(1000, 550)}),
+  };
+  Policy memory_only = Fgd({Spec(2000, 1, 200, .3), Spec(1000, 1, 450, .2), Spec(4000, 1, 700, .1),
+                            Spec(8000, 2, 0, .2), Spec(16000, 0, 0, .2)});
+  for (const Node& node : nodes) {
+    const NodeSummary sum = memory_only.Summarize(node);
+    EXPECT_TRUE(sum.compute_slack);
+    EXPECT_FALSE(sum.has_compute_tallies());
+    // Memory alone decides here: F is the one-dimensional one.
+    ComputeFragmentation copied;
+    std::array<ComputeDevice, kMaxDevicesPerNode> devices;
+    const int n = static_cast<int>(node.devices.size());
+    for (int g = 0; g < n; ++g) devices[g] = ComputeDeviceOf(sum.devices()[g], node.devices[g].capacity_mib);
+    copied.Start(Columns::Of(memory_only.workload().specs), devices.data(), n, sum.cpu_short, &sum);
+    EXPECT_DOUBLE_EQ(copied.Value(), sum.fragmentation);
+  }
+  ExpectTheSummaryTalliesCounted(memory_only, nodes);
+
+  Policy with_shares = Fgd({ComputeSpec(200, 60, .3), Spec(1000, 1, 450, .2), ComputeSpec(700, 10, .1),
+                            Spec(8000, 2, 0, .2), Spec(16000, 0, 0, .2)});
+  std::vector<Node> compute_short = nodes;
+  compute_short.push_back(NodeOf({GpuWithShare(1000, 300, 70), GpuWithShare(1000, 100, 95), Gpu(1000)}, 8000));
+  for (const Node& node : compute_short) EXPECT_TRUE(with_shares.Summarize(node).has_compute_tallies());
+  ExpectTheSummaryTalliesCounted(with_shares, compute_short);
 }
 
 // Out of the pool, a device is never a compute pod's pick, though the two-dimensional pick reads

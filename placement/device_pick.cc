@@ -261,12 +261,11 @@ void TentativePlacement::StartFgd() {
   if (compute_mode_) {
     std::array<ComputeDevice, kMaxDevicesPerNode> devices;
     for (int g = 0; g < n_; ++g) {
-      const NodeSummary::DeviceSlot& slot = sum_.devices()[g];
-      devices[g] = ComputeDevice{slot.free, slot.free_compute, slot.empty, slot.spec_match, CapacityOf(g)};
+      devices[g] = ComputeDeviceOf(sum_.devices()[g], CapacityOf(g));
     }
     compute_fgd_.emplace();
     compute_fgd_->Start(cols_, devices.data(), n_, cpu_short_,
-                        sum_.compute_slack && cols_.own_compute == 0 ? &sum_ : nullptr);
+                        ComputeFragmentation::SummaryHasTallies(cols_, sum_) ? &sum_ : nullptr);
     if (cpu_short_ != sum_.cpu_short) fgd_cost_ = compute_fgd_->Value() - compute_fgd_->ValueWith(sum_.cpu_short);
     return;
   }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "model/process_overhead.h"
+#include "placement/compute_cost.h"
 #include "placement/demand.h"
 #include "placement/fgd_cost.h"
 #include "placement/policy.h"
@@ -188,10 +189,11 @@ void SummarizeFill(const Columns& cols, NodeSummary& sum) {
 
 }  // namespace
 
-void NodeSummary::Resize(int devices, int specs, int fractional) {
+void NodeSummary::Resize(int devices, int specs, int fractional, bool compute_tallies) {
   device_count = devices;
   spec_count = specs;
   fractional_count = fractional;
+  compute_tallies_ = compute_tallies;
   block_.assign(End(), std::byte{0});
 }
 
@@ -199,7 +201,7 @@ NodeSummary Policy::Summarize(const Node& node) const {
   const Columns& cols = columns_;
   NodeSummary sum;
   const int n = std::min<int>(static_cast<int>(node.devices.size()), kMaxDevicesPerNode);
-  sum.Resize(n, cols.n, cols.n_fractional);
+  sum.Resize(n, cols.n, cols.n_fractional, cols.own_compute != 0);
   sum.stale = !node.stale_reason.empty();
   SummarizeDevices(node, cols, workload_.specs, options_, completion_, sum);
   SummarizeSpecs(cols, sum);
@@ -215,6 +217,13 @@ NodeSummary Policy::Summarize(const Node& node) const {
   sum.fragmentation = Fragmentation(cols, st, sum.cpu_short);
   SummarizeFill(cols, sum);
   sum.reservation_tightness = reservation_.Tightness(node);
+  if (sum.has_compute_tallies()) {
+    std::array<ComputeDevice, kMaxDevicesPerNode> devices;
+    for (int g = 0; g < n; ++g) devices[g] = ComputeDeviceOf(sum.devices()[g], node.devices[g].capacity_mib);
+    ComputeFragmentation tallies;
+    tallies.Start(cols, devices.data(), n, sum.cpu_short, nullptr);
+    tallies.Export(sum);
+  }
   return sum;
 }
 

@@ -107,8 +107,8 @@ struct NodeSummary {
   };
 
   // Sizes the block for `devices` slots, `specs` tallies and `fractional` specs' prefix sums, all
-  // zero.
-  void Resize(int devices, int specs, int fractional);
+  // zero; with `compute_tallies`, room for the two-dimensional tallies too.
+  void Resize(int devices, int specs, int fractional, bool compute_tallies);
   // Starts loading the block into the cache, for a caller about to score it soon: a caller that
   // scores many nodes in a row finds few summaries in a cache, and the loads cost as much as the
   // arithmetic unless the next node's are under way while this one is scored. No effect on values.
@@ -146,6 +146,19 @@ struct NodeSummary {
   // q_n(m): devices with room for spec m.
   int16_t* usable() { return At<int16_t>(UsableAt()); }
   const int16_t* usable() const { return At<int16_t>(UsableAt()); }
+  // The two-dimensional tallies (compute_cost.h) of the node as it is, kept where some typical
+  // spec names a compute share of its own (Columns::own_compute), so that a pod scored in two
+  // dimensions does not count them per node: per device the specs it can hold, per spec the
+  // devices that can hold it and the free memory none can, and which specs enough devices can
+  // hold. Absent (has_compute_tallies() false) otherwise.
+  bool has_compute_tallies() const { return compute_tallies_; }
+  uint64_t compute_satisfied = 0;
+  uint64_t* compute_usable_masks() { return At<uint64_t>(ComputeMasksAt()); }
+  const uint64_t* compute_usable_masks() const { return At<uint64_t>(ComputeMasksAt()); }
+  MiB* compute_unusable_free() { return At<MiB>(ComputeUnusableFreeAt()); }
+  const MiB* compute_unusable_free() const { return At<MiB>(ComputeUnusableFreeAt()); }
+  int16_t* compute_usable() { return At<int16_t>(ComputeUsableAt()); }
+  const int16_t* compute_usable() const { return At<int16_t>(ComputeUsableAt()); }
 
  private:
   // Byte offsets in the block, widest members first so each stays aligned.
@@ -161,7 +174,16 @@ struct NodeSummary {
   size_t ColdAt() const { return FillEmptyDevicesAt() + sizeof(int32_t) * ((FillTallies() + 1) & ~size_t{1}); }
   size_t UnusableFreeAt() const { return ColdAt(); }
   size_t UsableAt() const { return UnusableFreeAt() + sizeof(MiB) * static_cast<size_t>(spec_count); }
-  size_t End() const { return UsableAt() + sizeof(int16_t) * static_cast<size_t>(spec_count); }
+  size_t UsableEnd() const { return UsableAt() + sizeof(int16_t) * static_cast<size_t>(spec_count); }
+  // The two-dimensional tallies, when kept, after the rest: rounded up to 8 bytes for the masks.
+  size_t ComputeMasksAt() const { return (UsableEnd() + 7) & ~size_t{7}; }
+  size_t ComputeUnusableFreeAt() const {
+    return ComputeMasksAt() + sizeof(uint64_t) * static_cast<size_t>(device_count);
+  }
+  size_t ComputeUsableAt() const { return ComputeUnusableFreeAt() + sizeof(MiB) * static_cast<size_t>(spec_count); }
+  size_t End() const {
+    return compute_tallies_ ? ComputeUsableAt() + sizeof(int16_t) * static_cast<size_t>(spec_count) : UsableEnd();
+  }
   template <typename T>
   T* At(size_t offset) {
     return reinterpret_cast<T*>(block_.data() + offset);
@@ -172,6 +194,7 @@ struct NodeSummary {
   }
 
   static constexpr size_t kCacheLine = 64;
+  bool compute_tallies_ = false;
   std::vector<std::byte> block_;  // operator new's alignment suits every member
 };
 

@@ -5,11 +5,12 @@
 // BM_FilterScoreColdSummaries/<nodes> recomputing every summary (the worst case after a policy
 // snapshot swap); BM_FilterScoreWithCompute/<nodes>/<shares> the same pod asking for a compute
 // share, so scored in two dimensions, with typical shapes that ask for memory alone (0) or name
-// compute shares of their own (1). Allocation counts per iteration are reported as a counter.
+// compute shares of their own (1, WithComputeShares). Allocation counts per iteration are reported as a counter.
 // BM_RefreshReservation/<nodes> is the extra work of a policy refresh with capacity reservation:
 // building it over every node, on a cluster where one node in eight has T4 GPUs that four pinned
-// shapes depend on; BM_RefreshSummaries/<nodes>/<reserve> re-summarises every node under the new
-// policy without (0) and with (1) the reservation — the rest of the refresh.
+// shapes depend on; BM_RefreshSummaries/<nodes>/<reserve>/<shares> re-summarises every node under
+// the new policy without (0) and with (1) the reservation, with shapes that name compute shares of
+// their own (shares 1: the two-dimensional tallies kept too) — the rest of the refresh.
 // BM_RefreshCompletion/<nodes> builds the completion value (the cutting-stock dual and value table
 // per device capacity) over every node, one node in eight with 24 GiB GPUs; BM_FilterScore's
 // second argument is 1 when the policy carries that completion value (the extender's default).
@@ -88,6 +89,15 @@ TypicalWorkload ThirtySpecs() {
   return w;
 }
 
+// The same shapes naming compute shares of their own, unrelated to their memory (as learned from
+// pods that ask for compute): the summaries then keep the two-dimensional tallies.
+TypicalWorkload WithComputeShares(TypicalWorkload w) {
+  for (size_t i = 0; i < w.specs.size(); ++i) {
+    if (w.specs[i].mem_per_device_mib > 0) w.specs[i].compute_pct = 5 + static_cast<int>(i * 37 % 60);
+  }
+  return w;
+}
+
 PodRequest TheIncomingPod() {
   PodRequest p;
   p.ns = "ml";
@@ -151,15 +161,7 @@ BENCHMARK(BM_FilterScore)
 void BM_FilterScoreWithCompute(benchmark::State& state) {
   const int nodes = static_cast<int>(state.range(0));
   std::vector<Node> cluster = MakeCluster(nodes);
-  TypicalWorkload workload = ThirtySpecs();
-  if (state.range(1) == 1) {
-    // Shapes that name shares of their own, unrelated to their memory (as learned from pods that
-    // ask for compute): the tallies are counted per node, not taken from its summary.
-    for (size_t i = 0; i < workload.specs.size(); ++i) {
-      if (workload.specs[i].mem_per_device_mib > 0) workload.specs[i].compute_pct = 5 + static_cast<int>(i * 37 % 60);
-    }
-  }
-  Policy policy(PolicyKind::kFgd, workload, {});
+  Policy policy(PolicyKind::kFgd, state.range(1) == 1 ? WithComputeShares(ThirtySpecs()) : ThirtySpecs(), {});
   std::vector<NodeSummary> summaries;
   for (const auto& n : cluster) summaries.push_back(policy.Summarize(n));
   PodRequest request = TheIncomingPod();
@@ -238,7 +240,8 @@ BENCHMARK(BM_RefreshReservation)->Arg(1000)->Arg(5000)->Unit(benchmark::kMicrose
 void BM_RefreshSummaries(benchmark::State& state) {
   const int nodes = static_cast<int>(state.range(0));
   std::vector<Node> cluster = MakeMixedCluster(nodes);
-  const TypicalWorkload workload = ThirtySpecsAndFourPinned();
+  const TypicalWorkload workload =
+      state.range(2) == 1 ? WithComputeShares(ThirtySpecsAndFourPinned()) : ThirtySpecsAndFourPinned();
   CapacityReservation reservation;
   if (state.range(1) != 0) {
     CapacityReservation::Builder builder(workload, PlacementOptions{});
@@ -252,7 +255,11 @@ void BM_RefreshSummaries(benchmark::State& state) {
     benchmark::DoNotOptimize(summaries.data());
   }
 }
-BENCHMARK(BM_RefreshSummaries)->Args({5000, 0})->Args({5000, 1})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_RefreshSummaries)
+    ->Args({5000, 0, 0})
+    ->Args({5000, 1, 0})
+    ->Args({5000, 0, 1})
+    ->Unit(benchmark::kMicrosecond);
 
 void BM_RefreshCompletion(benchmark::State& state) {
   const int nodes = static_cast<int>(state.range(0));
