@@ -50,10 +50,7 @@ void ComputeFragmentation::Start(const Columns& c, const ComputeDevice* devices,
   if (summary != nullptr) {
     // Every spec's compute fits wherever its memory does: the masks are the summary's (SummarizeSpecs).
     const NodeSummary::DeviceSlot* slots = summary->devices();
-    for (int g = 0; g < n; ++g) {
-      usable_mask_[g] =
-          slots[g].spec_match & (FirstBits(slots[g].fractional_fit) | (slots[g].empty ? zero_mem_specs_ : 0));
-    }
+    for (int g = 0; g < n; ++g) usable_mask_[g] = UsableByMemory(slots[g], zero_mem_specs_);
     std::copy_n(summary->usable(), c.n, usable_.begin());
     std::copy_n(summary->unusable_free(), c.n, unusable_free_.begin());
     SetSatisfied(summary->satisfied);

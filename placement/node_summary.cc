@@ -134,8 +134,7 @@ void SummarizeSpecs(const Columns& cols, NodeSummary& sum) {
   std::array<MiB, kMaxTypicalSpecs> usable_free{};
   int16_t* usable = sum.usable();
   for (int g = 0; g < sum.device_count; ++g) {
-    const uint64_t can_use = slots[g].spec_match & (FirstBits(slots[g].fractional_fit) | (slots[g].empty ? whole : 0));
-    for (uint64_t bits = can_use; bits != 0; bits &= bits - 1) {
+    for (uint64_t bits = UsableByMemory(slots[g], whole); bits != 0; bits &= bits - 1) {
       const int m = std::countr_zero(bits);
       ++usable[m];
       usable_free[m] += slots[g].free;

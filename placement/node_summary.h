@@ -198,4 +198,11 @@ struct NodeSummary {
   std::vector<std::byte> block_;  // operator new's alignment suits every member
 };
 
+// The specs a device can hold one copy of by its memory alone (q_n(m)'s devices): of those its sort
+// matches, the fractional prefix its free memory holds and, while it is empty, the whole-device
+// specs in `whole`.
+inline uint64_t UsableByMemory(const NodeSummary::DeviceSlot& slot, uint64_t whole) {
+  return slot.spec_match & (FirstBits(slot.fractional_fit) | (slot.empty ? whole : 0));
+}
+
 }  // namespace gpupack::placement
