@@ -1,7 +1,5 @@
 #include "api/extender_types.h"
 
-#include <strings.h>
-
 #include <algorithm>
 #include <charconv>
 #include <cstring>
@@ -22,10 +20,7 @@ J* Field(J& obj, std::string_view name) {
   auto it = obj.find(name);
   if (it != obj.end()) return it->is_null() ? nullptr : &*it;
   for (auto i = obj.begin(); i != obj.end(); ++i) {
-    const std::string& key = i.key();
-    if (key.size() == name.size() && strncasecmp(key.data(), name.data(), name.size()) == 0) {
-      return i->is_null() ? nullptr : &*i;
-    }
+    if (SameFieldName(i.key(), name)) return i->is_null() ? nullptr : &*i;
   }
   return nullptr;
 }
@@ -34,9 +29,22 @@ StatusOr<json> ParseObject(std::string_view body, const char* type) {
   // nlohmann reads a NUL byte as the end of its input, so `{}\0garbage` would parse; JSON allows a
   // NUL nowhere (inside a string it must be escaped).
   if (body.find('\0') != std::string_view::npos) return Bad(type, "body is not valid JSON");
-  json doc = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  // Go reads the last of two fields matching case-insensitively, a parsed object keeps one: a body
+  // naming a top-level field twice (never one kube-scheduler sends) is refused, not guessed at.
+  std::vector<std::string> keys;
+  std::optional<std::string> twice;
+  const json::parser_callback_t note_key = [&](int depth, json::parse_event_t event, json& parsed) {
+    if (event != json::parse_event_t::key || depth != 1 || twice) return true;
+    const std::string& key = parsed.get_ref<const std::string&>();
+    if (std::any_of(keys.begin(), keys.end(), [&](const std::string& seen) { return SameFieldName(seen, key); }))
+      twice = key;
+    keys.push_back(key);
+    return true;
+  };
+  json doc = json::parse(body, note_key, /*allow_exceptions=*/false);
   if (doc.is_discarded()) return Bad(type, "body is not valid JSON");
   if (!doc.is_object()) return Bad(type, "body must be a JSON object");
+  if (twice) return Bad(type, "field \"" + *twice + "\" appears twice");
   return doc;
 }
 

@@ -10,6 +10,8 @@
 // Thread safety: plain values and pure functions.
 #pragma once
 
+#include <strings.h>
+
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -93,10 +95,17 @@ struct ExtenderPreemptionResult {
 };
 
 // Decoders for what kube-scheduler sends. Duplicate node names in a request are refused (a
-// well-formed scheduler never sends them; accepting them would double-count a node).
+// well-formed scheduler never sends them; accepting them would double-count a node), and so is a
+// top-level field named twice (SameFieldName), which Go would read as the last and a parsed
+// object as either.
 StatusOr<ExtenderArgs> DecodeExtenderArgs(std::string_view body);
 StatusOr<ExtenderBindingArgs> DecodeBindingArgs(std::string_view body);
 StatusOr<ExtenderPreemptionArgs> DecodePreemptionArgs(std::string_view body);
+
+// Whether two JSON field names name the same Go struct field: equal ignoring ASCII case.
+inline bool SameFieldName(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && strncasecmp(a.data(), b.data(), a.size()) == 0;
+}
 
 // Whether `text` has a byte that JSON must escape in a string: a control character, '"' or '\\'.
 // Inline, as it runs once per node name in decoding and encoding. 8 bytes at a time (a byte loop

@@ -30,6 +30,22 @@ TEST(ExtenderTypes, FieldNamesMatchCaseInsensitivelyAsGoDoes) {
   EXPECT_EQ(*bind, (ExtenderBindingArgs{"p", "ns", "u", "n"}));
 }
 
+// Go reads the last of two fields that match case-insensitively, a parsed object keeps one of
+// two equal names: which one we would read is a guess, so every decoder refuses the body.
+TEST(ExtenderTypes, ATopLevelFieldNamedTwiceIsRefused) {
+  const StatusOr<ExtenderArgs> args = DecodeExtenderArgs(R"({"Pod":[],"pod":{}})");
+  ASSERT_FALSE(args.ok());
+  EXPECT_EQ(args.status().message(), R"(ExtenderArgs: field "pod" appears twice)");
+  const StatusOr<ExtenderBindingArgs> bind =
+      DecodeBindingArgs(R"({"PodName":"p","PodNamespace":"ns","PodUID":"u","Node":"a","Node":"b"})");
+  ASSERT_FALSE(bind.ok());
+  EXPECT_EQ(bind.status().message(), R"(ExtenderBindingArgs: field "Node" appears twice)");
+  EXPECT_FALSE(DecodePreemptionArgs(R"({"Pod":{},"POD":{}})").ok());
+  // Below the top level the parsed object decides, as for any field the decoders pass through.
+  const StatusOr<ExtenderArgs> nested = DecodeExtenderArgs(R"({"Pod":{"metadata":{"uid":"a","uid":"b"}}})");
+  ASSERT_TRUE(nested.ok()) << nested.status();
+}
+
 TEST(ExtenderTypes, NullIsAcceptedEverywhere) {
   StatusOr<ExtenderArgs> args = DecodeExtenderArgs(R"({"Pod":null,"Nodes":null,"NodeNames":null})");
   ASSERT_TRUE(args.ok()) << args.status();

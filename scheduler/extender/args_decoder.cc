@@ -1,7 +1,6 @@
 #include "scheduler/extender/args_decoder.h"
 
 #include <simdjson.h>
-#include <strings.h>
 
 #include <cstring>
 #include <functional>
@@ -14,14 +13,6 @@ namespace gpupack::extender {
 namespace {
 
 namespace od = simdjson::ondemand;
-
-Status Bad(const std::string& where, const std::string& what) { return Status::InvalidArgument(where + ": " + what); }
-
-Status NotJson() { return Bad("ExtenderArgs", "body is not valid JSON"); }
-
-bool KeyIs(std::string_view key, std::string_view name) {
-  return key.size() == name.size() && strncasecmp(key.data(), name.data(), name.size()) == 0;
-}
 
 // True when the value is JSON null (and consumes it).
 bool IsNull(od::value& value) {
@@ -139,90 +130,76 @@ std::optional<std::string_view> Duplicate(const std::vector<std::string_view>& n
   return std::nullopt;
 }
 
-// metadata.name of one Node object's text, using a second parser (the first is mid-document).
-StatusOr<std::string> NodeName(std::string_view raw, const std::string& where, bool& undecided) {
+// metadata.name of one Node object's text, using a second parser (the first is mid-document);
+// nullopt when the node is not plainly well-formed (the reference decoder then reads the body).
+// Every field is read (ReadThrough), since the node's text is echoed to kube-scheduler as sent.
+// A second metadata or name is left to the reference decoder too: its parsed object keeps one.
+std::optional<std::string> NodeName(std::string_view raw) {
   thread_local od::parser parser;
   simdjson::padded_string padded(raw);
   od::document doc;
   od::object node;
-  if (parser.iterate(padded).get(doc) || doc.get_object().get(node)) return NotJson();
-  // Every field is read (ReadThrough), since the node's text is echoed to kube-scheduler as sent.
+  if (parser.iterate(padded).get(doc) || doc.get_object().get(node)) return std::nullopt;
   std::optional<std::string> name;
   bool has_metadata = false;
   for (auto field : node) {
     std::string_view key;
-    if (field.unescaped_key().get(key)) return NotJson();
-    if (!KeyIs(key, "metadata") || has_metadata) {
-      if (!ReadThrough(field.value())) {
-        undecided = true;
-        return NotJson();
-      }
+    if (field.unescaped_key().get(key)) return std::nullopt;
+    if (!api::SameFieldName(key, "metadata")) {
+      if (!ReadThrough(field.value())) return std::nullopt;
       continue;
     }
-    has_metadata = true;
-    od::value value = field.value();
     od::object metadata;
-    if (value.get_object().get(metadata)) return Bad(where + ".metadata", "missing or not an object");
+    if (has_metadata || field.value().get_object().get(metadata)) return std::nullopt;
+    has_metadata = true;
     for (auto meta_field : metadata) {
       std::string_view meta_key;
-      if (meta_field.unescaped_key().get(meta_key)) return NotJson();
-      if (!KeyIs(meta_key, "name") || name) {
-        if (!ReadThrough(meta_field.value())) {
-          undecided = true;
-          return NotJson();
-        }
+      if (meta_field.unescaped_key().get(meta_key)) return std::nullopt;
+      if (!api::SameFieldName(meta_key, "name")) {
+        if (!ReadThrough(meta_field.value())) return std::nullopt;
         continue;
       }
       std::string_view text;
-      if (meta_field.value().get_string().get(text) || text.empty()) {
-        return Bad(where + ".metadata.name", "missing, empty or not a string");
-      }
+      if (name || meta_field.value().get_string().get(text) || text.empty()) return std::nullopt;
       name.emplace(text);
     }
-    if (!name) return Bad(where + ".metadata.name", "missing, empty or not a string");
   }
-  if (!has_metadata) return Bad(where + ".metadata", "missing or not an object");
   const char* trailing = nullptr;
-  if (doc.current_location().get(trailing) != simdjson::OUT_OF_BOUNDS) return NotJson();
-  return *std::move(name);
+  if (doc.current_location().get(trailing) != simdjson::OUT_OF_BOUNDS) return std::nullopt;
+  return name;
 }
 
-Status ReadNodes(od::value& value, std::vector<api::WireNode>& out, bool& undecided) {
-  const std::string where = "ExtenderArgs.Nodes";
+// The Nodes field (a NodeList); false when the fast reading cannot vouch for it.
+bool ReadNodes(od::value& value, std::vector<api::WireNode>& out) {
   od::object list;
-  if (value.get_object().get(list)) return Bad(where, "must be a NodeList object");
+  if (value.get_object().get(list)) return false;
+  bool has_items = false;
   for (auto field : list) {
     std::string_view key;
-    if (field.unescaped_key().get(key)) return NotJson();
-    if (!KeyIs(key, "items")) {
-      if (!ReadThrough(field.value())) {
-        undecided = true;
-        return NotJson();
-      }
+    if (field.unescaped_key().get(key)) return false;
+    if (!api::SameFieldName(key, "items")) {
+      if (!ReadThrough(field.value())) return false;
       continue;
     }
+    if (has_items) return false;  // which one counts is the reference decoder's to say
+    has_items = true;
     od::value items_value = field.value();
     if (IsNull(items_value)) continue;
     od::array items;
-    if (items_value.get_array().get(items)) return Bad(where + ".items", "must be an array");
-    size_t i = 0;
+    if (items_value.get_array().get(items)) return false;
     for (auto item : items) {
-      const std::string iwhere = where + ".items[" + std::to_string(i++) + "]";
       od::object node;
-      if (item.get_object().get(node)) return Bad(iwhere, "must be a Node object");
       std::string_view raw;
-      if (node.raw_json().get(raw)) return NotJson();
-      GPUPACK_ASSIGN_OR_RETURN(std::string name, NodeName(raw, iwhere, undecided));
-      out.push_back({std::move(name), std::string(raw)});
+      if (item.get_object().get(node) || node.raw_json().get(raw)) return false;
+      std::optional<std::string> name = NodeName(raw);
+      if (!name) return false;
+      out.push_back({*std::move(name), std::string(raw)});
     }
   }
   std::vector<std::string_view> names;
   names.reserve(out.size());
   for (const api::WireNode& node : out) names.push_back(node.name);
-  if (std::optional<std::string_view> twice = Duplicate(names)) {
-    return Bad(where + ".items", "node \"" + std::string(*twice) + "\" appears twice");
-  }
-  return Status::Ok();
+  return !Duplicate(names);
 }
 
 bool JsonSpace(char ch) { return ch == ' ' || ch == '\n' || ch == '\r' || ch == '\t'; }
@@ -230,7 +207,7 @@ bool JsonSpace(char ch) { return ch == ' ' || ch == '\n' || ch == '\r' || ch == 
 // Reads `raw`, the text of the NodeNames array, when it is what a scheduler sends: strings with
 // no escape and no control character, separated as JSON requires. Returns false for anything
 // else (an escape, an empty name, a wrong separator, a non-string), which the general path then
-// reads and reports. The text between two quotes is then the name itself.
+// reads. The text between two quotes is then the name itself.
 bool ScanPlainNames(std::string_view raw, std::vector<std::string_view>& out) {
   size_t i = 0;
   auto skip_space = [&] {
@@ -279,114 +256,109 @@ class CheckedNames {
   }
 };
 
-// A name is viewed where it lies in the padded body; only one with an escape is unescaped into
-// `unescaped` (stage 1 of the parser has already refused invalid UTF-8 and unescaped control
-// characters, so a name without a backslash reads the same raw as decoded).
-Status ReadNames(od::value& value, std::vector<std::string_view>& out, std::deque<std::string>& unescaped) {
-  const std::string where = "ExtenderArgs.NodeNames";
+// The NodeNames field; false when the fast reading cannot vouch for it. A name is viewed where
+// it lies in the padded body; only one with an escape is unescaped into `unescaped` (stage 1 of
+// the parser has already refused invalid UTF-8 and unescaped control characters, so a name
+// without a backslash reads the same raw as decoded).
+bool ReadNames(od::value& value, std::vector<std::string_view>& out, std::deque<std::string>& unescaped) {
   od::array names;
-  if (value.get_array().get(names)) return Bad(where, "must be an array of strings");
   std::string_view raw;
-  if (names.raw_json().get(raw)) return NotJson();
+  if (value.get_array().get(names) || names.raw_json().get(raw)) return false;
   if (ScanPlainNames(raw, out)) {
-    if (CheckedNames::Known(raw)) return Status::Ok();
-    if (std::optional<std::string_view> twice = Duplicate(out)) {
-      return Bad(where, "node \"" + std::string(*twice) + "\" appears twice");
-    }
+    if (CheckedNames::Known(raw)) return true;
+    if (Duplicate(out)) return false;
     CheckedNames::Remember(raw);
-    return Status::Ok();
+    return true;
   }
   out.clear();
   bool unused;
-  if (names.reset().get(unused)) return NotJson();
+  if (names.reset().get(unused)) return false;
   // Thousands of names: one allocation instead of a dozen growths (counting scans the array's
   // structure, not its strings, and rewinds it).
   size_t count = 0;
-  if (names.count_elements().get(count)) return NotJson();
+  if (names.count_elements().get(count)) return false;
   out.reserve(count);
-  size_t i = 0;
   for (auto element : names) {
     std::string_view token;
-    if (element.raw_json_token().get(token)) return NotJson();
+    if (element.raw_json_token().get(token)) return false;
     while (!token.empty() && JsonSpace(token.back())) token.remove_suffix(1);
-    if (token.size() < 2 || token.front() != '"' || token.back() != '"') {
-      return Bad(where + "[" + std::to_string(i) + "]", "must be a string");
-    }
+    if (token.size() < 2 || token.front() != '"' || token.back() != '"') return false;
     // Read as a string even without an escape: the parser skips a value left unread by counting
     // brackets, and would pass `["a":}]`. The view stays on the body (the parser's own copy of
     // a string lives only until its next document).
     std::string_view decoded;
-    if (element.get_string().get(decoded)) return Bad(where + "[" + std::to_string(i) + "]", "must be a string");
+    if (element.get_string().get(decoded)) return false;
     std::string_view name = token.substr(1, token.size() - 2);
     if (name.find('\\') != std::string_view::npos) name = unescaped.emplace_back(decoded);
-    if (name.empty()) return Bad(where + "[" + std::to_string(i) + "]", "empty node name");
+    if (name.empty()) return false;
     out.push_back(name);
-    ++i;
   }
-  if (std::optional<std::string_view> twice = Duplicate(out)) {
-    return Bad(where, "node \"" + std::string(*twice) + "\" appears twice");
-  }
-  return Status::Ok();
+  return !Duplicate(out);
 }
 
-// The fast reading. Sets `undecided` where ReadThrough could not vouch for a value.
-Status ReadArgs(std::string_view body, DecodedArgs& out, bool& undecided) {
+// The fast reading: true when it read the whole body and can vouch that the reference decoder
+// would read the same values from it.
+bool ReadArgs(std::string_view body, DecodedArgs& out) {
   thread_local od::parser parser;
   out.text.reserve(body.size() + simdjson::SIMDJSON_PADDING);
   out.text.assign(body);
   od::document doc;
-  if (parser.iterate(simdjson::padded_string_view(out.text.data(), out.text.size(), out.text.capacity())).get(doc)) {
-    return NotJson();
-  }
-  od::json_type type;
-  if (doc.type().get(type)) return NotJson();
-  if (type != od::json_type::object) return Bad("ExtenderArgs", "body must be a JSON object");
   od::object top;
-  if (doc.get_object().get(top)) return NotJson();
+  if (parser.iterate(simdjson::padded_string_view(out.text.data(), out.text.size(), out.text.capacity())).get(doc) ||
+      doc.get_object().get(top)) {
+    return false;
+  }
+  // A field named twice (the reference decoder refuses it). Keys stay valid in the parser's
+  // string buffer for the document; a body has a handful.
+  std::vector<std::string_view> keys;
   for (auto field : top) {
     std::string_view key;
-    if (field.unescaped_key().get(key)) return NotJson();
     od::value value;
-    if (field.value().get(value)) return NotJson();
-    if (KeyIs(key, "Pod")) {
+    if (field.unescaped_key().get(key) || field.value().get(value)) return false;
+    for (std::string_view seen : keys) {
+      if (api::SameFieldName(seen, key)) return false;
+    }
+    keys.push_back(key);
+    if (api::SameFieldName(key, "Pod")) {
       if (IsNull(value)) continue;
       od::object pod;
-      if (value.get_object().get(pod)) return Bad("ExtenderArgs.Pod", "must be an object");
       std::string_view raw;
-      if (pod.raw_json().get(raw)) return NotJson();
+      if (value.get_object().get(pod) || pod.raw_json().get(raw)) return false;
       out.pod = nlohmann::json::parse(raw, nullptr, /*allow_exceptions=*/false);
-      if (out.pod.is_discarded()) return NotJson();
-    } else if (KeyIs(key, "Nodes")) {
+      if (out.pod.is_discarded()) return false;
+    } else if (api::SameFieldName(key, "Nodes")) {
       if (IsNull(value)) continue;
       out.nodes.emplace();
-      GPUPACK_RETURN_IF_ERROR(ReadNodes(value, *out.nodes, undecided));
-    } else if (KeyIs(key, "NodeNames")) {
+      if (!ReadNodes(value, *out.nodes)) return false;
+    } else if (api::SameFieldName(key, "NodeNames")) {
       if (IsNull(value)) continue;
       out.node_names.emplace();
-      GPUPACK_RETURN_IF_ERROR(ReadNames(value, *out.node_names, out.unescaped));
+      if (!ReadNames(value, *out.node_names, out.unescaped)) return false;
     } else if (!ReadThrough(value)) {
-      undecided = true;
-      return NotJson();
+      return false;
     }
   }
   // The on-demand parser reads lazily: make sure the whole body was one well-formed document.
   const char* trailing = nullptr;
-  if (doc.current_location().get(trailing) != simdjson::OUT_OF_BOUNDS) return NotJson();
+  if (doc.current_location().get(trailing) != simdjson::OUT_OF_BOUNDS) return false;
   // A NUL byte after the object (`{}\0`) also reads as the end of the document; JSON allows only
   // whitespace there (api::DecodeExtenderArgs refuses a NUL anywhere).
   size_t end = body.size();
   while (end > 0 && JsonSpace(body[end - 1])) --end;
-  if (end == 0 || body[end - 1] != '}') return NotJson();
-  return Status::Ok();
+  return end > 0 && body[end - 1] == '}';
 }
 
-// A body the fast reading could not vouch for, decoded by the reference decoder (such a body is
-// never one kube-scheduler sends, so its speed does not matter); names are kept in `unescaped`.
+// A body the fast reading could not vouch for, decoded by the reference decoder, which gives the
+// verdict and names what is wrong (such a body is never one kube-scheduler sends, so reading it
+// twice costs nothing that matters); names are kept in `unescaped`.
 Status ReadArgsByReference(std::string_view body, DecodedArgs& out) {
+  out.pod = nullptr;
+  out.nodes.reset();
+  out.node_names.reset();
+  out.unescaped.clear();
   GPUPACK_ASSIGN_OR_RETURN(api::ExtenderArgs args, api::DecodeExtenderArgs(body));
   out.pod = std::move(args.pod);
   out.nodes = std::move(args.nodes);
-  out.node_names.reset();
   if (args.node_names) {
     out.node_names.emplace();
     for (std::string& name : *args.node_names) out.node_names->push_back(out.unescaped.emplace_back(std::move(name)));
@@ -397,9 +369,7 @@ Status ReadArgsByReference(std::string_view body, DecodedArgs& out) {
 }  // namespace
 
 Status DecodeExtenderArgsInto(std::string_view body, DecodedArgs& out) {
-  bool undecided = false;
-  Status read = ReadArgs(body, out, undecided);
-  return undecided ? ReadArgsByReference(body, out) : read;
+  return ReadArgs(body, out) ? Status::Ok() : ReadArgsByReference(body, out);
 }
 
 const std::vector<std::string_view>& DecodedArgs::AskedNames(std::vector<std::string_view>& storage) const {

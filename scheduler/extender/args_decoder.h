@@ -1,8 +1,11 @@
 // A fast decoder for ExtenderArgs, the body of every filter and prioritize call (simdjson
-// on-demand). Same result and the same errors as api::DecodeExtenderArgs for every well-formed
-// body, several times faster: node names are read without building a DOM, and full Node objects
-// (nodeCacheCapable: false) are kept as the exact text the scheduler sent, not parsed and
-// re-serialised. Only the Pod is handed to nlohmann, for translate::ParsePodRequest.
+// on-demand), with the result of api::DecodeExtenderArgs for every body. The fast reading takes
+// only bodies it can vouch for, as kube-scheduler sends them, several times faster: node names
+// are read without building a DOM, and full Node objects (nodeCacheCapable: false) are kept as
+// the exact text the scheduler sent, not parsed and re-serialised; only the Pod is handed to
+// nlohmann, for translate::ParsePodRequest. Any other body (a malformed one, a repeated name or
+// field, a number past 64 bits) is decoded by api::DecodeExtenderArgs, which gives the verdict
+// and the error.
 //
 // Thread safety: may be called concurrently (each thread has its own parser).
 #pragma once

@@ -24,6 +24,11 @@ TEST(ArgsDecoder, AgreesWithTheReferenceDecoder) {
       R"({"NodeNames":[]})",
       R"({"NodeNames":["a\u0062","c\"d","e\\f"]})",
       "{\"NodeNames\":[\"caf\xc3\xa9\",\"\x7f\"]}",
+      // A name or list given twice inside Nodes: the reference decoder's parsed object keeps one.
+      R"({"Nodes":{"items":[{"metadata":{"name":"a","name":"b"}}]}})",
+      R"({"Nodes":{"items":[{"metadata":{"Name":7,"name":"b"}}]}})",
+      R"({"Nodes":{"items":[{"metadata":{"name":"a"},"metadata":{"name":"b"}}]}})",
+      R"({"Nodes":{"items":7,"items":[{"metadata":{"name":"b"}}]}})",
   };
   for (const char* body : good) {
     StatusOr<api::ExtenderArgs> want = api::DecodeExtenderArgs(body);
@@ -65,6 +70,10 @@ TEST(ArgsDecoder, AgreesWithTheReferenceDecoder) {
       {R"({"Nodes":{"items":[{"metadata":{}}]}})", "ExtenderArgs.Nodes.items[0].metadata.name"},
       {R"({"Nodes":{"items":[{"metadata":{"name":"x"}},{"metadata":{"name":"x"}}]}})", "appears twice"},
       {R"({"Nodes":{"items":[7]}})", "ExtenderArgs.Nodes.items[0]"},
+      // Go would read the last Pod and a parsed object keeps one: named twice, refused.
+      {R"({"Pod":[],"Pod":{}})", R"(ExtenderArgs: field "Pod" appears twice)"},
+      {R"({"NodeNames":["a"],"nodeNames":["b"]})", R"(field "nodeNames" appears twice)"},
+      {R"({"x":1,"X":2})", R"(field "X" appears twice)"},
   };
   for (const Bad& b : bad) {
     StatusOr<api::ExtenderArgs> got = DecodeExtenderArgsFast(b.body);
