@@ -118,11 +118,17 @@ StatusOr<Allocation> DecodeAllocation(std::string_view text) {
     // The index keys the container's env annotations (c<i>-*, i<i>-*): two entries on one index
     // would hand one container the other's devices and cap. A missing index reads as 0, so this
     // is also what a multi-container allocation without indexes hits.
+    // The node-side injection finds a container by its name (unique in a pod, init containers
+    // included): two entries of one name would leave which devices it gets to their order.
     for (size_t k = 0; k < out.containers.size(); ++k) {
       if (out.containers[k].index == c.index && out.containers[k].init == c.init) {
         return Bad(where + ".index", std::string(c.init ? "init" : "app") + " container index " +
                                          std::to_string(c.index) + " appears twice (also containers[" +
                                          std::to_string(k) + "]); each container needs its own index");
+      }
+      if (!c.name.empty() && out.containers[k].name == c.name) {
+        return Bad(where + ".name", "container \"" + c.name + "\" appears twice (also containers[" + std::to_string(k) +
+                                        "]); container names are unique in a pod");
       }
     }
     out.containers.push_back(std::move(c));

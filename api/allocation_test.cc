@@ -80,6 +80,10 @@ TEST(Allocation, RefusesMalformedInputNamingTheField) {
       // Two containers without indexes would both write c0-*: one would run with the other's cap.
       {R"({"v":1,"node":"n1","containers":[{"name":"a","devices":[]},{"name":"b","devices":[]}]})",
        "containers[1].index: app container index 0 appears twice (also containers[0])"},
+      // The node-side injection finds a container by name: an init and an app container of one
+      // name (which Kubernetes forbids) would get whichever entry came last.
+      {R"({"v":1,"node":"n1","containers":[{"name":"a","devices":[]},{"name":"a","init":true,"devices":[]}]})",
+       R"(containers[1].name: container "a" appears twice (also containers[0]))"},
   };
   for (const Case& c : cases) {
     StatusOr<Allocation> a = DecodeAllocation(c.text);
