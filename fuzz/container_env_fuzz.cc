@@ -47,8 +47,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (env == request.end() || env->is_null()) return 0;
   for (const json& entry : *env) {
     const std::string& text = entry.get_ref<const std::string&>();
-    const std::string name = text.substr(0, text.find('='));
-    const std::string value = text.find('=') == std::string::npos ? "" : text.substr(text.find('=') + 1);
+    const size_t eq = text.find('=');
+    const std::string name = text.substr(0, eq);
+    const std::string value = eq == std::string::npos ? "" : text.substr(eq + 1);
     if (api::IsDeviceEnvName(name) && !api::GivesNoDevice(name, value)) FUZZ_CHECK(set.count(name) == 1);
   }
   return 0;

@@ -219,14 +219,21 @@ TEST(Compute, TwoDimensionalPicksRankByCompletionAndFillFirst) {
 // else the two-dimensional ones it keeps when some spec names a share. Either start gives the same
 // F and the same ΔF for every device and change as counting them, on nodes of twins, part-used,
 // empty, short of CPU and (with shares) short of compute.
+// The devices of `node` as its summary `sum` has them.
+std::array<ComputeDevice, kMaxDevicesPerNode> DevicesOf(const NodeSummary& sum, const Node& node) {
+  std::array<ComputeDevice, kMaxDevicesPerNode> devices;
+  for (size_t g = 0; g < node.devices.size(); ++g)
+    devices[g] = ComputeDeviceOf(sum.devices()[g], node.devices[g].capacity_mib);
+  return devices;
+}
+
 void ExpectTheSummaryTalliesCounted(const Policy& policy, const std::vector<Node>& nodes) {
   const Columns cols = Columns::Of(policy.workload().specs);
   for (const Node& node : nodes) {
     const NodeSummary sum = policy.Summarize(node);
     ASSERT_TRUE(ComputeFragmentation::SummaryHasTallies(cols, sum));
-    std::array<ComputeDevice, kMaxDevicesPerNode> devices;
+    const std::array<ComputeDevice, kMaxDevicesPerNode> devices = DevicesOf(sum, node);
     const int n = static_cast<int>(node.devices.size());
-    for (int g = 0; g < n; ++g) devices[g] = ComputeDeviceOf(sum.devices()[g], node.devices[g].capacity_mib);
     ComputeFragmentation counted, copied;
     counted.Start(cols, devices.data(), n, sum.cpu_short, nullptr);
     copied.Start(cols, devices.data(), n, sum.cpu_short, &sum);
@@ -258,10 +265,8 @@ TEST(Compute, TalliesFromTheSummaryAreTheCountedOnes) {
     EXPECT_FALSE(sum.has_compute_tallies());
     // Memory alone decides here: F is the one-dimensional one.
     ComputeFragmentation copied;
-    std::array<ComputeDevice, kMaxDevicesPerNode> devices;
-    const int n = static_cast<int>(node.devices.size());
-    for (int g = 0; g < n; ++g) devices[g] = ComputeDeviceOf(sum.devices()[g], node.devices[g].capacity_mib);
-    copied.Start(Columns::Of(memory_only.workload().specs), devices.data(), n, sum.cpu_short, &sum);
+    copied.Start(Columns::Of(memory_only.workload().specs), DevicesOf(sum, node).data(),
+                 static_cast<int>(node.devices.size()), sum.cpu_short, &sum);
     EXPECT_DOUBLE_EQ(copied.Value(), sum.fragmentation);
   }
   ExpectTheSummaryTalliesCounted(memory_only, nodes);

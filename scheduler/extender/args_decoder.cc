@@ -3,7 +3,6 @@
 #include <simdjson.h>
 
 #include <cstring>
-#include <functional>
 #include <limits>
 #include <optional>
 #include <vector>
