@@ -174,51 +174,71 @@ void WorkloadLearner::Observe(const PodRequest& pod) {
 TypicalWorkload WorkloadLearner::Snapshot() const { return Snapshot(coverage_); }
 
 TypicalWorkload WorkloadLearner::Snapshot(double coverage) const {
-  TypicalWorkload out = EveryShape();
+  std::vector<RankedShape> shapes = Blend();
+  // The cut ranks shapes by the pods they stand for, larger first among equals (FGD's rule).
+  std::stable_sort(shapes.begin(), shapes.end(), [](const RankedShape& a, const RankedShape& b) {
+    if (a.pods != b.pods) return a.pods > b.pods;
+    return SpecKey(a.spec) > SpecKey(b.spec);
+  });
+  TypicalWorkload out;
   double covered = 0;
-  size_t keep = 0;
-  while (keep < out.specs.size() && covered < coverage) covered += out.specs[keep++].weight;
-  out.specs.resize(keep);
+  for (RankedShape& shape : shapes) {
+    if (covered >= coverage || static_cast<int>(out.specs.size()) == kMaxTypicalSpecs) break;
+    covered += shape.spec.weight;
+    out.specs.push_back(std::move(shape.spec));
+  }
   out.Normalize();
   return out;
 }
 
 TypicalWorkload WorkloadLearner::EveryShape() const {
   TypicalWorkload out;
+  for (RankedShape& shape : Blend()) out.specs.push_back(std::move(shape.spec));
+  // Heaviest first (stable: equal weights keep the prior-then-observation order).
+  std::stable_sort(out.specs.begin(), out.specs.end(),
+                   [](const TypicalSpec& a, const TypicalSpec& b) { return a.weight > b.weight; });
+  return out;
+}
+
+std::vector<WorkloadLearner::RankedShape> WorkloadLearner::Blend() const {
+  std::vector<RankedShape> out;
   double observed_total = 0;
   for (const auto& b : buckets_) observed_total += b.weight;
   const double share = mass_ > 0 ? prior_share() : 1.0;
+  // Weight of one pod observed now, in the blend (before normalising): the observed part, 1 − share,
+  // spread over the decayed count of pods seen.
+  const double pod_weight = mass_ > 0 ? (1.0 - share) / mass_ : 0.0;
   if (share > 0) {
     for (auto s : prior_.specs) {
       s.weight *= share;
-      out.specs.push_back(std::move(s));
+      out.push_back(RankedShape{std::move(s), 0});
     }
   }
-  const size_t prior_count = out.specs.size();
+  const size_t prior_count = out.size();
   if (observed_total > 0) {
     for (const auto& b : buckets_) {
       TypicalSpec s = b.spec;
       s.weight = (1.0 - share) * b.weight / observed_total;
       s.memory_bytes = static_cast<int64_t>(b.memory_weighted / b.weight);
       // Buckets are distinct shapes, so a bucket can only meet one of the prior's.
-      const auto prior_end = out.specs.begin() + static_cast<std::ptrdiff_t>(prior_count);
-      auto same = std::find_if(out.specs.begin(), prior_end, [&](const TypicalSpec& x) { return SameShape(x, s); });
+      const auto prior_end = out.begin() + static_cast<std::ptrdiff_t>(prior_count);
+      auto same = std::find_if(out.begin(), prior_end, [&](const RankedShape& x) { return SameShape(x.spec, s); });
       if (same != prior_end) {
         // A shape of the prior, which carries no memory: the observed pods' memory stands.
-        same->weight += s.weight;
-        same->memory_bytes = s.memory_bytes;
+        same->spec.weight += s.weight;
+        same->spec.memory_bytes = s.memory_bytes;
       } else {
-        out.specs.push_back(std::move(s));
+        out.push_back(RankedShape{std::move(s), 0});
       }
     }
   }
-  // Heaviest first (stable: equal weights keep the prior-then-observation order).
-  std::stable_sort(out.specs.begin(), out.specs.end(),
-                   [](const TypicalSpec& a, const TypicalSpec& b) { return a.weight > b.weight; });
   double total = 0;
-  for (const auto& s : out.specs) total += s.weight;
-  if (total > 0) {
-    for (auto& s : out.specs) s.weight /= total;
+  for (const auto& x : out) total += x.spec.weight;
+  for (auto& x : out) {
+    // Pods are whole: the weight rounds to the pods it stands for, the prior's as the pods it
+    // weighs now; with nothing observed the prior's weights rank as they are.
+    x.pods = pod_weight > 0 ? static_cast<double>(std::llround(x.spec.weight / pod_weight)) : x.spec.weight;
+    if (total > 0) x.spec.weight /= total;
   }
   return out;
 }

@@ -71,9 +71,13 @@ TypicalWorkload DefaultPriorWorkload(MiB device_mib);
 // come (their decayed count is at least ½: one within the last half-life) it weighs as
 // `whole_gpu_prior_pods` instead: its whole and multi-GPU shapes then keep room for the rare
 // large pods that the coverage cut drops, where no such pod comes they keep room for nothing. The
-// snapshot then keeps the heaviest specs until they cover `coverage` of the blended weight, as
-// FGD's typical set covers 95% of pods: the rarest shapes otherwise pull the policy towards
-// keeping room for pods that almost never come (bench/RESULTS.md keeps the measurements).
+// snapshot then keeps the most frequent shapes until they cover `coverage` of the blended weight,
+// as FGD's typical set covers 95% of pods: the rarest shapes otherwise pull the policy towards
+// keeping room for pods that almost never come (bench/RESULTS.md keeps the measurements). As in
+// FGD, frequency counts whole pods and ties go to the larger shape: a shape ranks by its weight in
+// pods (a pod seen now weighs one, the prior as many as it weighs) rounded to whole pods, so of two
+// shapes seen once each the decay does not keep the newer and drop the older (an 8-GPU pod seen
+// early among 40 one-GPU pods of as many CPU sizes).
 // 0 < coverage ≤ 1. Shapes are exact (SpecOfPod); the histogram holds at most 4 ×
 // kMaxTypicalSpecs of them, dropping the lightest. Not thread-safe: the owner serialises calls.
 class WorkloadLearner {
@@ -83,7 +87,8 @@ class WorkloadLearner {
   void Observe(const PodRequest& pod);
   // Replaces the prior (e.g. once the cluster's device size is known); observations stay.
   void SetPrior(TypicalWorkload prior);
-  // The current estimate: blended, cut to `coverage`, normalised, top kMaxTypicalSpecs by weight.
+  // The current estimate: blended, cut to `coverage` and to kMaxTypicalSpecs in the cut's order
+  // (above), normalised, heaviest first.
   TypicalWorkload Snapshot() const;
   // The same with another coverage: 1 keeps every shape seen up to kMaxTypicalSpecs (the
   // completion value prices them all).
@@ -101,6 +106,15 @@ class WorkloadLearner {
   static double PriorShare(double prior_pods, double decay);
 
  private:
+  // A shape of the blend and the whole pods its weight stands for (a pod seen now weighs one), by
+  // which the coverage cut ranks it; with nothing observed, its weight.
+  struct RankedShape {
+    TypicalSpec spec;
+    double pods;
+  };
+  // The prior and the observations blended, weights summing to 1, in no particular order.
+  std::vector<RankedShape> Blend() const;
+
   struct Bucket {
     TypicalSpec spec;
     double weight;           // stored scaled by scale_ to avoid touching every bucket per observation

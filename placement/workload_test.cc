@@ -1,5 +1,7 @@
 #include "placement/workload.h"
 
+#include <set>
+
 #include <gtest/gtest.h>
 
 #include "testing/builders.h"
@@ -127,6 +129,33 @@ TEST(WorkloadLearner, CoverageDropsTheRarestShapes) {
     for (int i = 0; i < n; ++i) all.Observe(Pod(1, mem));
   }
   EXPECT_EQ(all.Snapshot().specs.size(), 4u);
+}
+
+// The cut counts whole pods, larger shapes first among equals, as FGD's typical set does; the
+// decay does not decide among shapes seen equally often. An 8-GPU pod (88 cores) comes first, then
+// 19 one-GPU pods of 19 CPU sizes, 1000 + 100·i millicores for i = 0..18 (half-life 1,000 pods, no
+// prior). Each weighs 1/20 within 2 % (the 8-GPU pod, the oldest, 2^(−19/1000) = 0.987 of the
+// newest) and counts as one pod. At coverage 0.88, 17 shapes cover about 0.85 and 18 about 0.90,
+// so 18 stay: the 8-GPU pod and the 17 largest one-GPU pods, the cut dropping the two smallest
+// (1000 and 1100 millicores). Ranked by weight alone, it dropped the two oldest: the 8-GPU pod
+// and the 1000-millicore one.
+TEST(WorkloadLearner, CoverageCountsWholePodsAndKeepsTheLargerShapeOfEqualCounts) {
+  WorkloadLearner learner(TypicalWorkload{}, 1000, 0, 0, 0.88);
+  learner.Observe(Pod(8, 0, 88000));
+  for (int i = 0; i < 19; ++i) learner.Observe(Pod(1, 0, 1000 + 100 * i));
+  const TypicalWorkload w = learner.Snapshot();
+  ASSERT_EQ(w.specs.size(), 18u);
+  std::set<int64_t> cpus;
+  for (const auto& s : w.specs) cpus.insert(s.cpu_milli);
+  EXPECT_TRUE(cpus.contains(88000)) << "the 8-GPU pod, seen once like every other, is the largest";
+  EXPECT_FALSE(cpus.contains(1000));
+  EXPECT_FALSE(cpus.contains(1100));
+  EXPECT_TRUE(cpus.contains(1200));
+  // Normalised and heaviest first: the newest pod (2800 millicores) leads.
+  EXPECT_EQ(w.specs.front().cpu_milli, 2800);
+  double sum = 0;
+  for (const auto& s : w.specs) sum += s.weight;
+  EXPECT_NEAR(sum, 1.0, 1e-12);
 }
 
 // A snapshot keeps at most kMaxTypicalSpecs shapes, the heaviest: a shape seen once among 70 seen
