@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <tuple>
 
@@ -175,17 +176,21 @@ TypicalWorkload WorkloadLearner::Snapshot() const { return Snapshot(coverage_); 
 
 TypicalWorkload WorkloadLearner::Snapshot(double coverage) const {
   std::vector<RankedShape> shapes = Blend();
-  // The cut ranks shapes by the pods they stand for, larger first among equals (FGD's rule).
-  std::stable_sort(shapes.begin(), shapes.end(), [](const RankedShape& a, const RankedShape& b) {
-    if (a.pods != b.pods) return a.pods > b.pods;
-    return SpecKey(a.spec) > SpecKey(b.spec);
-  });
+  // The cut ranks shapes by the pods they stand for, larger first among equals (FGD's rule), then
+  // in blend order. Each shape's key is built once, and the keys are sorted rather than the shapes.
+  using Key = std::tuple<double, decltype(SpecKey(TypicalSpec{})), int>;
+  std::vector<Key> order;
+  order.reserve(shapes.size());
+  for (int i = 0; i < static_cast<int>(shapes.size()); ++i)
+    order.emplace_back(shapes[i].pods, SpecKey(shapes[i].spec), -i);
+  std::sort(order.begin(), order.end(), std::greater<>());
   TypicalWorkload out;
   double covered = 0;
-  for (RankedShape& shape : shapes) {
+  for (const Key& key : order) {
+    const int i = -std::get<2>(key);
     if (covered >= coverage || static_cast<int>(out.specs.size()) == kMaxTypicalSpecs) break;
-    covered += shape.spec.weight;
-    out.specs.push_back(std::move(shape.spec));
+    covered += shapes[i].spec.weight;
+    out.specs.push_back(std::move(shapes[i].spec));
   }
   out.Normalize();
   return out;
@@ -202,6 +207,7 @@ TypicalWorkload WorkloadLearner::EveryShape() const {
 
 std::vector<WorkloadLearner::RankedShape> WorkloadLearner::Blend() const {
   std::vector<RankedShape> out;
+  out.reserve(prior_.specs.size() + buckets_.size());
   double observed_total = 0;
   for (const auto& b : buckets_) observed_total += b.weight;
   const double share = mass_ > 0 ? prior_share() : 1.0;

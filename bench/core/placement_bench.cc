@@ -16,6 +16,8 @@
 // second argument is 1 when the policy carries that completion value (the extender's default).
 // BM_RefreshCompletionShapes/<capacity>/<shapes> builds one table for one device capacity: the
 // Alibaba trace's fractional shapes (0) or 64 small shapes of unrelated sizes (1, the bound's case).
+// BM_LearnerSnapshot is the learner's typical set with its histogram full, which the extender
+// computes on the filter's path for a pod it sees first once a refresh could be due.
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
@@ -341,6 +343,25 @@ BENCHMARK(BM_RefreshCompletionShapes)
     ->Args({144384, 0})
     ->Args({144384, 1})
     ->Unit(benchmark::kMicrosecond);
+
+// The learner's snapshot with the histogram full (4 × kMaxTypicalSpecs shapes, whole-GPU pods of
+// as many CPU sizes, as the Alibaba trace's are) and the cold-start prior: the extender takes one
+// per pod it first sees once a refresh could be due (Decision::Observe), on the filter's path.
+void BM_LearnerSnapshot(benchmark::State& state) {
+  WorkloadLearner learner(DefaultPriorWorkload(81920), 1000, 100, 360, 0.95);
+  std::mt19937_64 rng(7);
+  for (int i = 0; i < 4 * kMaxTypicalSpecs; ++i) {
+    PodRequest pod;
+    pod.cpu_milli = 1000 + 100 * i;
+    pod.containers.push_back(ContainerRequest{.name = "c", .device_count = 1});
+    for (int k = 0, copies = static_cast<int>(rng() % 8); k <= copies; ++k) learner.Observe(pod);
+  }
+  const long before = g_allocations.load();
+  for (auto _ : state) benchmark::DoNotOptimize(learner.Snapshot());
+  state.counters["allocs"] =
+      static_cast<double>(g_allocations.load() - before) / static_cast<double>(state.iterations());
+}
+BENCHMARK(BM_LearnerSnapshot)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace gpupack::placement
