@@ -214,11 +214,6 @@ TEST(Compute, TwoDimensionalPicksRankByCompletionAndFillFirst) {
   EXPECT_NEAR(on_gpu1.completion_loss, 500, 1e-6);
 }
 
-// The two-dimensional tallies start from the node's summary where it has them: its
-// one-dimensional ones where memory alone decides (compute slack, no spec with a share of its own),
-// else the two-dimensional ones it keeps when some spec names a share. Either start gives the same
-// F and the same ΔF for every device and change as counting them, on nodes of twins, part-used,
-// empty, short of CPU and (with shares) short of compute.
 // The devices of `node` as its summary `sum` has them.
 std::array<ComputeDevice, kMaxDevicesPerNode> DevicesOf(const NodeSummary& sum, const Node& node) {
   std::array<ComputeDevice, kMaxDevicesPerNode> devices;
@@ -227,6 +222,11 @@ std::array<ComputeDevice, kMaxDevicesPerNode> DevicesOf(const NodeSummary& sum, 
   return devices;
 }
 
+// The two-dimensional tallies start from the node's summary where it has them: its
+// one-dimensional ones where memory alone decides (compute slack, no spec with a share of its own),
+// else the two-dimensional ones it keeps when some spec names a share. Either start gives the same
+// F and the same ΔF for every device and change as counting them, on nodes of twins, part-used,
+// empty, short of CPU and (with shares) short of compute.
 void ExpectTheSummaryTalliesCounted(const Policy& policy, const std::vector<Node>& nodes) {
   const Columns cols = Columns::Of(policy.workload().specs);
   for (const Node& node : nodes) {
