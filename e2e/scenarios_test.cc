@@ -354,7 +354,8 @@ TEST_F(Scenario, PodControlsAndNamespaceQuota) {
   sched.SetExtender(ext.url);
   ScheduleResult r = sched.Schedule(pods);
   Check(r, pods.size());
-  ASSERT_EQ(r.bound.size(), pods.size()) << "every admitted pod fits";
+  ASSERT_EQ(r.bound.size(), pods.size()) << "every admitted pod fits; bound: " << testing::PrintToString(r.bound)
+                                         << ", unschedulable: " << testing::PrintToString(r.unschedulable);
   auto devices_of = [&](const std::string& name) {
     std::vector<std::string> uuids;
     auto pod = cluster_->api().GetPod(cluster_->ns(), name);
