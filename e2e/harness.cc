@@ -608,29 +608,35 @@ ScheduleResult FakeKubeScheduler::Schedule(const std::vector<Json>& pods, const 
       if (after_cycle) after_cycle(cycle);
       continue;
     }
-    StatusOr<Json> prioritized =
-        PostToExtender(url, "/prioritize", {{"Pod", pod}, {"Nodes", nullptr}, {"NodeNames", passing}});
-    if (!prioritized.ok()) {
-      requeue_error(prioritized.status());
-      if (after_cycle) after_cycle(cycle);
-      continue;
-    }
-    std::map<std::string, int64_t> total;
-    for (const std::string& n : passing) total[n] = own_score[n];
-    if (prioritized->is_array()) {
-      for (const Json& hp : *prioritized) {
-        const std::string host = hp.value("Host", "");
-        if (total.count(host)) total[host] += hp.value("Score", int64_t{0}) * options_.extender_weight * 10;
+    // With one feasible node kube-scheduler skips scoring, the extenders' prioritize included
+    // (schedule_one.go: "When only one node after predicate, just use it"). The extender's filter
+    // hold relies on that: a prioritize releases the pod's hold.
+    std::vector<std::string> winners = passing;
+    if (passing.size() > 1) {
+      StatusOr<Json> prioritized =
+          PostToExtender(url, "/prioritize", {{"Pod", pod}, {"Nodes", nullptr}, {"NodeNames", passing}});
+      if (!prioritized.ok()) {
+        requeue_error(prioritized.status());
+        if (after_cycle) after_cycle(cycle);
+        continue;
       }
-    }
-    int64_t best = std::numeric_limits<int64_t>::min();
-    std::vector<std::string> winners;
-    for (const auto& [n, s] : total) {
-      if (s > best) {
-        best = s;
-        winners.clear();
+      std::map<std::string, int64_t> total;
+      for (const std::string& n : passing) total[n] = own_score[n];
+      if (prioritized->is_array()) {
+        for (const Json& hp : *prioritized) {
+          const std::string host = hp.value("Host", "");
+          if (total.count(host)) total[host] += hp.value("Score", int64_t{0}) * options_.extender_weight * 10;
+        }
       }
-      if (s == best) winners.push_back(n);
+      int64_t best = std::numeric_limits<int64_t>::min();
+      winners.clear();
+      for (const auto& [n, s] : total) {
+        if (s > best) {
+          best = s;
+          winners.clear();
+        }
+        if (s == best) winners.push_back(n);
+      }
     }
     const std::string node = winners[std::uniform_int_distribution<size_t>(0, winners.size() - 1)(rng_)];
     {

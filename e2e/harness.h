@@ -151,8 +151,9 @@ struct ScheduleResult {
 
 // Plays kube-scheduler against the extender: per pod, its own NodeResourcesFit (cpu, memory;
 // gpupack resources are ignoredByScheduler as in the chart), POST filter (nodeCacheCapable:
-// NodeNames), POST prioritize, final score = extender score × weight × 10 (MaxNodeScore /
-// MaxExtenderPriority) + its own LeastAllocated CPU score, random tie-break among the best, then
+// NodeNames), POST prioritize unless one node passed (then it is the choice, as in kube-scheduler),
+// final score = extender score × weight × 10 (MaxNodeScore / MaxExtenderPriority) + its own
+// LeastAllocated CPU score, random tie-break among the best, then
 // an asynchronous POST bind while it goes on with the next pod (the pod's resources are assumed
 // on the node meanwhile). A failed bind or an extender error puts the pod back in the queue.
 class FakeKubeScheduler {
