@@ -70,7 +70,9 @@ StatusOr<EnvAdjustment> DecideContainerEnv(const PodOrigin& origin,
       if (c.name != container || c.devices.empty()) continue;
       out.set = AllocatedEnv(*allocation, c, annotations);
       devices = out.set.front().second;  // NVIDIA_VISIBLE_DEVICES, first in kAllContainerEnvKeys
-      if (!origin.mps_pipe_directory.empty()) {
+      if (origin.mps_namespaces) {
+        out.mps_namespace_percentage = api::ActiveThreadPercentage(c);
+      } else if (!origin.mps_pipe_directory.empty()) {
         out.set.emplace_back(api::kEnvCudaMpsPipeDirectory, origin.mps_pipe_directory);
         out.mounts.push_back(origin.mps_pipe_directory);
       }
@@ -88,6 +90,19 @@ StatusOr<EnvAdjustment> DecideContainerEnv(const PodOrigin& origin,
     out.set.emplace_back(name, name == api::kEnvCudaVisibleDevices ? devices : "");
   }
   return out;
+}
+
+void JoinMpsNamespace(EnvAdjustment& adjustment, std::string_view pipe_directory) {
+  auto& set = adjustment.set;
+  auto it =
+      std::find_if(set.begin(), set.end(), [](const auto& kv) { return kv.first == api::kEnvCudaMpsPipeDirectory; });
+  if (it != set.end()) {
+    it->second = pipe_directory;
+  } else {
+    const size_t allocated = std::min(set.size(), std::size(api::kAllContainerEnvKeys));
+    set.emplace(set.begin() + allocated, api::kEnvCudaMpsPipeDirectory, pipe_directory);
+  }
+  adjustment.mounts.emplace_back(pipe_directory);
 }
 
 }  // namespace gpupack::agent

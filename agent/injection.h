@@ -37,6 +37,11 @@ struct EnvAdjustment {
   std::vector<std::string> mounts;
   // The pod's namespace is exempt (PodOrigin): nothing is set.
   bool exempt = false;
+  // With PodOrigin::mps_namespaces, an allocated container's MPS namespace ceiling (1..100, its
+  // CUDA_MPS_ACTIVE_THREAD_PERCENTAGE); 0 for any other. The caller provisions the namespace
+  // (agent/mps_namespace.h) and hands its pipe directory to JoinMpsNamespace; until then the
+  // container has no pipe directory and must not be created.
+  int mps_namespace_percentage = 0;
 
   bool operator==(const EnvAdjustment&) const = default;
 };
@@ -52,6 +57,10 @@ struct PodOrigin {
   // an allocated container gets CUDA_MPS_PIPE_DIRECTORY = it and the directory mounted, so its
   // CUDA_MPS_ACTIVE_THREAD_PERCENTAGE reaches the server.
   std::string mps_pipe_directory;
+  // MPS v3 (gpupack-nri --mps-server): an allocated container joins a namespace of its own,
+  // capped at its share, instead of the server's pipe directory (EnvAdjustment::
+  // mps_namespace_percentage), so its own setting can only lower the share.
+  bool mps_namespaces = false;
 };
 
 // The adjustment for the container named `container` of a pod from `origin` with `annotations`,
@@ -63,7 +72,7 @@ struct PodOrigin {
 //     the devices' computePct, the MPS client priority), with the soft limit the bind wrote
 //     (api::SoftLimitMiB of its …-memory-request-mib annotation, the cap when that is missing or
 //     out of range), and with origin.mps_pipe_directory set, CUDA_MPS_PIPE_DIRECTORY = it and the
-//     directory in `mounts`;
+//     directory in `mounts`, or with origin.mps_namespaces instead mps_namespace_percentage;
 //   - any other container gets NVIDIA_VISIBLE_DEVICES=void (the toolkit then adds no device and
 //     behaves as plain runc) unless every value it has gives no device (api::GivesNoDevice: "",
 //     "void", "none"), which then stays;
@@ -77,5 +86,11 @@ struct PodOrigin {
 StatusOr<EnvAdjustment> DecideContainerEnv(const PodOrigin& origin,
                                            const std::map<std::string, std::string>& annotations,
                                            std::string_view container, std::span<const std::string> env);
+
+// Gives an allocated container its MPS namespace: CUDA_MPS_PIPE_DIRECTORY = `pipe_directory`
+// (replacing the override DecideContainerEnv set for a pipe directory the env had, else right
+// after the allocation's variables) and the directory in `mounts`, the only one of the server's
+// it sees.
+void JoinMpsNamespace(EnvAdjustment& adjustment, std::string_view pipe_directory);
 
 }  // namespace gpupack::agent

@@ -1,7 +1,16 @@
-// The C entry to agent::DecideContainerEnv (agent/injection.h) for the NRI plugin, a Go program that
-// calls it through cgo (agent/nri/): the decision stays one C++ function, the plugin only applies it.
+// The C entries to node-side injection (agent/injection.h) and the MPS namespaces it provisions
+// (agent/mps_namespace.h), for the NRI plugin, a Go program that calls them through cgo
+// (agent/nri/): the decision stays C++, the plugin only applies it.
 //
-// Thread safety: reentrant; it keeps no state.
+// Every request is `size` bytes of JSON; every answer NUL-terminated JSON the caller releases with
+// free(), {"error": "…"} when nothing could be done (a malformed request, an allocation that does
+// not decode, a namespace the MPS daemon refused), NULL only when memory runs out.
+//
+// MPS v3 namespaces are on when a request names "mpsServer" (with "mpsPipeDirectory", the daemon's
+// pipe directory; "mpsControlBinary", default nvidia-cuda-mps-control; "mpsControlPort", default
+// none).
+//
+// Thread safety: reentrant; they keep no state (the namespaces' state is the MPS daemon's).
 #pragma once
 
 #include <stddef.h>
@@ -10,15 +19,22 @@
 extern "C" {
 #endif
 
-// `request`: `size` bytes of JSON,
-//   {"namespace": "ml", "exemptNamespaces": ["gpu-operator", …], "mpsPipeDirectory": "/tmp/nvidia-mps",
-//    "annotations": {"gpupack.io/allocation": "…", …}, "container": "main", "env": ["NAME=value", …]}.
-// Returns NUL-terminated JSON that the caller releases with free():
-//   {"set": [["NAME", "value"], …], "mounts": ["/tmp/nvidia-mps"], "exempt": false}
-// or, when no decision can be made (a malformed request, an allocation that does not decode),
-//   {"error": "…"}.
-// NULL only when memory runs out.
+// {"namespace": "ml", "exemptNamespaces": ["gpu-operator", …], "mpsPipeDirectory": "/tmp/nvidia-mps",
+//  "annotations": {"gpupack.io/allocation": "…", …}, "container": "main", "containerId": "…",
+//  "env": ["NAME=value", …], "mpsServer": …}
+// → {"set": [["NAME", "value"], …], "mounts": ["/tmp/nvidia-mps"], "exempt": false,
+//    "mpsNamespace": "gpupack_…" (when one was provisioned for the container)}
 char* gpupack_decide_container_env(const char* request, size_t size);
+
+// {"containerId": "…", "mpsServer": …} → {} once the container's namespace is gone, or {"error":
+// "…", "retry": true} while a client is still attached (ask again later).
+char* gpupack_release_mps_namespace(const char* request, size_t size);
+
+// {"exemptNamespaces": […], "defaultPercentage": 10, "mpsServer": …, "containers": [{"id": "…",
+//  "namespace": "ml", "container": "main", "annotations": {…}}, …]}: the runtime's live
+// containers. Restores the namespaces of allocated ones that the daemon lost, deletes gpupack's
+// namespaces no live container claims, caps `default` → {"claims": N} or {"error": "…"}.
+char* gpupack_reconcile_mps_namespaces(const char* request, size_t size);
 
 #ifdef __cplusplus
 }

@@ -1,11 +1,16 @@
 #include "agent/injection.h"
 
+#include <stdlib.h>
+
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "agent/injection_c.h"
+#include "agent/mps_namespace.h"
 #include "api/allocation.h"
 
 namespace gpupack::agent {
@@ -224,6 +229,36 @@ TEST(Injection, JoinsAllocatedContainersToTheNodesMpsServer) {
   EXPECT_TRUE(sidecar->mounts.empty());
 }
 
+// MPS v3: the decision names the namespace's ceiling, the lesser share of main's devices (30 %
+// and 25 % → 25), and gives no pipe directory until JoinMpsNamespace hands it the namespace's.
+TEST(Injection, AsksForAnMpsNamespaceCappedAtTheContainersShare) {
+  PodOrigin with_namespaces = kTenant;
+  with_namespaces.mps_pipe_directory = "/run/nvidia-mps";
+  with_namespaces.mps_namespaces = true;
+  StatusOr<EnvAdjustment> main = DecideContainerEnv(with_namespaces, BoundAnnotations(), "main",
+                                                    Env{"CUDA_MPS_PIPE_DIRECTORY=/tmp/mine", "CUDA_VISIBLE_DEVICES=0"});
+  ASSERT_TRUE(main.ok()) << main.status();
+  EXPECT_EQ(main->mps_namespace_percentage, 25);
+  // The pod's own pipe directory is overridden with "" until the namespace's replaces it.
+  EXPECT_EQ(main->set,
+            Plus(MainEnv("4096"), {{"CUDA_MPS_PIPE_DIRECTORY", ""}, {"CUDA_VISIBLE_DEVICES", "GPU-a,GPU-b"}}));
+  EXPECT_TRUE(main->mounts.empty());
+  JoinMpsNamespace(*main, "/run/nvidia-mps/shared.gpupack_x");
+  EXPECT_EQ(main->set, Plus(MainEnv("4096"), {{"CUDA_MPS_PIPE_DIRECTORY", "/run/nvidia-mps/shared.gpupack_x"},
+                                              {"CUDA_VISIBLE_DEVICES", "GPU-a,GPU-b"}}));
+  EXPECT_EQ(main->mounts, std::vector<std::string>{"/run/nvidia-mps/shared.gpupack_x"});
+  // Without a pipe directory in the env it comes right after the allocation's variables.
+  StatusOr<EnvAdjustment> plain =
+      DecideContainerEnv(with_namespaces, BoundAnnotations(), "main", Env{"CUDA_VISIBLE_DEVICES=0"});
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  JoinMpsNamespace(*plain, "/ns");
+  EXPECT_EQ(plain->set,
+            Plus(MainEnv("4096"), {{"CUDA_MPS_PIPE_DIRECTORY", "/ns"}, {"CUDA_VISIBLE_DEVICES", "GPU-a,GPU-b"}}));
+  // The init container's share of its MIG instance is 50 %; the sidecar gets no namespace.
+  EXPECT_EQ(DecideContainerEnv(with_namespaces, BoundAnnotations(), "warmup", Env{})->mps_namespace_percentage, 50);
+  EXPECT_EQ(DecideContainerEnv(with_namespaces, BoundAnnotations(), "log", Env{})->mps_namespace_percentage, 0);
+}
+
 TEST(Injection, RefusesAnAllocationItCannotRead) {
   for (std::string text : {"{", R"({"v":2,"node":"n1","containers":[]})"}) {
     StatusOr<EnvAdjustment> got =
@@ -260,12 +295,75 @@ TEST(Injection, CEntryCarriesTheDecisionAsJson) {
   nlohmann::json with_mps = call(request.dump());
   EXPECT_EQ(with_mps["mounts"], nlohmann::json::parse(R"(["/run/nvidia-mps"])"));
   EXPECT_EQ(with_mps["set"][6], nlohmann::json::parse(R"(["CUDA_MPS_PIPE_DIRECTORY", "/run/nvidia-mps"])"));
+  // A named MPS server needs the daemon's pipe directory.
+  request.erase("mpsPipeDirectory");
+  request["mpsServer"] = "shared";
+  EXPECT_EQ(call(request.dump()).value("error", ""),
+            "mpsServer needs mpsPipeDirectory, the MPS daemon's pipe directory");
   EXPECT_EQ(call("[1]").value("error", ""), "the request is not a JSON object");
   EXPECT_EQ(call("{").value("error", ""), "the request is not a JSON object");
   EXPECT_EQ(call(R"({"env": [7]})").value("error", "").rfind("malformed request: ", 0), 0u);
   EXPECT_EQ(
       call(R"({"annotations": {"gpupack.io/allocation": "{"}})").value("error", "").rfind("gpupack.io/allocation: ", 0),
       0u);
+}
+
+// The C entries against the stand-in control daemon (agent/testing/fake_mps_control.sh): create,
+// the container's namespace only; release, retried while a client is attached; reconcile, what the
+// runtime still runs.
+TEST(Injection, CEntriesProvisionReleaseAndReconcileMpsNamespaces) {
+  char tmpl[] = "/tmp/gpupack-mps-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  std::filesystem::create_directories(dir + "/fake-state/servers");
+  std::ofstream(dir + "/control").put('\n');
+  std::ofstream(dir + "/fake-state/servers/shared").put('\n');
+  auto call = [](char* (*entry)(const char*, size_t), const nlohmann::json& request) {
+    const std::string text = request.dump();
+    char* out = entry(text.data(), text.size());
+    EXPECT_NE(out, nullptr);
+    nlohmann::json reply = nlohmann::json::parse(out);
+    std::free(out);
+    return reply;
+  };
+  const nlohmann::json mps = {
+      {"mpsServer", "shared"}, {"mpsPipeDirectory", dir}, {"mpsControlBinary", GPUPACK_FAKE_MPS_CONTROL}};
+  nlohmann::json create = mps;
+  create.update(
+      {{"annotations", BoundAnnotations()}, {"container", "main"}, {"containerId", "c0ffee"}, {"env", Env{}}});
+  const std::string name = *MpsNamespaceName("c0ffee");
+  nlohmann::json created = call(gpupack_decide_container_env, create);
+  ASSERT_FALSE(created.contains("error")) << created;
+  EXPECT_EQ(created["mpsNamespace"], name);
+  EXPECT_EQ(created["set"][6], nlohmann::json({"CUDA_MPS_PIPE_DIRECTORY", dir + "/shared." + name}));
+  EXPECT_EQ(created["mounts"], nlohmann::json({dir + "/shared." + name}));
+  std::ifstream percent(dir + "/fake-state/shared/" + name + "/percent");
+  std::string cap;
+  percent >> cap;
+  EXPECT_EQ(cap, "25");
+  // A container with devices but no id cannot be given a namespace, so it is not created.
+  create["containerId"] = "";
+  EXPECT_EQ(call(gpupack_decide_container_env, create).value("error", ""),
+            "an MPS namespace needs a container id; it is empty");
+
+  nlohmann::json release = mps;
+  release["containerId"] = "c0ffee";
+  std::ofstream(dir + "/fake-state/shared/" + name + "/attached").put('\n');
+  nlohmann::json busy = call(gpupack_release_mps_namespace, release);
+  EXPECT_EQ(busy.value("retry", false), true) << busy;
+  std::filesystem::remove(dir + "/fake-state/shared/" + name + "/attached");
+  EXPECT_EQ(call(gpupack_release_mps_namespace, release), nlohmann::json::object());
+  EXPECT_FALSE(std::filesystem::exists(dir + "/fake-state/shared/" + name));
+
+  // The runtime still runs c0ffee (main, 25 %) and a sidecar: only main's namespace comes back.
+  nlohmann::json reconcile = mps;
+  reconcile["defaultPercentage"] = 10;
+  reconcile["containers"] = {
+      {{"id", "c0ffee"}, {"namespace", "ml"}, {"container", "main"}, {"annotations", BoundAnnotations()}},
+      {{"id", "side"}, {"namespace", "ml"}, {"container", "log"}, {"annotations", BoundAnnotations()}}};
+  EXPECT_EQ(call(gpupack_reconcile_mps_namespaces, reconcile), nlohmann::json({{"claims", 1}}));
+  EXPECT_TRUE(std::filesystem::is_directory(dir + "/fake-state/shared/" + name));
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
