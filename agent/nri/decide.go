@@ -1,8 +1,9 @@
 package main
 
-// The decision is the C++ function agent::DecideContainerEnv (agent/injection.h), linked in through
-// its C entry (agent/injection_c.h). CMake builds the static libraries and hands them to cgo in
-// CGO_LDFLAGS (agent/nri/CMakeLists.txt); this file only carries JSON across.
+// The decision is C++: agent::DecideContainerEnv (agent/injection.h) and the MPS namespaces it
+// provisions (agent/mps_namespace.h), linked in through their C entries (agent/injection_c.h).
+// CMake builds the static libraries and hands them to cgo in CGO_LDFLAGS (agent/nri/CMakeLists.txt);
+// this file only carries JSON across.
 
 /*
 #cgo CFLAGS: -I${SRCDIR}/../..
@@ -18,33 +19,81 @@ import (
 	"unsafe"
 )
 
+// mpsServer names the node's MPS v3 server; with a Server, each allocated container gets an MPS
+// namespace of its own capped at its compute share.
+type mpsServer struct {
+	PipeDirectory string `json:"mpsPipeDirectory"` // the daemon's pipe directory on the host
+	Server        string `json:"mpsServer"`        // "" = no namespaces
+	ControlBinary string `json:"mpsControlBinary"` // nvidia-cuda-mps-control
+	ControlPort   string `json:"mpsControlPort"`   // its -p value, "" = none
+}
+
 // envDecision is what the C++ decision answers for one container.
 type envDecision struct {
-	Set    [][2]string `json:"set"`    // NAME, value: set, replacing a variable of that name
-	Mounts []string    `json:"mounts"` // host directories bind-mounted at the same path
-	Exempt bool        `json:"exempt"` // the pod's namespace is exempt: nothing set
-	Error  string      `json:"error"`  // set when no decision can be made
+	Set          [][2]string `json:"set"`          // NAME, value: set, replacing a variable of that name
+	Mounts       []string    `json:"mounts"`       // host directories bind-mounted at the same path
+	Exempt       bool        `json:"exempt"`       // the pod's namespace is exempt: nothing set
+	MpsNamespace string      `json:"mpsNamespace"` // the MPS namespace provisioned for it, if any
+	Error        string      `json:"error"`        // set when no decision can be made
+	Retry        bool        `json:"retry"`        // with Error from a release: ask again later
 }
 
 type decisionRequest struct {
+	mpsServer
 	Namespace        string            `json:"namespace"`
 	ExemptNamespaces []string          `json:"exemptNamespaces"`
 	Annotations      map[string]string `json:"annotations"`
 	Container        string            `json:"container"`
+	ContainerID      string            `json:"containerId"`
 	Env              []string          `json:"env"`
-	MpsPipeDirectory string            `json:"mpsPipeDirectory"`
 }
 
-// decide asks the C++ decision for the env of one container: its pod's namespace and
-// annotations, its name and env, and the namespaces whose pods keep their env.
-func decide(request decisionRequest) (envDecision, error) {
+type releaseRequest struct {
+	mpsServer
+	ContainerID string `json:"containerId"`
+}
+
+// liveContainer is one container the runtime lists at registration.
+type liveContainer struct {
+	ID          string            `json:"id"`
+	Namespace   string            `json:"namespace"`
+	Container   string            `json:"container"`
+	Annotations map[string]string `json:"annotations"`
+}
+
+type reconcileRequest struct {
+	mpsServer
+	ExemptNamespaces  []string        `json:"exemptNamespaces"`
+	DefaultPercentage int             `json:"defaultPercentage"`
+	Containers        []liveContainer `json:"containers"`
+}
+
+type entry int
+
+const (
+	decideEntry entry = iota
+	releaseEntry
+	reconcileEntry
+)
+
+// call hands request to one C entry and decodes its answer; an answer with an error is returned
+// with that error, so a caller can still read Retry.
+func call(e entry, request any) (envDecision, error) {
 	in, err := json.Marshal(request)
 	if err != nil {
 		return envDecision{}, err
 	}
 	cin := C.CBytes(in)
 	defer C.free(cin)
-	out := C.gpupack_decide_container_env((*C.char)(cin), C.size_t(len(in)))
+	var out *C.char
+	switch e {
+	case decideEntry:
+		out = C.gpupack_decide_container_env((*C.char)(cin), C.size_t(len(in)))
+	case releaseEntry:
+		out = C.gpupack_release_mps_namespace((*C.char)(cin), C.size_t(len(in)))
+	case reconcileEntry:
+		out = C.gpupack_reconcile_mps_namespaces((*C.char)(cin), C.size_t(len(in)))
+	}
 	if out == nil {
 		return envDecision{}, errors.New("the decision ran out of memory")
 	}
@@ -54,7 +103,24 @@ func decide(request decisionRequest) (envDecision, error) {
 		return envDecision{}, fmt.Errorf("the decision's answer: %w", err)
 	}
 	if d.Error != "" {
-		return envDecision{}, errors.New(d.Error)
+		return d, errors.New(d.Error)
 	}
 	return d, nil
+}
+
+// decide asks the C++ decision for the env of one container: its pod's namespace and
+// annotations, its name, id and env, and the namespaces whose pods keep their env. With an MPS
+// server it also provisions the container's namespace.
+func decide(request decisionRequest) (envDecision, error) { return call(decideEntry, request) }
+
+// releaseNamespace deletes a container's MPS namespace; retry is true while a client is attached.
+func releaseNamespace(request releaseRequest) (retry bool, err error) {
+	d, err := call(releaseEntry, request)
+	return d.Retry, err
+}
+
+// reconcileNamespaces brings the MPS daemon in line with the runtime's live containers.
+func reconcileNamespaces(request reconcileRequest) error {
+	_, err := call(reconcileEntry, request)
+	return err
 }

@@ -34,6 +34,14 @@ type status struct {
 	socketPresent bool
 	connected     bool
 	containers    map[string]int64 // by result: adjusted, unchanged, exempt, refused
+	mpsNamespaces bool             // an MPS server is named: report the pending releases
+	releases      int              // MPS namespaces waiting for their client to detach
+}
+
+func (s *status) setPendingReleases(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.releases = n
 }
 
 func (s *status) setSocketPresent(v bool) {
@@ -77,6 +85,11 @@ func (s *status) serveMetrics(w http.ResponseWriter, _ *http.Request) {
 	for _, result := range []string{"adjusted", "unchanged", "exempt", "refused"} {
 		fmt.Fprintf(w, "gpupack_nri_containers_total{result=%q} %d\n", result, s.containers[result])
 	}
+	if s.mpsNamespaces {
+		fmt.Fprintf(w, "# HELP gpupack_nri_mps_namespace_releases_pending MPS namespaces of stopped containers "+
+			"not yet deleted (a client still attached).\n# TYPE gpupack_nri_mps_namespace_releases_pending gauge\n"+
+			"gpupack_nri_mps_namespace_releases_pending %d\n", s.releases)
+	}
 }
 
 func (s *status) serveReady(w http.ResponseWriter, _ *http.Request) {
@@ -91,13 +104,15 @@ func (s *status) serveReady(w http.ResponseWriter, _ *http.Request) {
 }
 
 type options struct {
-	socket string
-	exempt []string
-	mpsDir string
-	name   string
-	index  string
-	listen string
-	retry  time.Duration
+	socket            string
+	exempt            []string
+	mps               mpsServer
+	mpsDefaultPercent int
+	mpsReleaseRetry   time.Duration
+	name              string
+	index             string
+	listen            string
+	retry             time.Duration
 }
 
 // socketHint is what the log says when the socket is missing: which runtimes have NRI, and how
@@ -109,6 +124,11 @@ const socketHint = "the runtime has NRI off or serves it elsewhere: containerd 2
 // run registers with the runtime until ctx ends, registering again whenever the connection goes
 // (a runtime restart); until it is registered, containers are created without its adjustment.
 func run(ctx context.Context, o options, st *status) {
+	var releases *releaser
+	if o.mps.Server != "" {
+		releases = newReleaser(o.mps, o.mpsReleaseRetry, st)
+		go releases.run(ctx)
+	}
 	missing := false
 	for ctx.Err() == nil {
 		if _, err := os.Stat(o.socket); err != nil {
@@ -122,7 +142,8 @@ func run(ctx context.Context, o options, st *status) {
 		}
 		missing = false
 		st.setSocketPresent(true)
-		p := &plugin{status: st, exemptNamespaces: o.exempt, mpsPipeDirectory: o.mpsDir}
+		p := &plugin{status: st, exemptNamespaces: o.exempt, mps: o.mps, mpsDefaultPercentage: o.mpsDefaultPercent,
+			releases: releases}
 		s, err := stub.New(p, stub.WithPluginName(o.name), stub.WithPluginIdx(o.index), stub.WithSocketPath(o.socket),
 			stub.WithOnClose(func() { st.setConnected(false) }),
 			// A request the plugin cannot answer (a timeout, a lost connection) fails the container's
@@ -164,16 +185,38 @@ func main() {
 		o.exempt = append(o.exempt, ns)
 		return nil
 	})
-	flag.StringVar(&o.mpsDir, "mps-pipe-directory", "", "the node's MPS control daemon's pipe directory (its "+
+	flag.StringVar(&o.mps.PipeDirectory, "mps-pipe-directory", "", "the node's MPS control daemon's pipe directory (its "+
 		"CUDA_MPS_PIPE_DIRECTORY on the host): containers with gpupack devices get it as CUDA_MPS_PIPE_DIRECTORY, "+
-		"bind-mounted at the same path (empty: no MPS)")
+		"bind-mounted at the same path, or with --mps-server their own namespace's (empty: no MPS)")
+	flag.StringVar(&o.mps.Server, "mps-server", "", "the MPS v3 server (driver R615+) on which each container with "+
+		"gpupack devices gets a namespace of its own, capped at its compute share (empty: no namespaces)")
+	flag.StringVar(&o.mps.ControlBinary, "mps-control-binary", "nvidia-cuda-mps-control", "the MPS control CLI, "+
+		"a path or a name on PATH")
+	flag.StringVar(&o.mps.ControlPort, "mps-control-port", "", "the control daemon's -p value (empty: none)")
+	flag.IntVar(&o.mpsDefaultPercent, "mps-default-namespace-percentage", 10, "the ceiling put on the server's "+
+		"default namespace, which no container is sent to, so one that reaches it anyway cannot take the GPU "+
+		"(0: left alone)")
+	flag.DurationVar(&o.mpsReleaseRetry, "mps-release-retry", 30*time.Second, "how often a stopped container's "+
+		"namespace whose client is still attached is asked to go again")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "gpupack-nri: unexpected arguments %q\n", flag.Args())
 		os.Exit(2)
 	}
+	if o.mps.Server != "" && o.mps.PipeDirectory == "" {
+		fmt.Fprintln(os.Stderr, "gpupack-nri: --mps-server needs --mps-pipe-directory, the MPS daemon's pipe directory")
+		os.Exit(2)
+	}
+	if o.mpsDefaultPercent < 0 || o.mpsDefaultPercent > 100 {
+		fmt.Fprintf(os.Stderr, "gpupack-nri: --mps-default-namespace-percentage %d is outside 0..100\n", o.mpsDefaultPercent)
+		os.Exit(2)
+	}
+	if o.mpsReleaseRetry <= 0 {
+		fmt.Fprintln(os.Stderr, "gpupack-nri: --mps-release-retry must be positive")
+		os.Exit(2)
+	}
 
-	st := &status{containers: map[string]int64{}}
+	st := &status{containers: map[string]int64{}, mpsNamespaces: o.mps.Server != ""}
 	if o.listen != "" {
 		listener, err := net.Listen("tcp", o.listen)
 		if err != nil {

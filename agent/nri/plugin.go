@@ -5,31 +5,56 @@ import (
 	"fmt"
 	"log"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/containerd/nri/pkg/api"
 )
 
 // plugin answers the runtime's NRI requests. It keeps no state about pods or containers: every
-// CreateContainer is decided from the pod and container the runtime hands over, so a restarted
-// plugin has nothing to rebuild and Synchronize only marks it registered.
+// CreateContainer is decided from the pod and container the runtime hands over, and MPS
+// namespaces are named after the container's id, so a restarted plugin has nothing to rebuild:
+// Synchronize marks it registered and reconciles the MPS daemon with the containers listed.
 type plugin struct {
-	status           *status
-	exemptNamespaces []string
-	mpsPipeDirectory string // the node's MPS pipe directory, "" = none
+	status               *status
+	exemptNamespaces     []string
+	mps                  mpsServer
+	mpsDefaultPercentage int       // the ceiling put on the server's default namespace, 0 = none
+	releases             *releaser // nil without an MPS server
 }
 
 func (p *plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containers []*api.Container) ([]*api.ContainerUpdate, error) {
 	log.Printf("registered with the runtime's NRI: %d pods, %d containers running (each is left as it was created)",
 		len(pods), len(containers))
 	p.status.setConnected(true)
+	if p.mps.Server == "" {
+		return nil, nil
+	}
+	byID := make(map[string]*api.PodSandbox, len(pods))
+	for _, pod := range pods {
+		byID[pod.GetId()] = pod
+	}
+	request := reconcileRequest{mpsServer: p.mps, ExemptNamespaces: p.exemptNamespaces,
+		DefaultPercentage: p.mpsDefaultPercentage}
+	for _, ctr := range containers {
+		pod := byID[ctr.GetPodSandboxId()]
+		request.Containers = append(request.Containers, liveContainer{ID: ctr.GetId(), Namespace: pod.GetNamespace(),
+			Container: ctr.GetName(), Annotations: pod.GetAnnotations()})
+	}
+	// Not fatal to registration: containers are still created with their namespaces, and the next
+	// registration reconciles again.
+	if err := reconcileNamespaces(request); err != nil {
+		log.Printf("MPS namespaces on server %s not reconciled: %v", p.mps.Server, err)
+	} else {
+		log.Printf("MPS namespaces on server %s reconciled with %d running containers", p.mps.Server, len(containers))
+	}
 	return nil, nil
 }
 
 func (p *plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
 	who := fmt.Sprintf("%s/%s container %s", pod.GetNamespace(), pod.GetName(), ctr.GetName())
-	d, err := decide(decisionRequest{Namespace: pod.GetNamespace(), ExemptNamespaces: p.exemptNamespaces,
-		Annotations: pod.GetAnnotations(), Container: ctr.GetName(), Env: ctr.GetEnv(),
-		MpsPipeDirectory: p.mpsPipeDirectory})
+	d, err := decide(decisionRequest{mpsServer: p.mps, Namespace: pod.GetNamespace(), ExemptNamespaces: p.exemptNamespaces,
+		Annotations: pod.GetAnnotations(), Container: ctr.GetName(), ContainerID: ctr.GetId(), Env: ctr.GetEnv()})
 	if err != nil {
 		p.status.countContainer("refused")
 		log.Printf("refused %s: %v", who, err)
@@ -49,6 +74,9 @@ func (p *plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 		adjust.AddMount(&api.Mount{Destination: dir, Source: dir, Type: "bind", Options: []string{"rbind", "rw"}})
 		set = append(set, "mount "+dir)
 	}
+	if d.MpsNamespace != "" {
+		set = append(set, "mps-namespace "+d.MpsNamespace)
+	}
 	switch {
 	case d.Exempt:
 		p.status.countContainer("exempt")
@@ -60,4 +88,86 @@ func (p *plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	p.status.countContainer("adjusted")
 	log.Printf("%s: %s", who, strings.Join(set, " "))
 	return adjust, nil, nil
+}
+
+// StopContainer hands the container's MPS namespace to the releaser and answers at once: the
+// delete waits for its client to detach, which a stop must not wait for.
+func (p *plugin) StopContainer(_ context.Context, _ *api.PodSandbox, ctr *api.Container) ([]*api.ContainerUpdate, error) {
+	if p.releases != nil {
+		p.releases.add(ctr.GetId())
+	}
+	return nil, nil
+}
+
+// RemoveContainer releases again, for a container removed without a stop the plugin saw.
+func (p *plugin) RemoveContainer(_ context.Context, _ *api.PodSandbox, ctr *api.Container) error {
+	if p.releases != nil {
+		p.releases.add(ctr.GetId())
+	}
+	return nil
+}
+
+// releaser deletes the MPS namespaces of stopped containers in the background. The daemon refuses
+// to delete a namespace while a client is attached, and a container's client may still be
+// detaching when it stops, so a refusal is kept and asked again every interval; a namespace the
+// releaser never gets to (the plugin restarted) is deleted by the next registration's reconcile.
+type releaser struct {
+	mps      mpsServer
+	interval time.Duration
+	status   *status
+	wake     chan struct{}
+	mu       sync.Mutex
+	pending  map[string]bool // container ids
+}
+
+func newReleaser(mps mpsServer, interval time.Duration, st *status) *releaser {
+	return &releaser{mps: mps, interval: interval, status: st, wake: make(chan struct{}, 1), pending: map[string]bool{}}
+}
+
+func (r *releaser) add(id string) {
+	r.mu.Lock()
+	r.pending[id] = true
+	r.status.setPendingReleases(len(r.pending))
+	r.mu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run releases what is pending whenever some is added, and every interval, until ctx ends.
+func (r *releaser) run(ctx context.Context) {
+	ticker := time.NewTicker(r.interval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.wake:
+		case <-ticker.C:
+		}
+		r.pass()
+	}
+}
+
+func (r *releaser) pass() {
+	r.mu.Lock()
+	ids := make([]string, 0, len(r.pending))
+	for id := range r.pending {
+		ids = append(ids, id)
+	}
+	r.mu.Unlock()
+	for _, id := range ids {
+		retry, err := releaseNamespace(releaseRequest{mpsServer: r.mps, ContainerID: id})
+		if err != nil && retry {
+			continue
+		}
+		if err != nil {
+			log.Printf("MPS namespace of container %s not released: %v", id, err)
+		}
+		r.mu.Lock()
+		delete(r.pending, id)
+		r.status.setPendingReleases(len(r.pending))
+		r.mu.Unlock()
+	}
 }

@@ -33,11 +33,12 @@ const waitLimit = 10 * time.Second
 // testRuntime is pkg/adaptation with the pods and containers a runtime would list to a plugin
 // that registers.
 type testRuntime struct {
-	nri    *adaptation.Adaptation
-	socket string
-	synced chan struct{} // one entry per plugin registration the runtime synchronized
-	mu     sync.Mutex
-	pods   []*api.PodSandbox
+	nri        *adaptation.Adaptation
+	socket     string
+	synced     chan struct{} // one entry per plugin registration the runtime synchronized
+	mu         sync.Mutex
+	pods       []*api.PodSandbox
+	containers []*api.Container // listed to a plugin that registers, as already running
 }
 
 // shortTempDir is a directory for sockets: not t.TempDir(), a unix socket path must stay under
@@ -58,8 +59,9 @@ func startRuntime(t *testing.T, dir string) *testRuntime {
 	syncFn := func(ctx context.Context, cb adaptation.SyncCB) error {
 		r.mu.Lock()
 		pods := append([]*api.PodSandbox(nil), r.pods...)
+		containers := append([]*api.Container(nil), r.containers...)
 		r.mu.Unlock()
-		_, err := cb(ctx, pods, nil)
+		_, err := cb(ctx, pods, containers)
 		r.synced <- struct{}{}
 		return err
 	}
@@ -471,4 +473,139 @@ func TestMissingSocketIsReportedNotSilent(t *testing.T) {
 	r.waitSynced(t)
 	p.waitFor(t, "/metrics", "gpupack_nri_connected 1")
 	p.waitFor(t, "/readyz", "ok")
+}
+
+// fakeMpsDaemon is a pipe directory of the stand-in MPS control CLI (agent/testing/
+// fake_mps_control.sh, GPUPACK_FAKE_MPS_CONTROL set by CTest) with one server, "shared".
+type fakeMpsDaemon struct{ dir, binary string }
+
+func startFakeMpsDaemon(t *testing.T) fakeMpsDaemon {
+	d := fakeMpsDaemon{dir: shortTempDir(t), binary: os.Getenv("GPUPACK_FAKE_MPS_CONTROL")}
+	if d.binary == "" {
+		t.Fatal("GPUPACK_FAKE_MPS_CONTROL must name the stand-in MPS control CLI (CTest sets it)")
+	}
+	for _, f := range []string{"control", "fake-state/servers/shared"} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(d.dir, f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d.dir, f), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return d
+}
+
+// namespace is the state directory of namespace ns ("" when the glob matches none).
+func (d fakeMpsDaemon) namespace(t *testing.T, glob string) string {
+	t.Helper()
+	matches, err := filepath.Glob(filepath.Join(d.dir, "fake-state/shared", glob))
+	if err != nil || len(matches) > 1 {
+		t.Fatalf("namespaces matching %s: %v %v", glob, matches, err)
+	}
+	if len(matches) == 0 {
+		return ""
+	}
+	return matches[0]
+}
+
+func (d fakeMpsDaemon) percent(t *testing.T, nsDir string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(nsDir, "percent"))
+	if err != nil {
+		t.Fatalf("the namespace %s was never capped: %v", nsDir, err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// With an MPS v3 server named, each container with gpupack devices gets a namespace of its own
+// capped at its share (main: 30 % and 25 % → 25), sees only that namespace's pipe directory, and
+// the namespace goes once the container stops and its client detaches. At registration the plugin
+// reconciles the daemon with what the runtime runs: it restores the namespace of a running
+// container the daemon lost, deletes a namespace of a container that is gone and caps default.
+func TestMpsNamespacePerContainer(t *testing.T) {
+	mps := startFakeMpsDaemon(t)
+	gone := filepath.Join(mps.dir, "fake-state/shared/gpupack_gone_0123456789abcdef")
+	if err := os.MkdirAll(gone, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := startRuntime(t, shortTempDir(t))
+	o := startObserver(t, r)
+	pod := boundPod("p1")
+	r.runPod(t, pod)
+	r.mu.Lock()
+	r.containers = []*api.Container{{Id: "c-old", PodSandboxId: pod.Id, Name: "main"}}
+	r.mu.Unlock()
+
+	p := startPlugin(t, r.socket, "--mps-pipe-directory", mps.dir, "--mps-server", "shared",
+		"--mps-control-binary", mps.binary, "--mps-release-retry", "100ms")
+	r.waitSynced(t)
+	p.waitFor(t, "/metrics", "gpupack_nri_mps_namespace_releases_pending 0")
+	if old := mps.namespace(t, "gpupack_c_old_*"); old == "" || mps.percent(t, old) != "25" {
+		t.Errorf("the running container's lost namespace was not restored at 25 %%: %q", old)
+	}
+	if _, err := os.Stat(gone); !os.IsNotExist(err) {
+		t.Errorf("the namespace of a container that is gone was kept: %v", err)
+	}
+	if got := mps.percent(t, filepath.Join(mps.dir, "fake-state/shared/default")); got != "10" {
+		t.Errorf("default namespace capped at %s, want 10", got)
+	}
+
+	resp, err := r.createContainer(pod, &api.Container{Id: "c-main", Name: "main",
+		Env: []string{"CUDA_MPS_PIPE_DIRECTORY=" + mps.dir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := mps.namespace(t, "gpupack_c_main_*")
+	if ns == "" || mps.percent(t, ns) != "25" {
+		t.Fatalf("c-main's namespace %q missing or not capped at 25 %%", ns)
+	}
+	pipe := filepath.Join(mps.dir, "shared."+filepath.Base(ns))
+	want := append(append([]string(nil), mainEnv...), "CUDA_MPS_PIPE_DIRECTORY="+pipe)
+	expectEnv(t, "the env after gpupack", o.envOf("c-main"), want)
+	mounts := resp.GetAdjust().GetMounts()
+	if len(mounts) != 1 || mounts[0].Source != pipe || mounts[0].Destination != pipe {
+		t.Errorf("want one bind mount of the namespace's %s alone, got %v", pipe, mounts)
+	}
+	side, err := r.createContainer(pod, &api.Container{Id: "c-log", Name: "log"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(side.GetAdjust().GetMounts()) != 0 || mps.namespace(t, "gpupack_c_log_*") != "" {
+		t.Errorf("the sidecar got a namespace or mounts: %v", side.GetAdjust().GetMounts())
+	}
+
+	// Its client is still attached when it stops: the release waits, then goes.
+	if err := os.WriteFile(filepath.Join(ns, "attached"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.nri.StopContainer(context.Background(), &api.StopContainerRequest{Pod: pod,
+		Container: &api.Container{Id: "c-main", PodSandboxId: pod.Id, Name: "main"}}); err != nil {
+		t.Fatal(err)
+	}
+	p.waitFor(t, "/metrics", "gpupack_nri_mps_namespace_releases_pending 1")
+	if err := os.Remove(filepath.Join(ns, "attached")); err != nil {
+		t.Fatal(err)
+	}
+	p.waitFor(t, "/metrics", "gpupack_nri_mps_namespace_releases_pending 0")
+	if _, err := os.Stat(ns); !os.IsNotExist(err) {
+		t.Errorf("the stopped container's namespace is still there: %v", err)
+	}
+}
+
+// A namespace the MPS daemon refuses fails the container's creation: it is never created with no
+// cap.
+func TestRefusedMpsNamespaceFailsTheCreation(t *testing.T) {
+	mps := startFakeMpsDaemon(t)
+	r := startRuntime(t, shortTempDir(t))
+	p := startPlugin(t, r.socket, "--mps-pipe-directory", mps.dir, "--mps-server", "no-such-server",
+		"--mps-control-binary", mps.binary)
+	r.waitSynced(t)
+	p.waitFor(t, "/metrics", "gpupack_nri_connected 1")
+	pod := boundPod("p1")
+	r.runPod(t, pod)
+	_, err := r.createContainer(pod, &api.Container{Id: "c-main", Name: "main"})
+	if err == nil || !strings.Contains(err.Error(), "Server 'no-such-server' not found") {
+		t.Errorf("want the creation refused with the daemon's reason, got %v", err)
+	}
+	p.waitFor(t, "/metrics", `gpupack_nri_containers_total{result="refused"} 1`)
 }
