@@ -43,6 +43,20 @@ TEST(AgentFlagsTest, ValuesOverrideDefaults) {
   EXPECT_TRUE(f->once && f->print);
 }
 
+TEST(AgentFlagsTest, TakesTheMpsServerAndItsControlCli) {
+  StatusOr<AgentFlags> f = ParseAgentFlags({"--mps-pipe-directory", "/run/mps", "--mps-server", "shared",
+                                            "--mps-control-binary", "/usr/bin/mps-ctl", "--mps-control-port", "3"},
+                                           "n1");
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(f->mps_server, "shared");
+  EXPECT_EQ(f->mps_control_binary, "/usr/bin/mps-ctl");
+  EXPECT_EQ(f->mps_control_port, "3");
+  StatusOr<AgentFlags> defaults = ParseAgentFlags({}, "n1");
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  EXPECT_EQ(defaults->mps_server, "");
+  EXPECT_EQ(defaults->mps_control_binary, "nvidia-cuda-mps-control");
+}
+
 TEST(AgentFlagsTest, DoctorNeedsNoNodeNameAndTakesItsProbePaths) {
   StatusOr<AgentFlags> f =
       ParseAgentFlags({"--doctor", "--json", "--cgroup-root", "/host/cgroup", "--mps-pipe-directory", "/run/mps",
@@ -105,6 +119,8 @@ TEST(AgentFlagsTest, BadInputNamesTheFlag) {
       {{"--doctor", "--cluster"}, "n1", "--cluster needs --namespace"},
       {{"--doctor", "--once"}, "n1", "--doctor and --once are separate runs"},
       {{"--doctor", "--cdi-spec-dirs", ","}, "n1", "--cdi-spec-dirs ,: invalid value"},
+      {{"--mps-server", "shared"}, "n1", "--mps-server needs --mps-pipe-directory"},
+      {{"--mps-server", ""}, "n1", "--mps-server : invalid value"},
   };
   for (const Case& c : cases) {
     StatusOr<AgentFlags> f = ParseAgentFlags(c.args, c.env);

@@ -53,8 +53,17 @@ Status NvmlBackend::EnsureOpen() {
 
 MemoryLimiter* NvmlBackend::limiter() { return nvml_ && can_enforce_ ? this : nullptr; }
 
-std::string_view ComputeEnforcementOf(bool mps_running, bool exclusive_process) {
-  return mps_running && exclusive_process ? api::kComputeEnforcementMpsClient : api::kComputeEnforcementNone;
+std::string_view ComputeEnforcementOf(MpsMode mps, bool exclusive_process) {
+  if (!exclusive_process) return api::kComputeEnforcementNone;
+  switch (mps) {
+    case MpsMode::kNamespaces:
+      return api::kComputeEnforcementMpsNamespace;
+    case MpsMode::kClient:
+      return api::kComputeEnforcementMpsClient;
+    case MpsMode::kNone:
+      break;
+  }
+  return api::kComputeEnforcementNone;
 }
 
 void NvmlBackend::AddProcesses(nvmlDevice_t handle, const std::string& uuid,
@@ -122,7 +131,7 @@ StatusOr<api::GpuNodeDevice> NvmlBackend::DiscoverDevice(unsigned int i, std::ve
   }
   dev.mig_enabled = mig.ok() && *mig;
   auto exclusive = nvml_->ExclusiveProcess(handle);
-  dev.compute_enforcement = std::string(ComputeEnforcementOf(mps_running_, exclusive.ok() && *exclusive));
+  dev.compute_enforcement = std::string(ComputeEnforcementOf(mps_mode_, exclusive.ok() && *exclusive));
   if (!dev.mig_enabled) {
     if (auto util = nvml_->SmUtilization(handle); util.ok()) dev.sm_util_pct = *util;
     AddProcesses(handle, dev.uuid, processes);
@@ -176,6 +185,12 @@ StatusOr<api::GpuNodeStatus> NvmlBackend::Discover() {
   return status;
 }
 
+MpsControl NvmlBackend::NamespaceControl() const {
+  MpsControlOptions options = options_.mps_namespaces;
+  options.pipe_directory = options_.mps_pipe_directory;
+  return MpsControl(std::move(options));
+}
+
 StatusOr<api::GpuNodeStatus> NvmlBackend::DiscoverAll() {
   api::GpuNodeStatus status;
   GPUPACK_ASSIGN_OR_RETURN(status.enforcement.driver_version, nvml_->DriverVersion());
@@ -187,11 +202,28 @@ StatusOr<api::GpuNodeStatus> NvmlBackend::DiscoverAll() {
   can_enforce_ = cap.mode != api::kEnforcementNone;
   const std::string control = options_.mps_pipe_directory + "/control";
   std::error_code no_throw;
-  mps_running_ = !options_.mps_pipe_directory.empty() && std::filesystem::exists(control, no_throw);
-  status.enforcement.compute_reason =
-      options_.mps_pipe_directory.empty() ? "no MPS pipe directory configured (--mps-pipe-directory)"
-      : mps_running_ ? "MPS control daemon at " + control + "; mps-client on EXCLUSIVE_PROCESS GPUs"
-                     : "no MPS control daemon (" + control + " not found)";
+  const bool mps_running = !options_.mps_pipe_directory.empty() && std::filesystem::exists(control, no_throw);
+  mps_mode_ = mps_running ? MpsMode::kClient : MpsMode::kNone;
+  if (options_.mps_pipe_directory.empty()) {
+    status.enforcement.compute_reason = "no MPS pipe directory configured (--mps-pipe-directory)";
+  } else if (!mps_running) {
+    status.enforcement.compute_reason = "no MPS control daemon (" + control + " not found)";
+  } else if (options_.mps_namespaces.server.empty()) {
+    status.enforcement.compute_reason = "MPS control daemon at " + control + "; mps-client on EXCLUSIVE_PROCESS GPUs";
+  } else if (StatusOr<std::vector<std::string>> names = NamespaceControl().NamespaceNames(); !names.ok()) {
+    // The daemon runs but does not answer for namespaces (not v3, no such server): the clients'
+    // own settings still apply.
+    status.enforcement.compute_reason = "MPS control daemon at " + control + ", but server " +
+                                        options_.mps_namespaces.server + " gives no namespaces (" +
+                                        names.status().message() + "); mps-client on EXCLUSIVE_PROCESS GPUs";
+  } else {
+    mps_mode_ = MpsMode::kNamespaces;
+    const auto ours =
+        std::count_if(names->begin(), names->end(), [](const std::string& n) { return IsGpupackMpsNamespace(n); });
+    status.enforcement.compute_reason = "MPS v3 server " + options_.mps_namespaces.server + " at " + control + " (" +
+                                        std::to_string(ours) +
+                                        " gpupack namespaces); mps-namespace on EXCLUSIVE_PROCESS GPUs";
+  }
   const uint64_t pass_us = static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
           .count());

@@ -19,6 +19,7 @@
 #include <string>
 
 #include "agent/cgroup.h"
+#include "agent/mps_namespace.h"
 #include "agent/nvml.h"
 #include "api/gpunode.h"
 #include "common/status.h"
@@ -46,6 +47,13 @@ class GpuBackend {
   virtual MemoryLimiter* limiter() { return nullptr; }
 };
 
+// What MPS the node runs, as the agent finds it each pass.
+enum class MpsMode {
+  kNone,        // no control daemon (or none looked for)
+  kClient,      // a control daemon: clients join the server with their own thread percentage
+  kNamespaces,  // an MPS v3 server answers for per-container namespaces
+};
+
 struct NvmlBackendOptions {
   std::string library = "libnvidia-ml.so.1";
   std::string proc_root = "/proc";
@@ -53,6 +61,10 @@ struct NvmlBackendOptions {
   // The node's MPS control daemon's pipe directory ("" = none): a GPU is compute-enforced
   // mps-client while <dir>/control exists and the GPU is EXCLUSIVE_PROCESS (ComputeEnforcementOf).
   std::string mps_pipe_directory;
+  // With a server (agent --mps-server; its pipe_directory is mps_pipe_directory): the MPS v3 server
+  // on which gpupack-nri gives each container a namespace. A GPU is mps-namespace while the daemon
+  // answers `namespace list` for it, checked every pass.
+  MpsControlOptions mps_namespaces;
   // Called with the NVML function name on every failed NVML call (also "dlopen" for load failures).
   std::function<void(std::string_view call)> on_nvml_error;
 };
@@ -80,7 +92,9 @@ class NvmlBackend final : public GpuBackend, public MemoryLimiter {
   ProcReader proc_;
   // Whether this pass found the MPS control pipe, and the time of the last pass in µs since the
   // epoch: each pass asks NVML for the process utilisation samples newer than the last one.
-  bool mps_running_ = false;
+  MpsMode mps_mode_ = MpsMode::kNone;
+  // The control CLI for options_.mps_namespaces on options_.mps_pipe_directory.
+  MpsControl NamespaceControl() const;
   uint64_t last_pass_us_ = 0;
   std::unique_ptr<Nvml> nvml_;
   bool can_enforce_ = false;
@@ -101,13 +115,14 @@ class FileBackend final : public GpuBackend {
   std::string node_name_;
 };
 
-// How compute shares are held on a whole GPU (api::kComputeEnforcement*): mps-client when an MPS
-// control daemon runs (`mps_running`: its control pipe exists) and the GPU is EXCLUSIVE_PROCESS, so
-// every CUDA client goes through the MPS server, which applies the client's
-// CUDA_MPS_ACTIVE_THREAD_PERCENTAGE; none otherwise (a GPU in DEFAULT mode lets a client open its
-// own context beside MPS, uncapped). mps-namespace (an MPS v3 namespace per container) is never
-// reported: the agent does not create namespaces (docs/agent.md "Compute enforcement").
-std::string_view ComputeEnforcementOf(bool mps_running, bool exclusive_process);
+// How compute shares are held on a whole GPU (api::kComputeEnforcement*), when the GPU is
+// EXCLUSIVE_PROCESS, so that every CUDA client goes through the MPS server: mps-namespace when the
+// server answers for the namespaces gpupack-nri gives each container (a ceiling the container
+// cannot raise), mps-client when only a control daemon runs (its control pipe exists: the server
+// applies the client's own CUDA_MPS_ACTIVE_THREAD_PERCENTAGE); none otherwise (a GPU in DEFAULT
+// mode lets a client open its own context beside MPS, uncapped). docs/agent.md "Compute
+// enforcement".
+std::string_view ComputeEnforcementOf(MpsMode mps, bool exclusive_process);
 
 // Bytes → MiB: capacities round down (never promise memory that is not there), usage rounds up.
 model::MiB BytesToMiBFloor(uint64_t bytes);

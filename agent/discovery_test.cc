@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "agent/testing/agent_testing.h"
@@ -120,6 +121,36 @@ TEST_F(DiscoveryTest, NvmlBackendReportsComputeEnforcementAndSmTime) {
   ASSERT_TRUE(status.ok()) << status.status();
   EXPECT_EQ(status->devices[0].compute_enforcement, "none");
   EXPECT_EQ(status->enforcement.compute_reason, "no MPS pipe directory configured (--mps-pipe-directory)");
+}
+
+// With an MPS v3 server named (--mps-server) that answers `namespace list`, an EXCLUSIVE_PROCESS
+// GPU is mps-namespace: gpupack-nri caps each container's namespace. A server the daemon does not
+// know leaves the clients' own settings: mps-client, with the daemon's answer in the reason.
+TEST_F(DiscoveryTest, NvmlBackendReportsMpsNamespacesWhileTheServerAnswers) {
+  Json state = NodeState();
+  state["devices"][0]["computeMode"] = 3;  // NVML_COMPUTEMODE_EXCLUSIVE_PROCESS
+  SetFakeNvmlState(dir_, state);
+  dir_.WriteFile("mps/control", "");
+  dir_.WriteFile("mps/fake-state/servers/shared", "");
+  std::filesystem::create_directories(dir_.path() + "/mps/fake-state/shared/gpupack_c1_0123456789abcdef");
+  NvmlBackendOptions options = Options(GPUPACK_FAKE_NVML_R615);
+  options.mps_pipe_directory = dir_.path() + "/mps";
+  options.mps_namespaces.server = "shared";
+  options.mps_namespaces.binary = GPUPACK_FAKE_MPS_CONTROL;
+  auto status = NvmlBackend(options).Discover();
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_EQ(status->devices[0].compute_enforcement, "mps-namespace");
+  EXPECT_EQ(status->devices[1].compute_enforcement, "none");  // DEFAULT compute mode
+  EXPECT_EQ(status->enforcement.compute_reason, "MPS v3 server shared at " + dir_.path() +
+                                                    "/mps/control (1 gpupack namespaces); mps-namespace on "
+                                                    "EXCLUSIVE_PROCESS GPUs");
+
+  options.mps_namespaces.server = "legacy";
+  status = NvmlBackend(options).Discover();
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_EQ(status->devices[0].compute_enforcement, "mps-client");
+  EXPECT_THAT(status->enforcement.compute_reason, ::testing::HasSubstr("but server legacy gives no namespaces ("));
+  EXPECT_THAT(status->enforcement.compute_reason, ::testing::HasSubstr("Server 'legacy' not found"));
 }
 
 TEST_F(DiscoveryTest, MissingLibraryIsRetriedUntilItAppears) {

@@ -27,6 +27,12 @@ const char* const kAgentUsage = R"(usage: gpupack-agent --node-name NAME [--back
                               CUDA_MPS_PIPE_DIRECTORY, as the agent sees it); GPUs are reported
                               compute enforcement mps-client while DIR/control exists and the GPU
                               is EXCLUSIVE_PROCESS (default: none, no MPS looked for)
+  --mps-server NAME           the MPS v3 server (driver R615+) on which gpupack-nri gives each
+                              container a namespace capped at its share: GPUs are reported
+                              mps-namespace while it answers `namespace list` (needs
+                              --mps-pipe-directory; default: none)
+  --mps-control-binary PATH   the MPS control CLI (default nvidia-cuda-mps-control, on PATH)
+  --mps-control-port N        the control daemon's -p value (default: none)
   --evict-foreign-pods        evict (Eviction API, PodDisruptionBudgets respected) a pod whose process
                               uses a gpupack device without a gpupack allocation of it (default: off,
                               such processes are only reported)
@@ -132,6 +138,12 @@ StatusOr<AgentFlags> ParseAgentFlags(const std::vector<std::string>& args, const
       f.cgroup_root = value;
     else if (arg == "--mps-pipe-directory")
       f.mps_pipe_directory = value;
+    else if (arg == "--mps-server")
+      ok = !(f.mps_server = value).empty();
+    else if (arg == "--mps-control-binary")
+      ok = !(f.mps_control_binary = value).empty();
+    else if (arg == "--mps-control-port")
+      f.mps_control_port = value;
     else if (arg == "--cdi-spec-dirs")
       ok = !(f.cdi_spec_dirs = SplitList(value)).empty();
     else if (arg == "--nri-socket")
@@ -168,6 +180,9 @@ StatusOr<AgentFlags> ParseAgentFlags(const std::vector<std::string>& args, const
     return Status::InvalidArgument("--require-memory-enforced needs --cluster");
   }
   if (f.doctor_cluster && f.agent_namespace.empty()) return Status::InvalidArgument("--cluster needs --namespace");
+  if (!f.mps_server.empty() && f.mps_pipe_directory.empty()) {
+    return Status::InvalidArgument("--mps-server needs --mps-pipe-directory, the MPS daemon's pipe directory");
+  }
   if (f.backend != "nvml" && !(f.backend.rfind("file:", 0) == 0 && f.backend.size() > 5)) {
     return Status::InvalidArgument("--backend " + f.backend + ": expected nvml or file:PATH");
   }
@@ -182,6 +197,9 @@ std::unique_ptr<GpuBackend> MakeGpuBackend(const AgentFlags& flags, AgentMetrics
   o.proc_root = flags.proc_root;
   o.cgroup_root = flags.cgroup_root;
   o.mps_pipe_directory = flags.mps_pipe_directory;
+  o.mps_namespaces.server = flags.mps_server;
+  o.mps_namespaces.binary = flags.mps_control_binary;
+  o.mps_namespaces.control_port = flags.mps_control_port;
   o.on_nvml_error = [metrics](std::string_view call) { metrics->CountNvmlError(call); };
   return std::make_unique<NvmlBackend>(o);
 }
