@@ -18,6 +18,10 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace gpupack;
   using nlohmann::json;
+  // A request that names an MPS server runs the control CLI it names: not for a fuzzer to choose.
+  // That path is tested against the stand-in CLI (agent/mps_namespace_test.cc).
+  const json request = json::parse(fuzz::Text(data, size), nullptr, /*allow_exceptions=*/false);
+  if (request.is_object() && request.contains("mpsServer")) return 0;
   char* answer = gpupack_decide_container_env(reinterpret_cast<const char*>(data), size);
   FUZZ_CHECK(answer != nullptr);
   const json out = json::parse(answer, nullptr, /*allow_exceptions=*/false);
@@ -41,7 +45,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   // The request decoded (else the answer is an error), so its env is null, absent or strings.
-  const json request = json::parse(fuzz::Text(data, size), nullptr, /*allow_exceptions=*/false);
   FUZZ_CHECK(request.is_object());
   const auto env = request.find("env");
   if (env == request.end() || env->is_null()) return 0;
