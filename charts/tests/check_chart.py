@@ -684,6 +684,8 @@ def check_agent(m, values):
         allowed.add(os.path.dirname(av["nri"]["socket"]))
     if av["mps"]["pipeDirectory"]:
         allowed.add(av["mps"]["pipeDirectory"])
+    if av["mps"]["server"]:
+        allowed.add(av["mps"]["controlBinary"])
     allowed |= set(av["cdiSpecDirs"])
     for v in spec.get("volumes", []):
         if "hostPath" in v and v["hostPath"]["path"] not in allowed:
@@ -727,6 +729,28 @@ def check_agent_mps(spec, c, av):
     mounts = {vm["mountPath"]: vm for vm in c.get("volumeMounts", [])}
     if pipe and not mounts.get(pipe, {}).get("readOnly"):
         errs.append(f"agent: the MPS pipe directory {pipe} must be mounted read-only at its host path")
+    # MPS v3: the server and its CLI reach both, which both mount read-only (the CLI talks to the
+    # daemon through the pipe directory); gpupack-nri also caps default.
+    mps = av["mps"]
+    server_args = []
+    if mps["server"]:
+        server_args = ["--mps-server", mps["server"], "--mps-control-binary", mps["controlBinary"]]
+        server_args += ["--mps-control-port", mps["controlPort"]] if mps["controlPort"] else []
+    for name, container_spec in [("agent", c)] + ([("nri", nc)] if nc else []):
+        cmd = container_spec["command"]
+        got = [a for i, a in enumerate(cmd) if a.startswith("--mps-control") or a == "--mps-server"
+               or (i > 0 and cmd[i - 1] in ("--mps-server", "--mps-control-binary", "--mps-control-port"))]
+        if got != server_args:
+            errs.append(f"agent: {name} MPS server flags {got}, want {server_args} (agent.mps)")
+        if not mps["server"]:
+            continue
+        ro = {vm["mountPath"] for vm in container_spec.get("volumeMounts", []) if vm.get("readOnly")}
+        for path in (pipe, mps["controlBinary"]):
+            if path not in ro:
+                errs.append(f"agent: {name} must mount {path} read-only at its host path (agent.mps.server)")
+    if nc and mps["server"] and arg_after(nc["command"], "--mps-default-namespace-percentage") != str(
+            mps["defaultNamespacePercentage"]):
+        errs.append("agent: nri --mps-default-namespace-percentage must be agent.mps.defaultNamespacePercentage")
     return errs
 
 
@@ -962,6 +986,9 @@ def check_refusals(r):
         (["webhook.certs.mode=certManager"], (), "cert-manager"),
         (["prometheus.serviceMonitor.enabled=true"], (), "monitoring.coreos.com"),
         (["scheduler.replicas=2", "scheduler.podDisruptionBudget.minAvailable=2"], CI_API_VERSIONS, "minAvailable"),
+        (["agent.mps.server=shared"], (), "agent.mps.server needs agent.mps.pipeDirectory"),
+        (["agent.mps.server=shared", "agent.mps.pipeDirectory=/tmp/nvidia-mps"], (), "needs agent.nri.enabled"),
+        (["agent.mps.defaultNamespacePercentage=101"], (), "/agent/mps/defaultNamespacePercentage"),
     ]
     cases.append(([], (), "kubeVersion", "v1.25.9"))  # Chart.yaml kubeVersion: >=1.26.0-0
     for sets, api, needle, *kube in cases:

@@ -83,3 +83,18 @@ imagePullSecrets:
 {{- define "gpupack.webhookTLSSecretName" -}}
 {{- printf "%s-tls" (include "gpupack.componentName" (list . "webhook")) }}
 {{- end }}
+
+{{/* The MPS v3 server flags the agent and gpupack-nri share (agent.mps), each line indented for a
+command list; nothing without agent.mps.server. */}}
+{{- define "gpupack.mpsServerArgs" -}}
+{{- if .server }}
+            - --mps-server
+            - {{ .server | quote }}
+            - --mps-control-binary
+            - {{ .controlBinary | quote }}
+            {{- if .controlPort }}
+            - --mps-control-port
+            - {{ .controlPort | quote }}
+            {{- end }}
+{{- end }}
+{{- end }}
