@@ -131,13 +131,22 @@ StatusOr<Finished> Spawn(const std::vector<std::string>& argv, const std::string
       done.output.append(buf, std::min<size_t>(n, kMaxOutputBytes - done.output.size()));
   }
   ::close(fds[0]);
-  if (timed_out) ::kill(pid, SIGKILL);
+  // Its output closed; it still has until the deadline to exit (a CLI that closes its output and
+  // hangs must not hang the runtime's CreateContainer).
+  while (!timed_out) {
+    const pid_t waited = ::waitpid(pid, &done.wait_status, WNOHANG);
+    if (waited == pid) return done;
+    if (waited < 0 && errno != EINTR) return Status::Internal(Joined(argv) + ": waitpid: " + std::strerror(errno));
+    if (std::chrono::steady_clock::now() >= deadline) {
+      timed_out = true;
+    } else {
+      ::usleep(1000);
+    }
+  }
+  ::kill(pid, SIGKILL);
   while (::waitpid(pid, &done.wait_status, 0) < 0 && errno == EINTR) {
   }
-  if (timed_out) {
-    return Status::DeadlineExceeded(Joined(argv) + ": no answer within " + std::to_string(timeout.count()) + " ms");
-  }
-  return done;
+  return Status::DeadlineExceeded(Joined(argv) + ": no answer within " + std::to_string(timeout.count()) + " ms");
 }
 
 }  // namespace

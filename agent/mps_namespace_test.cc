@@ -148,6 +148,10 @@ TEST_F(FakeMpsDaemon, ACommandPastItsTimeoutIsKilled) {
   EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded);
   EXPECT_THAT(s.message(), HasSubstr("no answer within 200 ms"));
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+  // One that closes its output and hangs is killed at the deadline too.
+  std::ofstream(slow) << "#!/bin/sh\nexec >&- 2>&-\nsleep 30\n";
+  EXPECT_EQ(MpsControl(options).NamespaceNames().status().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
 }
 
 TEST_F(FakeMpsDaemon, ReleaseWaitsForTheClientAndIsDoneWhenTheNamespaceIsGone) {
