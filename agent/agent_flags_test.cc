@@ -45,16 +45,17 @@ TEST(AgentFlagsTest, ValuesOverrideDefaults) {
 
 TEST(AgentFlagsTest, TakesTheMpsServerAndItsControlCli) {
   StatusOr<AgentFlags> f = ParseAgentFlags({"--mps-pipe-directory", "/run/mps", "--mps-server", "shared",
-                                            "--mps-control-binary", "/usr/bin/mps-ctl", "--mps-control-port", "3"},
+                                            "--mps-control-binary", "/usr/bin/mps-ctl", "--mps-protocol", ""},
                                            "n1");
   ASSERT_TRUE(f.ok()) << f.status();
   EXPECT_EQ(f->mps_server, "shared");
   EXPECT_EQ(f->mps_control_binary, "/usr/bin/mps-ctl");
-  EXPECT_EQ(f->mps_control_port, "3");
+  EXPECT_EQ(f->mps_protocol, "");
   StatusOr<AgentFlags> defaults = ParseAgentFlags({}, "n1");
   ASSERT_TRUE(defaults.ok()) << defaults.status();
   EXPECT_EQ(defaults->mps_server, "");
   EXPECT_EQ(defaults->mps_control_binary, "nvidia-cuda-mps-control");
+  EXPECT_EQ(defaults->mps_protocol, "3");
 }
 
 TEST(AgentFlagsTest, DoctorNeedsNoNodeNameAndTakesItsProbePaths) {

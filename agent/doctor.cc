@@ -191,7 +191,10 @@ DoctorCheck ComputeCheck(const NvmlEvidence& n) {
                  Gpus(soft) +
                      " with compute capped only by MPS clients' CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, which a "
                      "workload can unset",
-                 ev, "hard compute caps need an MPS v3 namespace per container, or MIG");
+                 ev,
+                 "hard compute caps need an MPS v3 namespace per container: on R615+ run the daemon "
+                 "multi-user (nvidia-cuda-mps-control -p 3 -m -d) with a server and name it with --mps-server "
+                 "(chart: agent.mps.server), or partition with MIG");
   }
   return Check("compute", CheckVerdict::kOk, "compute shares are hard on every GPU", ev);
 }

@@ -32,7 +32,8 @@ const char* const kAgentUsage = R"(usage: gpupack-agent --node-name NAME [--back
                               mps-namespace while it answers `namespace list` (needs
                               --mps-pipe-directory; default: none)
   --mps-control-binary PATH   the MPS control CLI (default nvidia-cuda-mps-control, on PATH)
-  --mps-control-port N        the control daemon's -p value (default: none)
+  --mps-protocol N            the MPS protocol, passed to the CLI as -p N (default 3, which
+                              namespaces need; empty: no -p)
   --evict-foreign-pods        evict (Eviction API, PodDisruptionBudgets respected) a pod whose process
                               uses a gpupack device without a gpupack allocation of it (default: off,
                               such processes are only reported)
@@ -142,8 +143,8 @@ StatusOr<AgentFlags> ParseAgentFlags(const std::vector<std::string>& args, const
       ok = !(f.mps_server = value).empty();
     else if (arg == "--mps-control-binary")
       ok = !(f.mps_control_binary = value).empty();
-    else if (arg == "--mps-control-port")
-      f.mps_control_port = value;
+    else if (arg == "--mps-protocol")
+      f.mps_protocol = value;
     else if (arg == "--cdi-spec-dirs")
       ok = !(f.cdi_spec_dirs = SplitList(value)).empty();
     else if (arg == "--nri-socket")
@@ -199,7 +200,7 @@ std::unique_ptr<GpuBackend> MakeGpuBackend(const AgentFlags& flags, AgentMetrics
   o.mps_pipe_directory = flags.mps_pipe_directory;
   o.mps_namespaces.server = flags.mps_server;
   o.mps_namespaces.binary = flags.mps_control_binary;
-  o.mps_namespaces.control_port = flags.mps_control_port;
+  o.mps_namespaces.protocol = flags.mps_protocol;
   o.on_nvml_error = [metrics](std::string_view call) { metrics->CountNvmlError(call); };
   return std::make_unique<NvmlBackend>(o);
 }

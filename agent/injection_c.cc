@@ -38,7 +38,7 @@ MpsRequest MpsOf(const json& in, const std::string& pipe_directory) {
   options.pipe_directory = pipe_directory;
   Field(in, "mpsControlBinary", options.binary);
   if (options.binary.empty()) options.binary = agent::MpsControlOptions().binary;
-  Field(in, "mpsControlPort", options.control_port);
+  Field(in, "mpsProtocol", options.protocol);
   return {agent::MpsControl(std::move(options)), ""};
 }
 

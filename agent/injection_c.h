@@ -7,8 +7,8 @@
 // not decode, a namespace the MPS daemon refused), NULL only when memory runs out.
 //
 // MPS v3 namespaces are on when a request names "mpsServer" (with "mpsPipeDirectory", the daemon's
-// pipe directory; "mpsControlBinary", default nvidia-cuda-mps-control; "mpsControlPort", default
-// none).
+// pipe directory; "mpsControlBinary", default nvidia-cuda-mps-control; "mpsProtocol", the CLI's
+// -p value, default 3).
 //
 // Thread safety: reentrant; they keep no state (the namespaces' state is the MPS daemon's).
 #pragma once

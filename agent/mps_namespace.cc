@@ -197,7 +197,7 @@ MpsControl::MpsControl(MpsControlOptions options) : options_(std::move(options))
 
 StatusOr<std::string> MpsControl::Run(std::vector<std::string> args) const {
   std::vector<std::string> argv{options_.binary};
-  if (!options_.control_port.empty()) argv.insert(argv.end(), {"-p", options_.control_port});
+  if (!options_.protocol.empty()) argv.insert(argv.end(), {"-p", options_.protocol});
   argv.insert(argv.end(), args.begin(), args.end());
   StatusOr<Finished> done = Spawn(argv, "CUDA_MPS_PIPE_DIRECTORY=" + options_.pipe_directory, options_.timeout);
   if (!done.ok()) return done.status();

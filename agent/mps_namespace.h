@@ -6,7 +6,7 @@
 //
 // What the control daemon accepts, as NVIDIA's own KAI gpu-fractioning drives it on driver 615
 // (fractioning-manager/mpsd/internal/mpsctl/control.go):
-//   nvidia-cuda-mps-control [-p PORT] namespace create NS --server=S
+//   nvidia-cuda-mps-control [-p 3] namespace create NS --server=S
 //   … namespace set NS --server=S --active-thread-percentage=N   (refused once a client attached)
 //   … namespace get NS S pipe_directory                          (fails when NS does not exist)
 //   … namespace delete NS --server=S                             (refused while a client attached)
@@ -72,8 +72,9 @@ MpsReconcilePlan PlanMpsReconcile(std::span<const std::string> existing, std::sp
 struct MpsControlOptions {
   // nvidia-cuda-mps-control: a path, or a name looked up on PATH.
   std::string binary = "nvidia-cuda-mps-control";
-  // Passed as -p PORT before every command when not empty; must match the daemon's.
-  std::string control_port;
+  // Passed as -p PROTOCOL before every command when not empty: the MPS protocol the daemon was
+  // started with. Namespaces are protocol 3, and NVIDIA's KAI runs daemon and CLI with -p 3.
+  std::string protocol = "3";
   // The daemon's CUDA_MPS_PIPE_DIRECTORY, how the CLI finds its control socket.
   std::string pipe_directory;
   // The MPS server the namespaces are created on.

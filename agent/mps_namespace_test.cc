@@ -105,9 +105,9 @@ TEST_F(FakeMpsDaemon, ProvisionCreatesCapsAndAnswersTheNamespacesOwnPipeDirector
   EXPECT_EQ(*again, *pipe);
 }
 
-TEST_F(FakeMpsDaemon, ProvisionPassesTheControlPortAndTheDaemonsRefusalsOn) {
+TEST_F(FakeMpsDaemon, ProvisionPassesTheProtocolAndTheDaemonsRefusalsOn) {
   MpsControlOptions options = Control().options();
-  options.control_port = "3";
+  options.protocol = "3";  // the default; "" passes no -p
   ASSERT_TRUE(ProvisionMpsNamespace(MpsControl(options), "abc", 100).ok());
   std::ifstream log(dir_ + "/fake-state/log");
   std::stringstream lines;

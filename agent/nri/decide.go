@@ -25,7 +25,7 @@ type mpsServer struct {
 	PipeDirectory string `json:"mpsPipeDirectory"` // the daemon's pipe directory on the host
 	Server        string `json:"mpsServer"`        // "" = no namespaces
 	ControlBinary string `json:"mpsControlBinary"` // nvidia-cuda-mps-control
-	ControlPort   string `json:"mpsControlPort"`   // its -p value, "" = none
+	Protocol      string `json:"mpsProtocol"`      // the CLI's -p value, "" = none
 }
 
 // envDecision is what the C++ decision answers for one container.

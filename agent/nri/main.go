@@ -192,7 +192,8 @@ func main() {
 		"gpupack devices gets a namespace of its own, capped at its compute share (empty: no namespaces)")
 	flag.StringVar(&o.mps.ControlBinary, "mps-control-binary", "nvidia-cuda-mps-control", "the MPS control CLI, "+
 		"a path or a name on PATH")
-	flag.StringVar(&o.mps.ControlPort, "mps-control-port", "", "the control daemon's -p value (empty: none)")
+	flag.StringVar(&o.mps.Protocol, "mps-protocol", "3", "the MPS protocol, passed to the CLI as -p "+
+		"(namespaces need 3; empty: no -p)")
 	flag.IntVar(&o.mpsDefaultPercent, "mps-default-namespace-percentage", 10, "the ceiling put on the server's "+
 		"default namespace, which no container is sent to, so one that reaches it anyway cannot take the GPU "+
 		"(0: left alone)")

@@ -92,9 +92,9 @@ command list; nothing without agent.mps.server. */}}
             - {{ .server | quote }}
             - --mps-control-binary
             - {{ .controlBinary | quote }}
-            {{- if .controlPort }}
-            - --mps-control-port
-            - {{ .controlPort | quote }}
+            {{- if .protocol }}
+            - --mps-protocol
+            - {{ .protocol | quote }}
             {{- end }}
 {{- end }}
 {{- end }}
