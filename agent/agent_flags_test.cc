@@ -44,18 +44,15 @@ TEST(AgentFlagsTest, ValuesOverrideDefaults) {
 }
 
 TEST(AgentFlagsTest, TakesTheMpsServerAndItsControlCli) {
-  StatusOr<AgentFlags> f = ParseAgentFlags({"--mps-pipe-directory", "/run/mps", "--mps-server", "shared",
-                                            "--mps-control-binary", "/usr/bin/mps-ctl", "--mps-protocol", ""},
-                                           "n1");
+  StatusOr<AgentFlags> f = ParseAgentFlags(
+      {"--mps-pipe-directory", "/run/mps", "--mps-server", "shared", "--mps-control-binary", "/usr/bin/mps-ctl"}, "n1");
   ASSERT_TRUE(f.ok()) << f.status();
   EXPECT_EQ(f->mps_server, "shared");
   EXPECT_EQ(f->mps_control_binary, "/usr/bin/mps-ctl");
-  EXPECT_EQ(f->mps_protocol, "");
   StatusOr<AgentFlags> defaults = ParseAgentFlags({}, "n1");
   ASSERT_TRUE(defaults.ok()) << defaults.status();
   EXPECT_EQ(defaults->mps_server, "");
   EXPECT_EQ(defaults->mps_control_binary, "nvidia-cuda-mps-control");
-  EXPECT_EQ(defaults->mps_protocol, "3");
 }
 
 TEST(AgentFlagsTest, DoctorNeedsNoNodeNameAndTakesItsProbePaths) {
@@ -122,6 +119,7 @@ TEST(AgentFlagsTest, BadInputNamesTheFlag) {
       {{"--doctor", "--cdi-spec-dirs", ","}, "n1", "--cdi-spec-dirs ,: invalid value"},
       {{"--mps-server", "shared"}, "n1", "--mps-server needs --mps-pipe-directory"},
       {{"--mps-server", ""}, "n1", "--mps-server : invalid value"},
+      {{"--mps-server", "Shared-1"}, "n1", "--mps-server Shared-1: invalid value"},
   };
   for (const Case& c : cases) {
     StatusOr<AgentFlags> f = ParseAgentFlags(c.args, c.env);

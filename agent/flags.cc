@@ -32,8 +32,6 @@ const char* const kAgentUsage = R"(usage: gpupack-agent --node-name NAME [--back
                               mps-namespace while it answers `namespace list` (needs
                               --mps-pipe-directory; default: none)
   --mps-control-binary PATH   the MPS control CLI (default nvidia-cuda-mps-control, on PATH)
-  --mps-protocol N            the MPS protocol, passed to the CLI as -p N (default 3, which
-                              namespaces need; empty: no -p)
   --evict-foreign-pods        evict (Eviction API, PodDisruptionBudgets respected) a pod whose process
                               uses a gpupack device without a gpupack allocation of it (default: off,
                               such processes are only reported)
@@ -140,11 +138,9 @@ StatusOr<AgentFlags> ParseAgentFlags(const std::vector<std::string>& args, const
     else if (arg == "--mps-pipe-directory")
       f.mps_pipe_directory = value;
     else if (arg == "--mps-server")
-      ok = !(f.mps_server = value).empty();
+      ok = IsMpsName(f.mps_server = value);
     else if (arg == "--mps-control-binary")
       ok = !(f.mps_control_binary = value).empty();
-    else if (arg == "--mps-protocol")
-      f.mps_protocol = value;
     else if (arg == "--cdi-spec-dirs")
       ok = !(f.cdi_spec_dirs = SplitList(value)).empty();
     else if (arg == "--nri-socket")
@@ -200,7 +196,6 @@ std::unique_ptr<GpuBackend> MakeGpuBackend(const AgentFlags& flags, AgentMetrics
   o.mps_pipe_directory = flags.mps_pipe_directory;
   o.mps_namespaces.server = flags.mps_server;
   o.mps_namespaces.binary = flags.mps_control_binary;
-  o.mps_namespaces.protocol = flags.mps_protocol;
   o.on_nvml_error = [metrics](std::string_view call) { metrics->CountNvmlError(call); };
   return std::make_unique<NvmlBackend>(o);
 }

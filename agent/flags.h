@@ -30,7 +30,7 @@ struct AgentFlags {
   std::string cgroup_root = "/sys/fs/cgroup";
   std::string mps_pipe_directory;  // the MPS control daemon's pipe directory on the host; "" = no MPS
   // The MPS v3 server gpupack-nri puts namespaces on ("" = none), and the CLI that asks it.
-  std::string mps_server, mps_control_binary = "nvidia-cuda-mps-control", mps_protocol = "3";
+  std::string mps_server, mps_control_binary = "nvidia-cuda-mps-control";
   std::chrono::seconds poll{10}, heartbeat{60}, min_write{10};
   int64_t change_threshold_mib = 256;
   int64_t max_pods_per_device = 16;

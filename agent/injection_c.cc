@@ -38,7 +38,9 @@ MpsRequest MpsOf(const json& in, const std::string& pipe_directory) {
   options.pipe_directory = pipe_directory;
   Field(in, "mpsControlBinary", options.binary);
   if (options.binary.empty()) options.binary = agent::MpsControlOptions().binary;
-  Field(in, "mpsProtocol", options.protocol);
+  int64_t budget_ms = 0;
+  Field(in, "budgetMs", budget_ms);
+  if (budget_ms > 0) options.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(budget_ms);
   return {agent::MpsControl(std::move(options)), ""};
 }
 

@@ -7,8 +7,8 @@
 // not decode, a namespace the MPS daemon refused), NULL only when memory runs out.
 //
 // MPS v3 namespaces are on when a request names "mpsServer" (with "mpsPipeDirectory", the daemon's
-// pipe directory; "mpsControlBinary", default nvidia-cuda-mps-control; "mpsProtocol", the CLI's
-// -p value, default 3).
+// pipe directory; "mpsControlBinary", default nvidia-cuda-mps-control; "budgetMs", when positive, the time the daemon's
+// commands may take in all: what is left of the runtime's deadline for the request).
 //
 // Thread safety: reentrant; they keep no state (the namespaces' state is the MPS daemon's).
 #pragma once

@@ -243,10 +243,10 @@ TEST(Injection, AsksForAnMpsNamespaceCappedAtTheContainersShare) {
   EXPECT_EQ(main->set,
             Plus(MainEnv("4096"), {{"CUDA_MPS_PIPE_DIRECTORY", ""}, {"CUDA_VISIBLE_DEVICES", "GPU-a,GPU-b"}}));
   EXPECT_TRUE(main->mounts.empty());
-  JoinMpsNamespace(*main, "/run/nvidia-mps/shared.gpupack_x");
-  EXPECT_EQ(main->set, Plus(MainEnv("4096"), {{"CUDA_MPS_PIPE_DIRECTORY", "/run/nvidia-mps/shared.gpupack_x"},
+  JoinMpsNamespace(*main, "/run/nvidia-mps/shared/gpupack_x");
+  EXPECT_EQ(main->set, Plus(MainEnv("4096"), {{"CUDA_MPS_PIPE_DIRECTORY", "/run/nvidia-mps/shared/gpupack_x"},
                                               {"CUDA_VISIBLE_DEVICES", "GPU-a,GPU-b"}}));
-  EXPECT_EQ(main->mounts, std::vector<std::string>{"/run/nvidia-mps/shared.gpupack_x"});
+  EXPECT_EQ(main->mounts, std::vector<std::string>{"/run/nvidia-mps/shared/gpupack_x"});
   // Without a pipe directory in the env it comes right after the allocation's variables.
   StatusOr<EnvAdjustment> plain =
       DecideContainerEnv(with_namespaces, BoundAnnotations(), "main", Env{"CUDA_VISIBLE_DEVICES=0"});
@@ -335,8 +335,8 @@ TEST(Injection, CEntriesProvisionReleaseAndReconcileMpsNamespaces) {
   nlohmann::json created = call(gpupack_decide_container_env, create);
   ASSERT_FALSE(created.contains("error")) << created;
   EXPECT_EQ(created["mpsNamespace"], name);
-  EXPECT_EQ(created["set"][6], nlohmann::json({"CUDA_MPS_PIPE_DIRECTORY", dir + "/shared." + name}));
-  EXPECT_EQ(created["mounts"], nlohmann::json({dir + "/shared." + name}));
+  EXPECT_EQ(created["set"][6], nlohmann::json({"CUDA_MPS_PIPE_DIRECTORY", dir + "/shared/" + name}));
+  EXPECT_EQ(created["mounts"], nlohmann::json({dir + "/shared/" + name}));
   std::ifstream percent(dir + "/fake-state/shared/" + name + "/percent");
   std::string cap;
   percent >> cap;

@@ -20,11 +20,10 @@ namespace gpupack::agent {
 namespace {
 
 constexpr size_t kReadableIdChars = 12;
+constexpr size_t kMaxMpsNameLength = 64;
 constexpr size_t kMaxOutputBytes = 64 * 1024;  // `namespace list` of a busy node is a few KiB
 
 bool IsNameChar(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_'; }
-
-bool IsValidName(std::string_view name) { return !name.empty() && std::all_of(name.begin(), name.end(), IsNameChar); }
 
 uint64_t Fnv1a64(std::string_view s) {
   uint64_t h = 0xcbf29ce484222325ULL;
@@ -162,8 +161,12 @@ StatusOr<std::string> MpsNamespaceName(std::string_view container_id) {
   return name + "_" + hash;
 }
 
+bool IsMpsName(std::string_view name) {
+  return !name.empty() && name.size() <= kMaxMpsNameLength && std::all_of(name.begin(), name.end(), IsNameChar);
+}
+
 bool IsGpupackMpsNamespace(std::string_view name) {
-  return name.size() > kMpsNamespacePrefix.size() && name.starts_with(kMpsNamespacePrefix) && IsValidName(name);
+  return name.size() > kMpsNamespacePrefix.size() && name.starts_with(kMpsNamespacePrefix) && IsMpsName(name);
 }
 
 Status CheckMpsPipeDirectory(std::string_view dir) {
@@ -197,9 +200,16 @@ MpsControl::MpsControl(MpsControlOptions options) : options_(std::move(options))
 
 StatusOr<std::string> MpsControl::Run(std::vector<std::string> args) const {
   std::vector<std::string> argv{options_.binary};
-  if (!options_.protocol.empty()) argv.insert(argv.end(), {"-p", options_.protocol});
+  argv.insert(argv.end(), {"-p", "3"});
   argv.insert(argv.end(), args.begin(), args.end());
-  StatusOr<Finished> done = Spawn(argv, "CUDA_MPS_PIPE_DIRECTORY=" + options_.pipe_directory, options_.timeout);
+  std::chrono::milliseconds timeout = options_.timeout;
+  if (options_.deadline) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(*options_.deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return Status::DeadlineExceeded(Joined(argv) + ": not run, the request's deadline passed");
+    timeout = std::min(timeout, left);
+  }
+  StatusOr<Finished> done = Spawn(argv, "CUDA_MPS_PIPE_DIRECTORY=" + options_.pipe_directory, timeout);
   if (!done.ok()) return done.status();
   const std::string said = Trimmed(done->output);
   if (WIFEXITED(done->wait_status) && WEXITSTATUS(done->wait_status) == 0) return said;
@@ -227,8 +237,12 @@ Status MpsControl::DeleteNamespace(std::string_view name) const {
 }
 
 StatusOr<std::string> MpsControl::PipeDirectory(std::string_view name) const {
-  StatusOr<std::string> out = Run({"namespace", "get", std::string(name), options_.server, "pipe_directory"});
-  if (!out.ok()) return out.status();
+  StatusOr<std::string> out = Run({"namespace", "get", std::string(name), options_.server, "pipe-directory"});
+  if (!out.ok()) {
+    StatusOr<std::string> underscored = Run({"namespace", "get", std::string(name), options_.server, "pipe_directory"});
+    if (!underscored.ok()) return out.status();
+    out = std::move(underscored);
+  }
   for (const std::string& token : Tokens(*out)) {
     if (token.starts_with('/')) return token;
   }
@@ -241,7 +255,7 @@ StatusOr<std::vector<std::string>> MpsControl::NamespaceNames() const {
   if (!out.ok()) return out.status();
   std::vector<std::string> names;
   for (std::string& token : Tokens(*out)) {
-    if (IsValidName(token) && std::find(names.begin(), names.end(), token) == names.end()) {
+    if (IsMpsName(token) && std::find(names.begin(), names.end(), token) == names.end()) {
       names.push_back(std::move(token));
     }
   }
@@ -268,7 +282,12 @@ StatusOr<std::string> ProvisionMpsNamespace(const MpsControl& control, std::stri
   Status ready = CheckMpsPipeDirectory(*dir);
   if (ready.ok()) ready = control.SetActiveThreadPercentage(*name, percent);
   if (!ready.ok()) {
-    if (created) (void)control.DeleteNamespace(*name);  // best effort: reconciliation removes it otherwise
+    if (created) {
+      // Best effort, and past the deadline too; reconciliation removes it otherwise.
+      MpsControlOptions cleanup = control.options();
+      cleanup.deadline.reset();
+      (void)MpsControl(std::move(cleanup)).DeleteNamespace(*name);
+    }
     return ready.WithContext(context);
   }
   return dir;

@@ -6,12 +6,16 @@
 //
 // What the control daemon accepts, as NVIDIA's own KAI gpu-fractioning drives it on driver 615
 // (fractioning-manager/mpsd/internal/mpsctl/control.go):
-//   nvidia-cuda-mps-control [-p 3] namespace create NS --server=S
-//   … namespace set NS --server=S --active-thread-percentage=N   (refused once a client attached)
-//   … namespace get NS S pipe_directory                          (fails when NS does not exist)
-//   … namespace delete NS --server=S                             (refused while a client attached)
+//   nvidia-cuda-mps-control -p 3 namespace create NS --server=S
+//   … namespace set NS --server=S --active-thread-percentage=N
+//   … namespace get NS S pipe-directory                        (fails when NS does not exist)
+//   … namespace delete NS --server=S                           (refused while a client is attached)
 //   … namespace list --server=S
-// with CUDA_MPS_PIPE_DIRECTORY naming the daemon's pipe directory; names are [a-z0-9_]+.
+// with CUDA_MPS_PIPE_DIRECTORY naming the daemon's pipe directory; names are [a-z0-9_]+, at most
+// 64 characters (NVIDIA's MPS v3 manual, "MPS v3 Interface"). A CLI call follows the running
+// daemon's protocol whatever its own -p says; -p 3 is passed as KAI and NVIDIA's Dynamo guide do.
+// `get` spells the field pipe-directory in the manual and pipe_directory in KAI's code for 615:
+// both are asked, in that order.
 //
 // Names are derived from the runtime's container id, so the NRI plugin keeps no state: a retried
 // CreateContainer provisions the same namespace, a restarted plugin reconciles the daemon against
@@ -21,6 +25,7 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -43,6 +48,9 @@ inline constexpr size_t kMaxMpsPipeDirectoryLength = 83;
 // `namespace list`) + "_" + 16 hex digits of the whole id's 64-bit FNV-1a hash (for uniqueness:
 // two containers sharing a namespace would share a cap). InvalidArgument for an empty id.
 StatusOr<std::string> MpsNamespaceName(std::string_view container_id);
+
+// True for a name the MPS daemon accepts for a server or a namespace: [a-z0-9_]+, at most 64.
+bool IsMpsName(std::string_view name);
 
 // True for a name MpsNamespaceName can produce.
 bool IsGpupackMpsNamespace(std::string_view name);
@@ -72,15 +80,15 @@ MpsReconcilePlan PlanMpsReconcile(std::span<const std::string> existing, std::sp
 struct MpsControlOptions {
   // nvidia-cuda-mps-control: a path, or a name looked up on PATH.
   std::string binary = "nvidia-cuda-mps-control";
-  // Passed as -p PROTOCOL before every command when not empty: the MPS protocol the daemon was
-  // started with. Namespaces are protocol 3, and NVIDIA's KAI runs daemon and CLI with -p 3.
-  std::string protocol = "3";
   // The daemon's CUDA_MPS_PIPE_DIRECTORY, how the CLI finds its control socket.
   std::string pipe_directory;
   // The MPS server the namespaces are created on.
   std::string server;
   // Bound on one command; the process is killed past it.
   std::chrono::milliseconds timeout{10'000};
+  // When set, no command runs past it either (the runtime's deadline for the request being
+  // answered): each gets the lesser of `timeout` and what is left, and none starts once it passed.
+  std::optional<std::chrono::steady_clock::time_point> deadline;
 };
 
 // The control daemon through its CLI. Every failure is a Status naming the command and the CLI's
@@ -111,7 +119,8 @@ class MpsControl {
 // The container's namespace, created if missing and capped at `percent` (1..100), and its pipe
 // directory. Idempotent: CreateContainer runs before the container has a process, so no client
 // can be attached to a namespace named after it and the cap is always (re)set. A namespace this
-// call created is deleted again when capping or checking its directory fails.
+// call created is deleted again when capping or checking its directory fails (past the deadline
+// too: a namespace nobody will use must not stay).
 StatusOr<std::string> ProvisionMpsNamespace(const MpsControl& control, std::string_view container_id, int percent);
 
 // Deletes the container's namespace. OK when it is gone (or never was); Unavailable while a

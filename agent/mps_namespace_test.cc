@@ -30,6 +30,16 @@ TEST(MpsNamespaceName, IsThePrefixTheReadableIdAndTheWholeIdsHash) {
   EXPECT_EQ(MpsNamespaceName("").status().code(), StatusCode::kInvalidArgument);
 }
 
+TEST(MpsNamespaceName, NamesAreLowerCaseDigitsAndUnderscoresUpTo64) {
+  EXPECT_TRUE(IsMpsName("shared_1"));
+  EXPECT_TRUE(IsMpsName(std::string(64, 'a')));
+  EXPECT_FALSE(IsMpsName(std::string(65, 'a')));
+  EXPECT_FALSE(IsMpsName(""));
+  EXPECT_FALSE(IsMpsName("Shared"));
+  EXPECT_FALSE(IsMpsName("a-b"));
+  EXPECT_TRUE(IsMpsName(*MpsNamespaceName(std::string(200, 'X'))));
+}
+
 TEST(MpsNamespaceName, OnlyGpupacksNamesAreItsOwn) {
   EXPECT_FALSE(IsGpupackMpsNamespace("default"));
   EXPECT_FALSE(IsGpupackMpsNamespace("gpupack_"));
@@ -96,7 +106,7 @@ TEST_F(FakeMpsDaemon, ProvisionCreatesCapsAndAnswersTheNamespacesOwnPipeDirector
   const std::string name = *MpsNamespaceName("c0ffee");
   StatusOr<std::string> pipe = ProvisionMpsNamespace(control, "c0ffee", 30);
   ASSERT_TRUE(pipe.ok()) << pipe.status();
-  EXPECT_EQ(*pipe, dir_ + "/shared." + name);  // read from the daemon, not the server's own directory
+  EXPECT_EQ(*pipe, dir_ + "/shared/" + name);  // read from the daemon, not the server's own directory
   EXPECT_TRUE(fs::is_directory(*pipe));
   EXPECT_EQ(Percent(name), "30");
   // A retried CreateContainer: the same namespace, capped again.
@@ -105,9 +115,8 @@ TEST_F(FakeMpsDaemon, ProvisionCreatesCapsAndAnswersTheNamespacesOwnPipeDirector
   EXPECT_EQ(*again, *pipe);
 }
 
-TEST_F(FakeMpsDaemon, ProvisionPassesTheProtocolAndTheDaemonsRefusalsOn) {
+TEST_F(FakeMpsDaemon, ProvisionSpeaksProtocol3AndPassesTheDaemonsRefusalsOn) {
   MpsControlOptions options = Control().options();
-  options.protocol = "3";  // the default; "" passes no -p
   ASSERT_TRUE(ProvisionMpsNamespace(MpsControl(options), "abc", 100).ok());
   std::ifstream log(dir_ + "/fake-state/log");
   std::stringstream lines;
@@ -116,6 +125,7 @@ TEST_F(FakeMpsDaemon, ProvisionPassesTheProtocolAndTheDaemonsRefusalsOn) {
   EXPECT_THAT(
       lines.str(),
       HasSubstr("-p 3 namespace set gpupack_abc_e71fa2190541574b --server=shared --active-thread-percentage=100\n"));
+  EXPECT_THAT(lines.str(), HasSubstr("-p 3 namespace get gpupack_abc_e71fa2190541574b shared pipe-directory\n"));
 
   Status unknown_server = ProvisionMpsNamespace(Control("nope"), "abc", 10).status();
   EXPECT_EQ(unknown_server.code(), StatusCode::kUnavailable);
@@ -123,6 +133,16 @@ TEST_F(FakeMpsDaemon, ProvisionPassesTheProtocolAndTheDaemonsRefusalsOn) {
   EXPECT_THAT(unknown_server.message(), HasSubstr("of container abc"));
   EXPECT_EQ(ProvisionMpsNamespace(Control(), "abc", 0).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(ProvisionMpsNamespace(Control(), "abc", 101).status().code(), StatusCode::kInvalidArgument);
+}
+
+// KAI's code for driver 615 asks for pipe_directory, the manual for pipe-directory: a daemon that
+// knows only the older spelling is still read.
+TEST_F(FakeMpsDaemon, PipeDirectoryIsReadUnderEitherSpellingOfTheField) {
+  ::setenv("FAKE_MPS_PIPE_FIELD", "pipe_directory", 1);
+  StatusOr<std::string> pipe = ProvisionMpsNamespace(Control(), "abc", 20);
+  ::unsetenv("FAKE_MPS_PIPE_FIELD");
+  ASSERT_TRUE(pipe.ok()) << pipe.status();
+  EXPECT_EQ(*pipe, dir_ + "/shared/" + *MpsNamespaceName("abc"));
 }
 
 TEST_F(FakeMpsDaemon, NoDaemonAndNoBinaryAreErrorsThatSaySo) {
@@ -148,6 +168,18 @@ TEST_F(FakeMpsDaemon, ACommandPastItsTimeoutIsKilled) {
   EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded);
   EXPECT_THAT(s.message(), HasSubstr("no answer within 200 ms"));
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+  // The request's deadline bounds it below the timeout, and no command starts once it passed.
+  options.timeout = std::chrono::seconds(10);
+  options.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+  const auto bounded = std::chrono::steady_clock::now();
+  EXPECT_EQ(MpsControl(options).NamespaceNames().status().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_LT(std::chrono::steady_clock::now() - bounded, std::chrono::seconds(5));
+  options.deadline = std::chrono::steady_clock::now() - std::chrono::milliseconds(1);
+  Status late = MpsControl(options).NamespaceNames().status();
+  EXPECT_EQ(late.code(), StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(late.message(), HasSubstr("not run, the request's deadline passed"));
+  options.deadline.reset();
+  options.timeout = std::chrono::milliseconds(200);
   // One that closes its output and hangs is killed at the deadline too.
   std::ofstream(slow) << "#!/bin/sh\nexec >&- 2>&-\nsleep 30\n";
   EXPECT_EQ(MpsControl(options).NamespaceNames().status().code(), StatusCode::kDeadlineExceeded);

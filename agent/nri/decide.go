@@ -13,9 +13,11 @@ package main
 import "C"
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 	"unsafe"
 )
 
@@ -25,7 +27,20 @@ type mpsServer struct {
 	PipeDirectory string `json:"mpsPipeDirectory"` // the daemon's pipe directory on the host
 	Server        string `json:"mpsServer"`        // "" = no namespaces
 	ControlBinary string `json:"mpsControlBinary"` // nvidia-cuda-mps-control
-	Protocol      string `json:"mpsProtocol"`      // the CLI's -p value, "" = none
+	BudgetMs      int64  `json:"budgetMs"`         // > 0: the time the daemon's commands may take in all
+}
+
+// answerMargin is the part of the runtime's deadline kept for carrying the answer back.
+const answerMargin = 250 * time.Millisecond
+
+// withBudget is s with the time its MPS commands may take: what ctx leaves of the runtime's
+// deadline for the request (ttrpc carries it), less answerMargin, so that a slow daemon fails
+// the request with its own message rather than a timeout.
+func (s mpsServer) withBudget(ctx context.Context) mpsServer {
+	if deadline, ok := ctx.Deadline(); ok {
+		s.BudgetMs = max(1, (time.Until(deadline) - answerMargin).Milliseconds())
+	}
+	return s
 }
 
 // envDecision is what the C++ decision answers for one container.

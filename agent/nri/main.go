@@ -147,8 +147,9 @@ func run(ctx context.Context, o options, st *status) {
 		s, err := stub.New(p, stub.WithPluginName(o.name), stub.WithPluginIdx(o.index), stub.WithSocketPath(o.socket),
 			stub.WithOnClose(func() { st.setConnected(false) }),
 			// A request the plugin cannot answer (a timeout, a lost connection) fails the container's
-			// creation instead of creating it unadjusted.
-			stub.WithFailurePolicy(&api.FailurePolicy{FailRequest: true}))
+			// creation instead of creating it unadjusted; a timed-out request (a slow MPS daemon)
+			// keeps the plugin registered for the next.
+			stub.WithFailurePolicy(&api.FailurePolicy{FailRequest: true, KeepConnected: true}))
 		if err != nil {
 			log.Fatalf("NRI plugin: %v", err)
 		}
@@ -192,8 +193,6 @@ func main() {
 		"gpupack devices gets a namespace of its own, capped at its compute share (empty: no namespaces)")
 	flag.StringVar(&o.mps.ControlBinary, "mps-control-binary", "nvidia-cuda-mps-control", "the MPS control CLI, "+
 		"a path or a name on PATH")
-	flag.StringVar(&o.mps.Protocol, "mps-protocol", "3", "the MPS protocol, passed to the CLI as -p "+
-		"(namespaces need 3; empty: no -p)")
 	flag.IntVar(&o.mpsDefaultPercent, "mps-default-namespace-percentage", 10, "the ceiling put on the server's "+
 		"default namespace, which no container is sent to, so one that reaches it anyway cannot take the GPU "+
 		"(0: left alone)")

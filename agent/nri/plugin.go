@@ -23,7 +23,7 @@ type plugin struct {
 	releases             *releaser // nil without an MPS server
 }
 
-func (p *plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containers []*api.Container) ([]*api.ContainerUpdate, error) {
+func (p *plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, containers []*api.Container) ([]*api.ContainerUpdate, error) {
 	log.Printf("registered with the runtime's NRI: %d pods, %d containers running (each is left as it was created)",
 		len(pods), len(containers))
 	p.status.setConnected(true)
@@ -34,15 +34,17 @@ func (p *plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 	for _, pod := range pods {
 		byID[pod.GetId()] = pod
 	}
-	request := reconcileRequest{mpsServer: p.mps, ExemptNamespaces: p.exemptNamespaces,
+	request := reconcileRequest{mpsServer: p.mps.withBudget(ctx), ExemptNamespaces: p.exemptNamespaces,
 		DefaultPercentage: p.mpsDefaultPercentage}
 	for _, ctr := range containers {
 		pod := byID[ctr.GetPodSandboxId()]
 		request.Containers = append(request.Containers, liveContainer{ID: ctr.GetId(), Namespace: pod.GetNamespace(),
 			Container: ctr.GetName(), Annotations: pod.GetAnnotations()})
 	}
-	// Not fatal to registration: containers are still created with their namespaces, and the next
-	// registration reconciles again.
+	// Within the registration's deadline (the runtime creates no container meanwhile, so no
+	// namespace is made while the daemon is compared with the list). Not fatal to registration:
+	// containers are still created with their namespaces, and the next registration reconciles
+	// what is left.
 	if err := reconcileNamespaces(request); err != nil {
 		log.Printf("MPS namespaces on server %s not reconciled: %v", p.mps.Server, err)
 	} else {
@@ -51,9 +53,9 @@ func (p *plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 	return nil, nil
 }
 
-func (p *plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
+func (p *plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
 	who := fmt.Sprintf("%s/%s container %s", pod.GetNamespace(), pod.GetName(), ctr.GetName())
-	d, err := decide(decisionRequest{mpsServer: p.mps, Namespace: pod.GetNamespace(), ExemptNamespaces: p.exemptNamespaces,
+	d, err := decide(decisionRequest{mpsServer: p.mps.withBudget(ctx), Namespace: pod.GetNamespace(), ExemptNamespaces: p.exemptNamespaces,
 		Annotations: pod.GetAnnotations(), Container: ctr.GetName(), ContainerID: ctr.GetId(), Env: ctr.GetEnv()})
 	if err != nil {
 		p.status.countContainer("refused")

@@ -559,7 +559,7 @@ func TestMpsNamespacePerContainer(t *testing.T) {
 	if ns == "" || mps.percent(t, ns) != "25" {
 		t.Fatalf("c-main's namespace %q missing or not capped at 25 %%", ns)
 	}
-	pipe := filepath.Join(mps.dir, "shared."+filepath.Base(ns))
+	pipe := filepath.Join(mps.dir, "shared", filepath.Base(ns))
 	want := append(append([]string(nil), mainEnv...), "CUDA_MPS_PIPE_DIRECTORY="+pipe)
 	expectEnv(t, "the env after gpupack", o.envOf("c-main"), want)
 	mounts := resp.GetAdjust().GetMounts()

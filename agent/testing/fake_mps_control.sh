@@ -1,13 +1,16 @@
 #!/bin/sh
 # A stand-in for nvidia-cuda-mps-control's namespace commands (MPS v3, driver R615+), for tests on
 # machines without a GPU. It answers the verbs agent/mps_namespace.h sends, with the refusals the
-# real daemon makes (as NVIDIA's KAI gpu-fractioning reports them on driver 615):
+# real daemon makes (NVIDIA's MPS v3 manual, "MPS v3 Interface", and KAI gpu-fractioning's reports
+# from driver 615):
 #   - no daemon: "$CUDA_MPS_PIPE_DIRECTORY/control" missing;
 #   - an unknown server, an invalid or duplicate name, a missing namespace;
 #   - set and delete while a client is attached.
 # State lives in "$CUDA_MPS_PIPE_DIRECTORY/fake-state": servers/S (a server exists), S/NS/percent,
 # S/NS/attached (a client is attached: tests touch it), log (every command, one per line).
-# Pipe directories are "$CUDA_MPS_PIPE_DIRECTORY/S.NS", created with the namespace.
+# Pipe directories are "$CUDA_MPS_PIPE_DIRECTORY/S/NS", as the manual lays them out, created with
+# the namespace. `get` answers the field pipe-directory (the manual's spelling), or only
+# pipe_directory (KAI's, on 615) when FAKE_MPS_PIPE_FIELD=pipe_directory.
 set -u
 dir=${CUDA_MPS_PIPE_DIRECTORY:-}
 if [ -z "$dir" ] || [ ! -e "$dir/control" ]; then
@@ -45,7 +48,7 @@ exists() { [ "$ns" = default ] || [ -d "$node" ]; }
 case $verb in
   create)
     exists && { echo "Namespace '$ns' already exists" >&2; exit 1; }
-    mkdir -p "$node" "$dir/$server.$ns"
+    mkdir -p "$node" "$dir/$server/$ns"
     ;;
   set)
     exists || { echo "Namespace '$ns' not found" >&2; exit 1; }
@@ -56,15 +59,15 @@ case $verb in
   get)
     exists || { echo "Namespace '$ns' not found" >&2; exit 1; }
     case ${3:-} in
-      pipe_directory) echo "$dir/$server.$ns" ;;
-      active_thread_percentage) cat "$node/percent" 2>/dev/null || echo 100 ;;
+      "${FAKE_MPS_PIPE_FIELD:-pipe-directory}") echo "$dir/$server/$ns" ;;
+      active-thread-percentage) cat "$node/percent" 2>/dev/null || echo 100 ;;
       *) echo "Unknown field '${3:-}'" >&2; exit 1 ;;
     esac
     ;;
   delete)
     [ "$ns" != default ] && [ -d "$node" ] || { echo "Namespace '$ns' not found" >&2; exit 1; }
     [ -e "$node/attached" ] && { echo "Cannot delete: namespace '$ns' has active clients" >&2; exit 1; }
-    rm -rf "$node" "$dir/$server.$ns"
+    rm -rf "$node" "$dir/$server/$ns"
     ;;
   list)
     echo default

@@ -735,11 +735,10 @@ def check_agent_mps(spec, c, av):
     server_args = []
     if mps["server"]:
         server_args = ["--mps-server", mps["server"], "--mps-control-binary", mps["controlBinary"]]
-        server_args += ["--mps-protocol", mps["protocol"]] if mps["protocol"] else []
     for name, container_spec in [("agent", c)] + ([("nri", nc)] if nc else []):
         cmd = container_spec["command"]
-        got = [a for i, a in enumerate(cmd) if a.startswith("--mps-control") or a == "--mps-server"
-               or (i > 0 and cmd[i - 1] in ("--mps-server", "--mps-control-binary", "--mps-protocol"))]
+        got = [a for i, a in enumerate(cmd) if a in ("--mps-server", "--mps-control-binary")
+               or (i > 0 and cmd[i - 1] in ("--mps-server", "--mps-control-binary"))]
         if got != server_args:
             errs.append(f"agent: {name} MPS server flags {got}, want {server_args} (agent.mps)")
         if not mps["server"]:

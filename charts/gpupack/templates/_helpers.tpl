@@ -92,9 +92,5 @@ command list; nothing without agent.mps.server. */}}
             - {{ .server | quote }}
             - --mps-control-binary
             - {{ .controlBinary | quote }}
-            {{- if .protocol }}
-            - --mps-protocol
-            - {{ .protocol | quote }}
-            {{- end }}
 {{- end }}
 {{- end }}
