@@ -239,6 +239,7 @@ Status MpsControl::DeleteNamespace(std::string_view name) const {
 StatusOr<std::string> MpsControl::PipeDirectory(std::string_view name) const {
   StatusOr<std::string> out = Run({"namespace", "get", std::string(name), options_.server, "pipe-directory"});
   if (!out.ok()) {
+    if (out.status().code() == StatusCode::kDeadlineExceeded) return out.status();
     StatusOr<std::string> underscored = Run({"namespace", "get", std::string(name), options_.server, "pipe_directory"});
     if (!underscored.ok()) return out.status();
     out = std::move(underscored);
@@ -246,7 +247,7 @@ StatusOr<std::string> MpsControl::PipeDirectory(std::string_view name) const {
   for (const std::string& token : Tokens(*out)) {
     if (token.starts_with('/')) return token;
   }
-  return Status::Unavailable("pipe_directory of MPS namespace " + std::string(name) + ": no absolute path in \"" +
+  return Status::Unavailable("pipe-directory of MPS namespace " + std::string(name) + ": no absolute path in \"" +
                              *out + "\"");
 }
 
@@ -272,6 +273,7 @@ StatusOr<std::string> ProvisionMpsNamespace(const MpsControl& control, std::stri
   }
   StatusOr<std::string> dir = control.PipeDirectory(*name);
   bool created = false;
+  if (!dir.ok() && dir.status().code() == StatusCode::kDeadlineExceeded) return dir.status().WithContext(context);
   if (!dir.ok()) {
     // A create that fails may have raced another; the second read settles whether it is there.
     Status create = control.CreateNamespace(*name);

@@ -609,3 +609,32 @@ func TestRefusedMpsNamespaceFailsTheCreation(t *testing.T) {
 	}
 	p.waitFor(t, "/metrics", `gpupack_nri_containers_total{result="refused"} 1`)
 }
+
+// A daemon that does not answer fails the creation within the runtime's deadline for the request,
+// with the plugin's own message rather than a timeout, and the plugin stays registered.
+func TestSlowMpsDaemonFailsTheCreationInTimeAndKeepsThePlugin(t *testing.T) {
+	mps := startFakeMpsDaemon(t)
+	slow := filepath.Join(mps.dir, "slow.sh")
+	if err := os.WriteFile(slow, []byte("#!/bin/sh\nexec sleep 30\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := startRuntime(t, shortTempDir(t))
+	p := startPlugin(t, r.socket, "--mps-pipe-directory", mps.dir, "--mps-server", "shared",
+		"--mps-control-binary", slow, "--mps-default-namespace-percentage", "0")
+	r.waitSynced(t)
+	p.waitFor(t, "/metrics", "gpupack_nri_connected 1")
+	pod := boundPod("p1")
+	r.runPod(t, pod)
+	for _, id := range []string{"c-1", "c-2"} {
+		start := time.Now()
+		_, err := r.createContainer(pod, &api.Container{Id: id, Name: "main"})
+		if err == nil || !strings.Contains(err.Error(), "no answer within") {
+			t.Errorf("%s: want the creation refused for the daemon's silence, got %v", id, err)
+		}
+		if took := time.Since(start); took > adaptation.DefaultPluginRequestTimeout {
+			t.Errorf("%s: the refusal took %s, past the runtime's %s deadline", id, took, adaptation.DefaultPluginRequestTimeout)
+		}
+	}
+	p.waitFor(t, "/metrics", `gpupack_nri_containers_total{result="refused"} 2`)
+	p.waitFor(t, "/metrics", "gpupack_nri_connected 1")
+}
