@@ -174,6 +174,12 @@ TEST_F(FakeMpsDaemon, ACommandPastItsTimeoutIsKilled) {
   const auto bounded = std::chrono::steady_clock::now();
   EXPECT_EQ(MpsControl(options).NamespaceNames().status().code(), StatusCode::kDeadlineExceeded);
   EXPECT_LT(std::chrono::steady_clock::now() - bounded, std::chrono::seconds(5));
+  // A provision whose first read gets no answer stops there: silence is not a missing namespace.
+  options.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+  Status silent = ProvisionMpsNamespace(MpsControl(options), "abc", 10).status();
+  EXPECT_EQ(silent.code(), StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(silent.message(), HasSubstr("namespace get"));
+  EXPECT_THAT(silent.message(), ::testing::Not(HasSubstr("create")));
   options.deadline = std::chrono::steady_clock::now() - std::chrono::milliseconds(1);
   Status late = MpsControl(options).NamespaceNames().status();
   EXPECT_EQ(late.code(), StatusCode::kDeadlineExceeded);
