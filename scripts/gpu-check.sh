@@ -57,9 +57,7 @@ leaf=""
 leaf_runner=()
 mps_started=""
 cleanup() {
-  if [[ -n "$mps_started" ]]; then
-    echo quit | CUDA_MPS_PIPE_DIRECTORY=$work/mps timeout 10 nvidia-cuda-mps-control >/dev/null 2>&1
-  fi
+  [[ -z "$mps_started" ]] || stop_mps
   remove_leaf
   rm -rf "$work"
 }
@@ -172,15 +170,17 @@ remove_leaf() {
   leaf=""
   leaf_runner=()
 }
-start_mps() {  # a private MPS control daemon for the probe's client; $1: commands for it
+start_mps() {  # a private MPS control daemon for the probe's client; $1: commands for it, then daemon flags
   command -v nvidia-cuda-mps-control >/dev/null || return 1
   mkdir -p "$work/mps" "$work/mps-log"
-  CUDA_MPS_PIPE_DIRECTORY=$work/mps CUDA_MPS_LOG_DIRECTORY=$work/mps-log nvidia-cuda-mps-control -d || return 1
+  CUDA_MPS_PIPE_DIRECTORY=$work/mps CUDA_MPS_LOG_DIRECTORY=$work/mps-log nvidia-cuda-mps-control "${@:2}" -d \
+    >"$work/mps-start.log" 2>&1 || return 1
   mps_started=1
   [[ -z "$1" ]] || echo "$1" | CUDA_MPS_PIPE_DIRECTORY=$work/mps timeout 10 nvidia-cuda-mps-control >/dev/null
 }
-stop_mps() {
+stop_mps() {  # `quit` on stdin for a protocol-2 daemon, -q for protocol 3 (which has no shell)
   echo quit | CUDA_MPS_PIPE_DIRECTORY=$work/mps timeout 10 nvidia-cuda-mps-control >/dev/null 2>&1
+  [[ -e "$work/mps/control" ]] && CUDA_MPS_PIPE_DIRECTORY=$work/mps timeout 10 nvidia-cuda-mps-control -q >/dev/null 2>&1
   mps_started=""
   sleep 1
 }
@@ -243,7 +243,51 @@ else
   fi
 fi
 
-# 6. Process → cgroup attribution: the probe's PID, memory and pod as the agent reports them.
+# 6. The compute cap of an MPS v3 namespace (R615+), made as gpupack-nri makes one (docs/agent.md
+# "MPS v3 namespaces"): a private protocol-3, multi-user daemon, a root-owned server, a namespace
+# capped at --atp; the agent with --mps-server reads the server; the probe joins the namespace's
+# pipe directory asking for 100 % in its own env and must get the namespace's share.
+t0=$(now)
+mpsctl() { CUDA_MPS_PIPE_DIRECTORY=$work/mps timeout 10 nvidia-cuda-mps-control -p 3 "$@" >>"$work/ns.log" 2>&1; }
+if [[ -n "$cuda_skip" ]]; then
+  record skip mps-namespace-cap "$cuda_skip" 0
+elif [[ $(id -u) -ne 0 ]]; then
+  record skip mps-namespace-cap "needs root: a multi-user MPS daemon's servers are root's" 0
+elif ! start_mps "" -p 3 -m; then
+  record skip mps-namespace-cap "no MPS v3 control daemon (protocol 3 needs driver R615+): $(tail -c 200 "$work/mps-start.log")" 0
+elif ! mpsctl server create gpucheck --uid=0 || ! mpsctl namespace create gpucheck_ns --server=gpucheck ||
+     ! mpsctl namespace set gpucheck_ns --server=gpucheck --active-thread-percentage="$atp"; then
+  record fail mps-namespace-cap "the daemon refused the server or namespace: $(tail -c 300 "$work/ns.log")" $(( $(now) - t0 ))
+  stop_mps
+else
+  ns_dir=""
+  for field in pipe-directory pipe_directory; do  # the manual's spelling, then KAI's for 615
+    : >"$work/ns-get.log"
+    CUDA_MPS_PIPE_DIRECTORY=$work/mps timeout 10 nvidia-cuda-mps-control -p 3 namespace get gpucheck_ns gpucheck \
+      "$field" >"$work/ns-get.log" 2>&1 && ns_dir=$(grep -o '/[^ ,"]*' "$work/ns-get.log" | head -1) && break
+  done
+  timeout 60 "${agent_cmd[@]}" --node-name "$(hostname)" --once --print "${agent_flags[@]}" \
+    --mps-pipe-directory "$work/mps" --mps-server gpucheck >"$work/gpunode-ns.json" 2>"$work/discover.err"
+  reason=$(grep -o '"computeReason": "[^"]*"' "$work/gpunode-ns.json" | head -1 | cut -d'"' -f4)
+  if [[ -z "$ns_dir" ]]; then
+    record fail mps-namespace-cap "namespace get gave no pipe directory: $(tail -c 300 "$work/ns-get.log")" $(( $(now) - t0 ))
+  else
+    CUDA_MPS_PIPE_DIRECTORY=$ns_dir CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=100 timeout 60 "$probe" sms 8 >"$work/ns-sms.json"
+    rc=$?
+    sm_count=$(grep -o '"smCount":[0-9]*' "$work/ns-sms.json" | cut -d: -f2)
+    used=$(grep -o '"smsUsed":[0-9]*' "$work/ns-sms.json" | cut -d: -f2)
+    allowed=$(( (${sm_count:-0} * atp + 99) / 100 + 2 ))
+    detail="$used of $sm_count SMs used in namespace $ns_dir capped at $atp % with the client asking 100 % (at most $allowed expected); agent: ${reason:-no computeReason}"
+    if [[ $rc -eq 0 && -n "$used" && "$used" -gt 0 && "$used" -le "$allowed" && "$reason" == *"MPS v3 server gpucheck"* ]]; then
+      record ok mps-namespace-cap "$detail" $(( $(now) - t0 ))
+    else
+      record fail mps-namespace-cap "$detail (probe exit $rc: $(cat "$work/ns-sms.json"))" $(( $(now) - t0 ))
+    fi
+  fi
+  stop_mps
+fi
+
+# 7. Process → cgroup attribution: the probe's PID, memory and pod as the agent reports them.
 t0=$(now)
 if [[ -n "$cuda_skip" ]]; then
   record skip attribution "$cuda_skip" 0

@@ -15,7 +15,7 @@ import sys
 import tempfile
 
 BUNDLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bundle.sh")
-CHECKS = ["doctor", "discovery", "cuda-build", "memory-cap", "mps-compute-cap", "attribution"]
+CHECKS = ["doctor", "discovery", "cuda-build", "memory-cap", "mps-compute-cap", "mps-namespace-cap", "attribution"]
 CUDA_CHECKS = CHECKS[2:]
 
 
