@@ -94,7 +94,8 @@ json Release(const json& in) {
   gpupack::Status released = agent::ReleaseMpsNamespace(*mps.control, container_id);
   if (released.ok()) return json::object();
   json answer = Error(released.message());
-  answer["retry"] = released.code() == gpupack::StatusCode::kUnavailable;
+  answer["retry"] =
+      released.code() == gpupack::StatusCode::kUnavailable || released.code() == gpupack::StatusCode::kDeadlineExceeded;
   return answer;
 }
 

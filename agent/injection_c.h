@@ -27,7 +27,8 @@ extern "C" {
 char* gpupack_decide_container_env(const char* request, size_t size);
 
 // {"containerId": "…", "mpsServer": …} → {} once the container's namespace is gone, or {"error":
-// "…", "retry": true} while a client is still attached (ask again later).
+// "…", "retry": true} while a client is still attached or the daemon does not answer (ask again
+// later), "retry": false when asking again cannot help (the CLI cannot be run).
 char* gpupack_release_mps_namespace(const char* request, size_t size);
 
 // {"exemptNamespaces": […], "defaultPercentage": 10, "mpsServer": …, "containers": [{"id": "…",

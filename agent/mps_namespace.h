@@ -123,8 +123,9 @@ class MpsControl {
 // too: a namespace nobody will use must not stay).
 StatusOr<std::string> ProvisionMpsNamespace(const MpsControl& control, std::string_view container_id, int percent);
 
-// Deletes the container's namespace. OK when it is gone (or never was); Unavailable while a
-// client is still attached, which the caller retries later.
+// Deletes the container's namespace. OK when it is gone (or never was, or no daemon runs);
+// Unavailable while a client is still attached and DeadlineExceeded when the daemon did not
+// answer, both for the caller to retry later.
 Status ReleaseMpsNamespace(const MpsControl& control, std::string_view container_id);
 
 // Brings the daemon in line with the live containers' claims (PlanMpsReconcile) and caps the

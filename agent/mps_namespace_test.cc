@@ -205,6 +205,18 @@ TEST_F(FakeMpsDaemon, ReleaseWaitsForTheClientAndIsDoneWhenTheNamespaceIsGone) {
   EXPECT_TRUE(ReleaseMpsNamespace(control, "c1").ok());
   EXPECT_FALSE(Exists(name));
   EXPECT_TRUE(ReleaseMpsNamespace(control, "c1").ok());  // already gone
+  // The daemon gone: so are its namespaces.
+  ASSERT_TRUE(ProvisionMpsNamespace(control, "c2", 40).ok());
+  fs::remove(dir_ + "/control");
+  EXPECT_TRUE(ReleaseMpsNamespace(control, "c2").ok());
+  // A daemon that does not answer settles nothing: asked again later.
+  const std::string slow = dir_ + "/slow.sh";
+  std::ofstream(slow) << "#!/bin/sh\nexec sleep 30\n";
+  fs::permissions(slow, fs::perms::owner_all);
+  MpsControlOptions silent = control.options();
+  silent.binary = slow;
+  silent.timeout = std::chrono::milliseconds(100);
+  EXPECT_EQ(ReleaseMpsNamespace(MpsControl(silent), "c2").code(), StatusCode::kDeadlineExceeded);
 }
 
 TEST_F(FakeMpsDaemon, ReconcileCapsDefaultRestoresLostNamespacesAndRemovesUnclaimedOnes) {
