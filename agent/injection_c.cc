@@ -85,12 +85,21 @@ json Decide(const json& in) {
 }
 
 json Release(const json& in) {
-  std::string container_id, pipe_directory;
+  std::string container_id, pipe_directory, container;
+  std::map<std::string, std::string> annotations;
   Field(in, "containerId", container_id);
   Field(in, "mpsPipeDirectory", pipe_directory);
   MpsRequest mps = MpsOf(in, pipe_directory);
   if (!mps.error.empty()) return Error(mps.error);
   if (!mps.control) return json::object();  // namespaces off: nothing was provisioned
+  // A container the decision gives no namespace (no devices, an exempt namespace, an allocation
+  // that does not decode, so never created) has none to delete: the daemon is not asked.
+  agent::PodOrigin origin = OriginOf(in, mps);
+  Field(in, "namespace", origin.pod_namespace);
+  Field(in, "container", container);
+  Field(in, "annotations", annotations);
+  gpupack::StatusOr<agent::EnvAdjustment> decided = agent::DecideContainerEnv(origin, annotations, container, {});
+  if (!decided.ok() || decided->mps_namespace_percentage == 0) return json::object();
   gpupack::Status released = agent::ReleaseMpsNamespace(*mps.control, container_id);
   if (released.ok()) return json::object();
   json answer = Error(released.message());

@@ -26,7 +26,9 @@ extern "C" {
 //    "mpsNamespace": "gpupack_…" (when one was provisioned for the container)}
 char* gpupack_decide_container_env(const char* request, size_t size);
 
-// {"containerId": "…", "mpsServer": …} → {} once the container's namespace is gone, or {"error":
+// {"containerId": "…", "namespace": "ml", "exemptNamespaces": […], "container": "main",
+//  "annotations": {…}, "mpsServer": …}: a stopped or removed container → {} once its namespace is
+// gone (at once for one the decision gives none), or {"error":
 // "…", "retry": true} while a client is still attached or the daemon does not answer (ask again
 // later), "retry": false when asking again cannot help (the CLI cannot be run).
 char* gpupack_release_mps_namespace(const char* request, size_t size);

@@ -347,7 +347,15 @@ TEST(Injection, CEntriesProvisionReleaseAndReconcileMpsNamespaces) {
             "an MPS namespace needs a container id; it is empty");
 
   nlohmann::json release = mps;
-  release["containerId"] = "c0ffee";
+  release.update(
+      {{"containerId", "c0ffee"}, {"namespace", "ml"}, {"container", "main"}, {"annotations", BoundAnnotations()}});
+  // The sidecar was given no namespace: released at once, the daemon not asked.
+  nlohmann::json sidecar = release;
+  sidecar.update({{"containerId", "side"}, {"container", "log"}});
+  EXPECT_EQ(call(gpupack_release_mps_namespace, sidecar), nlohmann::json::object());
+  std::ifstream log(dir + "/fake-state/log");
+  const std::string commands((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(commands.find(*MpsNamespaceName("side")), std::string::npos) << commands;
   std::ofstream(dir + "/fake-state/shared/" + name + "/attached").put('\n');
   nlohmann::json busy = call(gpupack_release_mps_namespace, release);
   EXPECT_EQ(busy.value("retry", false), true) << busy;

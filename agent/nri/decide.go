@@ -63,9 +63,15 @@ type decisionRequest struct {
 	Env              []string          `json:"env"`
 }
 
+// releaseRequest names a stopped or removed container as the runtime hands it over, so that the
+// decision can tell whether it was given a namespace at all.
 type releaseRequest struct {
 	mpsServer
-	ContainerID string `json:"containerId"`
+	ContainerID      string            `json:"containerId"`
+	Namespace        string            `json:"namespace"`
+	ExemptNamespaces []string          `json:"exemptNamespaces"`
+	Container        string            `json:"container"`
+	Annotations      map[string]string `json:"annotations"`
 }
 
 // liveContainer is one container the runtime lists at registration.

@@ -126,7 +126,7 @@ const socketHint = "the runtime has NRI off or serves it elsewhere: containerd 2
 func run(ctx context.Context, o options, st *status) {
 	var releases *releaser
 	if o.mps.Server != "" {
-		releases = newReleaser(o.mps, o.mpsReleaseRetry, st)
+		releases = newReleaser(o.mpsReleaseRetry, st)
 		go releases.run(ctx)
 	}
 	missing := false

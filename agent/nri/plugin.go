@@ -94,19 +94,22 @@ func (p *plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 
 // StopContainer hands the container's MPS namespace to the releaser and answers at once: the
 // delete waits for its client to detach, which a stop must not wait for.
-func (p *plugin) StopContainer(_ context.Context, _ *api.PodSandbox, ctr *api.Container) ([]*api.ContainerUpdate, error) {
-	if p.releases != nil {
-		p.releases.add(ctr.GetId())
-	}
+func (p *plugin) StopContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) ([]*api.ContainerUpdate, error) {
+	p.release(pod, ctr)
 	return nil, nil
 }
 
 // RemoveContainer releases again, for a container removed without a stop the plugin saw.
-func (p *plugin) RemoveContainer(_ context.Context, _ *api.PodSandbox, ctr *api.Container) error {
-	if p.releases != nil {
-		p.releases.add(ctr.GetId())
-	}
+func (p *plugin) RemoveContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) error {
+	p.release(pod, ctr)
 	return nil
+}
+
+func (p *plugin) release(pod *api.PodSandbox, ctr *api.Container) {
+	if p.releases != nil {
+		p.releases.add(releaseRequest{mpsServer: p.mps, ContainerID: ctr.GetId(), Namespace: pod.GetNamespace(),
+			ExemptNamespaces: p.exemptNamespaces, Container: ctr.GetName(), Annotations: pod.GetAnnotations()})
+	}
 }
 
 // releaser deletes the MPS namespaces of stopped containers in the background. The daemon refuses
@@ -114,21 +117,21 @@ func (p *plugin) RemoveContainer(_ context.Context, _ *api.PodSandbox, ctr *api.
 // detaching when it stops, so a refusal is kept and asked again every interval; a namespace the
 // releaser never gets to (the plugin restarted) is deleted by the next registration's reconcile.
 type releaser struct {
-	mps      mpsServer
 	interval time.Duration
 	status   *status
 	wake     chan struct{}
 	mu       sync.Mutex
-	pending  map[string]bool // container ids
+	pending  map[string]releaseRequest // by container id
 }
 
-func newReleaser(mps mpsServer, interval time.Duration, st *status) *releaser {
-	return &releaser{mps: mps, interval: interval, status: st, wake: make(chan struct{}, 1), pending: map[string]bool{}}
+func newReleaser(interval time.Duration, st *status) *releaser {
+	return &releaser{interval: interval, status: st, wake: make(chan struct{}, 1),
+		pending: map[string]releaseRequest{}}
 }
 
-func (r *releaser) add(id string) {
+func (r *releaser) add(request releaseRequest) {
 	r.mu.Lock()
-	r.pending[id] = true
+	r.pending[request.ContainerID] = request
 	r.status.setPendingReleases(len(r.pending))
 	r.mu.Unlock()
 	select {
@@ -154,13 +157,14 @@ func (r *releaser) run(ctx context.Context) {
 
 func (r *releaser) pass() {
 	r.mu.Lock()
-	ids := make([]string, 0, len(r.pending))
-	for id := range r.pending {
-		ids = append(ids, id)
+	requests := make([]releaseRequest, 0, len(r.pending))
+	for _, request := range r.pending {
+		requests = append(requests, request)
 	}
 	r.mu.Unlock()
-	for _, id := range ids {
-		retry, err := releaseNamespace(releaseRequest{mpsServer: r.mps, ContainerID: id})
+	for _, request := range requests {
+		id := request.ContainerID
+		retry, err := releaseNamespace(request)
 		if err != nil && retry {
 			continue
 		}
