@@ -74,6 +74,34 @@ int64_t PodMemory(const Json& pod) {
   return total;
 }
 
+// The nodes of `passing` with the highest total score: kube-scheduler's own plus the extender's
+// (`prioritized`, a HostPriorityList) × weight × 10 (MaxNodeScore / MaxExtenderPriority).
+std::vector<std::string> HighestScored(const std::vector<std::string>& passing,
+                                       const std::map<std::string, int64_t>& own_score, const Json& prioritized,
+                                       int weight) {
+  std::map<std::string, int64_t> total;
+  for (const std::string& n : passing) {
+    auto own = own_score.find(n);
+    total[n] = own == own_score.end() ? 0 : own->second;
+  }
+  if (prioritized.is_array()) {
+    for (const Json& hp : prioritized) {
+      auto it = total.find(hp.value("Host", ""));
+      if (it != total.end()) it->second += hp.value("Score", int64_t{0}) * weight * 10;
+    }
+  }
+  int64_t best = std::numeric_limits<int64_t>::min();
+  std::vector<std::string> winners;
+  for (const auto& [n, s] : total) {
+    if (s > best) {
+      best = s;
+      winners.clear();
+    }
+    if (s == best) winners.push_back(n);
+  }
+  return winners;
+}
+
 }  // namespace
 
 StatusOr<Json> PostToExtender(const std::string& url, const std::string& path, const Json& body) {
@@ -577,23 +605,22 @@ ScheduleResult FakeKubeScheduler::Schedule(const std::vector<Json>& pods, const 
       }
     }
     const std::string url = ExtenderUrl();
-    auto requeue_error = [&](const Status& s) {
+    auto requeue_error = [&](const Status& s) {  // the cycle ends: the caller continues
       ++result.extender_errors;
       GPUPACK_LOG(kInfo, kComponent) << "extender error for " << kube::ObjectKey(pod) << ": " << s;
       queue.push_back(std::move(item));
       std::this_thread::sleep_for(options_.retry_pause);
+      if (after_cycle) after_cycle(cycle);
     };
     StatusOr<Json> filtered =
         PostToExtender(url, "/filter", {{"Pod", pod}, {"Nodes", nullptr}, {"NodeNames", feasible}});
     if (!filtered.ok()) {
       requeue_error(filtered.status());
-      if (after_cycle) after_cycle(cycle);
       continue;
     }
     const std::string ferr = filtered->value("Error", "");
     if (!ferr.empty()) {
       requeue_error(Status::Unavailable("filter: " + ferr));
-      if (after_cycle) after_cycle(cycle);
       continue;
     }
     std::vector<std::string> passing;
@@ -617,26 +644,9 @@ ScheduleResult FakeKubeScheduler::Schedule(const std::vector<Json>& pods, const 
           PostToExtender(url, "/prioritize", {{"Pod", pod}, {"Nodes", nullptr}, {"NodeNames", passing}});
       if (!prioritized.ok()) {
         requeue_error(prioritized.status());
-        if (after_cycle) after_cycle(cycle);
         continue;
       }
-      std::map<std::string, int64_t> total;
-      for (const std::string& n : passing) total[n] = own_score[n];
-      if (prioritized->is_array()) {
-        for (const Json& hp : *prioritized) {
-          const std::string host = hp.value("Host", "");
-          if (total.count(host)) total[host] += hp.value("Score", int64_t{0}) * options_.extender_weight * 10;
-        }
-      }
-      int64_t best = std::numeric_limits<int64_t>::min();
-      winners.clear();
-      for (const auto& [n, s] : total) {
-        if (s > best) {
-          best = s;
-          winners.clear();
-        }
-        if (s == best) winners.push_back(n);
-      }
+      winners = HighestScored(passing, own_score, *prioritized, options_.extender_weight);
     }
     const std::string node = winners[std::uniform_int_distribution<size_t>(0, winners.size() - 1)(rng_)];
     {
