@@ -29,13 +29,13 @@ struct MpsRequest {
   std::optional<agent::MpsControl> control;
   std::string error;
 };
-MpsRequest MpsOf(const json& in, const std::string& pipe_directory) {
+MpsRequest MpsOf(const json& in) {
   agent::MpsControlOptions options;
   Field(in, "mpsServer", options.server);
   if (options.server.empty()) return {};
-  if (pipe_directory.empty())
+  Field(in, "mpsPipeDirectory", options.pipe_directory);
+  if (options.pipe_directory.empty())
     return {std::nullopt, "mpsServer needs mpsPipeDirectory, the MPS daemon's pipe directory"};
-  options.pipe_directory = pipe_directory;
   Field(in, "mpsControlBinary", options.binary);
   if (options.binary.empty()) options.binary = agent::MpsControlOptions().binary;
   int64_t budget_ms = 0;
@@ -53,12 +53,24 @@ agent::PodOrigin OriginOf(const json& in, const MpsRequest& mps) {
   return origin;
 }
 
+// The ceiling of the namespace the decision gives `container` ({"namespace", "container",
+// "annotations"} as the runtime hands it over), 0 for none: no devices, an exempt namespace, or an
+// allocation that does not decode (refused at creation, so it holds none).
+int NamespaceCeilingOf(const json& container, agent::PodOrigin origin) {
+  std::map<std::string, std::string> annotations;
+  std::string name;
+  Field(container, "namespace", origin.pod_namespace);
+  Field(container, "container", name);
+  Field(container, "annotations", annotations);
+  gpupack::StatusOr<agent::EnvAdjustment> decided = agent::DecideContainerEnv(origin, annotations, name, {});
+  return decided.ok() ? decided->mps_namespace_percentage : 0;
+}
+
 json Decide(const json& in) {
   std::map<std::string, std::string> annotations;
   std::vector<std::string> env;
-  std::string container, container_id, pipe_directory;
-  Field(in, "mpsPipeDirectory", pipe_directory);
-  MpsRequest mps = MpsOf(in, pipe_directory);
+  std::string container, container_id;
+  MpsRequest mps = MpsOf(in);
   if (!mps.error.empty()) return Error(mps.error);
   agent::PodOrigin origin = OriginOf(in, mps);
   Field(in, "namespace", origin.pod_namespace);
@@ -85,21 +97,13 @@ json Decide(const json& in) {
 }
 
 json Release(const json& in) {
-  std::string container_id, pipe_directory, container;
-  std::map<std::string, std::string> annotations;
+  std::string container_id;
   Field(in, "containerId", container_id);
-  Field(in, "mpsPipeDirectory", pipe_directory);
-  MpsRequest mps = MpsOf(in, pipe_directory);
+  MpsRequest mps = MpsOf(in);
   if (!mps.error.empty()) return Error(mps.error);
   if (!mps.control) return json::object();  // namespaces off: nothing was provisioned
-  // A container the decision gives no namespace (no devices, an exempt namespace, an allocation
-  // that does not decode, so never created) has none to delete: the daemon is not asked.
-  agent::PodOrigin origin = OriginOf(in, mps);
-  Field(in, "namespace", origin.pod_namespace);
-  Field(in, "container", container);
-  Field(in, "annotations", annotations);
-  gpupack::StatusOr<agent::EnvAdjustment> decided = agent::DecideContainerEnv(origin, annotations, container, {});
-  if (!decided.ok() || decided->mps_namespace_percentage == 0) return json::object();
+  // A container the decision gives no namespace has none to delete: the daemon is not asked.
+  if (NamespaceCeilingOf(in, OriginOf(in, mps)) == 0) return json::object();
   gpupack::Status released = agent::ReleaseMpsNamespace(*mps.control, container_id);
   if (released.ok()) return json::object();
   json answer = Error(released.message());
@@ -109,29 +113,25 @@ json Release(const json& in) {
 }
 
 json Reconcile(const json& in) {
-  std::string pipe_directory;
   int default_percentage = 0;
-  Field(in, "mpsPipeDirectory", pipe_directory);
   Field(in, "defaultPercentage", default_percentage);
-  MpsRequest mps = MpsOf(in, pipe_directory);
+  MpsRequest mps = MpsOf(in);
   if (!mps.error.empty()) return Error(mps.error);
   if (!mps.control) return {{"claims", 0}};
-  agent::PodOrigin origin = OriginOf(in, mps);
+  const agent::PodOrigin origin = OriginOf(in, mps);
   std::vector<agent::MpsNamespaceClaim> claims;
   for (const json& c : in.value("containers", json::array())) {
-    std::map<std::string, std::string> annotations;
-    std::string id, container;
-    Field(c, "id", id);
-    Field(c, "namespace", origin.pod_namespace);
-    Field(c, "container", container);
-    Field(c, "annotations", annotations);
-    gpupack::StatusOr<agent::EnvAdjustment> decided = agent::DecideContainerEnv(origin, annotations, container, {});
-    // A container whose allocation does not decode was refused at creation: it holds no namespace.
-    if (!decided.ok() || decided->mps_namespace_percentage == 0) continue;
+    const int ceiling = NamespaceCeilingOf(c, origin);
+    if (ceiling == 0) continue;
+    std::string id, container, pod_namespace;
+    Field(c, "containerId", id);
     gpupack::StatusOr<std::string> name = agent::MpsNamespaceName(id);
-    if (!name.ok())
-      return Error("container " + container + " in " + origin.pod_namespace + ": " + name.status().message());
-    claims.push_back({*name, decided->mps_namespace_percentage});
+    if (!name.ok()) {
+      Field(c, "container", container);
+      Field(c, "namespace", pod_namespace);
+      return Error("container " + container + " in " + pod_namespace + ": " + name.status().message());
+    }
+    claims.push_back({*name, ceiling});
   }
   gpupack::Status reconciled = agent::ReconcileMpsNamespaces(*mps.control, claims, default_percentage);
   if (!reconciled.ok()) return Error(reconciled.message());

@@ -33,7 +33,7 @@ char* gpupack_decide_container_env(const char* request, size_t size);
 // later), "retry": false when asking again cannot help (the CLI cannot be run).
 char* gpupack_release_mps_namespace(const char* request, size_t size);
 
-// {"exemptNamespaces": […], "defaultPercentage": 10, "mpsServer": …, "containers": [{"id": "…",
+// {"exemptNamespaces": […], "defaultPercentage": 10, "mpsServer": …, "containers": [{"containerId": "…",
 //  "namespace": "ml", "container": "main", "annotations": {…}}, …]}: the runtime's live
 // containers. Restores the namespaces of allocated ones that the daemon lost, deletes gpupack's
 // namespaces no live container claims, caps `default` → {"claims": N} or {"error": "…"}.

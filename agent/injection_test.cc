@@ -367,8 +367,8 @@ TEST(Injection, CEntriesProvisionReleaseAndReconcileMpsNamespaces) {
   nlohmann::json reconcile = mps;
   reconcile["defaultPercentage"] = 10;
   reconcile["containers"] = {
-      {{"id", "c0ffee"}, {"namespace", "ml"}, {"container", "main"}, {"annotations", BoundAnnotations()}},
-      {{"id", "side"}, {"namespace", "ml"}, {"container", "log"}, {"annotations", BoundAnnotations()}}};
+      {{"containerId", "c0ffee"}, {"namespace", "ml"}, {"container", "main"}, {"annotations", BoundAnnotations()}},
+      {{"containerId", "side"}, {"namespace", "ml"}, {"container", "log"}, {"annotations", BoundAnnotations()}}};
   EXPECT_EQ(call(gpupack_reconcile_mps_namespaces, reconcile), nlohmann::json({{"claims", 1}}));
   EXPECT_TRUE(std::filesystem::is_directory(dir + "/fake-state/shared/" + name));
   std::filesystem::remove_all(dir);

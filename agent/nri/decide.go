@@ -19,6 +19,8 @@ import (
 	"fmt"
 	"time"
 	"unsafe"
+
+	"github.com/containerd/nri/pkg/api"
 )
 
 // mpsServer names the node's MPS v3 server; with a Server, each allocated container gets an MPS
@@ -53,40 +55,39 @@ type envDecision struct {
 	Retry        bool        `json:"retry"`        // with Error from a release: ask again later
 }
 
+// runtimeContainer is a container as the runtime hands it over: what the decision reads of it.
+type runtimeContainer struct {
+	ContainerID string            `json:"containerId"`
+	Namespace   string            `json:"namespace"` // its pod's
+	Container   string            `json:"container"` // its name
+	Annotations map[string]string `json:"annotations"`
+}
+
+func containerOf(pod *api.PodSandbox, ctr *api.Container) runtimeContainer {
+	return runtimeContainer{ContainerID: ctr.GetId(), Namespace: pod.GetNamespace(), Container: ctr.GetName(),
+		Annotations: pod.GetAnnotations()}
+}
+
 type decisionRequest struct {
 	mpsServer
-	Namespace        string            `json:"namespace"`
-	ExemptNamespaces []string          `json:"exemptNamespaces"`
-	Annotations      map[string]string `json:"annotations"`
-	Container        string            `json:"container"`
-	ContainerID      string            `json:"containerId"`
-	Env              []string          `json:"env"`
+	runtimeContainer
+	ExemptNamespaces []string `json:"exemptNamespaces"`
+	Env              []string `json:"env"`
 }
 
-// releaseRequest names a stopped or removed container as the runtime hands it over, so that the
-// decision can tell whether it was given a namespace at all.
+// releaseRequest names a stopped or removed container, so that the decision can tell whether it
+// was given a namespace at all.
 type releaseRequest struct {
 	mpsServer
-	ContainerID      string            `json:"containerId"`
-	Namespace        string            `json:"namespace"`
-	ExemptNamespaces []string          `json:"exemptNamespaces"`
-	Container        string            `json:"container"`
-	Annotations      map[string]string `json:"annotations"`
-}
-
-// liveContainer is one container the runtime lists at registration.
-type liveContainer struct {
-	ID          string            `json:"id"`
-	Namespace   string            `json:"namespace"`
-	Container   string            `json:"container"`
-	Annotations map[string]string `json:"annotations"`
+	runtimeContainer
+	ExemptNamespaces []string `json:"exemptNamespaces"`
 }
 
 type reconcileRequest struct {
 	mpsServer
-	ExemptNamespaces  []string        `json:"exemptNamespaces"`
-	DefaultPercentage int             `json:"defaultPercentage"`
-	Containers        []liveContainer `json:"containers"`
+	ExemptNamespaces  []string           `json:"exemptNamespaces"`
+	DefaultPercentage int                `json:"defaultPercentage"`
+	Containers        []runtimeContainer `json:"containers"`
 }
 
 type entry int

@@ -37,9 +37,7 @@ func (p *plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, contai
 	request := reconcileRequest{mpsServer: p.mps.withBudget(ctx), ExemptNamespaces: p.exemptNamespaces,
 		DefaultPercentage: p.mpsDefaultPercentage}
 	for _, ctr := range containers {
-		pod := byID[ctr.GetPodSandboxId()]
-		request.Containers = append(request.Containers, liveContainer{ID: ctr.GetId(), Namespace: pod.GetNamespace(),
-			Container: ctr.GetName(), Annotations: pod.GetAnnotations()})
+		request.Containers = append(request.Containers, containerOf(byID[ctr.GetPodSandboxId()], ctr))
 	}
 	// Within the registration's deadline (the runtime creates no container meanwhile, so no
 	// namespace is made while the daemon is compared with the list). Not fatal to registration:
@@ -55,8 +53,8 @@ func (p *plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, contai
 
 func (p *plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
 	who := fmt.Sprintf("%s/%s container %s", pod.GetNamespace(), pod.GetName(), ctr.GetName())
-	d, err := decide(decisionRequest{mpsServer: p.mps.withBudget(ctx), Namespace: pod.GetNamespace(), ExemptNamespaces: p.exemptNamespaces,
-		Annotations: pod.GetAnnotations(), Container: ctr.GetName(), ContainerID: ctr.GetId(), Env: ctr.GetEnv()})
+	d, err := decide(decisionRequest{mpsServer: p.mps.withBudget(ctx), runtimeContainer: containerOf(pod, ctr),
+		ExemptNamespaces: p.exemptNamespaces, Env: ctr.GetEnv()})
 	if err != nil {
 		p.status.countContainer("refused")
 		log.Printf("refused %s: %v", who, err)
@@ -107,8 +105,8 @@ func (p *plugin) RemoveContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 
 func (p *plugin) release(pod *api.PodSandbox, ctr *api.Container) {
 	if p.releases != nil {
-		p.releases.add(releaseRequest{mpsServer: p.mps, ContainerID: ctr.GetId(), Namespace: pod.GetNamespace(),
-			ExemptNamespaces: p.exemptNamespaces, Container: ctr.GetName(), Annotations: pod.GetAnnotations()})
+		p.releases.add(releaseRequest{mpsServer: p.mps, runtimeContainer: containerOf(pod, ctr),
+			ExemptNamespaces: p.exemptNamespaces})
 	}
 }
 
