@@ -28,12 +28,20 @@ std::string ProfileFromMigName(const std::string& name) {
 // 13040 → "13.4".
 std::string FormatCudaVersion(int v) { return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10); }
 
+MpsControlOptions WithPipeDirectory(MpsControlOptions options, const std::string& pipe_directory) {
+  options.pipe_directory = pipe_directory;
+  return options;
+}
+
 }  // namespace
 
 model::MiB BytesToMiBFloor(uint64_t bytes) { return static_cast<model::MiB>(bytes / kMiB); }
 model::MiB BytesToMiBCeil(uint64_t bytes) { return static_cast<model::MiB>((bytes + kMiB - 1) / kMiB); }
 
-NvmlBackend::NvmlBackend(NvmlBackendOptions options) : options_(std::move(options)), proc_(options_.proc_root) {}
+NvmlBackend::NvmlBackend(NvmlBackendOptions options)
+    : options_(std::move(options)),
+      proc_(options_.proc_root),
+      mps_control_(WithPipeDirectory(options_.mps_namespaces, options_.mps_pipe_directory)) {}
 
 NvmlBackend::~NvmlBackend() = default;
 
@@ -185,12 +193,6 @@ StatusOr<api::GpuNodeStatus> NvmlBackend::Discover() {
   return status;
 }
 
-MpsControl NvmlBackend::NamespaceControl() const {
-  MpsControlOptions options = options_.mps_namespaces;
-  options.pipe_directory = options_.mps_pipe_directory;
-  return MpsControl(std::move(options));
-}
-
 StatusOr<api::GpuNodeStatus> NvmlBackend::DiscoverAll() {
   api::GpuNodeStatus status;
   GPUPACK_ASSIGN_OR_RETURN(status.enforcement.driver_version, nvml_->DriverVersion());
@@ -210,7 +212,7 @@ StatusOr<api::GpuNodeStatus> NvmlBackend::DiscoverAll() {
     status.enforcement.compute_reason = "no MPS control daemon (" + control + " not found)";
   } else if (options_.mps_namespaces.server.empty()) {
     status.enforcement.compute_reason = "MPS control daemon at " + control + "; mps-client on EXCLUSIVE_PROCESS GPUs";
-  } else if (StatusOr<std::vector<std::string>> names = NamespaceControl().NamespaceNames(); !names.ok()) {
+  } else if (StatusOr<std::vector<std::string>> names = mps_control_.NamespaceNames(); !names.ok()) {
     // The daemon runs but does not answer for namespaces (not v3, no such server): the clients'
     // own settings still apply.
     status.enforcement.compute_reason = "MPS control daemon at " + control + ", but server " +

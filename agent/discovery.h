@@ -90,11 +90,11 @@ class NvmlBackend final : public GpuBackend, public MemoryLimiter {
 
   NvmlBackendOptions options_;
   ProcReader proc_;
-  // Whether this pass found the MPS control pipe, and the time of the last pass in µs since the
-  // epoch: each pass asks NVML for the process utilisation samples newer than the last one.
+  // The control CLI for options_.mps_namespaces, on options_.mps_pipe_directory.
+  const MpsControl mps_control_;
+  // What MPS this pass found, and the time of the last pass in µs since the epoch: each pass asks
+  // NVML for the process utilisation samples newer than the last one.
   MpsMode mps_mode_ = MpsMode::kNone;
-  // The control CLI for options_.mps_namespaces on options_.mps_pipe_directory.
-  MpsControl NamespaceControl() const;
   uint64_t last_pass_us_ = 0;
   std::unique_ptr<Nvml> nvml_;
   bool can_enforce_ = false;

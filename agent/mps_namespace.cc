@@ -34,13 +34,11 @@ uint64_t Fnv1a64(std::string_view s) {
   return h;
 }
 
+constexpr std::string_view kSpace = " \t\r\n";
+
 std::string Trimmed(std::string_view s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\r' || s.back() == '\t'))
-    s.remove_suffix(1);
-  while (!s.empty() && (s.front() == '\n' || s.front() == ' ' || s.front() == '\r' || s.front() == '\t')) {
-    s.remove_prefix(1);
-  }
-  return std::string(s);
+  const size_t first = s.find_first_not_of(kSpace);
+  return first == std::string_view::npos ? "" : std::string(s.substr(first, s.find_last_not_of(kSpace) - first + 1));
 }
 
 // Splits on whitespace, '=' and ',' and strips quotes: the CLI's answers are "value",
@@ -53,7 +51,7 @@ std::vector<std::string> Tokens(std::string_view out) {
     current.clear();
   };
   for (char c : out) {
-    if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '=' || c == ',') {
+    if (kSpace.find(c) != std::string_view::npos || c == '=' || c == ',') {
       flush();
     } else if (c != '"' && c != '\'') {
       current.push_back(c);
@@ -61,6 +59,12 @@ std::vector<std::string> Tokens(std::string_view out) {
   }
   flush();
   return tokens;
+}
+
+// InvalidArgument naming `what` unless 1 ≤ percent ≤ 100, the daemon's range.
+Status CheckActiveThreadPercentage(int percent, const std::string& what) {
+  if (percent >= 1 && percent <= 100) return Status::Ok();
+  return Status::InvalidArgument(what + ": active thread percentage " + std::to_string(percent) + " is outside 1..100");
 }
 
 std::string Joined(const std::vector<std::string>& args) {
@@ -223,10 +227,7 @@ Status MpsControl::CreateNamespace(std::string_view name) const {
 }
 
 Status MpsControl::SetActiveThreadPercentage(std::string_view name, int percent) const {
-  if (percent < 1 || percent > 100) {
-    return Status::InvalidArgument("active thread percentage " + std::to_string(percent) + " for MPS namespace " +
-                                   std::string(name) + " is outside 1..100");
-  }
+  GPUPACK_RETURN_IF_ERROR(CheckActiveThreadPercentage(percent, "MPS namespace " + std::string(name)));
   return Run({"namespace", "set", std::string(name), "--server=" + options_.server,
               "--active-thread-percentage=" + std::to_string(percent)})
       .status();
@@ -267,10 +268,7 @@ StatusOr<std::string> ProvisionMpsNamespace(const MpsControl& control, std::stri
   StatusOr<std::string> name = MpsNamespaceName(container_id);
   if (!name.ok()) return name.status();
   const std::string context = "MPS namespace " + *name + " of container " + std::string(container_id);
-  if (percent < 1 || percent > 100) {
-    return Status::InvalidArgument(context + ": active thread percentage " + std::to_string(percent) +
-                                   " is outside 1..100");
-  }
+  GPUPACK_RETURN_IF_ERROR(CheckActiveThreadPercentage(percent, context));
   StatusOr<std::string> dir = control.PipeDirectory(*name);
   bool created = false;
   if (!dir.ok() && dir.status().code() == StatusCode::kDeadlineExceeded) return dir.status().WithContext(context);
