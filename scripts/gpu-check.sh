@@ -218,6 +218,16 @@ else
   fi
 fi
 
+# The probe's SM count in $1: sets sm_count, used and allowed, the cap of --atp rounded to the
+# hardware's granularity (⌈SMs × atp / 100⌉ + 2); within_cap RC is true when the probe exited RC = 0
+# having used between 1 and allowed SMs.
+read_sms() {
+  sm_count=$(grep -o '"smCount":[0-9]*' "$1" | cut -d: -f2)
+  used=$(grep -o '"smsUsed":[0-9]*' "$1" | cut -d: -f2)
+  allowed=$(( (${sm_count:-0} * atp + 99) / 100 + 2 ))
+}
+within_cap() { [[ $1 -eq 0 && -n "$used" && "$used" -gt 0 && "$used" -le "$allowed" ]]; }
+
 # 5. The compute cap: an MPS client under an active-thread percentage, its SMs counted.
 t0=$(now)
 if [[ -n "$cuda_skip" ]]; then
@@ -231,12 +241,10 @@ else
   discover "$work/gpunode-sms.json"
   wait "$sms_pid"; rc=$?
   stop_mps
-  sm_count=$(grep -o '"smCount":[0-9]*' "$work/sms.json" | cut -d: -f2)
-  used=$(grep -o '"smsUsed":[0-9]*' "$work/sms.json" | cut -d: -f2)
+  read_sms "$work/sms.json"
   nvml_util=$(grep -o '"smUtilPct": [0-9]*' "$work/gpunode-sms.json" | head -1 | awk '{print $2}')
-  allowed=$(( (${sm_count:-0} * atp + 99) / 100 + 2 ))  # rounded to the hardware's granularity
   detail="$used of $sm_count SMs used at CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=$atp (at most $allowed expected); NVML smUtilPct ${nvml_util:-not reported}"
-  if [[ $rc -eq 0 && -n "$used" && "$used" -gt 0 && "$used" -le "$allowed" ]]; then
+  if within_cap "$rc"; then
     record ok mps-compute-cap "$detail" $(( $(now) - t0 ))
   else
     record fail mps-compute-cap "$detail (probe exit $rc: $(cat "$work/sms.json"))" $(( $(now) - t0 ))
@@ -274,11 +282,9 @@ else
   else
     CUDA_MPS_PIPE_DIRECTORY=$ns_dir CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=100 timeout 60 "$probe" sms 8 >"$work/ns-sms.json"
     rc=$?
-    sm_count=$(grep -o '"smCount":[0-9]*' "$work/ns-sms.json" | cut -d: -f2)
-    used=$(grep -o '"smsUsed":[0-9]*' "$work/ns-sms.json" | cut -d: -f2)
-    allowed=$(( (${sm_count:-0} * atp + 99) / 100 + 2 ))
+    read_sms "$work/ns-sms.json"
     detail="$used of $sm_count SMs used in namespace $ns_dir capped at $atp % with the client asking 100 % (at most $allowed expected); agent: ${reason:-no computeReason}"
-    if [[ $rc -eq 0 && -n "$used" && "$used" -gt 0 && "$used" -le "$allowed" && "$reason" == *"MPS v3 server gpucheck"* ]]; then
+    if within_cap "$rc" && [[ "$reason" == *"MPS v3 server gpucheck"* ]]; then
       record ok mps-namespace-cap "$detail" $(( $(now) - t0 ))
     else
       record fail mps-namespace-cap "$detail (probe exit $rc: $(cat "$work/ns-sms.json"))" $(( $(now) - t0 ))
