@@ -719,35 +719,27 @@ def check_agent(m, values):
 
 def check_agent_mps(spec, c, av):
     """agent.mps.pipeDirectory reaches the agent (read-only, at the host's path) and gpupack-nri, or
-    neither."""
-    pipe = av["mps"]["pipeDirectory"]
+    neither; with agent.mps.server (MPS v3) so do the server and its CLI, which both mount
+    read-only (the CLI talks to the daemon through the pipe directory), and gpupack-nri caps
+    default."""
+    mps = av["mps"]
+    pipe, server = mps["pipeDirectory"], mps["server"]
     errs = []
-    nc = next((x for x in spec["containers"] if x["name"] == "nri"), None)
-    for name, cmd in [("agent", c["command"])] + ([("nri", nc["command"])] if nc else []):
-        if arg_after(cmd, "--mps-pipe-directory") != (pipe or None):
-            errs.append(f"agent: {name} --mps-pipe-directory must follow agent.mps.pipeDirectory={pipe!r}")
     mounts = {vm["mountPath"]: vm for vm in c.get("volumeMounts", [])}
     if pipe and not mounts.get(pipe, {}).get("readOnly"):
         errs.append(f"agent: the MPS pipe directory {pipe} must be mounted read-only at its host path")
-    # MPS v3: the server and its CLI reach both, which both mount read-only (the CLI talks to the
-    # daemon through the pipe directory); gpupack-nri also caps default.
-    mps = av["mps"]
-    server_args = []
-    if mps["server"]:
-        server_args = ["--mps-server", mps["server"], "--mps-control-binary", mps["controlBinary"]]
+    want = {"--mps-pipe-directory": pipe or None, "--mps-server": server or None,
+            "--mps-control-binary": mps["controlBinary"] if server else None}
+    nc = next((x for x in spec["containers"] if x["name"] == "nri"), None)
     for name, container_spec in [("agent", c)] + ([("nri", nc)] if nc else []):
-        cmd = container_spec["command"]
-        got = [a for i, a in enumerate(cmd) if a in ("--mps-server", "--mps-control-binary")
-               or (i > 0 and cmd[i - 1] in ("--mps-server", "--mps-control-binary"))]
-        if got != server_args:
-            errs.append(f"agent: {name} MPS server flags {got}, want {server_args} (agent.mps)")
-        if not mps["server"]:
-            continue
+        for flag, value in want.items():
+            if arg_after(container_spec["command"], flag) != value:
+                errs.append(f"agent: {name} {flag} must be {value!r} (agent.mps)")
         ro = {vm["mountPath"] for vm in container_spec.get("volumeMounts", []) if vm.get("readOnly")}
-        for path in (pipe, mps["controlBinary"]):
+        for path in (pipe, mps["controlBinary"]) if server else ():
             if path not in ro:
                 errs.append(f"agent: {name} must mount {path} read-only at its host path (agent.mps.server)")
-    if nc and mps["server"] and arg_after(nc["command"], "--mps-default-namespace-percentage") != str(
+    if nc and server and arg_after(nc["command"], "--mps-default-namespace-percentage") != str(
             mps["defaultNamespacePercentage"]):
         errs.append("agent: nri --mps-default-namespace-percentage must be agent.mps.defaultNamespacePercentage")
     return errs
