@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -135,17 +136,29 @@ StatusOr<Finished> Spawn(const std::vector<std::string>& argv, const std::string
   }
   ::close(fds[0]);
   // Its output closed; it still has until the deadline to exit (a CLI that closes its output and
-  // hangs must not hang the runtime's CreateContainer).
+  // hangs must not hang the runtime's CreateContainer). Its pidfd (Linux 5.3+) becomes readable
+  // when it exits; without one, the wait is polled.
+  const int pidfd = timed_out ? -1 : static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
   while (!timed_out) {
     const pid_t waited = ::waitpid(pid, &done.wait_status, WNOHANG);
-    if (waited == pid) return done;
-    if (waited < 0 && errno != EINTR) return Status::Internal(Joined(argv) + ": waitpid: " + std::strerror(errno));
-    if (std::chrono::steady_clock::now() >= deadline) {
+    if (waited == pid) break;
+    if (waited < 0 && errno != EINTR) {
+      if (pidfd >= 0) ::close(pidfd);
+      return Status::Internal(Joined(argv) + ": waitpid: " + std::strerror(errno));
+    }
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
       timed_out = true;
+    } else if (pidfd >= 0) {
+      pollfd p{pidfd, POLLIN, 0};
+      ::poll(&p, 1, static_cast<int>(left.count()));
     } else {
-      ::usleep(1000);
+      ::usleep(100);
     }
   }
+  if (pidfd >= 0) ::close(pidfd);
+  if (!timed_out) return done;
   ::kill(pid, SIGKILL);
   while (::waitpid(pid, &done.wait_status, 0) < 0 && errno == EINTR) {
   }
