@@ -11,6 +11,7 @@
 // Thread safety: a backend is used by one thread at a time (the agent's loop).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -54,6 +55,10 @@ enum class MpsMode {
   kNamespaces,  // an MPS v3 server answers for per-container namespaces
 };
 
+// How long a pass waits for the MPS daemon to list its namespaces. A daemon that answers at all
+// answers in milliseconds (one CLI run is about 1-3 ms, bench/agent/bench_mps).
+inline constexpr std::chrono::milliseconds kMpsLivenessTimeout{2'000};
+
 struct NvmlBackendOptions {
   std::string library = "libnvidia-ml.so.1";
   std::string proc_root = "/proc";
@@ -63,8 +68,13 @@ struct NvmlBackendOptions {
   std::string mps_pipe_directory;
   // With a server (agent --mps-server; its pipe_directory is mps_pipe_directory): the MPS v3 server
   // on which gpupack-nri gives each container a namespace. A GPU is mps-namespace while the daemon
-  // answers `namespace list` for it, checked every pass.
-  MpsControlOptions mps_namespaces;
+  // answers `namespace list` for it, checked every pass. The check waits kMpsLivenessTimeout, not
+  // the CLI's usual 10 s: a pass runs every 10 s, and a hung daemon must not hold each one that long.
+  MpsControlOptions mps_namespaces = [] {
+    MpsControlOptions o;
+    o.timeout = kMpsLivenessTimeout;
+    return o;
+  }();
   // Called with the NVML function name on every failed NVML call (also "dlopen" for load failures).
   std::function<void(std::string_view call)> on_nvml_error;
 };

@@ -153,6 +153,26 @@ TEST_F(DiscoveryTest, NvmlBackendReportsMpsNamespacesWhileTheServerAnswers) {
   EXPECT_THAT(status->enforcement.compute_reason, ::testing::HasSubstr("Server 'legacy' not found"));
 }
 
+// A daemon that takes the command and never answers costs a pass kMpsLivenessTimeout (2 s), not
+// the CLI's 10 s, and the GPUs fall back to mps-client with the reason.
+TEST_F(DiscoveryTest, AHungMpsDaemonHoldsAPassForTheLivenessTimeoutOnly) {
+  Json state = NodeState();
+  state["devices"][0]["computeMode"] = 3;  // NVML_COMPUTEMODE_EXCLUSIVE_PROCESS
+  SetFakeNvmlState(dir_, state);
+  dir_.WriteFile("mps/control", "");
+  dir_.WriteFile("hung-mps-control", "#!/bin/sh\nexec sleep 30\n");
+  std::filesystem::permissions(dir_.path() + "/hung-mps-control", std::filesystem::perms::owner_all);
+  NvmlBackendOptions options = Options(GPUPACK_FAKE_NVML_R615);
+  options.mps_pipe_directory = dir_.path() + "/mps";
+  options.mps_namespaces.server = "shared";
+  options.mps_namespaces.binary = dir_.path() + "/hung-mps-control";
+  auto status = NvmlBackend(options).Discover();
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_EQ(status->devices[0].compute_enforcement, "mps-client");
+  EXPECT_THAT(status->enforcement.compute_reason, ::testing::HasSubstr("but server shared gives no namespaces ("));
+  EXPECT_THAT(status->enforcement.compute_reason, ::testing::HasSubstr("no answer within 2000 ms"));
+}
+
 TEST_F(DiscoveryTest, MissingLibraryIsRetriedUntilItAppears) {
   SetFakeNvmlState(dir_, NodeState());
   const std::string late = dir_.path() + "/driver/libnvidia-ml.so.1";
