@@ -43,6 +43,19 @@ class DiscoveryTest : public ::testing::Test {
     o.on_nvml_error = [this](std::string_view call) { errors_.emplace_back(call); };
     return o;
   }
+  // GPU 0 in EXCLUSIVE_PROCESS mode, an MPS control daemon's pipe directory, and the agent asking
+  // `binary` (the control CLI) for server "shared".
+  NvmlBackendOptions MpsServerOptions(const std::string& binary) {
+    Json state = NodeState();
+    state["devices"][0]["computeMode"] = 3;  // NVML_COMPUTEMODE_EXCLUSIVE_PROCESS
+    SetFakeNvmlState(dir_, state);
+    dir_.WriteFile("mps/control", "");
+    NvmlBackendOptions o = Options(GPUPACK_FAKE_NVML_R615);
+    o.mps_pipe_directory = dir_.path() + "/mps";
+    o.mps_namespaces.server = "shared";
+    o.mps_namespaces.binary = binary;
+    return o;
+  }
   TempDir dir_;
   std::vector<std::string> errors_;
 };
@@ -127,16 +140,9 @@ TEST_F(DiscoveryTest, NvmlBackendReportsComputeEnforcementAndSmTime) {
 // GPU is mps-namespace: gpupack-nri caps each container's namespace. A server the daemon does not
 // know leaves the clients' own settings: mps-client, with the daemon's answer in the reason.
 TEST_F(DiscoveryTest, NvmlBackendReportsMpsNamespacesWhileTheServerAnswers) {
-  Json state = NodeState();
-  state["devices"][0]["computeMode"] = 3;  // NVML_COMPUTEMODE_EXCLUSIVE_PROCESS
-  SetFakeNvmlState(dir_, state);
-  dir_.WriteFile("mps/control", "");
+  NvmlBackendOptions options = MpsServerOptions(GPUPACK_FAKE_MPS_CONTROL);
   dir_.WriteFile("mps/fake-state/servers/shared", "");
   std::filesystem::create_directories(dir_.path() + "/mps/fake-state/shared/gpupack_c1_0123456789abcdef");
-  NvmlBackendOptions options = Options(GPUPACK_FAKE_NVML_R615);
-  options.mps_pipe_directory = dir_.path() + "/mps";
-  options.mps_namespaces.server = "shared";
-  options.mps_namespaces.binary = GPUPACK_FAKE_MPS_CONTROL;
   auto status = NvmlBackend(options).Discover();
   ASSERT_TRUE(status.ok()) << status.status();
   EXPECT_EQ(status->devices[0].compute_enforcement, "mps-namespace");
@@ -156,17 +162,9 @@ TEST_F(DiscoveryTest, NvmlBackendReportsMpsNamespacesWhileTheServerAnswers) {
 // A daemon that takes the command and never answers costs a pass kMpsLivenessTimeout (2 s), not
 // the CLI's 10 s, and the GPUs fall back to mps-client with the reason.
 TEST_F(DiscoveryTest, AHungMpsDaemonHoldsAPassForTheLivenessTimeoutOnly) {
-  Json state = NodeState();
-  state["devices"][0]["computeMode"] = 3;  // NVML_COMPUTEMODE_EXCLUSIVE_PROCESS
-  SetFakeNvmlState(dir_, state);
-  dir_.WriteFile("mps/control", "");
   dir_.WriteFile("hung-mps-control", "#!/bin/sh\nexec sleep 30\n");
   std::filesystem::permissions(dir_.path() + "/hung-mps-control", std::filesystem::perms::owner_all);
-  NvmlBackendOptions options = Options(GPUPACK_FAKE_NVML_R615);
-  options.mps_pipe_directory = dir_.path() + "/mps";
-  options.mps_namespaces.server = "shared";
-  options.mps_namespaces.binary = dir_.path() + "/hung-mps-control";
-  auto status = NvmlBackend(options).Discover();
+  auto status = NvmlBackend(MpsServerOptions(dir_.path() + "/hung-mps-control")).Discover();
   ASSERT_TRUE(status.ok()) << status.status();
   EXPECT_EQ(status->devices[0].compute_enforcement, "mps-client");
   EXPECT_THAT(status->enforcement.compute_reason, ::testing::HasSubstr("but server shared gives no namespaces ("));
