@@ -70,11 +70,7 @@ struct NvmlBackendOptions {
   // on which gpupack-nri gives each container a namespace. A GPU is mps-namespace while the daemon
   // answers `namespace list` for it, checked every pass. The check waits kMpsLivenessTimeout, not
   // the CLI's usual 10 s: a pass runs every 10 s, and a hung daemon must not hold each one that long.
-  MpsControlOptions mps_namespaces = [] {
-    MpsControlOptions o;
-    o.timeout = kMpsLivenessTimeout;
-    return o;
-  }();
+  MpsControlOptions mps_namespaces{.timeout = kMpsLivenessTimeout};
   // Called with the NVML function name on every failed NVML call (also "dlopen" for load failures).
   std::function<void(std::string_view call)> on_nvml_error;
 };
