@@ -58,6 +58,12 @@ else
   echo "| trace | first pods | policy | unallocated @100 median | mean ± SD | failed pods | s/seed |"
   echo "|---|---:|---|---:|---:|---:|---:|"
 fi
+# The markdown rows of gpupack-sim's table in $1, each led by the cells $2 ("trace" or "trace | N"):
+# policy, then of its columns (80..130, mean±sd at 100, failed, s/seed) the median at 100, mean±sd,
+# failed and s/seed.
+rows() {
+  awk -v lead="$2" 'NR > 2 && NF >= 11 && $1 != "report:" { printf "| %s | %s | %s | %s | %s | %s |\n", lead, $1, $5, $9, $10, $11 }' "$1"
+}
 first_policy="${policies%%,*}"
 above=()
 cells=0
@@ -67,14 +73,12 @@ for t in "${traces[@]}"; do
   args=(--cluster "$trace_dir/openb_node_list_gpu_node.csv" --workload "$pods" --policy "$policies" --seeds "$seeds")
   if [[ -z "$windows" ]]; then
     "$sim" "${args[@]}" --report "$out/$t.html" > "$out/$t.txt"
-    # Table rows: policy, 80..130 (7 columns), mean±sd at 100, failed, s/seed.
-    awk -v t="$t" 'NR > 2 && NF >= 11 && $1 != "report:" { printf "| %s | %s | %s | %s | %s | %s |\n", t, $1, $5, $9, $10, $11 }' "$out/$t.txt"
+    rows "$out/$t.txt" "$t"
     continue
   fi
   for n in ${windows//,/ }; do
     "$sim" "${args[@]}" --fill-pods "$n" > "$out/$t-first$n.txt"
-    awk -v t="$t" -v n="$n" 'NR > 2 && NF >= 11 { printf "| %s | %s | %s | %s | %s | %s | %s |\n", t, n, $1, $5, $9, $10, $11 }' \
-      "$out/$t-first$n.txt"
+    rows "$out/$t-first$n.txt" "$t | $n"
     # The first policy against fgd at arrived 100 %, when both ran.
     verdict="$(awk -v a="$first_policy" 'NR > 2 && NF >= 11 { m[$1] = $5 }
       END { if ((a in m) && ("fgd" in m) && a != "fgd") print (m[a] > m["fgd"] ? "above " m[a] " against " m["fgd"] : "ok") }' \
