@@ -28,20 +28,13 @@ std::string ProfileFromMigName(const std::string& name) {
 // 13040 → "13.4".
 std::string FormatCudaVersion(int v) { return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10); }
 
-MpsControlOptions WithPipeDirectory(MpsControlOptions options, const std::string& pipe_directory) {
-  options.pipe_directory = pipe_directory;
-  return options;
-}
-
 }  // namespace
 
 model::MiB BytesToMiBFloor(uint64_t bytes) { return static_cast<model::MiB>(bytes / kMiB); }
 model::MiB BytesToMiBCeil(uint64_t bytes) { return static_cast<model::MiB>((bytes + kMiB - 1) / kMiB); }
 
 NvmlBackend::NvmlBackend(NvmlBackendOptions options)
-    : options_(std::move(options)),
-      proc_(options_.proc_root),
-      mps_control_(WithPipeDirectory(options_.mps_namespaces, options_.mps_pipe_directory)) {}
+    : options_(std::move(options)), proc_(options_.proc_root), mps_control_(options_.mps) {}
 
 NvmlBackend::~NvmlBackend() = default;
 
@@ -202,27 +195,27 @@ StatusOr<api::GpuNodeStatus> NvmlBackend::DiscoverAll() {
   status.enforcement.mode = cap.mode;
   status.enforcement.reason = cap.reason;
   can_enforce_ = cap.mode != api::kEnforcementNone;
-  const std::string control = options_.mps_pipe_directory + "/control";
+  const std::string control = options_.mps.pipe_directory + "/control";
   std::error_code no_throw;
-  const bool mps_running = !options_.mps_pipe_directory.empty() && std::filesystem::exists(control, no_throw);
+  const bool mps_running = !options_.mps.pipe_directory.empty() && std::filesystem::exists(control, no_throw);
   mps_mode_ = mps_running ? MpsMode::kClient : MpsMode::kNone;
-  if (options_.mps_pipe_directory.empty()) {
+  if (options_.mps.pipe_directory.empty()) {
     status.enforcement.compute_reason = "no MPS pipe directory configured (--mps-pipe-directory)";
   } else if (!mps_running) {
     status.enforcement.compute_reason = "no MPS control daemon (" + control + " not found)";
-  } else if (options_.mps_namespaces.server.empty()) {
+  } else if (options_.mps.server.empty()) {
     status.enforcement.compute_reason = "MPS control daemon at " + control + "; mps-client on EXCLUSIVE_PROCESS GPUs";
   } else if (StatusOr<std::vector<std::string>> names = mps_control_.NamespaceNames(); !names.ok()) {
     // The daemon runs but does not answer for namespaces (not v3, no such server): the clients'
     // own settings still apply.
-    status.enforcement.compute_reason = "MPS control daemon at " + control + ", but server " +
-                                        options_.mps_namespaces.server + " gives no namespaces (" +
-                                        names.status().message() + "); mps-client on EXCLUSIVE_PROCESS GPUs";
+    status.enforcement.compute_reason = "MPS control daemon at " + control + ", but server " + options_.mps.server +
+                                        " gives no namespaces (" + names.status().message() +
+                                        "); mps-client on EXCLUSIVE_PROCESS GPUs";
   } else {
     mps_mode_ = MpsMode::kNamespaces;
     const auto ours =
         std::count_if(names->begin(), names->end(), [](const std::string& n) { return IsGpupackMpsNamespace(n); });
-    status.enforcement.compute_reason = "MPS v3 server " + options_.mps_namespaces.server + " at " + control + " (" +
+    status.enforcement.compute_reason = "MPS v3 server " + options_.mps.server + " at " + control + " (" +
                                         std::to_string(ours) +
                                         " gpupack namespaces); mps-namespace on EXCLUSIVE_PROCESS GPUs";
   }

@@ -63,14 +63,13 @@ struct NvmlBackendOptions {
   std::string library = "libnvidia-ml.so.1";
   std::string proc_root = "/proc";
   std::string cgroup_root = "/sys/fs/cgroup";
-  // The node's MPS control daemon's pipe directory ("" = none): a GPU is compute-enforced
-  // mps-client while <dir>/control exists and the GPU is EXCLUSIVE_PROCESS (ComputeEnforcementOf).
-  std::string mps_pipe_directory;
-  // With a server (agent --mps-server; its pipe_directory is mps_pipe_directory): the MPS v3 server
-  // on which gpupack-nri gives each container a namespace. A GPU is mps-namespace while the daemon
-  // answers `namespace list` for it, checked every pass. The check waits kMpsLivenessTimeout, not
-  // the CLI's usual 10 s: a pass runs every 10 s, and a hung daemon must not hold each one that long.
-  MpsControlOptions mps_namespaces{.timeout = kMpsLivenessTimeout};
+  // The node's MPS control daemon. pipe_directory ("" = none): a GPU is compute-enforced mps-client
+  // while <dir>/control exists and the GPU is EXCLUSIVE_PROCESS (ComputeEnforcementOf). server
+  // (agent --mps-server; "" = none): the MPS v3 server on which gpupack-nri gives each container a
+  // namespace; a GPU is mps-namespace while the daemon answers `namespace list` for it, checked
+  // every pass. The check waits kMpsLivenessTimeout, not the CLI's usual 10 s: a pass runs every
+  // 10 s, and a hung daemon must not hold each one that long.
+  MpsControlOptions mps{.timeout = kMpsLivenessTimeout};
   // Called with the NVML function name on every failed NVML call (also "dlopen" for load failures).
   std::function<void(std::string_view call)> on_nvml_error;
 };
@@ -96,8 +95,7 @@ class NvmlBackend final : public GpuBackend, public MemoryLimiter {
 
   NvmlBackendOptions options_;
   ProcReader proc_;
-  // The control CLI for options_.mps_namespaces, on options_.mps_pipe_directory.
-  const MpsControl mps_control_;
+  const MpsControl mps_control_;  // options_.mps
   // What MPS this pass found, and the time of the last pass in µs since the epoch: each pass asks
   // NVML for the process utilisation samples newer than the last one.
   MpsMode mps_mode_ = MpsMode::kNone;

@@ -51,9 +51,9 @@ class DiscoveryTest : public ::testing::Test {
     SetFakeNvmlState(dir_, state);
     dir_.WriteFile("mps/control", "");
     NvmlBackendOptions o = Options(GPUPACK_FAKE_NVML_R615);
-    o.mps_pipe_directory = dir_.path() + "/mps";
-    o.mps_namespaces.server = "shared";
-    o.mps_namespaces.binary = binary;
+    o.mps.pipe_directory = dir_.path() + "/mps";
+    o.mps.server = "shared";
+    o.mps.binary = binary;
     return o;
   }
   TempDir dir_;
@@ -105,7 +105,7 @@ TEST_F(DiscoveryTest, NvmlBackendReportsComputeEnforcementAndSmTime) {
   SetFakeNvmlState(dir_, state);
   dir_.WriteFile("mps/control", "");
   NvmlBackendOptions with_mps = Options(GPUPACK_FAKE_NVML_R615);
-  with_mps.mps_pipe_directory = dir_.path() + "/mps";
+  with_mps.mps.pipe_directory = dir_.path() + "/mps";
   NvmlBackend backend(with_mps);
   auto status = backend.Discover();
   ASSERT_TRUE(status.ok()) << status.status();
@@ -151,7 +151,7 @@ TEST_F(DiscoveryTest, NvmlBackendReportsMpsNamespacesWhileTheServerAnswers) {
                                                     "/mps/control (1 gpupack namespaces); mps-namespace on "
                                                     "EXCLUSIVE_PROCESS GPUs");
 
-  options.mps_namespaces.server = "legacy";
+  options.mps.server = "legacy";
   status = NvmlBackend(options).Discover();
   ASSERT_TRUE(status.ok()) << status.status();
   EXPECT_EQ(status->devices[0].compute_enforcement, "mps-client");

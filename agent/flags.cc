@@ -193,9 +193,9 @@ std::unique_ptr<GpuBackend> MakeGpuBackend(const AgentFlags& flags, AgentMetrics
   o.library = flags.nvml_library;
   o.proc_root = flags.proc_root;
   o.cgroup_root = flags.cgroup_root;
-  o.mps_pipe_directory = flags.mps_pipe_directory;
-  o.mps_namespaces.server = flags.mps_server;
-  o.mps_namespaces.binary = flags.mps_control_binary;
+  o.mps.pipe_directory = flags.mps_pipe_directory;
+  o.mps.server = flags.mps_server;
+  o.mps.binary = flags.mps_control_binary;
   o.on_nvml_error = [metrics](std::string_view call) { metrics->CountNvmlError(call); };
   return std::make_unique<NvmlBackend>(o);
 }
