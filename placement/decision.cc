@@ -103,8 +103,15 @@ Policy Decision::InitialPolicy(MiB device_mib) const {
   return Policy(kind_, pinned_ ? pinned_workload_ : DefaultPriorWorkload(device_mib), placement_);
 }
 
-bool Decision::Observe(const PodRequest& pod) {
-  if (!learning()) return false;
+bool Decision::Observe(const PodRequest& pod, const WaitingPods& waiting) {
+  if (!learning() || !Record(pod) || !RefreshDue()) return false;
+  if (waiting && early()) {
+    for (const PodRequest& w : waiting()) Record(w);
+  }
+  return true;
+}
+
+bool Decision::Record(const PodRequest& pod) {
   if (!pod.uid.empty()) {
     if (!counted_.insert(pod.uid).second) return false;
     counted_order_.push_back(pod.uid);
@@ -116,6 +123,10 @@ bool Decision::Observe(const PodRequest& pod) {
   learner_.Observe(pod);
   ++seen_;
   ++since_refresh_;
+  return true;
+}
+
+bool Decision::RefreshDue() const {
   const int64_t gap = std::clamp<int64_t>(seen_at_refresh_, 1, options_.refresh_pods);
   if (since_refresh_ >= gap) return true;
   return since_refresh_ >= std::max<int64_t>(1, gap / 8) && !SameShapes(learner_.Snapshot(), refreshed_shapes_);

@@ -117,8 +117,11 @@ class Decision {
   // kCountedUids UIDs are remembered; an older one counts again). True when a refresh is due
   // (Refresh then): `gap` pods since the last one, gap = the pods seen by then clamped to
   // [1, refresh_pods] (so after 1, 2, 4, 8, … pods), or max(1, gap / 8) pods when the typical
-  // set's shapes are no longer those of the last refresh.
-  bool Observe(const PodRequest& pod);
+  // set's shapes are no longer those of the last refresh. When a refresh is due while early(),
+  // the pods `waiting` returns (those waiting to be scheduled with this one; called only then)
+  // are recorded as well, each UID once, so a burst's first refresh already knows its sizes.
+  using WaitingPods = std::function<std::vector<PodRequest>()>;
+  bool Observe(const PodRequest& pod, const WaitingPods& waiting = nullptr);
   // True while the refresh schedule still doubles (fewer than refresh_pods pods seen by the last
   // refresh): the few refreshes (about log2(refresh_pods)) where more evidence, such as the pods
   // waiting to be scheduled, changes the policy most and costs least to gather.
@@ -131,6 +134,11 @@ class Decision {
   Policy Refresh(const NodeVisitor& for_each_node);
 
  private:
+  // Counts the pod into the learner unless its UID was counted; false then.
+  bool Record(const PodRequest& pod);
+  // Whether the pods recorded since the last refresh make one due (Observe's rule).
+  bool RefreshDue() const;
+
   PolicyKind kind_;
   PlacementOptions placement_;
   DecisionOptions options_;

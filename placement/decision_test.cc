@@ -139,6 +139,44 @@ TEST(Decision, RefreshesAfterOneTwoFourPodsThenEveryRefreshPods) {
   EXPECT_FALSE(decision.Observe(PodWithUid(20480, "uid-7"))) << "a UID seen long ago is still known";
 }
 
+// At a refresh due while the schedule still doubles, the pods waiting with the one asked about
+// count too, each UID once (a burst reaching the extender); once a refresh has seen refresh_pods
+// (50) pods, the waiting pods are no longer read. Pod 1 makes the first refresh due and the 10
+// waiting (2–11) count with it: 11 seen. Asked about in turn they were counted already. The next
+// refresh is due 11 new pods later (12–22), and the 40 then waiting (23–62) make 62 seen, past
+// 50; the one after is due 50 pods later (63–112) and reads nothing.
+TEST(Decision, CountsThePodsWaitingAtAnEarlyRefreshOnly) {
+  Decision decision(PolicyKind::kFgd, PlacementOptions{}, DecisionOptions{},
+                    TypicalWorkload{{SpecOfPod(PodOf(20480))}});
+  const std::vector<Node> nodes = {NodeOf("a", 2, 81920)};
+  auto each = [&](const std::function<void(const Node&)>& visit) { visit(nodes[0]); };
+  decision.Refresh(each);
+  auto pod = [](int i) { return PodWithUid(20480, "uid-" + std::to_string(i)); };
+  std::vector<PodRequest> waiting;
+  int reads = 0;
+  const Decision::WaitingPods wait = [&] {
+    ++reads;
+    return waiting;
+  };
+  for (int i = 2; i <= 11; ++i) waiting.push_back(pod(i));
+  EXPECT_TRUE(decision.Observe(pod(1), wait));
+  EXPECT_EQ(reads, 1);
+  decision.Refresh(each);
+  EXPECT_TRUE(decision.early());
+  for (int i = 2; i <= 11; ++i) EXPECT_FALSE(decision.Observe(pod(i), wait)) << "pod " << i << " counted waiting";
+  waiting.clear();
+  for (int i = 23; i <= 62; ++i) waiting.push_back(pod(i));
+  for (int i = 12; i <= 21; ++i) EXPECT_FALSE(decision.Observe(pod(i), wait)) << "pod " << i;
+  EXPECT_EQ(reads, 1);
+  EXPECT_TRUE(decision.Observe(pod(22), wait));
+  EXPECT_EQ(reads, 2);
+  decision.Refresh(each);
+  EXPECT_FALSE(decision.early()) << "62 pods seen by the last refresh";
+  for (int i = 63; i <= 111; ++i) EXPECT_FALSE(decision.Observe(pod(i), wait)) << "pod " << i;
+  EXPECT_TRUE(decision.Observe(pod(112), wait));
+  EXPECT_EQ(reads, 2) << "the waiting pods are read only while the schedule doubles";
+}
+
 // The mix change: 964 pods of 10 GiB, then 40 GiB pods, on 80 GiB devices. Half-life 1000 pods,
 // r = 2^(-1/1000); prior 100 pods, so its share is s = 100(1 − r) / (1 + 100(1 − r)) = 6.48 %
 // (whole devices 30 % of it = 1.94 %, halves 1.30 %, the rest below; the prior's shapes ask 4

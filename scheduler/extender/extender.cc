@@ -102,13 +102,10 @@ Extender::Extender(ClusterState& state, ClusterBackend& backend, ExtenderOptions
 void Extender::Learn(const model::PodRequest& request) {
   if (!decision_.learning()) return;
   std::lock_guard lock(learner_mu_);
-  if (!decision_.Observe(request)) return;
   // A burst that reaches a running extender is asked about pod by pod; at an early refresh the
-  // pods waiting with this one count too (each UID once), so the first refresh already knows the
-  // burst's sizes and the policy keeps room for them.
-  if (decision_.early()) {
-    for (const model::PodRequest& waiting : backend_.WaitingPodRequests()) decision_.Observe(waiting);
-  }
+  // pods waiting with this one count too, so the first refresh already knows the burst's sizes
+  // and the policy keeps room for them.
+  if (!decision_.Observe(request, [this] { return backend_.WaitingPodRequests(); })) return;
   RefreshPolicyLocked();
 }
 
