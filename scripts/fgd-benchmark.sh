@@ -2,7 +2,7 @@
 # The fragmentation benchmark: every policy on the FGD paper's Alibaba trace families,
 # with the paper's protocol (gpupack-sim defaults: inflation to 130 %, seeds 42-51).
 #
-#   scripts/fgd-benchmark.sh [--build DIR] [--seeds 42-51] [--out DIR] [--policies LIST] [--fill-pods LIST] [TRACE...]
+#   scripts/fgd-benchmark.sh [--build DIR] [--seeds 42-51] [--out DIR] [--policies LIST] [--fill-pods LIST [--burst]] [TRACE...]
 #
 # TRACE is a pod-list name without prefix/suffix (default, gpushare40, multigpu20, gpuspec33, cpu250, ...),
 # or "all" for every pod list in the trace folder (24). Default: the paper's 17 traces (Figs. 9, 11-14). The trace folder is $GPUPACK_TRACE_DIR, else
@@ -12,6 +12,7 @@
 # --fill-pods 50,100,200 measures the early window instead (gpupack-sim --fill-pods, one run per
 # window; OUT/<trace>-first<N>.txt) and ends with the cells where the first policy's median is
 # above fgd's. Seeds: medians of clusters of 5-25 nodes spread widely, so use 42-1041 there.
+# --burst: each window's pods are created at once (gpupack-sim --burst), not one after another.
 set -euo pipefail
 
 repo="$(cd "$(dirname "$0")/.." && pwd)"
@@ -20,6 +21,7 @@ seeds="42-51"
 out="$repo/fgd-benchmark"
 policies="gpupack,random,dotprod,clustering,packing,bestfit,fgd"
 windows=""
+burst=()
 traces=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -28,7 +30,8 @@ while [[ $# -gt 0 ]]; do
     --out) out="$2"; shift 2 ;;
     --policies) policies="$2"; shift 2 ;;
     --fill-pods) windows="$2"; shift 2 ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    --burst) burst=(--burst); shift ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     -*) echo "fgd-benchmark: unknown option $1" >&2; exit 2 ;;
     *) traces+=("$1"); shift ;;
   esac
@@ -37,6 +40,7 @@ if [[ ${#traces[@]} -eq 0 ]]; then
   traces=(default gpushare40 gpushare60 gpushare80 gpushare100 multigpu20 multigpu30 multigpu40 multigpu50
           gpuspec10 gpuspec20 gpuspec25 gpuspec33 cpu050 cpu100 cpu200 cpu250)
 fi
+[[ ${#burst[@]} -eq 0 || -n "$windows" ]] || { echo "fgd-benchmark: --burst needs --fill-pods (the burst is each window's pods)" >&2; exit 2; }
 trace_dir="${GPUPACK_TRACE_DIR:-$repo/data/traces/alibaba-gpu-v2023}"
 if [[ "${traces[*]}" == "all" ]]; then
   traces=()
@@ -77,7 +81,7 @@ for t in "${traces[@]}"; do
     continue
   fi
   for n in ${windows//,/ }; do
-    "$sim" "${args[@]}" --fill-pods "$n" > "$out/$t-first$n.txt"
+    "$sim" "${args[@]}" --fill-pods "$n" ${burst[@]+"${burst[@]}"} > "$out/$t-first$n.txt"
     rows "$out/$t-first$n.txt" "$t | $n"
     # The first policy against fgd at arrived 100 %, when both ran.
     verdict="$(awk -v a="$first_policy" 'NR > 2 && NF >= 11 { m[$1] = $5 }

@@ -38,6 +38,9 @@ std::string SimUsage() {
   --fill-pods N        the early window: per seed, replay on a random sample of the nodes that
                        the seed's first N pods fill (a fresh cluster; at arrived 100 % about N
                        pods have come, all a learner has seen)
+  --burst              with --fill-pods: those N pods are created at once, as a user's first
+                       burst is; they come in the same order, and the learner also counts the
+                       ones still waiting at its early refreshes, as the extender does
   --compute-rho R      the two-dimensional family: gpu_milli as the compute share, memory drawn
                        with correlation R (-1..1) to it (docs/simulator.md, "Compute"); the
                        table adds unallocated compute %
@@ -94,9 +97,9 @@ StatusOr<int64_t> WholeNumber(const std::string& flag, const std::string& v, int
 // The timeline's own flags (each takes a value), and the replay's flags that do not apply to it.
 constexpr const char* kTimelineOnly[] = {"--defrag",        "--movable",         "--max-moves-per-hour",
                                          "--move-cooldown", "--arrival-speedup", "--cluster-share"};
-constexpr const char* kReplayOnly[] = {
-    "--policy",          "--seeds", "--tune",   "--fill-pods", "--keep-order", "--compute-rho",     "--extender",
-    "--extender-weight", "--json",  "--report", "--what-if",   "--usage-seed", "--process-overhead"};
+constexpr const char* kReplayOnly[] = {"--policy",     "--seeds",       "--tune",       "--fill-pods",       "--burst",
+                                       "--keep-order", "--compute-rho", "--extender",   "--extender-weight", "--json",
+                                       "--report",     "--what-if",     "--usage-seed", "--process-overhead"};
 
 bool IsTimelineFlag(const std::string& arg) {
   return std::find(std::begin(kTimelineOnly), std::end(kTimelineOnly), arg) != std::end(kTimelineOnly);
@@ -179,6 +182,8 @@ StatusOr<SimFlags> ParseSimFlags(const std::vector<std::string>& args) {
       GPUPACK_RETURN_IF_ERROR(ParseTimelineFlag(arg, v, f));
     } else if (arg == "--keep-order") {
       f.options.shuffle = false;
+    } else if (arg == "--burst") {
+      f.options.burst = true;
     } else if (arg == "--cluster") {
       if (!value(f.cluster_path)) return Status::InvalidArgument("--cluster needs a file");
     } else if (arg == "--workload") {
@@ -251,10 +256,18 @@ StatusOr<SimFlags> ParseSimFlags(const std::vector<std::string>& args) {
   if (f.cluster_path.empty()) return Status::InvalidArgument("--cluster is required\n" + SimUsage());
   GPUPACK_RETURN_IF_ERROR(CheckTimelineFlags(f, given));
   if (!f.extender_url.empty() && !seeds_given) f.seeds_text = "42";
+  if (f.options.burst && f.options.fill_pods == 0) {
+    return Status::InvalidArgument("--burst needs --fill-pods: the burst is the window's first N pods");
+  }
+  if (f.options.burst && !f.extender_url.empty()) {
+    return Status::InvalidArgument(
+        "--burst replays in process, not --extender: the extender learns waiting pods from the API server");
+  }
   if (usage_seed && !f.what_if) return Status::InvalidArgument("--usage-seed needs --what-if");
   if (usage_seed) f.what_if->seed = *usage_seed;
   if (f.what_if && !f.extender_url.empty())
     return Status::InvalidArgument("--what-if replays in process, not --extender");
+  if (f.what_if && f.options.burst) return Status::InvalidArgument("--what-if replays pods one at a time, not --burst");
   if (f.what_if && (f.json || !f.report_path.empty()))
     return Status::InvalidArgument("--what-if prints its own table, without --json or --report");
   return f;

@@ -330,10 +330,17 @@ class CorePolicy final : public SimPolicy {
   }
 
   StatusOr<std::optional<Choice>> Choose(const ClusterState& s, const SimPod& pod, Rng&) override {
-    // The extender counts a pod when kube-scheduler first asks about it, before ranking it; a pod
-    // whose CPU or host memory no node has room for is never asked about.
+    // The extender counts a pod when kube-scheduler first asks about it, before ranking it, and at
+    // an early refresh the pods waiting with it; a pod whose CPU or host memory no node has room
+    // for is never asked about.
     if (!s.AnyHostFits(pod.demand)) return std::optional<Choice>();
-    if (decision_->Observe(ArrivalRequest(pod))) RefreshPolicy();
+    const auto waiting = [&pod] {
+      std::vector<model::PodRequest> requests;
+      requests.reserve(pod.waiting.size());
+      for (const SimPod& w : pod.waiting) requests.push_back(ArrivalRequest(w));
+      return requests;
+    };
+    if (decision_->Observe(ArrivalRequest(pod), waiting)) RefreshPolicy();
     // The compact filter is the same fit; it only saves the core the infeasible nodes.
     const int best = CoreRankFirst(*decision_, kind_, *policy_, nodes_, summaries_, rank_, *pod.request,
                                    [&](int n) { return s.Fits(n, pod.demand); });

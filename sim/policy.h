@@ -50,6 +50,10 @@ struct SimPod {
   const model::PodRequest* request = nullptr;
   Demand demand;
   std::string name;  // unique per arrival (copies made by inflation get "-tuned-<i>")
+  // The pods created with this one that kube-scheduler has not yet taken up, in the order it
+  // will (a burst, ReplayOptions::burst; empty when pods come one at a time). The extender learns
+  // them at an early refresh (placement::Decision::Observe).
+  std::span<const SimPod> waiting;
 };
 
 // The pod's request as the extender sees this arrival: named, with the name as its UID (PodJson),

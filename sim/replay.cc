@@ -118,12 +118,16 @@ StatusOr<SeedRun> Replayer::RunSeed(SimPolicy& policy, uint64_t seed) const {
   run.seed = seed;
   MiB arrived = 0;
   std::vector<int> copies(pods_.size(), 0);
-  SimPod pod;
-  for (int index : arrivals) {
-    pod.request = &pods_[index];
-    pod.demand = cluster.demands[index];
-    const int copy = copies[index]++;
-    pod.name = ArrivalName(pods_[index].name, copy);
+  std::vector<SimPod> queue(arrivals.size());
+  for (size_t i = 0; i < arrivals.size(); ++i) {
+    const int index = arrivals[i];
+    queue[i].request = &pods_[index];
+    queue[i].demand = cluster.demands[index];
+    queue[i].name = ArrivalName(pods_[index].name, copies[index]++);
+  }
+  const size_t burst = options_.burst ? std::min(queue.size(), static_cast<size_t>(options_.fill_pods)) : 0;
+  for (size_t i = 0; i < burst; ++i) queue[i].waiting = std::span<const SimPod>(queue).subspan(i + 1, burst - i - 1);
+  for (const SimPod& pod : queue) {
     GPUPACK_ASSIGN_OR_RETURN(std::optional<Choice> choice, policy.Choose(state, pod, rng));
     arrived += state.ArrivedOf(pod.demand);
     ++run.pods;

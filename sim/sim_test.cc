@@ -669,6 +669,34 @@ TEST(Replay, FillPodsReplaysOnAClusterTheFirstPodsFill) {
   EXPECT_DOUBLE_EQ(run->curve[100].unallocated_pct, 0);
 }
 
+// A burst: an 8-GPU node and a 2-GPU node (10 GPUs of 1000 MiB), and in file order two 1-GPU
+// pods, then an 8-GPU pod; fill_pods 3 asks 10 × 1000 MiB, so the cluster is both nodes, and
+// tune 1 plays the 3 pods. One at a time, the learner's first refresh knows a 1-GPU pod and the
+// prior, whose 2-GPU shape a 1-GPU pod on the 2-GPU node would strand (ΔF > 0; on the 8-GPU node
+// 0): both 1-GPU pods go to the 8-GPU node and the 8-GPU pod fails. As a burst, the first refresh
+// also counts the two pods waiting: the 8-GPU shape is a third of what was seen, a 1-GPU pod on
+// the 8-GPU node would strand its 7 other GPUs for it, so both take the 2-GPU node and all 3 fit.
+TEST(Replay, ABurstIsLearnedFromThePodsWaitingAtTheFirstRefresh) {
+  std::vector<model::Node> nodes{TraceNode("big", 128000, std::vector<MiB>(8, 0)), TraceNode("small", 128000, {0, 0})};
+  std::vector<model::PodRequest> pods{NamedPod("a", 1, 0, 4000), NamedPod("b", 1, 0, 4000), NamedPod("c", 8, 0, 4000)};
+  for (bool burst : {false, true}) {
+    SCOPED_TRACE(burst ? "burst" : "one at a time");
+    ReplayOptions opts;
+    opts.shuffle = false;
+    opts.tune = 1;
+    opts.fill_pods = 3;
+    opts.burst = burst;
+    auto r = Replayer::Create(nodes, pods, opts);
+    ASSERT_TRUE(r.ok()) << r.status();
+    auto policy = MakePolicy("gpupack", r->typical());
+    ASSERT_TRUE(policy.ok()) << policy.status();
+    auto run = r->RunSeed(**policy, 42);
+    ASSERT_TRUE(run.ok()) << run.status();
+    EXPECT_EQ(run->pods, 3);
+    EXPECT_EQ(run->failed, burst ? 0 : 1);
+  }
+}
+
 TEST(Replay, StatisticsAreMedianMeanAndSampleSd) {
   Stat s = Summarize({4, 1, 3, 2});
   EXPECT_DOUBLE_EQ(s.median, 2.5);
