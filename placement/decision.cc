@@ -106,7 +106,7 @@ Policy Decision::InitialPolicy(MiB device_mib) const {
 bool Decision::Observe(const PodRequest& pod, const WaitingPods& waiting) {
   if (!learning() || !Record(pod) || !RefreshDue()) return false;
   if (waiting && early()) {
-    for (const PodRequest& w : waiting()) Record(w);
+    for (const PodRequest& w : waiting()) seen_waiting_ += Record(w) ? 1 : 0;
   }
   return true;
 }

@@ -127,6 +127,10 @@ class Decision {
   // waiting to be scheduled, changes the policy most and costs least to gather.
   bool early() const { return seen_at_refresh_ < options_.refresh_pods; }
   static constexpr size_t kCountedUids = size_t{1} << 16;
+  // The pods counted so far, each UID once, and of them those counted as waiting with another
+  // (Observe's `waiting`): what the extender exports as gpupack_learner_pods_total.
+  int64_t seen() const { return seen_; }
+  int64_t seen_waiting() const { return seen_waiting_; }
 
   // Rebuilds the policy from the learner and the nodes as they are now. `for_each_node(visit)`
   // must call visit once per node; it is called twice (the device size, then the prices).
@@ -149,6 +153,7 @@ class Decision {
   MiB prior_mib_;  // the device size the learner's prior is relative to
   WorkloadLearner learner_;
   int64_t seen_ = 0;                           // pods observed, undecayed
+  int64_t seen_waiting_ = 0;                   // of them, counted from Observe's `waiting`
   int64_t seen_at_refresh_ = 0;                // seen_ at the last refresh
   int64_t since_refresh_ = 0;                  // pods observed since the last refresh
   std::vector<TypicalSpec> refreshed_shapes_;  // the typical set's shapes at the last refresh

@@ -161,6 +161,8 @@ TEST(Decision, CountsThePodsWaitingAtAnEarlyRefreshOnly) {
   for (int i = 2; i <= 11; ++i) waiting.push_back(pod(i));
   EXPECT_TRUE(decision.Observe(pod(1), wait));
   EXPECT_EQ(reads, 1);
+  EXPECT_EQ(decision.seen(), 11);
+  EXPECT_EQ(decision.seen_waiting(), 10);
   decision.Refresh(each);
   EXPECT_TRUE(decision.early());
   for (int i = 2; i <= 11; ++i) EXPECT_FALSE(decision.Observe(pod(i), wait)) << "pod " << i << " counted waiting";
@@ -170,6 +172,8 @@ TEST(Decision, CountsThePodsWaitingAtAnEarlyRefreshOnly) {
   EXPECT_EQ(reads, 1);
   EXPECT_TRUE(decision.Observe(pod(22), wait));
   EXPECT_EQ(reads, 2);
+  EXPECT_EQ(decision.seen(), 62);
+  EXPECT_EQ(decision.seen_waiting(), 50);
   decision.Refresh(each);
   EXPECT_FALSE(decision.early()) << "62 pods seen by the last refresh";
   for (int i = 63; i <= 111; ++i) EXPECT_FALSE(decision.Observe(pod(i), wait)) << "pod " << i;

@@ -12,7 +12,7 @@
 # --fill-pods 50,100,200 measures the early window instead (gpupack-sim --fill-pods, one run per
 # window; OUT/<trace>-first<N>.txt) and ends with the cells where the first policy's median is
 # above fgd's. Seeds: medians of clusters of 5-25 nodes spread widely, so use 42-1041 there.
-# --burst: each window's pods are created at once (gpupack-sim --burst), not one after another.
+# --burst: each window's pods all wait from the start (gpupack-sim --burst), not one after another.
 set -euo pipefail
 
 repo="$(cd "$(dirname "$0")/.." && pwd)"

@@ -38,9 +38,10 @@ std::string SimUsage() {
   --fill-pods N        the early window: per seed, replay on a random sample of the nodes that
                        the seed's first N pods fill (a fresh cluster; at arrived 100 % about N
                        pods have come, all a learner has seen)
-  --burst              with --fill-pods: those N pods are created at once, as a user's first
-                       burst is; they come in the same order, and the learner also counts the
-                       ones still waiting at its early refreshes, as the extender does
+  --burst              with --fill-pods: those N pods all wait before the first is placed
+                       (created before gpupack was ready, or queued); they come in the same
+                       order, and the learner also counts the ones still waiting at its early
+                       refreshes, as the extender does
   --compute-rho R      the two-dimensional family: gpu_milli as the compute share, memory drawn
                        with correlation R (-1..1) to it (docs/simulator.md, "Compute"); the
                        table adds unallocated compute %

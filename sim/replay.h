@@ -14,9 +14,9 @@
 // their GPU capacity holds the GPU demand of the seed's first N pods, and that cluster replays the
 // seed's order as it comes (no copies) up to `tune` × its capacity; at arrived 100 % about N
 // pods have come, so whatever a policy learns it learns from them. With `burst` as well, those
-// first N pods are created at once, as a user's burst into a fresh cluster is: they still come
-// one at a time in the same order, but each sees the rest of the burst waiting (SimPod::waiting),
-// as the extender sees the pods pending with the one it is asked about.
+// first N pods all wait before the first is placed (created before the scheduler could place
+// them): they still come one at a time in the same order, but each sees the rest of the burst
+// waiting (SimPod::waiting), as the extender sees the pods pending with the one it is asked about.
 #pragma once
 
 #include <cstdint>
@@ -37,7 +37,7 @@ struct ReplayOptions {
   bool shuffle = true;       // false keeps the workload's own order (no sort, no shuffle)
   double coverage = 0.95;    // share of pods the typical set M must cover
   int fill_pods = 0;         // > 0: per seed, a cluster that the first fill_pods pods fill (above)
-  bool burst = false;        // with fill_pods: those pods are created at once (above)
+  bool burst = false;        // with fill_pods: those pods all wait from the start (above)
   OverheadVariant overhead;  // what the gpupack-overhead policy charges per process
 };
 

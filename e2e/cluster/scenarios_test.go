@@ -942,6 +942,63 @@ func TestExactFillBurstOnColdExtenders(t *testing.T) {
 	}
 }
 
+// The burst as a running extender meets it: both extenders restarted cold and synced first, then
+// 24 pods created by one client after another (as `kubectl apply` creates them), or by 8 clients
+// at once (as a controller scaling out does), while kube-scheduler places them. Each pod is
+// counted into the leader's learner exactly once (gpupack_learner_pods_total: "asked" at its
+// filter or bind, or "waiting" when an early refresh found it pending). How many were already
+// waiting is what the simulator's --burst assumes (docs/simulator.md, "A burst"), so the test
+// logs it.
+func TestRunningExtenderCountsABurstOnce(t *testing.T) {
+	const n = 24
+	tb.makeReplica0Lead(t)
+	port := tb.scheduler[0].metricsPort
+	learned := func() (asked, waiting float64) {
+		var err error
+		if asked, err = tb.scrape(port, `gpupack_learner_pods_total{source="asked"}`); err != nil {
+			t.Fatal(err)
+		}
+		if waiting, err = tb.scrape(port, `gpupack_learner_pods_total{source="waiting"}`); err != nil {
+			t.Fatal(err)
+		}
+		return asked, waiting
+	}
+	for _, clients := range []int{1, 8} {
+		for i := range tb.scheduler {
+			tb.scheduler[i].extender.kill9()
+			if err := tb.startExtender(i); err != nil {
+				t.Fatalf("start extender-%d: %v", i, err)
+			}
+		}
+		// Ready comes before the learner's sync: wait for its refresh, so that the pods held or
+		// waiting before the burst are counted before it.
+		if err := waitFor(30*time.Second, 100*time.Millisecond, "extender-0's first policy refresh", func() (bool, error) {
+			v, err := tb.scrape(port, "gpupack_policy_refreshes_total")
+			return v >= 1, err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		asked0, waiting0 := learned()
+		ns := tb.createNamespace(t, fmt.Sprintf("learnburst%d", clients))
+		var specs []podSpec
+		for i := 0; i < n; i++ {
+			specs = append(specs, podSpec{name: fmt.Sprintf("lb-%02d", i), memory: "4Gi",
+				annotations: map[string]string{"gpupack.io/device-kind": "gpu"}})
+		}
+		tb.createPods(t, ns, specs, clients, 0, nil)
+		tb.waitBound(t, ns, n, 2*time.Minute)
+		asked1, waiting1 := learned()
+		asked, waiting := asked1-asked0, waiting1-waiting0
+		if asked+waiting != n {
+			t.Errorf("%d clients: extender-0 counted %.0f asked + %.0f waiting pods of a burst of %d, want each once",
+				clients, asked, waiting, n)
+		}
+		t.Logf("a burst of %d pods from %d client(s): extender-0 counted %.0f asked about and %.0f waiting",
+			n, clients, asked, waiting)
+		tb.deletePods(t, ns)
+	}
+}
+
 // scrape reads one sample (name with its labels, as exposed) from a /metrics endpoint.
 func (b *bed) scrape(port int, sample string) (float64, error) {
 	samples, err := metricsOf(port)

@@ -105,8 +105,14 @@ void Extender::Learn(const model::PodRequest& request) {
   // A burst that reaches a running extender is asked about pod by pod; at an early refresh the
   // pods waiting with this one count too, so the first refresh already knows the burst's sizes
   // and the policy keeps room for them.
-  if (!decision_.Observe(request, [this] { return backend_.WaitingPodRequests(); })) return;
-  RefreshPolicyLocked();
+  const int64_t seen = decision_.seen(), seen_waiting = decision_.seen_waiting();
+  const bool refresh = decision_.Observe(request, [this] { return backend_.WaitingPodRequests(); });
+  if (metrics_ != nullptr) {
+    const int64_t waiting = decision_.seen_waiting() - seen_waiting;
+    metrics_->CountLearnedPods("asked", decision_.seen() - seen - waiting);
+    metrics_->CountLearnedPods("waiting", waiting);
+  }
+  if (refresh) RefreshPolicyLocked();
 }
 
 void Extender::LearnHeldPods() {
@@ -114,10 +120,16 @@ void Extender::LearnHeldPods() {
   std::lock_guard lock(learner_mu_);
   if (learned_held_pods_.load()) return;
   learned_held_pods_.store(true);
+  const int64_t seen = decision_.seen();
   const std::vector<model::PodRequest> held = backend_.HeldPodRequests();
   for (const model::PodRequest& request : held) decision_.Observe(request);
+  const int64_t seen_held = decision_.seen();
   const std::vector<model::PodRequest> waiting = backend_.WaitingPodRequests();
   for (const model::PodRequest& request : waiting) decision_.Observe(request);
+  if (metrics_ != nullptr) {
+    metrics_->CountLearnedPods("held", seen_held - seen);
+    metrics_->CountLearnedPods("waiting", decision_.seen() - seen_held);
+  }
   // Even with nothing running: the device size, the reservation and the completion value need
   // the cluster, which is known only now, so the first refresh is here rather than after the
   // first refreshPods binds.
@@ -135,6 +147,7 @@ void Extender::RefreshPolicyLocked() {
   });
   unit_mib_.store(decision_.unit_mib());
   state_.SetPolicy(std::make_shared<placement::Policy>(std::move(policy)));
+  if (metrics_ != nullptr) metrics_->CountPolicyRefresh();
 }
 
 Extender::RankKey Extender::RankOf(const ClusterState::Assessment& assessment,

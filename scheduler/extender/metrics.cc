@@ -78,6 +78,18 @@ ExtenderMetrics::ExtenderMetrics(const ClusterState* state, bool per_device, con
                            .Name("gpupack_defrag_evictions_total")
                            .Help("Pods defragmentation evicted, or did not evict, by result.")
                            .Register(*registry_);
+  learned_pods_ = &prometheus::BuildCounter()
+                       .Name("gpupack_learner_pods_total")
+                       .Help(
+                           "Pods counted into the workload learner, each UID once, by where first seen: asked, "
+                           "waiting, held.")
+                       .Register(*registry_);
+  for (const char* source : {"asked", "waiting", "held"}) learned_pods_->Add({{"source", source}});
+  policy_refreshes_ = &prometheus::BuildCounter()
+                           .Name("gpupack_policy_refreshes_total")
+                           .Help("Rebuilds of the placement policy from the learned workload and the nodes.")
+                           .Register(*registry_)
+                           .Add({});
   // All three results from the start, so rates and ratios exist before the first conflict.
   auto& binds = prometheus::BuildCounter()
                     .Name("gpupack_bind_requests_total")
@@ -127,6 +139,12 @@ void ExtenderMetrics::CountDefragPlan(placement::DefragOutcome outcome, int move
 void ExtenderMetrics::CountDefragEviction(std::string_view result, int count) {
   if (count > 0) defrag_evictions_->Add({{"result", std::string(result)}}).Increment(count);
 }
+
+void ExtenderMetrics::CountLearnedPods(std::string_view source, int64_t count) {
+  if (count > 0) learned_pods_->Add({{"source", std::string(source)}}).Increment(static_cast<double>(count));
+}
+
+void ExtenderMetrics::CountPolicyRefresh() { policy_refreshes_->Increment(); }
 
 void ExtenderMetrics::CountExpiredReservations(int count) {
   if (count > 0) expired_->Increment(count);

@@ -56,6 +56,12 @@ class ExtenderMetrics {
   // Evictions a plan made or did not (mode on): `result` is "evicted", "refused_by_budget",
   // "error", "deferred" (the hourly bound) or "not_leader" (another replica acts), `count` pods.
   void CountDefragEviction(std::string_view result, int count);
+  // Pods counted into the workload learner, each UID once, by where it was first seen: "asked"
+  // (its filter or bind), "waiting" (pending with a pod asked about at an early refresh, or at the
+  // first sync), "held" (holding devices at the first sync: a restart or a failover).
+  void CountLearnedPods(std::string_view source, int64_t count);
+  // One rebuild of the policy from the learner and the nodes (placement::Decision::Refresh).
+  void CountPolicyRefresh();
   void CountExpiredReservations(int count);
   void CountExpiredHolds(int count);
   void SetReady(bool ready);
@@ -81,6 +87,8 @@ class ExtenderMetrics {
   prometheus::Family<prometheus::Counter>* defrag_plans_;
   prometheus::Counter* defrag_moves_;
   prometheus::Family<prometheus::Counter>* defrag_evictions_;
+  prometheus::Family<prometheus::Counter>* learned_pods_;
+  prometheus::Counter* policy_refreshes_;
   std::atomic<bool> ready_{false};
 };
 
