@@ -173,6 +173,17 @@ def scheduler():
             "Reservations dropped unconfirmed after their TTL: leaked or very slow binds.",
             [(f"sum(rate(gpupack_reservations_expired_total{{{EXT}}}[{RI}]))", "expired")],
             "cps", w=6, min=0)
+    b.panel("timeseries", "Workload learner: pods counted by source",
+            "Pods counted into the placement policy's learned workload per second, per replica, each once: "
+            "asked (its filter or bind), waiting (pending when an early refresh looked; a burst that waits "
+            "is learned whole at once), held (holding devices when the replica synced: a restart).",
+            [(f"sum by (instance, source) (rate(gpupack_learner_pods_total{{{EXT}}}[{RI}]))", "{{instance}} {{source}}")],
+            "cps", w=12, min=0)
+    b.panel("timeseries", "Policy refreshes",
+            "Rebuilds of the placement policy from the learned workload, per replica: at the sync, after "
+            "1, 2, 4, ... 64 pods, then every workload.refreshPods, sooner when the mix changes.",
+            [(f"sum by (instance) (rate(gpupack_policy_refreshes_total{{{EXT}}}[{RI}]))", "{{instance}}")],
+            "cps", w=12, min=0)
 
     b.row("kube-scheduler (gpupack profile)")
     b.panel("timeseries", "Scheduling attempts by result",
