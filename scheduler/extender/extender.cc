@@ -109,8 +109,8 @@ void Extender::Learn(const model::PodRequest& request) {
   const bool refresh = decision_.Observe(request, [this] { return backend_.WaitingPodRequests(); });
   if (metrics_ != nullptr) {
     const int64_t waiting = decision_.seen_waiting() - seen_waiting;
-    metrics_->CountLearnedPods("asked", decision_.seen() - seen - waiting);
-    metrics_->CountLearnedPods("waiting", waiting);
+    metrics_->CountLearnedPods(ExtenderMetrics::LearnedFrom::kAsked, decision_.seen() - seen - waiting);
+    metrics_->CountLearnedPods(ExtenderMetrics::LearnedFrom::kWaiting, waiting);
   }
   if (refresh) RefreshPolicyLocked();
 }
@@ -127,8 +127,8 @@ void Extender::LearnHeldPods() {
   const std::vector<model::PodRequest> waiting = backend_.WaitingPodRequests();
   for (const model::PodRequest& request : waiting) decision_.Observe(request);
   if (metrics_ != nullptr) {
-    metrics_->CountLearnedPods("held", seen_held - seen);
-    metrics_->CountLearnedPods("waiting", decision_.seen() - seen_held);
+    metrics_->CountLearnedPods(ExtenderMetrics::LearnedFrom::kHeld, seen_held - seen);
+    metrics_->CountLearnedPods(ExtenderMetrics::LearnedFrom::kWaiting, decision_.seen() - seen_held);
   }
   // Even with nothing running: the device size, the reservation and the completion value need
   // the cluster, which is known only now, so the first refresh is here rather than after the

@@ -143,6 +143,28 @@ TEST(ExtenderLearner, ARunningExtenderCountsAWaitingBurstAtItsFirstRefresh) {
   }
 }
 
+// An extender with metrics, its backend scripted, on nodes g0 and g1 of 2 × 80 GiB.
+struct MeteredExtender {
+  MeteredExtender() {
+    for (const std::string& name : names) state.UpsertNode(GpuNode(name, 2, 81920));
+  }
+  // The value of one series of the scrape, as exposed ("absent" when it is not).
+  std::string Sample(const std::string& series) const {
+    const std::string text = metrics.Render();
+    const size_t at = text.find("\n" + series + " ");
+    if (at == std::string::npos) return "absent";
+    const size_t start = at + series.size() + 2;
+    return text.substr(start, text.find('\n', start) - start);
+  }
+
+  const std::vector<std::string> names = {"g0", "g1"};
+  FakeClock clock;
+  ClusterState state{FgdPrior(), clock, std::chrono::seconds(0)};
+  ExtenderMetrics metrics{&state, false, BuildInfo{"0", "0"}};
+  ScriptedBackend backend;
+  Extender ext{state, backend, ExtenderOptions{}, clock, &metrics};
+};
+
 // The learner's evidence in gpupack_learner_pods_total, each pod once, by where it was first
 // seen; gpupack_policy_refreshes_total counts the rebuilds. A restart that finds 2 pods holding
 // devices and 1 waiting counts them at the sync (held 2, waiting 1) and refreshes once. A running
@@ -150,52 +172,34 @@ TEST(ExtenderLearner, ARunningExtenderCountsAWaitingBurstAtItsFirstRefresh) {
 // "asked" and makes a refresh due (the gap is 1), which counts the other 4 as "waiting"; asked
 // about and bound in turn, or asked about twice, they count no more.
 TEST(ExtenderLearner, CountsEachPodOnceByWhereItWasFirstSeen) {
-  auto sample = [](const ExtenderMetrics& metrics, const std::string& series) {
-    const std::string text = metrics.Render();
-    const size_t at = text.find("\n" + series + " ");
-    if (at == std::string::npos) return std::string("absent");
-    const size_t start = at + series.size() + 2;
-    return text.substr(start, text.find('\n', start) - start);
-  };
-  const std::vector<std::string> names = {"g0", "g1"};
   auto pod = [](const std::string& name) { return PodJson(name, "u" + name, "10Gi"); };
   {
-    FakeClock clock;
-    ClusterState state(FgdPrior(), clock, std::chrono::seconds(0));
-    for (const std::string& name : names) state.UpsertNode(GpuNode(name, 2, 81920));
-    ExtenderMetrics metrics(&state, false, BuildInfo{"0", "0"});
-    ScriptedBackend backend;
-    backend.held = {*translate::ParsePodRequest(pod("h0"), 16), *translate::ParsePodRequest(pod("h1"), 16)};
-    backend.waiting = {*translate::ParsePodRequest(pod("w0"), 16)};
-    Extender ext(state, backend, ExtenderOptions{}, clock, &metrics);
-    ext.Maintain();
-    EXPECT_EQ(sample(metrics, "gpupack_learner_pods_total{source=\"held\"}"), "2");
-    EXPECT_EQ(sample(metrics, "gpupack_learner_pods_total{source=\"waiting\"}"), "1");
-    EXPECT_EQ(sample(metrics, "gpupack_learner_pods_total{source=\"asked\"}"), "0");
-    EXPECT_EQ(sample(metrics, "gpupack_policy_refreshes_total"), "1");
+    MeteredExtender restarted;
+    restarted.backend.held = {*translate::ParsePodRequest(pod("h0"), 16), *translate::ParsePodRequest(pod("h1"), 16)};
+    restarted.backend.waiting = {*translate::ParsePodRequest(pod("w0"), 16)};
+    restarted.ext.Maintain();
+    EXPECT_EQ(restarted.Sample("gpupack_learner_pods_total{source=\"held\"}"), "2");
+    EXPECT_EQ(restarted.Sample("gpupack_learner_pods_total{source=\"waiting\"}"), "1");
+    EXPECT_EQ(restarted.Sample("gpupack_learner_pods_total{source=\"asked\"}"), "0");
+    EXPECT_EQ(restarted.Sample("gpupack_policy_refreshes_total"), "1");
   }
-  FakeClock clock;
-  ClusterState state(FgdPrior(), clock, std::chrono::seconds(0));
-  for (const std::string& name : names) state.UpsertNode(GpuNode(name, 2, 81920));
-  ExtenderMetrics metrics(&state, false, BuildInfo{"0", "0"});
-  ScriptedBackend backend;
-  Extender ext(state, backend, ExtenderOptions{}, clock, &metrics);
-  ext.Maintain();
-  EXPECT_EQ(sample(metrics, "gpupack_policy_refreshes_total"), "1");
+  MeteredExtender running;
+  running.ext.Maintain();
+  EXPECT_EQ(running.Sample("gpupack_policy_refreshes_total"), "1");
   std::vector<json> burst;
   for (int i = 0; i < 5; ++i) {
     burst.push_back(pod("b" + std::to_string(i)));
-    backend.waiting.push_back(*translate::ParsePodRequest(burst.back(), 16));
+    running.backend.waiting.push_back(*translate::ParsePodRequest(burst.back(), 16));
   }
-  EXPECT_EQ(ext.Filter(FilterBody(burst[0], names)).status, 200);
-  EXPECT_EQ(sample(metrics, "gpupack_learner_pods_total{source=\"asked\"}"), "1");
-  EXPECT_EQ(sample(metrics, "gpupack_learner_pods_total{source=\"waiting\"}"), "4");
-  EXPECT_EQ(sample(metrics, "gpupack_policy_refreshes_total"), "2");
-  for (const json& p : burst) EXPECT_FALSE(FilterAndBind(ext, backend, p, names).empty());
-  EXPECT_EQ(sample(metrics, "gpupack_learner_pods_total{source=\"asked\"}"), "1");
-  EXPECT_EQ(sample(metrics, "gpupack_learner_pods_total{source=\"waiting\"}"), "4");
-  EXPECT_EQ(sample(metrics, "gpupack_learner_pods_total{source=\"held\"}"), "0");
-  EXPECT_EQ(sample(metrics, "gpupack_policy_refreshes_total"), "2");
+  EXPECT_EQ(running.ext.Filter(FilterBody(burst[0], running.names)).status, 200);
+  EXPECT_EQ(running.Sample("gpupack_learner_pods_total{source=\"asked\"}"), "1");
+  EXPECT_EQ(running.Sample("gpupack_learner_pods_total{source=\"waiting\"}"), "4");
+  EXPECT_EQ(running.Sample("gpupack_policy_refreshes_total"), "2");
+  for (const json& p : burst) EXPECT_FALSE(FilterAndBind(running.ext, running.backend, p, running.names).empty());
+  EXPECT_EQ(running.Sample("gpupack_learner_pods_total{source=\"asked\"}"), "1");
+  EXPECT_EQ(running.Sample("gpupack_learner_pods_total{source=\"waiting\"}"), "4");
+  EXPECT_EQ(running.Sample("gpupack_learner_pods_total{source=\"held\"}"), "0");
+  EXPECT_EQ(running.Sample("gpupack_policy_refreshes_total"), "2");
 }
 
 // The standalone repro, where nothing is waiting: after three pairs of 48 + 32 GiB (or

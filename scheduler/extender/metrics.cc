@@ -78,13 +78,15 @@ ExtenderMetrics::ExtenderMetrics(const ClusterState* state, bool per_device, con
                            .Name("gpupack_defrag_evictions_total")
                            .Help("Pods defragmentation evicted, or did not evict, by result.")
                            .Register(*registry_);
-  learned_pods_ = &prometheus::BuildCounter()
-                       .Name("gpupack_learner_pods_total")
-                       .Help(
-                           "Pods counted into the workload learner, each UID once, by where first seen: asked, "
-                           "waiting, held.")
-                       .Register(*registry_);
-  for (const char* source : {"asked", "waiting", "held"}) learned_pods_->Add({{"source", source}});
+  auto& learned = prometheus::BuildCounter()
+                      .Name("gpupack_learner_pods_total")
+                      .Help(
+                          "Pods counted into the workload learner, each UID once, by where first seen: asked, "
+                          "waiting, held.")
+                      .Register(*registry_);
+  learned_pods_[static_cast<size_t>(LearnedFrom::kAsked)] = &learned.Add({{"source", "asked"}});
+  learned_pods_[static_cast<size_t>(LearnedFrom::kWaiting)] = &learned.Add({{"source", "waiting"}});
+  learned_pods_[static_cast<size_t>(LearnedFrom::kHeld)] = &learned.Add({{"source", "held"}});
   policy_refreshes_ = &prometheus::BuildCounter()
                            .Name("gpupack_policy_refreshes_total")
                            .Help("Rebuilds of the placement policy from the learned workload and the nodes.")
@@ -140,8 +142,8 @@ void ExtenderMetrics::CountDefragEviction(std::string_view result, int count) {
   if (count > 0) defrag_evictions_->Add({{"result", std::string(result)}}).Increment(count);
 }
 
-void ExtenderMetrics::CountLearnedPods(std::string_view source, int64_t count) {
-  if (count > 0) learned_pods_->Add({{"source", std::string(source)}}).Increment(static_cast<double>(count));
+void ExtenderMetrics::CountLearnedPods(LearnedFrom source, int64_t count) {
+  if (count > 0) learned_pods_[static_cast<size_t>(source)]->Increment(static_cast<double>(count));
 }
 
 void ExtenderMetrics::CountPolicyRefresh() { policy_refreshes_->Increment(); }

@@ -8,6 +8,7 @@
 // Thread safety: every method may be called concurrently.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <memory>
 #include <string>
@@ -56,10 +57,14 @@ class ExtenderMetrics {
   // Evictions a plan made or did not (mode on): `result` is "evicted", "refused_by_budget",
   // "error", "deferred" (the hourly bound) or "not_leader" (another replica acts), `count` pods.
   void CountDefragEviction(std::string_view result, int count);
-  // Pods counted into the workload learner, each UID once, by where it was first seen: "asked"
-  // (its filter or bind), "waiting" (pending with a pod asked about at an early refresh, or at the
-  // first sync), "held" (holding devices at the first sync: a restart or a failover).
-  void CountLearnedPods(std::string_view source, int64_t count);
+  // Where the workload learner first saw a pod, gpupack_learner_pods_total's `source`: kAsked
+  // "asked" (its filter or bind), kWaiting "waiting" (pending with a pod asked about at an early
+  // refresh, or at the first sync), kHeld "held" (holding devices at the first sync: a restart or
+  // a failover).
+  enum class LearnedFrom { kAsked, kWaiting, kHeld };
+  // `count` pods counted into the workload learner from `source`, each UID once. Called on the
+  // filter's path, so the series are resolved once, at construction.
+  void CountLearnedPods(LearnedFrom source, int64_t count);
   // One rebuild of the policy from the learner and the nodes (placement::Decision::Refresh).
   void CountPolicyRefresh();
   void CountExpiredReservations(int count);
@@ -87,7 +92,7 @@ class ExtenderMetrics {
   prometheus::Family<prometheus::Counter>* defrag_plans_;
   prometheus::Counter* defrag_moves_;
   prometheus::Family<prometheus::Counter>* defrag_evictions_;
-  prometheus::Family<prometheus::Counter>* learned_pods_;
+  std::array<prometheus::Counter*, 3> learned_pods_;  // by LearnedFrom
   prometheus::Counter* policy_refreshes_;
   std::atomic<bool> ready_{false};
 };
