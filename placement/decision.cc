@@ -136,10 +136,30 @@ Policy Decision::Refresh(const NodeVisitor& for_each_node) {
   since_refresh_ = 0;
   seen_at_refresh_ = seen_;
   refreshed_shapes_ = learner_.Snapshot().specs;
-  if (options_.device_mib <= 0) {
+  // One pass over the nodes for the device size (unless configured) and, while the learner's
+  // model hedge can hold, each GPU model's share of the device memory.
+  const bool tally_size = options_.device_mib <= 0;
+  const bool tally_models = learning() && learner_.observed_mass() < WorkloadLearner::kModelHedgePods;
+  if (tally_size || tally_models) {
     DeviceMemory memory;
-    for_each_node([&](const Node& node) { Tally(node, memory); });
-    unit_mib_ = MostMemory(memory, kUnknownDeviceMiB);
+    std::map<std::string, int64_t> model_memory;
+    int64_t total_memory = 0;
+    for_each_node([&](const Node& node) {
+      Tally(node, memory);
+      if (!tally_models) return;
+      for (const Device& device : node.devices) {
+        if (device.capacity_mib <= 0) continue;
+        model_memory[device.model] += device.capacity_mib;
+        total_memory += device.capacity_mib;
+      }
+    });
+    if (tally_size) unit_mib_ = MostMemory(memory, kUnknownDeviceMiB);
+    if (tally_models) {
+      std::vector<ClusterModel> models;
+      for (const auto& [model, mib] : model_memory)
+        models.push_back(ClusterModel{model, static_cast<double>(mib) / static_cast<double>(total_memory)});
+      learner_.SetClusterModels(std::move(models));
+    }
   }
   if (unit_mib_ != prior_mib_ && !fixed_prior_) {
     prior_mib_ = unit_mib_;

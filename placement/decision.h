@@ -133,7 +133,8 @@ class Decision {
   int64_t seen_waiting() const { return seen_waiting_; }
 
   // Rebuilds the policy from the learner and the nodes as they are now. `for_each_node(visit)`
-  // must call visit once per node; it is called twice (the device size, then the prices).
+  // must call visit once per node; it is called up to twice (the device size and, while the
+  // learner's model hedge can hold, the GPU models; then the prices).
   using NodeVisitor = std::function<void(const std::function<void(const Node&)>&)>;
   Policy Refresh(const NodeVisitor& for_each_node);
 

@@ -108,6 +108,34 @@ TEST(Decision, RefreshFindsTheDeviceSizeAndLearnsExactShapes) {
   EXPECT_TRUE(big && small);
 }
 
+// The refresh tells the learner the cluster's GPU models by their share of the device memory:
+// 3 × 8 × 16000 MiB of A100 (384,000 of 448,000 MiB: 86 %) and 2 × 2 × 16000 of T4 (14 %). Once a pod has named a
+// model (here the A100), the policy keeps a whole-GPU shape pinned to the rare T4 (the hedge,
+// WorkloadLearner) and none to the A100.
+TEST(Decision, RefreshGivesTheLearnerTheClustersModels) {
+  DecisionOptions options;
+  options.coverage = 1.0;
+  Decision decision(PolicyKind::kFgd, PlacementOptions{}, options);
+  std::vector<Node> nodes = {NodeOf("a1", 8, 16000), NodeOf("a2", 8, 16000), NodeOf("a3", 8, 16000),
+                             builders::GpuNode("t1", 2, 16000, "NVIDIA T4"),
+                             builders::GpuNode("t2", 2, 16000, "NVIDIA T4")};
+  auto each = [&](const std::function<void(const Node&)>& visit) {
+    for (const Node& n : nodes) visit(n);
+  };
+  auto pinned_to = [](const Policy& policy, const std::string& model) {
+    return std::any_of(policy.workload().specs.begin(), policy.workload().specs.end(), [&](const TypicalSpec& s) {
+      return s.whole_device() && s.gpu_models == std::vector<std::string>{model};
+    });
+  };
+  decision.Refresh(each);
+  PodRequest pod = PodOf(4000);
+  pod.gpu_models = {"A100"};
+  ASSERT_TRUE(decision.Observe(pod));
+  const Policy policy = decision.Refresh(each);
+  EXPECT_TRUE(pinned_to(policy, "NVIDIA T4"));
+  EXPECT_FALSE(pinned_to(policy, builders::kA100));
+}
+
 PodRequest PodWithUid(MiB mem, const std::string& uid) {
   PodRequest p = PodOf(mem);
   p.uid = uid;

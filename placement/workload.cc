@@ -51,6 +51,9 @@ bool SameShape(const TypicalSpec& a, const TypicalSpec& b) {
 }
 
 namespace {
+// The CPU of the prior's shapes and of the model hedge's: a pod's CPU is not known before one comes.
+constexpr int64_t kPriorPodCpuMilli = 4000;
+
 // Orders specs "larger first" on equal counts, as FGD's GetTypicalPods does (cpu, gpu share,
 // device count, then the constraint text).
 auto SpecKey(const TypicalSpec& s) {
@@ -102,7 +105,7 @@ TypicalWorkload TypicalWorkloadFromPods(const std::vector<TypicalSpec>& pod_spec
 TypicalWorkload DefaultPriorWorkload(MiB device_mib) {
   auto spec = [](int k, MiB mem, double w) {
     TypicalSpec s;
-    s.cpu_milli = 4000;
+    s.cpu_milli = kPriorPodCpuMilli;
     s.device_count = k;
     s.mem_per_device_mib = mem;
     s.weight = w;
@@ -138,6 +141,8 @@ void WorkloadLearner::SetPrior(TypicalWorkload prior) {
   prior_.Normalize();
 }
 
+void WorkloadLearner::SetClusterModels(std::vector<ClusterModel> models) { cluster_models_ = std::move(models); }
+
 void WorkloadLearner::Observe(const PodRequest& pod) {
   // Instead of decaying every bucket, grow the weight of new observations; renormalise the
   // storage scale before it can overflow.
@@ -155,6 +160,7 @@ void WorkloadLearner::Observe(const PodRequest& pod) {
   const bool whole_gpus =
       spec.whole_device() && spec.device_kind != DeviceKindPreference::kMig && spec.mig_profile.empty();
   whole_gpu_mass_ = whole_gpu_mass_ * decay_ + (whole_gpus ? 1.0 : 0.0);
+  pinned_mass_ = pinned_mass_ * decay_ + (spec.gpu_models.empty() ? 0.0 : 1.0);
   const double memory = static_cast<double>(spec.memory_bytes);
   for (auto& b : buckets_) {
     if (SameShape(b.spec, spec)) {
@@ -218,6 +224,20 @@ std::vector<WorkloadLearner::RankedShape> WorkloadLearner::Blend() const {
     for (auto s : prior_.specs) {
       s.weight *= share;
       out.push_back(RankedShape{std::move(s), 0});
+    }
+  }
+  if (mass_ < kModelHedgePods && pinned_mass_ >= 0.5) {
+    std::vector<const ClusterModel*> minority;
+    for (const ClusterModel& m : cluster_models_) {
+      if (!m.model.empty() && m.memory_share < kMinorityModelShare) minority.push_back(&m);
+    }
+    for (const ClusterModel* m : minority) {
+      TypicalSpec hedge;
+      hedge.cpu_milli = kPriorPodCpuMilli;
+      hedge.device_count = 1;
+      hedge.gpu_models = {m->model};
+      hedge.weight = kModelHedgeWeight * (pinned_mass_ / mass_) / static_cast<double>(minority.size());
+      out.push_back(RankedShape{std::move(hedge), 0});
     }
   }
   const size_t prior_count = out.size();

@@ -62,6 +62,12 @@ TypicalWorkload TypicalWorkloadFromPods(const std::vector<TypicalSpec>& pod_spec
 // 15% CPU-only (cpu 4 cores each). Documented in docs/placement.md.
 TypicalWorkload DefaultPriorWorkload(MiB device_mib);
 
+// One GPU model of the cluster (model::Device::model) and its share of the cluster's device memory.
+struct ClusterModel {
+  std::string model;
+  double memory_share = 0;
+};
+
 // Exponentially decayed histogram of observed pod shapes. Each observation multiplies earlier
 // weights by 2^(-1/half_life_pods). The snapshot blends the prior with the observations at a
 // fixed share (the evidence rule, docs/placement.md): the prior weighs as `prior_pods` pods
@@ -87,6 +93,21 @@ class WorkloadLearner {
   void Observe(const PodRequest& pod);
   // Replaces the prior (e.g. once the cluster's device size is known); observations stay.
   void SetPrior(TypicalWorkload prior);
+  // The cluster's GPU models, for the hedge for pods pinned to a model (below); Decision::Refresh
+  // sets them from the nodes.
+  void SetClusterModels(std::vector<ClusterModel> models);
+  // The hedge for pods pinned to a GPU model: while the decayed count of pods seen is under
+  // kModelHedgePods and pods that name GPU models come (their decayed count is at least ½), the
+  // blend also holds, for each model with under kMinorityModelShare of the cluster's device
+  // memory, one whole-GPU shape pinned to that model (4 cores, as the prior's shapes). Together
+  // they weigh kModelHedgeWeight × the share of pinned pods among the pods seen, against 1 for
+  // the prior and the observations. A pod pinned to a rare model fits only where that model is,
+  // and a learner that has not yet seen one lets unpinned pods spend it; once a few hundred pods
+  // are seen the observations carry the models that are really asked for, and the hedge would
+  // only keep room that nobody asks for (docs/placement.md, "Pods pinned to a GPU model").
+  static constexpr double kModelHedgePods = 200;
+  static constexpr double kMinorityModelShare = 0.5;
+  static constexpr double kModelHedgeWeight = 0.4;
   // The current estimate: blended, cut to `coverage` and to kMaxTypicalSpecs in the cut's order
   // (above), normalised, heaviest first.
   TypicalWorkload Snapshot() const;
@@ -128,6 +149,8 @@ class WorkloadLearner {
   double scale_ = 1.0;         // current weight of an observation made now, relative to storage units
   double mass_ = 0;            // decayed count of observations
   double whole_gpu_mass_ = 0;  // decayed count of the observed pods that ask for whole GPUs
+  double pinned_mass_ = 0;     // decayed count of the observed pods that name GPU models
+  std::vector<ClusterModel> cluster_models_;
   std::vector<Bucket> buckets_;
 };
 

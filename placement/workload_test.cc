@@ -109,6 +109,40 @@ TEST(WorkloadLearner, ThePriorWeighsMoreWhilePodsOfWholeGpusCome) {
   EXPECT_NEAR(learner.prior_share(), 0.0628, 0.0001) << "r^11 = 0.467: a half-life without one";
 }
 
+// The hedge for pods pinned to a GPU model. Half-life 1,000 pods (r = 2^(−1/1000)), no prior, full
+// coverage; the cluster's device memory is 50 % A100, 30 % T4, 20 % V100. Three unpinned pods of
+// 4000 MiB: no pod names a model, so no hedge. A fourth pinned to T4 makes the pinned count 1 ≥ ½;
+// the decayed count is m = 1 + r + r² + r³ = 3.99584, and A100 holds half the memory (not under
+// it), so T4 and V100 each get a whole-GPU shape of 0.4 · (1/m) / 2 = 0.050052 against the
+// observations' 1, which normalise to 0.050052 / 1.100104 = 0.045498 each. The hedge holds while
+// the decayed count is under 200: after 220 more pods (m = 207.5) it is gone, though
+// pinned pods still come.
+TEST(WorkloadLearner, HedgesForPodsPinnedToARareModelWhileFewPodsAreSeen) {
+  WorkloadLearner learner(TypicalWorkload{}, 1000, 0, 0, 1.0);
+  learner.SetClusterModels({{"A100", 0.5}, {"T4", 0.3}, {"V100", 0.2}});
+  auto hedge_weight = [&](const std::string& model) {
+    double weight = 0;
+    for (const TypicalSpec& s : learner.Snapshot().specs) {
+      if (s.whole_device() && s.device_count == 1 && s.gpu_models == std::vector<std::string>{model})
+        weight += s.weight;
+    }
+    return weight;
+  };
+  for (int i = 0; i < 3; ++i) learner.Observe(Pod(1, 4000, 1000));
+  EXPECT_EQ(hedge_weight("T4"), 0) << "no pod has named a model";
+  PodRequest pinned = Pod(1, 4000, 1000);
+  pinned.gpu_models = {"T4"};
+  learner.Observe(pinned);
+  EXPECT_NEAR(learner.observed_mass(), 3.99584, 1e-5);
+  EXPECT_NEAR(hedge_weight("T4"), 0.045498, 1e-6);
+  EXPECT_NEAR(hedge_weight("V100"), 0.045498, 1e-6);
+  EXPECT_EQ(hedge_weight("A100"), 0) << "a model with half the memory is not rare";
+  ASSERT_EQ(learner.Snapshot().specs.size(), 4u) << "the unpinned and pinned shapes seen, and two hedges";
+  for (int i = 0; i < 220; ++i) learner.Observe(i % 4 == 0 ? pinned : Pod(1, 4000, 1000));
+  EXPECT_GE(learner.observed_mass(), WorkloadLearner::kModelHedgePods);
+  EXPECT_EQ(hedge_weight("T4") + hedge_weight("V100"), 0) << "enough pods seen: the observations speak";
+}
+
 // Coverage keeps the heaviest specs until their share reaches it: with weights .5/.3/.15/.05
 // (no prior), 0.9 keeps three (.5 + .3 = .8 < .9 ≤ .95) and renormalises them to sum 1.
 TEST(WorkloadLearner, CoverageDropsTheRarestShapes) {
