@@ -136,6 +136,37 @@ TEST(Decision, RefreshGivesTheLearnerTheClustersModels) {
   EXPECT_FALSE(pinned_to(policy, builders::kA100));
 }
 
+// What the hedge is for: three A100 nodes and one T4 node, each 8 × 16000 MiB and 64 cores, and
+// a whole-GPU pod of 4 cores that names no model. After one pod that names none the pod ranks the
+// same on an A100 node and on the T4 node (the node order decides); once a pod has named a model
+// (the A100), the T4 (a quarter of the memory) is kept for pods pinned to it, and the unpinned pod
+// ranks lower there.
+TEST(Decision, OnceAPodNamesAModelUnpinnedPodsKeepOffTheRareModel) {
+  Decision decision(PolicyKind::kFgd, PlacementOptions{}, DecisionOptions{});
+  std::vector<Node> nodes = {NodeOf("a1", 8, 16000), NodeOf("a2", 8, 16000), NodeOf("a3", 8, 16000),
+                             builders::GpuNode("t1", 8, 16000, "NVIDIA T4")};
+  for (Node& node : nodes) node.cpu_milli = 64000;
+  auto each = [&](const std::function<void(const Node&)>& visit) {
+    for (const Node& n : nodes) visit(n);
+  };
+  const PodRequest unpinned = builders::NamedPod("u", 1, 0, 4000);
+  auto key_on = [&](const Policy& policy, const Node& node) {
+    const NodeScore score = policy.Score(node, policy.Summarize(node), unpinned);
+    EXPECT_TRUE(score.verdict.fits());
+    return RankOf({score.cost, score.fill_cost, score.reservation_cost, score.completion_loss, 0}, decision.unit_mib(),
+                  decision.options());
+  };
+  decision.Refresh(each);
+  ASSERT_TRUE(decision.Observe(PodOf(4000, 4000)));
+  Policy policy = decision.Refresh(each);
+  EXPECT_EQ(key_on(policy, nodes[0]).cost, key_on(policy, nodes[3]).cost) << "no pod has named a model";
+  PodRequest pinned = PodOf(4000, 4000);
+  pinned.gpu_models = {"A100"};
+  ASSERT_TRUE(decision.Observe(pinned));
+  policy = decision.Refresh(each);
+  EXPECT_LT(key_on(policy, nodes[0]).cost, key_on(policy, nodes[3]).cost);
+}
+
 PodRequest PodWithUid(MiB mem, const std::string& uid) {
   PodRequest p = PodOf(mem);
   p.uid = uid;
