@@ -21,12 +21,15 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
 #include <new>
 #include <random>
+#include <string>
 #include <utility>
 
 #include <benchmark/benchmark.h>
 
+#include "placement/decision.h"
 #include "placement/placement.h"
 
 namespace {
@@ -281,6 +284,39 @@ void BM_RefreshCompletion(benchmark::State& state) {
   state.counters["priced_slices_80g"] = static_cast<double>(prices);
 }
 BENCHMARK(BM_RefreshCompletion)->Arg(1000)->Arg(5000)->Unit(benchmark::kMicrosecond);
+
+// Decision::Refresh over MakeMixedCluster(nodes), the device size configured: the reservation and
+// the completion value built (the caller re-summarises the nodes; BM_RefreshSummaries). The
+// learner has seen pods of 8–32 GiB and 1–8 cores, one of them pinned to T4: range(1) = 0, 300 of
+// them, past the model hedge's window, so the nodes are visited once, for the prices; 1, 10 of
+// them, so the refresh also tallies the GPU models and the blend holds the hedge's T4 shape.
+void BM_DecisionRefresh(benchmark::State& state) {
+  const std::vector<Node> cluster = MakeMixedCluster(static_cast<int>(state.range(0)));
+  DecisionOptions options;
+  options.device_mib = 81920;
+  Decision decision(PolicyKind::kFgd, PlacementOptions{}, options);
+  const int pods = state.range(1) == 0 ? 300 : 10;
+  for (int i = 0; i < pods; ++i) {
+    PodRequest pod;
+    pod.uid = "u" + std::to_string(i);
+    pod.cpu_milli = 1000 * (1 + i % 8);
+    pod.containers.push_back(
+        ContainerRequest{.name = "c", .device_count = 1, .mem_per_device_mib = 8192 * (1 + i % 4)});
+    if (i == 3) pod.gpu_models = {"T4"};
+    decision.Observe(pod);
+  }
+  const auto each = [&](const std::function<void(const Node&)>& visit) {
+    for (const Node& n : cluster) visit(n);
+  };
+  size_t shapes = 0;
+  for (auto _ : state) {
+    Policy policy = decision.Refresh(each);
+    shapes = policy.workload().specs.size();
+    benchmark::DoNotOptimize(policy);
+  }
+  state.counters["typical_shapes"] = static_cast<double>(shapes);
+}
+BENCHMARK(BM_DecisionRefresh)->Args({5000, 0})->Args({5000, 1})->Unit(benchmark::kMicrosecond);
 
 // The fractional shapes of the Alibaba default trace (gpu_milli: pods) on one device of
 // `capacity_mib`, asking gpu_milli / 1000 of it rounded down to the MiB, as the device matrix
