@@ -227,9 +227,16 @@ std::vector<WorkloadLearner::RankedShape> WorkloadLearner::Blend() const {
     }
   }
   if (mass_ < kModelHedgePods && pinned_mass_ >= 0.5) {
+    // A model some pod seen has named is asked for, and those pods stand for themselves.
+    const auto named = [&](const std::string& model) {
+      return std::any_of(buckets_.begin(), buckets_.end(), [&](const Bucket& b) {
+        return std::any_of(b.spec.gpu_models.begin(), b.spec.gpu_models.end(),
+                           [&](const std::string& wanted) { return GpuModelMatches(wanted, model); });
+      });
+    };
     std::vector<const ClusterModel*> minority;
     for (const ClusterModel& m : cluster_models_) {
-      if (!m.model.empty() && m.memory_share < kMinorityModelShare) minority.push_back(&m);
+      if (!m.model.empty() && m.memory_share < kMinorityModelShare && !named(m.model)) minority.push_back(&m);
     }
     for (const ClusterModel* m : minority) {
       TypicalSpec hedge;

@@ -99,7 +99,9 @@ class WorkloadLearner {
   // The hedge for pods pinned to a GPU model: while the decayed count of pods seen is under
   // kModelHedgePods and pods that name GPU models come (their decayed count is at least ½), the
   // blend also holds, for each model with under kMinorityModelShare of the cluster's device
-  // memory, one whole-GPU shape pinned to that model (4 cores, as the prior's shapes). Together
+  // memory that no pod seen has named, one whole-GPU shape pinned to that model (4 cores, as the
+  // prior's shapes; a named model's pods stand for themselves, and a hedge would keep its GPUs
+  // whole against the very pods that fill them). Together
   // they weigh kModelHedgeWeight × the share of pinned pods among the pods seen, against 1 for
   // the prior and the observations. A pod pinned to a rare model fits only where that model is,
   // and a learner that has not yet seen one lets unpinned pods spend it; once a few hundred pods

@@ -110,16 +110,17 @@ TEST(WorkloadLearner, ThePriorWeighsMoreWhilePodsOfWholeGpusCome) {
 }
 
 // The hedge for pods pinned to a GPU model. Half-life 1,000 pods (r = 2^(−1/1000)), no prior, full
-// coverage; the cluster's device memory is 50 % A100, 30 % T4, 20 % V100. Three unpinned pods of
-// 4000 MiB: no pod names a model, so no hedge. A fourth pinned to T4 makes the pinned count 1 ≥ ½;
-// the decayed count is m = 1 + r + r² + r³ = 3.99584, and A100 holds half the memory (not under
-// it), so T4 and V100 each get a whole-GPU shape of 0.4 · (1/m) / 2 = 0.050052 against the
-// observations' 1, which normalise to 0.050052 / 1.100104 = 0.045498 each. The hedge holds while
-// the decayed count is under 200: after 220 more pods (m = 207.5) it is gone, though
-// pinned pods still come.
+// coverage; the cluster's device memory is 40 % A100, 30 % T4, 20 % V100, 10 % L4. Three unpinned
+// pods of 4000 MiB: no pod names a model, so no hedge. A fourth pinned to T4 makes the pinned count
+// 1 ≥ ½; the decayed count is m = 1 + r + r² + r³ = 3.99584. T4 is named by a pod seen, so its pods
+// stand for themselves; A100, V100 and L4 (each under half the memory) get a whole-GPU shape each
+// of 0.4 · (1/m) / 3 = 0.033368 against the observations' 1, which normalise to 0.033368 / 1.100104
+// = 0.030332. With the cluster half A100 (not rare, then), V100 alone gets 0.4 · (1/m) = 0.100104,
+// 0.100104 / 1.100104 = 0.090995. The hedge holds while the decayed count is under 200: after 220
+// more pods (m = 207.5) it is gone, though pinned pods still come.
 TEST(WorkloadLearner, HedgesForPodsPinnedToARareModelWhileFewPodsAreSeen) {
   WorkloadLearner learner(TypicalWorkload{}, 1000, 0, 0, 1.0);
-  learner.SetClusterModels({{"A100", 0.5}, {"T4", 0.3}, {"V100", 0.2}});
+  learner.SetClusterModels({{"A100", 0.4}, {"NVIDIA T4", 0.3}, {"V100", 0.2}, {"L4", 0.1}});
   auto hedge_weight = [&](const std::string& model) {
     double weight = 0;
     for (const TypicalSpec& s : learner.Snapshot().specs) {
@@ -129,18 +130,21 @@ TEST(WorkloadLearner, HedgesForPodsPinnedToARareModelWhileFewPodsAreSeen) {
     return weight;
   };
   for (int i = 0; i < 3; ++i) learner.Observe(Pod(1, 4000, 1000));
-  EXPECT_EQ(hedge_weight("T4"), 0) << "no pod has named a model";
+  EXPECT_EQ(hedge_weight("V100"), 0) << "no pod has named a model";
   PodRequest pinned = Pod(1, 4000, 1000);
   pinned.gpu_models = {"T4"};
   learner.Observe(pinned);
   EXPECT_NEAR(learner.observed_mass(), 3.99584, 1e-5);
-  EXPECT_NEAR(hedge_weight("T4"), 0.045498, 1e-6);
-  EXPECT_NEAR(hedge_weight("V100"), 0.045498, 1e-6);
+  EXPECT_EQ(hedge_weight("NVIDIA T4"), 0) << "a model a pod seen has named (\"T4\" matches \"NVIDIA T4\")";
+  EXPECT_NEAR(hedge_weight("V100"), 0.030332, 1e-6);
+  EXPECT_NEAR(hedge_weight("L4"), 0.030332, 1e-6);
+  EXPECT_NEAR(hedge_weight("A100"), 0.030332, 1e-6);
+  learner.SetClusterModels({{"A100", 0.5}, {"NVIDIA T4", 0.3}, {"V100", 0.2}});
   EXPECT_EQ(hedge_weight("A100"), 0) << "a model with half the memory is not rare";
-  ASSERT_EQ(learner.Snapshot().specs.size(), 4u) << "the unpinned and pinned shapes seen, and two hedges";
+  EXPECT_NEAR(hedge_weight("V100"), 0.090995, 1e-6);
   for (int i = 0; i < 220; ++i) learner.Observe(i % 4 == 0 ? pinned : Pod(1, 4000, 1000));
   EXPECT_GE(learner.observed_mass(), WorkloadLearner::kModelHedgePods);
-  EXPECT_EQ(hedge_weight("T4") + hedge_weight("V100"), 0) << "enough pods seen: the observations speak";
+  EXPECT_EQ(hedge_weight("V100"), 0) << "enough pods seen: the observations speak";
 }
 
 // Coverage keeps the heaviest specs until their share reaches it: with weights .5/.3/.15/.05

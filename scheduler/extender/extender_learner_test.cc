@@ -90,20 +90,33 @@ std::vector<std::string> FilterAndBind(Extender& ext, ScriptedBackend& backend, 
 // When the extender starts its learner, relative to a burst that fills 12 nodes × 2 GPUs exactly.
 enum class Burst { kWaitingAtStart, kCreatedWhileRunning };
 
+// Where the burst may go: any node, or (kRareModel) only the 12 nodes of a model that holds a
+// third of the cluster's device memory, named by every pod, beside 12 nodes × 4 GPUs of another.
+enum class Pinning { kNone, kRareModel };
+
 // Filters and binds, in the order of `seed`, a burst of 24 pods of each of `fill`'s sizes on 12
 // nodes × 2 GPUs, the burst waiting in the backend; the pods bound (48 when all fit).
-int BoundOfAnExactFill(const ExactFill& fill, uint64_t seed, Burst burst) {
+int BoundOfAnExactFill(const ExactFill& fill, uint64_t seed, Burst burst, Pinning pinning = Pinning::kNone) {
   FakeClock clock;
   ClusterState state(FgdPrior(), clock, std::chrono::seconds(0));
+  const model::MiB device = model::MiB{1024} * fill.device;
   std::vector<std::string> names;
   for (int n = 0; n < 12; ++n) {
     names.push_back("g" + std::to_string(n));
-    state.UpsertNode(GpuNode(names.back(), 2, model::MiB{1024} * fill.device));
+    state.UpsertNode(pinning == Pinning::kRareModel ? GpuNode(names.back(), 2, device, "NVIDIA H100 80GB HBM3")
+                                                    : GpuNode(names.back(), 2, device));
+    if (pinning == Pinning::kRareModel) {
+      names.push_back("other" + std::to_string(n));
+      state.UpsertNode(GpuNode(names.back(), 4, device));
+    }
   }
   std::vector<json> pods;
   for (int i = 0; i < 24; ++i) {
     pods.push_back(PodJson("large-" + std::to_string(i), "ul" + std::to_string(i), std::to_string(fill.large) + "Gi"));
     pods.push_back(PodJson("small-" + std::to_string(i), "us" + std::to_string(i), std::to_string(fill.small) + "Gi"));
+  }
+  if (pinning == Pinning::kRareModel) {
+    for (json& pod : pods) pod["metadata"]["annotations"] = {{std::string(api::kAnnotationGpuModel), "H100"}};
   }
   std::shuffle(pods.begin(), pods.end(), std::mt19937_64(seed));
   ScriptedBackend backend;
@@ -125,6 +138,19 @@ TEST(ExtenderLearner, AColdExtenderBindsEveryOrderOfAnExactFillItFindsWaiting) {
   for (const ExactFill& fill : kExactFills) {
     for (uint64_t seed = 1; seed <= 20; ++seed) {
       EXPECT_EQ(BoundOfAnExactFill(fill, seed, Burst::kWaitingAtStart), 48)
+          << fill.large << " + " << fill.small << " GiB on " << fill.device << " GiB, seed " << seed;
+    }
+  }
+}
+
+// The same burst pinned to a model that holds a third of the cluster's memory (the cluster suite's
+// TestExactFillBurstOnColdExtenders pins to its H100 nodes). The pods name the model, so the
+// learner's model hedge keeps no whole GPUs of it (a hedge for it made small pods stack, and
+// seed 1 of 48 + 32 strand a large one, in the cluster suite); the other model is never asked for.
+TEST(ExtenderLearner, AnExactFillPinnedToARareModelBindsEveryOrder) {
+  for (const ExactFill& fill : kExactFills) {
+    for (uint64_t seed = 1; seed <= 20; ++seed) {
+      EXPECT_EQ(BoundOfAnExactFill(fill, seed, Burst::kWaitingAtStart, Pinning::kRareModel), 48)
           << fill.large << " + " << fill.small << " GiB on " << fill.device << " GiB, seed " << seed;
     }
   }
