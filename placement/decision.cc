@@ -18,6 +18,13 @@ void Tally(const Node& node, DeviceMemory& memory) {
   }
 }
 
+// Model → total memory of the devices of that model (those Tally counts).
+void TallyModels(const Node& node, std::map<std::string, int64_t>& memory) {
+  for (const Device& device : node.devices) {
+    if (device.capacity_mib > 0) memory[device.model] += device.capacity_mib;
+  }
+}
+
 MiB MostMemory(const DeviceMemory& memory, MiB fallback) {
   MiB best = fallback;
   int64_t most = 0;
@@ -139,25 +146,21 @@ Policy Decision::Refresh(const NodeVisitor& for_each_node) {
   // One pass over the nodes for the device size (unless configured) and, while the learner's
   // model hedge can hold, each GPU model's share of the device memory.
   const bool tally_size = options_.device_mib <= 0;
-  const bool tally_models = learning() && learner_.observed_mass() < WorkloadLearner::kModelHedgePods;
+  const bool tally_models = learning() && learner_.model_hedge_window();
   if (tally_size || tally_models) {
     DeviceMemory memory;
     std::map<std::string, int64_t> model_memory;
-    int64_t total_memory = 0;
     for_each_node([&](const Node& node) {
       Tally(node, memory);
-      if (!tally_models) return;
-      for (const Device& device : node.devices) {
-        if (device.capacity_mib <= 0) continue;
-        model_memory[device.model] += device.capacity_mib;
-        total_memory += device.capacity_mib;
-      }
+      if (tally_models) TallyModels(node, model_memory);
     });
     if (tally_size) unit_mib_ = MostMemory(memory, kUnknownDeviceMiB);
     if (tally_models) {
+      int64_t total = 0;
+      for (const auto& [capacity, mib] : memory) total += mib;
       std::vector<ClusterModel> models;
       for (const auto& [model, mib] : model_memory)
-        models.push_back(ClusterModel{model, static_cast<double>(mib) / static_cast<double>(total_memory)});
+        models.push_back(ClusterModel{model, static_cast<double>(mib) / static_cast<double>(total)});
       learner_.SetClusterModels(std::move(models));
     }
   }

@@ -141,7 +141,22 @@ void WorkloadLearner::SetPrior(TypicalWorkload prior) {
   prior_.Normalize();
 }
 
-void WorkloadLearner::SetClusterModels(std::vector<ClusterModel> models) { cluster_models_ = std::move(models); }
+void WorkloadLearner::SetClusterModels(std::vector<ClusterModel> models) {
+  cluster_models_ = std::move(models);
+  UpdateHedgedModels();
+}
+
+void WorkloadLearner::UpdateHedgedModels() {
+  // A model some pod seen has named is asked for, and those pods stand for themselves.
+  const auto named = [&](const std::string& model) {
+    return std::any_of(named_models_.begin(), named_models_.end(),
+                       [&](const std::string& wanted) { return GpuModelMatches(wanted, model); });
+  };
+  hedged_models_.clear();
+  for (const ClusterModel& m : cluster_models_) {
+    if (!m.model.empty() && m.memory_share < kMinorityModelShare && !named(m.model)) hedged_models_.push_back(m.model);
+  }
+}
 
 void WorkloadLearner::Observe(const PodRequest& pod) {
   // Instead of decaying every bucket, grow the weight of new observations; renormalise the
@@ -161,6 +176,17 @@ void WorkloadLearner::Observe(const PodRequest& pod) {
       spec.whole_device() && spec.device_kind != DeviceKindPreference::kMig && spec.mig_profile.empty();
   whole_gpu_mass_ = whole_gpu_mass_ * decay_ + (whole_gpus ? 1.0 : 0.0);
   pinned_mass_ = pinned_mass_ * decay_ + (spec.gpu_models.empty() ? 0.0 : 1.0);
+  // New names are rare (once per model asked for), so the hedged set is rebuilt here, off the
+  // snapshot that the filter's path takes. Only the window's pods are read, which bounds the list.
+  if (model_hedge_window() && !spec.gpu_models.empty()) {
+    bool new_name = false;
+    for (const std::string& wanted : spec.gpu_models) {
+      if (std::find(named_models_.begin(), named_models_.end(), wanted) != named_models_.end()) continue;
+      named_models_.push_back(wanted);
+      new_name = true;
+    }
+    if (new_name) UpdateHedgedModels();
+  }
   const double memory = static_cast<double>(spec.memory_bytes);
   for (auto& b : buckets_) {
     if (SameShape(b.spec, spec)) {
@@ -226,24 +252,13 @@ std::vector<WorkloadLearner::RankedShape> WorkloadLearner::Blend() const {
       out.push_back(RankedShape{std::move(s), 0});
     }
   }
-  if (mass_ < kModelHedgePods && pinned_mass_ >= 0.5) {
-    // A model some pod seen has named is asked for, and those pods stand for themselves.
-    const auto named = [&](const std::string& model) {
-      return std::any_of(buckets_.begin(), buckets_.end(), [&](const Bucket& b) {
-        return std::any_of(b.spec.gpu_models.begin(), b.spec.gpu_models.end(),
-                           [&](const std::string& wanted) { return GpuModelMatches(wanted, model); });
-      });
-    };
-    std::vector<const ClusterModel*> minority;
-    for (const ClusterModel& m : cluster_models_) {
-      if (!m.model.empty() && m.memory_share < kMinorityModelShare && !named(m.model)) minority.push_back(&m);
-    }
-    for (const ClusterModel* m : minority) {
+  if (model_hedge_window() && pinned_mass_ >= 0.5) {
+    for (const std::string& model : hedged_models_) {
       TypicalSpec hedge;
       hedge.cpu_milli = kPriorPodCpuMilli;
       hedge.device_count = 1;
-      hedge.gpu_models = {m->model};
-      hedge.weight = kModelHedgeWeight * (pinned_mass_ / mass_) / static_cast<double>(minority.size());
+      hedge.gpu_models = {model};
+      hedge.weight = kModelHedgeWeight * (pinned_mass_ / mass_) / static_cast<double>(hedged_models_.size());
       out.push_back(RankedShape{std::move(hedge), 0});
     }
   }

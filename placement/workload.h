@@ -110,6 +110,8 @@ class WorkloadLearner {
   static constexpr double kModelHedgePods = 200;
   static constexpr double kMinorityModelShare = 0.5;
   static constexpr double kModelHedgeWeight = 0.4;
+  // Whether few enough pods are seen for the hedge to hold (so the cluster's models matter).
+  bool model_hedge_window() const { return mass_ < kModelHedgePods; }
   // The current estimate: blended, cut to `coverage` and to kMaxTypicalSpecs in the cut's order
   // (above), normalised, heaviest first.
   TypicalWorkload Snapshot() const;
@@ -137,6 +139,8 @@ class WorkloadLearner {
   };
   // The prior and the observations blended, weights summing to 1, in no particular order.
   std::vector<RankedShape> Blend() const;
+  // Recomputes hedged_models_ from cluster_models_ and named_models_.
+  void UpdateHedgedModels();
 
   struct Bucket {
     TypicalSpec spec;
@@ -153,6 +157,8 @@ class WorkloadLearner {
   double whole_gpu_mass_ = 0;  // decayed count of the observed pods that ask for whole GPUs
   double pinned_mass_ = 0;     // decayed count of the observed pods that name GPU models
   std::vector<ClusterModel> cluster_models_;
+  std::vector<std::string> named_models_;   // the model names the pods observed in the window asked for
+  std::vector<std::string> hedged_models_;  // the rare cluster models none of those names matches
   std::vector<Bucket> buckets_;
 };
 
