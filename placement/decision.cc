@@ -1,6 +1,7 @@
 #include "placement/decision.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "placement/completion.h"
@@ -25,6 +26,17 @@ void TallyModels(const Node& node, std::map<std::string, int64_t>& memory) {
   }
 }
 
+// Adds the node to `largest` if it has at least as many GPUs as the kinds there (replacing them if
+// more) and is of a kind not there yet. Nodes with fewer than two GPUs take no whole-node job
+// that a one-GPU node could not.
+void TallyLargest(const Node& node, std::vector<LargestNode>& largest) {
+  const int gpus = GpuCount(node);
+  if (gpus < 2 || (!largest.empty() && gpus < largest.front().gpus)) return;
+  if (!largest.empty() && gpus > largest.front().gpus) largest.clear();
+  const LargestNode kind{gpus, std::max<int64_t>(0, node.cpu_milli), std::max<int64_t>(0, node.memory_bytes)};
+  if (std::find(largest.begin(), largest.end(), kind) == largest.end()) largest.push_back(kind);
+}
+
 MiB MostMemory(const DeviceMemory& memory, MiB fallback) {
   MiB best = fallback;
   int64_t most = 0;
@@ -45,12 +57,18 @@ MiB TypicalDeviceMiB(std::span<const Node> nodes, MiB fallback) {
   return MostMemory(memory, fallback);
 }
 
+int GpuCount(const Node& node) {
+  int gpus = 0;
+  for (const Device& device : node.devices) gpus += device.kind == DeviceKind::kGpu ? 1 : 0;
+  return gpus;
+}
+
 bool RanksOnLevels(const DecisionOptions& options, std::optional<PolicyKind> pod_node_policy) {
   return options.fgd_levels && (!pod_node_policy || *pod_node_policy == PolicyKind::kFgd);
 }
 
 RankKey RankOf(const RankInputs& in, MiB unit_mib, const DecisionOptions& options,
-               std::optional<PolicyKind> pod_node_policy) {
+               std::optional<PolicyKind> pod_node_policy, bool fewer_gpus_first) {
   if (!RanksOnLevels(options, pod_node_policy)) return RankKey{in.cost, 0};
   // The keys are small integers folded into one integer-valued double, exact in it: FGD levels
   // are −100..0; fill levels are clamped to ±500 (|ΔF̂| ≤ the node's free memory, ≤ 64 devices =
@@ -60,9 +78,17 @@ RankKey RankOf(const RankInputs& in, MiB unit_mib, const DecisionOptions& option
   const double level = -static_cast<double>(FgdScoreLevel(in.cost, unit_mib));
   const double fill_cost = (options.rank_by_fill ? in.fill_cost : 0.0) + in.reservation_cost;
   const double fill = static_cast<double>(std::clamp<int64_t>(FillLevel(fill_cost, unit_mib), -500, 500));
-  const double tie = options.fixed_tie_break
-                         ? static_cast<double>(in.tie_break_rank >> 11) / static_cast<double>(uint64_t{1} << 53)
-                         : 0.0;
+  // The tie is a 53-bit fraction, exact in a double: the node order's leading bits; or, with
+  // fewer_gpus_first, the reservation price in 64ths of the unit device (6 bits, clamped: the fill
+  // level holds it in half devices, too coarse to keep a scarce node for its pods among equals),
+  // then the node's GPUs (6 bits, clamped), then the node order's leading bits.
+  const auto six_bits = [](double x) { return static_cast<uint64_t>(std::clamp(x, 0.0, 63.0)); };
+  const uint64_t tie_bits = fewer_gpus_first
+                                ? six_bits(std::floor(64 * in.reservation_cost / static_cast<double>(unit_mib))) << 47 |
+                                      six_bits(in.gpu_count) << 41 | in.tie_break_rank >> 23
+                                : in.tie_break_rank >> 11;
+  const double tie =
+      options.fixed_tie_break ? static_cast<double>(tie_bits) / static_cast<double>(uint64_t{1} << 53) : 0.0;
   if (!options.rank_by_completion) {
     // (FGD level, fill level): levels 1024 apart, more than the fill levels span.
     return RankKey{level * 1024 + fill, tie};
@@ -142,20 +168,26 @@ bool Decision::RefreshDue() const {
 Policy Decision::Refresh(const NodeVisitor& for_each_node) {
   since_refresh_ = 0;
   seen_at_refresh_ = seen_;
-  refreshed_shapes_ = learner_.Snapshot().specs;
   // One pass over the nodes for the device size (unless configured) and, while the learner's
-  // model hedge can hold, each GPU model's share of the device memory.
+  // hedges can hold, each GPU model's share of the device memory and the kinds of node with the
+  // most GPUs; the ranking then keeps larger nodes for later among equals (fewer_gpus_first).
   const bool tally_size = options_.device_mib <= 0;
-  const bool tally_models = learning() && learner_.model_hedge_window();
-  if (tally_size || tally_models) {
+  const bool window = learning() && learner_.hedge_window();
+  fewer_gpus_first_ = window;
+  if (tally_size || window) {
     DeviceMemory memory;
     std::map<std::string, int64_t> model_memory;
+    std::vector<LargestNode> largest;
     for_each_node([&](const Node& node) {
       Tally(node, memory);
-      if (tally_models) TallyModels(node, model_memory);
+      if (window) {
+        TallyModels(node, model_memory);
+        TallyLargest(node, largest);
+      }
     });
     if (tally_size) unit_mib_ = MostMemory(memory, kUnknownDeviceMiB);
-    if (tally_models) {
+    if (window) {
+      learner_.SetLargestNodes(std::move(largest));
       int64_t total = 0;
       for (const auto& [capacity, mib] : memory) total += mib;
       std::vector<ClusterModel> models;
@@ -164,6 +196,7 @@ Policy Decision::Refresh(const NodeVisitor& for_each_node) {
       learner_.SetClusterModels(std::move(models));
     }
   }
+  refreshed_shapes_ = learner_.Snapshot().specs;
   if (unit_mib_ != prior_mib_ && !fixed_prior_) {
     prior_mib_ = unit_mib_;
     learner_.SetPrior(DefaultPriorWorkload(prior_mib_));

@@ -70,6 +70,7 @@ struct RankInputs {
   double reservation_cost = 0;
   double completion_loss = 0;
   uint64_t tie_break_rank = 0;  // NodeTieBreakRank of the node
+  int gpu_count = 0;            // GpuCount of the node
 };
 
 // Where a node stands in the ranking, lower first, compared lexicographically.
@@ -87,9 +88,14 @@ struct RankKey {
 // gpupack.io/node-policy names another policy than FGD (then its exact binpack / spread cost).
 bool RanksOnLevels(const DecisionOptions& options, std::optional<PolicyKind> pod_node_policy);
 
-// REQUIRES: unit_mib > 0 when RanksOnLevels.
+// REQUIRES: unit_mib > 0 when RanksOnLevels. With `fewer_gpus_first` (Decision::fewer_gpus_first)
+// and the fixed tie-break, nodes the keys tie on rank by their reservation price (in 64ths of the
+// unit device), then by their GPUs, fewer first, before the node order.
 RankKey RankOf(const RankInputs& inputs, MiB unit_mib, const DecisionOptions& options,
-               std::optional<PolicyKind> pod_node_policy = std::nullopt);
+               std::optional<PolicyKind> pod_node_policy = std::nullopt, bool fewer_gpus_first = false);
+
+// The node's whole GPUs (devices of kind GPU; MIG instances are not counted).
+int GpuCount(const Node& node);
 
 // The learner and its refresh for one cluster.
 class Decision {
@@ -108,6 +114,13 @@ class Decision {
   // The unit of the rank keys: options.device_mib, or the cluster's as of the last refresh (before
   // any: the fallback of TypicalDeviceMiB).
   MiB unit_mib() const { return unit_mib_; }
+  // Whether, as of the last refresh, the ranking puts nodes with fewer GPUs first among equals:
+  // while learning and the learner's hedges hold (WorkloadLearner::hedge_window). Before a few
+  // hundred pods are seen, the pods that only the largest nodes can host may not have come yet,
+  // and the node order would spend those nodes as readily as small ones; once they are seen the
+  // learned shapes keep room for them, and the node order alone packs better (docs/placement.md,
+  // "Room for pods not seen yet").
+  bool fewer_gpus_first() const { return fewer_gpus_first_; }
 
   // The starting policy for a cluster of devices of `device_mib` (the prior, nothing priced).
   Policy InitialPolicy(MiB device_mib) const;
@@ -152,6 +165,7 @@ class Decision {
   bool fixed_prior_;
   MiB unit_mib_;
   MiB prior_mib_;  // the device size the learner's prior is relative to
+  bool fewer_gpus_first_ = false;
   WorkloadLearner learner_;
   int64_t seen_ = 0;                           // pods observed, undecayed
   int64_t seen_waiting_ = 0;                   // of them, counted from Observe's `waiting`

@@ -1,6 +1,8 @@
 #include "placement/decision.h"
 
 #include <algorithm>
+#include <cmath>
+#include <set>
 
 #include <gtest/gtest.h>
 
@@ -64,6 +66,31 @@ TEST(RankOf, APodsOwnNodePolicyRanksItsExactCost) {
   EXPECT_NE(RankOf(in, 1000, options).cost, 12345);
   EXPECT_TRUE(RanksOnLevels(options, std::nullopt));
   EXPECT_FALSE(RanksOnLevels(options, PolicyKind::kBinpack));
+}
+
+// With fewer_gpus_first, among equal levels, the reservation price in 64ths of the unit device
+// comes first, then the node's GPUs, then the node order: the tie is (price << 47 | GPUs << 41 |
+// rank >> 23) / 2^53. A 2-GPU node late in the node order, (2·2^41 + 2^39) / 2^53 = 2^−11 +
+// 2^−14, ranks before an 8-GPU node early in it, (8·2^41 + 2^17) / 2^53 = 2^−9 + 2^−36; a 1-GPU
+// node priced 100 MiB of the 1000 MiB unit (⌊6.4⌋ = 6; its fill level is still 0) ranks after
+// both; the levels come first (a node two fill levels worse ranks after all three); GPUs beyond 63
+// count as 63. Without it the node order alone decides.
+TEST(RankOf, FewerGpusFirstBreaksTiesBeforeTheNodeOrder) {
+  const DecisionOptions options;
+  const RankInputs small_late{0, 0, 0, 0, uint64_t{1} << 62, 2};
+  const RankInputs large_early{0, 0, 0, 0, uint64_t{1} << 40, 8};
+  const RankInputs priced{0, 0, 100, 0, 0, 1};
+  const RankInputs worse_fill{0, 1000, 0, 0, 0, 1};
+  auto rank = [&](const RankInputs& in) { return RankOf(in, 1000, options, std::nullopt, true); };
+  EXPECT_EQ(rank(small_late).tie, std::ldexp(1.0, -11) + std::ldexp(1.0, -14));
+  EXPECT_EQ(rank(large_early).tie, std::ldexp(1.0, -9) + std::ldexp(1.0, -36));
+  EXPECT_EQ(rank(priced).tie, 6 * std::ldexp(1.0, -6) + std::ldexp(1.0, -12));
+  EXPECT_EQ(rank(priced).cost, rank(large_early).cost);
+  EXPECT_LT(rank(small_late), rank(large_early));
+  EXPECT_LT(rank(large_early), rank(priced));
+  EXPECT_LT(rank(priced), rank(worse_fill));
+  EXPECT_LT(RankOf(large_early, 1000, options), RankOf(small_late, 1000, options));
+  EXPECT_EQ(rank({0, 0, 0, 0, 0, 100}).tie, rank({0, 0, 0, 0, 0, 63}).tie);
 }
 
 // The last key is the node order: equal levels, the lower tie-break rank first; without
@@ -165,6 +192,68 @@ TEST(Decision, OnceAPodNamesAModelUnpinnedPodsKeepOffTheRareModel) {
   ASSERT_TRUE(decision.Observe(pinned));
   policy = decision.Refresh(each);
   EXPECT_LT(key_on(policy, nodes[0]).cost, key_on(policy, nodes[3]).cost);
+}
+
+// The refresh also tells the learner the kinds of node with the most GPUs: two 8-GPU kinds (64
+// cores and 256 GiB, and 96 cores and 512 GiB; the second 64-core node is the same kind), not the
+// 2-GPU node. Once a pod asks for two whole GPUs, the policy holds a shape for each that asks for
+// all of the node (the hedge for pods that take a whole node, WorkloadLearner).
+TEST(Decision, RefreshGivesTheLearnerTheLargestNodes) {
+  DecisionOptions options;
+  options.coverage = 1.0;
+  Decision decision(PolicyKind::kFgd, PlacementOptions{}, options);
+  std::vector<Node> nodes = {NodeOf("a1", 8, 16000), NodeOf("a2", 8, 16000), NodeOf("b1", 8, 16000),
+                             NodeOf("c1", 2, 16000)};
+  const int64_t gib = int64_t{1} << 30;
+  for (Node& node : nodes) {
+    node.cpu_milli = node.name[0] == 'b' ? 96000 : 64000;
+    node.memory_bytes = (node.name[0] == 'b' ? 512 : 256) * gib;
+  }
+  auto each = [&](const std::function<void(const Node&)>& visit) {
+    for (const Node& n : nodes) visit(n);
+  };
+  auto whole_node_shapes = [](const Policy& policy) {
+    std::set<std::pair<int64_t, int64_t>> found;
+    for (const TypicalSpec& s : policy.workload().specs) {
+      if (s.whole_device() && s.device_count == 8) found.insert({s.cpu_milli, s.memory_bytes});
+    }
+    return found;
+  };
+  decision.Refresh(each);
+  ASSERT_TRUE(decision.Observe(PodOf(4000)));
+  EXPECT_TRUE(whole_node_shapes(decision.Refresh(each)).empty()) << "no pod has asked for several GPUs";
+  ASSERT_TRUE(decision.Observe(builders::NamedPod("two", 2, 0, 8000)));
+  EXPECT_EQ(whole_node_shapes(decision.Refresh(each)),
+            (std::set<std::pair<int64_t, int64_t>>{{64000, 256 * gib}, {96000, 512 * gib}}));
+}
+
+// Nodes with fewer GPUs go first among equals from the first refresh while the learner's hedges
+// hold (a decayed count of pods under 200: n pods decay to (1 − r^n) / (1 − r), r = 2^(−1/1000),
+// 186.8 at 200 pods and 200.7 from the 216th), and not once they are done; never when the
+// decision does not learn.
+TEST(Decision, RanksFewerGpusFirstWhileTheHedgesHold) {
+  const std::vector<Node> nodes = {NodeOf("a", 8, 16000), NodeOf("b", 2, 16000)};
+  auto each = [&](const std::function<void(const Node&)>& visit) {
+    for (const Node& n : nodes) visit(n);
+  };
+  Decision decision(PolicyKind::kFgd, PlacementOptions{}, DecisionOptions{});
+  decision.Refresh(each);
+  EXPECT_TRUE(decision.fewer_gpus_first());
+  for (int i = 0; i < 200; ++i) decision.Observe(PodOf(4000));
+  decision.Refresh(each);
+  EXPECT_TRUE(decision.fewer_gpus_first()) << "200 pods decay to 186.8";
+  for (int i = 0; i < 30; ++i) decision.Observe(PodOf(4000));
+  decision.Refresh(each);
+  EXPECT_FALSE(decision.fewer_gpus_first()) << "230 pods decay to 212.7";
+  DecisionOptions fixed;
+  fixed.refresh_pods = 0;
+  Decision never(PolicyKind::kFgd, PlacementOptions{}, fixed);
+  never.Refresh(each);
+  EXPECT_FALSE(never.fewer_gpus_first()) << "a decision that does not learn";
+  Decision pinned = Decision::Pinned(PolicyKind::kFgd, PlacementOptions{}, DecisionOptions{},
+                                     TypicalWorkload{{SpecOfPod(PodOf(4000))}});
+  pinned.Refresh(each);
+  EXPECT_FALSE(pinned.fewer_gpus_first()) << "a given workload is not learned";
 }
 
 PodRequest PodWithUid(MiB mem, const std::string& uid) {

@@ -176,9 +176,10 @@ void WorkloadLearner::Observe(const PodRequest& pod) {
       spec.whole_device() && spec.device_kind != DeviceKindPreference::kMig && spec.mig_profile.empty();
   whole_gpu_mass_ = whole_gpu_mass_ * decay_ + (whole_gpus ? 1.0 : 0.0);
   pinned_mass_ = pinned_mass_ * decay_ + (spec.gpu_models.empty() ? 0.0 : 1.0);
+  multi_gpu_mass_ = multi_gpu_mass_ * decay_ + (whole_gpus && spec.device_count >= 2 ? 1.0 : 0.0);
   // New names are rare (once per model asked for), so the hedged set is rebuilt here, off the
   // snapshot that the filter's path takes. Only the window's pods are read, which bounds the list.
-  if (model_hedge_window() && !spec.gpu_models.empty()) {
+  if (hedge_window() && !spec.gpu_models.empty()) {
     bool new_name = false;
     for (const std::string& wanted : spec.gpu_models) {
       if (std::find(named_models_.begin(), named_models_.end(), wanted) != named_models_.end()) continue;
@@ -252,13 +253,25 @@ std::vector<WorkloadLearner::RankedShape> WorkloadLearner::Blend() const {
       out.push_back(RankedShape{std::move(s), 0});
     }
   }
-  if (model_hedge_window() && pinned_mass_ >= 0.5) {
+  if (hedge_window() && pinned_mass_ >= 0.5) {
     for (const std::string& model : hedged_models_) {
       TypicalSpec hedge;
       hedge.cpu_milli = kPriorPodCpuMilli;
       hedge.device_count = 1;
       hedge.gpu_models = {model};
       hedge.weight = kModelHedgeWeight * (pinned_mass_ / mass_) / static_cast<double>(hedged_models_.size());
+      out.push_back(RankedShape{std::move(hedge), 0});
+    }
+  }
+  if (hedge_window() && multi_gpu_mass_ >= 0.5 && !largest_nodes_.empty()) {
+    const double weight = kNodeHedgeWeight * (multi_gpu_mass_ / mass_) * (1.0 - mass_ / kHedgePods) /
+                          static_cast<double>(largest_nodes_.size());
+    for (const LargestNode& node : largest_nodes_) {
+      TypicalSpec hedge;
+      hedge.cpu_milli = node.cpu_milli;
+      hedge.device_count = node.gpus;
+      hedge.memory_bytes = node.memory_bytes;
+      hedge.weight = weight;
       out.push_back(RankedShape{std::move(hedge), 0});
     }
   }

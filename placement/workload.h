@@ -68,6 +68,15 @@ struct ClusterModel {
   double memory_share = 0;
 };
 
+// A kind of node with the most GPUs in the cluster (Decision::Refresh): its GPUs and its
+// allocatable CPU and host memory (0: unknown).
+struct LargestNode {
+  int gpus = 0;
+  int64_t cpu_milli = 0;
+  int64_t memory_bytes = 0;
+  bool operator==(const LargestNode&) const = default;
+};
+
 // Exponentially decayed histogram of observed pod shapes. Each observation multiplies earlier
 // weights by 2^(-1/half_life_pods). The snapshot blends the prior with the observations at a
 // fixed share (the evidence rule, docs/placement.md): the prior weighs as `prior_pods` pods
@@ -96,22 +105,33 @@ class WorkloadLearner {
   // The cluster's GPU models, for the hedge for pods pinned to a model (below); Decision::Refresh
   // sets them from the nodes.
   void SetClusterModels(std::vector<ClusterModel> models);
-  // The hedge for pods pinned to a GPU model: while the decayed count of pods seen is under
-  // kModelHedgePods and pods that name GPU models come (their decayed count is at least ½), the
-  // blend also holds, for each model with under kMinorityModelShare of the cluster's device
-  // memory that no pod seen has named, one whole-GPU shape pinned to that model (4 cores, as the
-  // prior's shapes; a named model's pods stand for themselves, and a hedge would keep its GPUs
-  // whole against the very pods that fill them). Together
-  // they weigh kModelHedgeWeight × the share of pinned pods among the pods seen, against 1 for
-  // the prior and the observations. A pod pinned to a rare model fits only where that model is,
-  // and a learner that has not yet seen one lets unpinned pods spend it; once a few hundred pods
-  // are seen the observations carry the models that are really asked for, and the hedge would
-  // only keep room that nobody asks for (docs/placement.md, "Pods pinned to a GPU model").
-  static constexpr double kModelHedgePods = 200;
+  // The kinds of node with the most GPUs in the cluster, for the hedge for pods that take a
+  // whole node (below); Decision::Refresh sets them from the nodes.
+  void SetLargestNodes(std::vector<LargestNode> nodes) { largest_nodes_ = std::move(nodes); }
+  // The hedges hold while the decayed count of pods seen is under kHedgePods: until then the
+  // pods seen may not yet include the rare ones that only some nodes can host, and after it the
+  // observations carry the pods that are really asked for, and a hedge would only keep room that
+  // nobody asks for (docs/placement.md, "Room for pods not seen yet").
+  static constexpr double kHedgePods = 200;
+  bool hedge_window() const { return mass_ < kHedgePods; }
+  // The hedge for pods pinned to a GPU model: once pods that name GPU models come (their decayed
+  // count is at least ½), the blend also holds, for each model with under kMinorityModelShare of
+  // the cluster's device memory that no pod seen has named, one whole-GPU shape pinned to that
+  // model (4 cores, as the prior's shapes; a named model's pods stand for themselves, and a hedge
+  // would keep its GPUs whole against the very pods that fill them). Together they weigh
+  // kModelHedgeWeight × the share of pinned pods among the pods seen, against 1 for the prior and
+  // the observations. A pod pinned to a rare model fits only where that model is, and a learner
+  // that has not yet seen one lets unpinned pods spend it.
   static constexpr double kMinorityModelShare = 0.5;
   static constexpr double kModelHedgeWeight = 0.4;
-  // Whether few enough pods are seen for the hedge to hold (so the cluster's models matter).
-  bool model_hedge_window() const { return mass_ < kModelHedgePods; }
+  // The hedge for pods that take a whole node: once pods asking for several whole GPUs come
+  // (their decayed count is at least ½), the blend also holds, for each kind of node with the
+  // most GPUs, one shape asking for all of that node (its GPUs whole, its CPU and host memory).
+  // Together they weigh kNodeHedgeWeight × the share of those pods among the pods seen, fading
+  // to nothing as the pods seen reach kHedgePods. Where some pods ask for two or four GPUs, the
+  // 8-GPU jobs that only an empty 8-GPU node can take (or only the one kind with enough CPU) may
+  // not have come yet, and a learner that has not seen one spreads small pods over those nodes.
+  static constexpr double kNodeHedgeWeight = 0.5;
   // The current estimate: blended, cut to `coverage` and to kMaxTypicalSpecs in the cut's order
   // (above), normalised, heaviest first.
   TypicalWorkload Snapshot() const;
@@ -156,6 +176,8 @@ class WorkloadLearner {
   double mass_ = 0;            // decayed count of observations
   double whole_gpu_mass_ = 0;  // decayed count of the observed pods that ask for whole GPUs
   double pinned_mass_ = 0;     // decayed count of the observed pods that name GPU models
+  double multi_gpu_mass_ = 0;  // decayed count of the observed pods that ask for several whole GPUs
+  std::vector<LargestNode> largest_nodes_;
   std::vector<ClusterModel> cluster_models_;
   std::vector<std::string> named_models_;   // the model names the pods observed in the window asked for
   std::vector<std::string> hedged_models_;  // the rare cluster models none of those names matches

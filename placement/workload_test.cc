@@ -143,8 +143,50 @@ TEST(WorkloadLearner, HedgesForPodsPinnedToARareModelWhileFewPodsAreSeen) {
   EXPECT_EQ(hedge_weight("A100"), 0) << "a model with half the memory is not rare";
   EXPECT_NEAR(hedge_weight("V100"), 0.090995, 1e-6);
   for (int i = 0; i < 220; ++i) learner.Observe(i % 4 == 0 ? pinned : Pod(1, 4000, 1000));
-  EXPECT_GE(learner.observed_mass(), WorkloadLearner::kModelHedgePods);
+  EXPECT_GE(learner.observed_mass(), WorkloadLearner::kHedgePods);
   EXPECT_EQ(hedge_weight("V100"), 0) << "enough pods seen: the observations speak";
+}
+
+// The hedge for pods that take a whole node. Half-life 1,000 pods (r = 2^(−1/1000)), no prior,
+// full coverage; the cluster's largest nodes are two kinds of 8 GPUs (96 cores and 384 GiB, 128
+// cores and 768 GiB). Three one-GPU pods: none asks for several GPUs, so no hedge. A fourth asking
+// for two whole GPUs makes that count 1 ≥ ½, m = 3.99584: each kind's shape (its 8 GPUs whole, its
+// CPU and memory) weighs 0.5 · (1/m) · (1 − m/200) / 2 = 0.061315 against the observations' 1,
+// normalised 0.061315 / 1.122630 = 0.054617; with one kind 0.122630 / 1.122630 = 0.109235. After
+// 96 more one-GPU pods m = 96.6465 and the two-GPU pod counts 0.935623: 0.5 · (0.935623 / m) ·
+// (1 − m/200) / 2 = 0.0012507, normalised 0.0012476. At m ≥ 200 it is gone.
+TEST(WorkloadLearner, HedgesForPodsThatTakeAWholeNodeWhileFewPodsAreSeen) {
+  WorkloadLearner learner(TypicalWorkload{}, 1000, 0, 0, 1.0);
+  const int64_t gib = int64_t{1} << 30;
+  learner.SetLargestNodes({{8, 96000, 384 * gib}, {8, 128000, 768 * gib}});
+  auto hedge_weight = [&](int64_t cpu_milli) {
+    double weight = 0;
+    for (const TypicalSpec& s : learner.Snapshot().specs) {
+      if (s.whole_device() && s.device_count == 8 && s.cpu_milli == cpu_milli) weight += s.weight;
+    }
+    return weight;
+  };
+  for (int i = 0; i < 3; ++i) learner.Observe(Pod(1, 0, 12000));
+  EXPECT_EQ(hedge_weight(96000), 0) << "no pod has asked for several GPUs";
+  learner.Observe(Pod(2, 0, 16000));
+  EXPECT_NEAR(learner.observed_mass(), 3.99584, 1e-5);
+  EXPECT_NEAR(hedge_weight(96000), 0.054617, 1e-6);
+  EXPECT_NEAR(hedge_weight(128000), 0.054617, 1e-6);
+  for (const TypicalSpec& s : learner.Snapshot().specs) {
+    if (s.device_count == 8) {
+      EXPECT_EQ(s.memory_bytes, s.cpu_milli == 96000 ? 384 * gib : 768 * gib);
+    }
+  }
+  learner.SetLargestNodes({{8, 128000, 768 * gib}});
+  EXPECT_EQ(hedge_weight(96000), 0);
+  EXPECT_NEAR(hedge_weight(128000), 0.109235, 1e-6);
+  learner.SetLargestNodes({{8, 96000, 384 * gib}, {8, 128000, 768 * gib}});
+  for (int i = 0; i < 96; ++i) learner.Observe(Pod(1, 0, 12000));
+  EXPECT_NEAR(learner.observed_mass(), 96.6465, 1e-4);
+  EXPECT_NEAR(hedge_weight(96000), 0.0012476, 1e-7) << "fading as the pods seen near 200";
+  for (int i = 0; i < 120; ++i) learner.Observe(i % 10 == 0 ? Pod(2, 0, 16000) : Pod(1, 0, 12000));
+  EXPECT_GE(learner.observed_mass(), WorkloadLearner::kHedgePods);
+  EXPECT_EQ(hedge_weight(96000), 0) << "enough pods seen: the observations speak";
 }
 
 // Coverage keeps the heaviest specs until their share reaches it: with weights .5/.3/.15/.05

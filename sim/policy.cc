@@ -401,8 +401,9 @@ int CoreRankFirst(const placement::Decision& decision, model::PolicyKind kind, c
     const placement::NodeScore score = policy.Score(nodes[n], summaries[n], prepared);
     if (!score.verdict.fits()) continue;
     const placement::RankKey key =
-        placement::RankOf({score.cost, score.fill_cost, score.reservation_cost, score.completion_loss, tie_rank[n]},
-                          unit, options, pod.node_policy);
+        placement::RankOf({score.cost, score.fill_cost, score.reservation_cost, score.completion_loss, tie_rank[n],
+                           placement::GpuCount(nodes[n])},
+                          unit, options, pod.node_policy, decision.fewer_gpus_first());
     if (best < 0 || key < best_key || (key == best_key && tie_rank[n] < tie_rank[best])) {
       best = n;
       best_key = key;

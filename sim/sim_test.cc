@@ -669,6 +669,20 @@ TEST(Replay, FillPodsReplaysOnAClusterTheFirstPodsFill) {
   EXPECT_DOUBLE_EQ(run->curve[100].unallocated_pct, 0);
 }
 
+// gpupack on the early window of `pods` in file order, seed 42: fill_pods is all of them, so the
+// cluster is the nodes they fill, and tune 1 plays each once.
+StatusOr<SeedRun> RunFirstPods(const std::vector<model::Node>& nodes, const std::vector<model::PodRequest>& pods,
+                               bool burst) {
+  ReplayOptions opts;
+  opts.shuffle = false;
+  opts.tune = 1;
+  opts.fill_pods = static_cast<int>(pods.size());
+  opts.burst = burst;
+  GPUPACK_ASSIGN_OR_RETURN(Replayer replayer, Replayer::Create(nodes, pods, opts));
+  GPUPACK_ASSIGN_OR_RETURN(std::unique_ptr<SimPolicy> policy, MakePolicy("gpupack", replayer.typical()));
+  return replayer.RunSeed(*policy, 42);
+}
+
 // A burst: an 8-GPU node and a 2-GPU node (10 GPUs of 1000 MiB), and in file order two 1-GPU
 // pods, then an 8-GPU pod; fill_pods 3 asks 10 × 1000 MiB, so the cluster is both nodes, and
 // tune 1 plays the 3 pods. One at a time, the learner's first refresh knows a 1-GPU pod and the
@@ -681,20 +695,29 @@ TEST(Replay, ABurstIsLearnedFromThePodsWaitingAtTheFirstRefresh) {
   std::vector<model::PodRequest> pods{NamedPod("a", 1, 0, 4000), NamedPod("b", 1, 0, 4000), NamedPod("c", 8, 0, 4000)};
   for (bool burst : {false, true}) {
     SCOPED_TRACE(burst ? "burst" : "one at a time");
-    ReplayOptions opts;
-    opts.shuffle = false;
-    opts.tune = 1;
-    opts.fill_pods = 3;
-    opts.burst = burst;
-    auto r = Replayer::Create(nodes, pods, opts);
-    ASSERT_TRUE(r.ok()) << r.status();
-    auto policy = MakePolicy("gpupack", r->typical());
-    ASSERT_TRUE(policy.ok()) << policy.status();
-    auto run = r->RunSeed(**policy, 42);
+    auto run = RunFirstPods(nodes, pods, burst);
     ASSERT_TRUE(run.ok()) << run.status();
     EXPECT_EQ(run->pods, 3);
     EXPECT_EQ(run->failed, burst ? 0 : 1);
   }
+}
+
+// Room for a pod not seen yet: an 8-GPU node "large" and a 4-GPU node "medium" (12 GPUs of 1000
+// MiB, 128 cores each), and in file order two 1-GPU pods, then an 8-GPU pod, one at a time;
+// fill_pods 3 asks 10 × 1000 MiB, so the cluster is both nodes, and tune 1 plays the 3 pods. A
+// 1-GPU pod costs the same on either empty node (each keeps room for the prior's shapes), and the
+// node order puts "large" first: it took both, and the 8-GPU pod failed. While few pods are seen,
+// nodes with fewer GPUs go first among equals (Decision::fewer_gpus_first): both take "medium",
+// and the 8-GPU pod fits on "large".
+TEST(Replay, WhileFewPodsAreSeenNodesWithFewerGpusGoFirstAmongEquals) {
+  std::vector<model::Node> nodes{TraceNode("large", 128000, std::vector<MiB>(8, 0)),
+                                 TraceNode("medium", 128000, std::vector<MiB>(4, 0))};
+  ASSERT_LT(placement::NodeTieBreakRank("large", 0), placement::NodeTieBreakRank("medium", 0));
+  std::vector<model::PodRequest> pods{NamedPod("a", 1, 0, 4000), NamedPod("b", 1, 0, 4000), NamedPod("c", 8, 0, 4000)};
+  auto run = RunFirstPods(nodes, pods, /*burst=*/false);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->pods, 3);
+  EXPECT_EQ(run->failed, 0);
 }
 
 TEST(Replay, StatisticsAreMedianMeanAndSampleSd) {

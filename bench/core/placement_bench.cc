@@ -287,10 +287,11 @@ BENCHMARK(BM_RefreshCompletion)->Arg(1000)->Arg(5000)->Unit(benchmark::kMicrosec
 
 // Decision::Refresh over MakeMixedCluster(nodes), the device size configured: the reservation and
 // the completion value built (the caller re-summarises the nodes; BM_RefreshSummaries). The
-// learner has seen pods of 8–32 GiB and 1–8 cores, one of them pinned to the A100: range(1) = 0,
-// 300 of them, past the model hedge's window, so the nodes are visited once, for the prices; 1,
-// 10 of them, so the refresh also tallies the GPU models and the blend holds the hedge's shape for
-// the T4, which no pod has named.
+// learner has seen pods of 8–32 GiB and 1–8 cores, one of them pinned to the A100 and one asking
+// for two whole GPUs: range(1) = 0, 300 of them, past the hedges' window, so the nodes are visited
+// once, for the prices; 1, 10 of them, so the refresh also tallies the GPU models and the largest
+// nodes, the blend holds the model hedge's shape for the T4, which no pod has named, and the
+// whole-node hedge's shape, and the ranking puts fewer GPUs first.
 void BM_DecisionRefresh(benchmark::State& state) {
   const std::vector<Node> cluster = MakeMixedCluster(static_cast<int>(state.range(0)));
   DecisionOptions options;
@@ -304,6 +305,7 @@ void BM_DecisionRefresh(benchmark::State& state) {
     pod.containers.push_back(
         ContainerRequest{.name = "c", .device_count = 1, .mem_per_device_mib = 8192 * (1 + i % 4)});
     if (i == 3) pod.gpu_models = {"A100"};
+    if (i == 5) pod.containers.back() = ContainerRequest{.name = "c", .device_count = 2, .mem_per_device_mib = 0};
     decision.Observe(pod);
   }
   const auto each = [&](const std::function<void(const Node&)>& visit) {

@@ -34,6 +34,7 @@ struct Assessment {
   double reservation_cost = 0;  // placement::NodeScore::reservation_cost: ranked with fill_cost
   double completion_loss = 0;   // placement::NodeScore::completion_loss: the first key
   uint64_t tie_break_rank = 0;  // placement::NodeTieBreakRank(node, tie_break_salt)
+  int gpu_count = 0;            // placement::GpuCount(node)
   // The caller's Ranking of the rest (fitting nodes only), memoised with it.
   placement::RankKey rank;
 };

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "common/log.h"
+#include "placement/decision.h"
 #include "translate/allocation_ledger.h"
 
 namespace gpupack::extender {
@@ -34,6 +35,7 @@ std::shared_ptr<const NodeView> ClusterState::MakeView(const NodeEntry& entry, s
   view->summary_generation = generation;
   view->heartbeat = heartbeat;
   view->tie_break_rank = entry.tie_break_rank;
+  view->gpu_count = placement::GpuCount(*view->node);
   view->version = next_view_version_.fetch_add(1, std::memory_order_relaxed);
   return view;
 }
@@ -87,8 +89,8 @@ Assessment ClusterState::ScoreView(const NodeView& view, const placement::Prepar
   placement::NodeScore s = view.summary_generation == snapshot.generation
                                ? snapshot.policy->Score(*view.node, view.summary, pod)
                                : snapshot.policy->Score(*view.node, snapshot.policy->Summarize(*view.node), pod);
-  return Assessment{std::move(s.verdict), s.cost, s.fill_cost, s.reservation_cost, s.completion_loss,
-                    view.tie_break_rank,  {}};
+  return Assessment{std::move(s.verdict), s.cost,         s.fill_cost, s.reservation_cost, s.completion_loss,
+                    view.tie_break_rank,  view.gpu_count, {}};
 }
 
 std::optional<Assessment> ClusterState::Assess(std::string_view node, const model::PodRequest& pod,
@@ -123,8 +125,8 @@ void ClusterState::AssessMany(const std::vector<std::string_view>& names, const 
     if (chunk == nullptr || chunk->versions[r] == 0) continue;  // unreachable: see the lock order above
     if (std::optional<placement::Verdict> stale =
             heartbeats_expire ? staleness_.Verdict(chunk->heartbeats[r], now) : std::nullopt) {
-      out.at_[i] =
-          &out.own_.emplace_back(Assessment{std::move(*stale), 0, 0, 0, 0, chunk->views[r]->tie_break_rank, {}});
+      out.at_[i] = &out.own_.emplace_back(
+          Assessment{std::move(*stale), 0, 0, 0, 0, chunk->views[r]->tie_break_rank, chunk->views[r]->gpu_count, {}});
       continue;
     }
     if (const Assessment* hit = memo ? memo->Find(row, chunk->versions[r]) : nullptr) {

@@ -93,6 +93,7 @@ Extender::Extender(ClusterState& state, ClusterBackend& backend, ExtenderOptions
       }()),
       decision_(state.policy()->kind(), state.policy()->options(), options_.decision, options_.prior),
       unit_mib_(decision_.unit_mib()),
+      fewer_gpus_first_(decision_.fewer_gpus_first()),
       ranking_owner_([] {
         static std::atomic<uint64_t> next{1};
         return next.fetch_add(1);
@@ -146,6 +147,7 @@ void Extender::RefreshPolicyLocked() {
         [&](const model::Node& node, const placement::NodeSummary&, std::optional<Clock::TimePoint>) { visit(node); });
   });
   unit_mib_.store(decision_.unit_mib());
+  fewer_gpus_first_.store(decision_.fewer_gpus_first());
   state_.SetPolicy(std::make_shared<placement::Policy>(std::move(policy)));
   if (metrics_ != nullptr) metrics_->CountPolicyRefresh();
 }
@@ -156,14 +158,17 @@ Extender::RankKey Extender::RankOf(const ClusterState::Assessment& assessment,
 }
 
 ClusterState::Ranking Extender::RankingFor(std::optional<model::PolicyKind> pod_node_policy) const {
-  // Owned by this extender (its options are fixed), and the unit is the only input that changes
-  // (at a policy refresh); the node-policy override is part of the pod's shape.
+  // Owned by this extender (its options are fixed), and the unit and the fewer-GPUs-first order
+  // are the only inputs that change (at a policy refresh); the node-policy override is part of
+  // the pod's shape.
   const model::MiB unit = unit_mib_.load(std::memory_order_relaxed);
-  return ClusterState::Ranking{
-      {ranking_owner_, static_cast<uint64_t>(unit)}, [this, unit, pod_node_policy](const ClusterState::Assessment& a) {
-        return placement::RankOf({a.cost, a.fill_cost, a.reservation_cost, a.completion_loss, a.tie_break_rank}, unit,
-                                 rank_options_, pod_node_policy);
-      }};
+  const bool fewer_gpus_first = fewer_gpus_first_.load(std::memory_order_relaxed);
+  return ClusterState::Ranking{{ranking_owner_, static_cast<uint64_t>(unit) << 1 | (fewer_gpus_first ? 1 : 0)},
+                               [this, unit, fewer_gpus_first, pod_node_policy](const ClusterState::Assessment& a) {
+                                 return placement::RankOf({a.cost, a.fill_cost, a.reservation_cost, a.completion_loss,
+                                                           a.tie_break_rank, a.gpu_count},
+                                                          unit, rank_options_, pod_node_policy, fewer_gpus_first);
+                               }};
 }
 
 std::vector<int64_t> Extender::RankScores(size_t levels) {

@@ -151,6 +151,7 @@ class Extender {
   std::mutex learner_mu_;
   placement::Decision decision_;                // guarded by learner_mu_
   std::atomic<model::MiB> unit_mib_;            // decision_.unit_mib(), read by RankOf without the lock
+  std::atomic<bool> fewer_gpus_first_;          // decision_.fewer_gpus_first(), likewise
   std::atomic<bool> learned_held_pods_{false};  // written under learner_mu_; read without it
   // Unique to this extender: the owner in its rankings' ids, so that two extenders on one state
   // (with other options) never serve each other's memoised ranks.

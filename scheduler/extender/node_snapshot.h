@@ -34,6 +34,7 @@ struct NodeView {
   uint64_t summary_generation = 0;  // the policy generation `summary` was computed with
   std::optional<Clock::TimePoint> heartbeat;
   uint64_t tie_break_rank = 0;
+  int gpu_count = 0;     // placement::GpuCount(*node)
   uint64_t version = 0;  // unique across every view the state ever publishes (never 0)
 };
 
