@@ -73,8 +73,16 @@ void SortByRank(std::vector<RankedIndex>& items) {
     group_of[i] = table[s].group - 1;
   }
   // Groups in cost order, each with a power-of-two run of buckets at least its size, a tie's
-  // bucket in the run being its leading bits: buckets follow (cost, tie) order.
+  // bucket in the run being the leading bits of its distance from the group's least tie: buckets
+  // follow (cost, tie) order. Measured from the least tie, not from 0, because ties may share
+  // leading bits (placement::RankOf's fewer-GPUs-first puts a price and a GPU count above the
+  // node order's bits), and buckets of those bits alone would hold whole groups.
   const size_t groups = costs.size();
+  std::vector<uint64_t> least(groups, kNoFraction), most(groups, 0);
+  for (size_t i = 0; i < n; ++i) {
+    least[group_of[i]] = std::min(least[group_of[i]], fraction[i]);
+    most[group_of[i]] = std::max(most[group_of[i]], fraction[i]);
+  }
   std::vector<uint32_t> order(groups);
   for (uint32_t g = 0; g < groups; ++g) order[g] = g;
   std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return costs[a] < costs[b]; });
@@ -86,14 +94,14 @@ void SortByRank(std::vector<RankedIndex>& items) {
   for (uint32_t g : order) {
     const int bits = std::bit_width(std::bit_ceil(size[g])) - 1;  // log2 of the run's length
     first_bucket[g] = buckets;
-    shift[g] = 53 - bits;
+    shift[g] = std::max(0, static_cast<int>(std::bit_width(most[g] - least[g])) - bits);
     buckets += size_t{1} << bits;
   }
   std::vector<uint32_t> bucket_of(n);
   std::vector<size_t> start(buckets + 1, 0);
   for (size_t i = 0; i < n; ++i) {
     const uint32_t g = group_of[i];
-    bucket_of[i] = static_cast<uint32_t>(first_bucket[g] + (fraction[i] >> shift[g]));
+    bucket_of[i] = static_cast<uint32_t>(first_bucket[g] + ((fraction[i] - least[g]) >> shift[g]));
     ++start[bucket_of[i] + 1];
   }
   for (size_t b = 0; b < buckets; ++b) start[b + 1] += start[b];

@@ -23,8 +23,9 @@ struct RankedIndex {
 
 // Sorts by (rank, index), exactly as std::sort with that comparison would. Prioritize's ranks have
 // few distinct costs (integer FGD / fill / completion levels) and ties that are fixed
-// pseudo-random fractions of the node (placement::NodeTieBreakRank), so this buckets by cost, then by
-// the tie's leading bits, and sorts only within buckets of one or two: linear in the nodes, where
+// pseudo-random fractions of the node (placement::NodeTieBreakRank, below a prefix that many nodes
+// may share), so this buckets by cost, then by the leading bits of the tie's distance from the least
+// tie of its cost, and sorts only within buckets of one or two: linear in the nodes, where
 // a comparison sort cost a sixth of a filter + prioritize pair at 5,000 nodes. Ranks that do not
 // look like that (many distinct costs, ties outside [0, 1)) are sorted by comparison.
 void SortByRank(std::vector<RankedIndex>& items);

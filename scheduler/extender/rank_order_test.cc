@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "placement/decision.h"
 #include "placement/placement.h"
 
 namespace gpupack::extender {
@@ -39,19 +40,30 @@ double Tie(uint64_t node) {
          static_cast<double>(uint64_t{1} << 53);
 }
 
+// The same while the ranking puts fewer GPUs first: a reservation price and a GPU count in the
+// leading bits, which most nodes share (here four in five have 8 GPUs and no price).
+double FewerGpusFirstTie(uint64_t node, std::mt19937_64& rng) {
+  const int gpus = rng() % 5 == 0 ? static_cast<int>(1 + rng() % 4) : 8;
+  const double price = rng() % 5 == 0 ? static_cast<double>(rng() % 200) : 0.0;
+  return placement::RankOf({0, 0, price, 0, placement::NodeTieBreakRank("node-" + std::to_string(node), 7), gpus}, 1000,
+                           placement::DecisionOptions{}, std::nullopt, true)
+      .tie;
+}
+
 TEST(SortByRank, OrdersExactlyAsAComparisonSort) {
   std::mt19937_64 rng(1);
   struct Case {
     const char* name;
     size_t nodes;
     int distinct_costs;  // costs drawn from this many integer levels
-    int tie_kind;        // 0: node ties; 1: all 0; 2: duplicated node ties; 3: not k / 2^53
+    int tie_kind;        // 0: node ties; 1: all 0; 2: duplicated node ties; 3: not k / 2^53; 4: fewer GPUs first
   };
   const Case cases[] = {
       {"bucketed: few costs, node ties", 5000, 7, 0},
       {"bucketed: one cost", 3000, 1, 0},
       {"bucketed: no tie-break (all ties 0)", 2000, 5, 1},
       {"bucketed: equal (cost, tie) pairs keep index order", 2000, 3, 2},
+      {"bucketed: ties that share their leading bits", 5000, 7, 4},
       {"compared: more costs than the table takes", 4000, 1000, 0},
       {"compared: ties that are not fractions of 2^53", 1000, 4, 3},
       {"compared: below the bucketing threshold", 40, 3, 0},
@@ -64,6 +76,7 @@ TEST(SortByRank, OrdersExactlyAsAComparisonSort) {
       if (cost == 0 && rng() % 2 == 0) cost = -0.0;
       double tie = c.tie_kind == 1 ? 0.0 : Tie(c.tie_kind == 2 ? rng() % 50 : i);
       if (c.tie_kind == 3) tie = static_cast<double>(rng() % 1000) / 7.0;
+      if (c.tie_kind == 4) tie = FewerGpusFirstTie(i, rng);
       ranks.push_back({cost, tie});
     }
     EXPECT_EQ(Sorted(ranks), Reference(ranks)) << c.name;
