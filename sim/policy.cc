@@ -324,8 +324,8 @@ class CorePolicy final : public SimPolicy {
     nodes_ = nodes;
     // The extender refreshes once as soon as it knows the cluster (its first filter).
     RefreshPolicy();
-    rank_.clear();
-    for (const model::Node& node : nodes_) rank_.push_back(placement::NodeTieBreakRank(node.name, 0));
+    order_.clear();
+    for (const model::Node& node : nodes_) order_.push_back(NodeOrderOf(node));
     return Status::Ok();
   }
 
@@ -342,7 +342,7 @@ class CorePolicy final : public SimPolicy {
     };
     if (decision_->Observe(ArrivalRequest(pod), waiting)) RefreshPolicy();
     // The compact filter is the same fit; it only saves the core the infeasible nodes.
-    const int best = CoreRankFirst(*decision_, kind_, *policy_, nodes_, summaries_, rank_, *pod.request,
+    const int best = CoreRankFirst(*decision_, kind_, *policy_, nodes_, summaries_, order_, *pod.request,
                                    [&](int n) { return s.Fits(n, pod.demand); });
     if (best < 0) return std::optional<Choice>();
     // Only the winner's devices are needed; Evaluate makes the same choice Score costed.
@@ -380,15 +380,19 @@ class CorePolicy final : public SimPolicy {
   std::optional<placement::Policy> policy_;
   std::vector<model::Node> nodes_;
   std::vector<placement::NodeSummary> summaries_;
-  std::vector<uint64_t> rank_;
+  std::vector<NodeOrder> order_;
   model::Placement pending_;
 };
 
 }  // namespace
 
+NodeOrder NodeOrderOf(const model::Node& node) {
+  return NodeOrder{placement::NodeTieBreakRank(node.name, 0), placement::GpuCount(node)};
+}
+
 int CoreRankFirst(const placement::Decision& decision, model::PolicyKind kind, const placement::Policy& policy,
                   std::span<const model::Node> nodes, std::span<const placement::NodeSummary> summaries,
-                  std::span<const uint64_t> tie_rank, const model::PodRequest& pod,
+                  std::span<const NodeOrder> order, const model::PodRequest& pod,
                   const std::function<bool(int)>& admits) {
   placement::DecisionOptions options = decision.options();
   options.fgd_levels = kind == model::PolicyKind::kFgd && options.fgd_levels;
@@ -401,10 +405,10 @@ int CoreRankFirst(const placement::Decision& decision, model::PolicyKind kind, c
     const placement::NodeScore score = policy.Score(nodes[n], summaries[n], prepared);
     if (!score.verdict.fits()) continue;
     const placement::RankKey key =
-        placement::RankOf({score.cost, score.fill_cost, score.reservation_cost, score.completion_loss, tie_rank[n],
-                           placement::GpuCount(nodes[n])},
+        placement::RankOf({score.cost, score.fill_cost, score.reservation_cost, score.completion_loss,
+                           order[n].tie_break_rank, order[n].gpu_count},
                           unit, options, pod.node_policy, decision.fewer_gpus_first());
-    if (best < 0 || key < best_key || (key == best_key && tie_rank[n] < tie_rank[best])) {
+    if (best < 0 || key < best_key || (key == best_key && order[n].tie_break_rank < order[best].tie_break_rank)) {
       best = n;
       best_key = key;
     }

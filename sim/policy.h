@@ -73,15 +73,24 @@ class SimPolicy {
   virtual void Committed(const SimPod& pod, const Choice& choice) = 0;
 };
 
+// What placement::RankOf reads of a node besides its score, fixed while the node's devices are:
+// the extender's tie-break rank (placement::NodeTieBreakRank with the default salt 0) and
+// placement::GpuCount. Computed once per node, as the extender does when a node enters its state.
+struct NodeOrder {
+  uint64_t tie_break_rank = 0;
+  int gpu_count = 0;
+};
+NodeOrder NodeOrderOf(const model::Node& node);
+
 // gpupack's choice of a node for a pod, as the extender makes it: every node that `admits` and
 // where the core fits the pod is keyed by placement::RankOf (FGD levels for a kFgd decision whose
-// options say so), its tie-break rank `tie_rank[n]` (placement::NodeTieBreakRank) last; the lowest
-// key wins, equal keys the lower tie-break rank. `admits` only saves the core nodes it rules out:
-// it must admit every node where the pod fits. -1 when it fits on none.
-// REQUIRES: summaries[n] == policy.Summarize(nodes[n]); tie_rank has one entry per node.
+// options say so) with `order[n]`, the tie-break rank last; the lowest key wins, equal keys the
+// lower tie-break rank. `admits` only saves the core nodes it rules out: it must admit every node
+// where the pod fits. -1 when it fits on none.
+// REQUIRES: summaries[n] == policy.Summarize(nodes[n]); order[n] == NodeOrderOf(nodes[n]).
 int CoreRankFirst(const placement::Decision& decision, model::PolicyKind kind, const placement::Policy& policy,
                   std::span<const model::Node> nodes, std::span<const placement::NodeSummary> summaries,
-                  std::span<const uint64_t> tie_rank, const model::PodRequest& pod,
+                  std::span<const NodeOrder> order, const model::PodRequest& pod,
                   const std::function<bool(int)>& admits);
 
 // What "gpupack-overhead" charges each process on a device (gpupack-sim --process-overhead):

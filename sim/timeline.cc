@@ -105,7 +105,7 @@ class Timeline {
       // pods come and go around it (and the planner discounts an evicted pod's usage, which a
       // departure here would not), so none is kept.
       for (model::Device& d : node.devices) d.used_mib = 0;
-      tie_rank_.push_back(placement::NodeTieBreakRank(node.name, 0));
+      order_.push_back(NodeOrderOf(node));
       for (const model::Device& d : node.devices) capacity_mib_ += d.capacity_mib;
       allocated_mib_.push_back(NodeAllocatedMiB(node));
       total_allocated_mib_ += allocated_mib_.back();
@@ -230,8 +230,8 @@ class Timeline {
     const uint64_t since = s.tried_epoch;
     s.tried_epoch = epoch_;
     // Fit only grows with free room: a node not freed since the last attempt still cannot hold it.
-    const int best = CoreRankFirst(decision_, model::PolicyKind::kFgd, *policy_, nodes_, summaries_, tie_rank_,
-                                   pods_[p], [&](int n) { return freed_at_[n] > since; });
+    const int best = CoreRankFirst(decision_, model::PolicyKind::kFgd, *policy_, nodes_, summaries_, order_, pods_[p],
+                                   [&](int n) { return freed_at_[n] > since; });
     if (best >= 0) {
       placement::NodeEvaluation e = policy_->Evaluate(nodes_[best], summaries_[best], pods_[p]);
       Place(p, best, e.placement);
@@ -344,7 +344,7 @@ class Timeline {
   placement::Decision decision_;
   std::optional<placement::Policy> policy_;
   std::vector<placement::NodeSummary> summaries_;
-  std::vector<uint64_t> tie_rank_;
+  std::vector<NodeOrder> order_;  // NodeOrderOf each node
   std::vector<PodState> state_;
   std::vector<bool> movable_class_;
   std::deque<int> queue_;             // waiting pods, oldest first (may hold pods that have left since)
